@@ -1,0 +1,561 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+)
+
+// Config holds the coordinator's tunables. Zero values take the defaults below.
+type Config struct {
+	HeartbeatInterval    time.Duration // 3s: heartbeatIntervalMs in responses
+	MemberLease          time.Duration // 15s
+	RebalanceTimeout     time.Duration // 60s
+	TickInterval         time.Duration // 1s: expiry, timeouts, resharding progress
+	StaleMemberRetention time.Duration // 10m: pruning of terminal members (<0 disables)
+	DefaultShardCount    int           // 12
+	MaxShardCount        int           // 1024
+	// DisableProvisioning turns off stream and consumer-group creation (on by default).
+	DisableProvisioning bool
+	// KeepRetiredStreams keeps removed shard streams after a resharding finishes
+	// instead of deleting them.
+	KeepRetiredStreams bool
+	SnapshotEvery      int // events between snapshots (10000); <0 disables
+	MaxBatch           int // decisions folded into one append (256)
+	CoordinatorID      string
+	Logger             zerolog.Logger
+	// AfterAppend, if set, is called with every appended record (metrics, test hooks).
+	AfterAppend func(rec events.Record)
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 3 * time.Second
+	}
+	if c.MemberLease <= 0 {
+		c.MemberLease = 15 * time.Second
+	}
+	if c.RebalanceTimeout <= 0 {
+		c.RebalanceTimeout = 60 * time.Second
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = time.Second
+	}
+	if c.StaleMemberRetention == 0 {
+		c.StaleMemberRetention = 10 * time.Minute
+	}
+	if c.DefaultShardCount <= 0 {
+		c.DefaultShardCount = 12
+	}
+	if c.MaxShardCount <= 0 {
+		c.MaxShardCount = 1024
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 10000
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 256
+	}
+	if c.CoordinatorID == "" {
+		c.CoordinatorID = "local-coordinator"
+	}
+}
+
+// Coordinator owns the projection and is the only writer of the log in this process.
+type Coordinator struct {
+	cfg    Config
+	log    events.Log
+	shards ShardStore
+	snaps  SnapshotStore
+	clock  Clock
+	state  *projection.State
+	rt     *runtimeState
+
+	reqs    chan *request
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	ready   atomic.Bool
+	healthy atomic.Bool
+	closing atomic.Bool
+
+	sinceSnapshot int
+	snapMu        sync.Mutex
+	conflicts     atomic.Int64
+	lastAppendErr atomic.Value // string
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// New builds a coordinator. shards may be nil (no Redis for shard streams: creating
+// groups then fails with REDIS_NOT_CONFIGURED unless provisioning is disabled);
+// snaps may be nil; clock nil means the system clock.
+func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clock Clock) *Coordinator {
+	cfg.setDefaults()
+	if clock == nil {
+		clock = systemClock{}
+	}
+	c := &Coordinator{
+		cfg: cfg, log: log, shards: shards, snaps: snaps, clock: clock,
+		state: projection.New(),
+		rt:    newRuntimeState(),
+		reqs:  make(chan *request, 4096),
+		stop:  make(chan struct{}),
+	}
+	c.lastAppendErr.Store("")
+	return c
+}
+
+// Config returns the effective configuration.
+func (c *Coordinator) Config() Config { return c.cfg }
+
+// State is the projection (read through its copying methods).
+func (c *Coordinator) State() *projection.State { return c.state }
+
+// Log is the event log.
+func (c *Coordinator) Log() events.Log { return c.log }
+
+// Ready reports whether the coordinator loaded the log and can append.
+func (c *Coordinator) Ready() bool { return c.ready.Load() && c.healthy.Load() && !c.closing.Load() }
+
+// Healthy reports whether the last log operation succeeded.
+func (c *Coordinator) Healthy() bool { return c.healthy.Load() }
+
+// Conflicts is the number of compare-and-append conflicts seen.
+func (c *Coordinator) Conflicts() int64 { return c.conflicts.Load() }
+
+// Load builds the projection: the stored snapshot (if any, and if fromSnapshot)
+// plus every entry after it. An undecodable entry stops the load with an error
+// naming its id.
+func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
+	st := projection.New()
+	if fromSnapshot && c.snaps != nil {
+		data, err := c.snaps.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("load snapshot: %w", err)
+		}
+		if data != nil {
+			restored, err := projection.Restore(data)
+			if err != nil {
+				c.cfg.Logger.Warn().Err(err).Msg("ignoring unreadable snapshot; folding the whole log")
+			} else {
+				st = restored
+			}
+		}
+	}
+	n, err := FoldLog(ctx, c.log, st, "")
+	if err != nil {
+		return err
+	}
+	c.state.Swap(st)
+	c.rearm()
+	c.healthy.Store(true)
+	c.ready.Store(true)
+	c.cfg.Logger.Info().Str("lastId", c.state.LastID()).Int("tail", n).Msg("projection loaded")
+	return nil
+}
+
+// FoldLog applies every entry of l after st's last id (up to until, inclusive, when
+// not empty) and returns how many it applied.
+func FoldLog(ctx context.Context, l events.Log, st *projection.State, until string) (int, error) {
+	n := 0
+	for {
+		entries, err := l.Read(ctx, st.LastID(), 2000)
+		if err != nil {
+			return n, fmt.Errorf("read log: %w", err)
+		}
+		if len(entries) == 0 {
+			return n, nil
+		}
+		for _, e := range entries {
+			if until != "" {
+				if cmp, err := events.CompareIDs(e.ID, until); err == nil && cmp > 0 {
+					return n, nil
+				}
+			}
+			rec, err := events.Decode(e.ID, e.Data)
+			if err != nil {
+				return n, err
+			}
+			if err := st.Apply(rec); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+}
+
+// Run starts the writer, the maintenance ticker and the log follower. It returns
+// at once; Close stops them.
+func (c *Coordinator) Run() {
+	c.wg.Add(3)
+	go func() { defer c.wg.Done(); c.writer() }()
+	go func() { defer c.wg.Done(); c.ticker() }()
+	go func() { defer c.wg.Done(); c.follow() }()
+}
+
+// Close stops accepting decisions, lets the one in progress finish, writes a
+// snapshot and stops the background loops.
+func (c *Coordinator) Close() {
+	if c.closing.Swap(true) {
+		return
+	}
+	close(c.stop)
+	c.wg.Wait()
+	c.saveSnapshot(context.Background())
+}
+
+// request is one decision waiting for the writer.
+type request struct {
+	fn        func(t *tx) (any, error)
+	exclusive bool
+	meta      events.Meta
+	done      chan result
+}
+
+type result struct {
+	v   any
+	err error
+}
+
+// submit queues a decision and waits for its result. Decisions for every group
+// are serialised by the single writer; consecutive non-exclusive decisions are
+// folded into one append.
+func (c *Coordinator) submit(ctx context.Context, meta events.Meta, exclusive bool, fn func(t *tx) (any, error)) (any, error) {
+	if c.closing.Load() {
+		return nil, ErrTerminating
+	}
+	if !c.ready.Load() {
+		return nil, withMsg(ErrUnavailable, "coordinator is still loading the event log")
+	}
+	r := &request{fn: fn, exclusive: exclusive, meta: meta, done: make(chan result, 1)}
+	select {
+	case c.reqs <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.stop:
+		return nil, ErrTerminating
+	}
+	select {
+	case res := <-r.done:
+		return res.v, res.err
+	case <-c.stop:
+		// The writer finishes the batch in progress before stopping.
+		select {
+		case res := <-r.done:
+			return res.v, res.err
+		case <-time.After(10 * time.Second):
+			return nil, ErrTerminating
+		}
+	}
+}
+
+func (c *Coordinator) writer() {
+	var carry *request
+	for {
+		var first *request
+		if carry != nil {
+			first, carry = carry, nil
+		} else {
+			select {
+			case first = <-c.reqs:
+			case <-c.stop:
+				c.drainRejected()
+				return
+			}
+		}
+		batch := []*request{first}
+		if !first.exclusive {
+		fill:
+			for len(batch) < c.cfg.MaxBatch {
+				select {
+				case r := <-c.reqs:
+					if r.exclusive {
+						carry = r
+						break fill
+					}
+					batch = append(batch, r)
+				default:
+					break fill
+				}
+			}
+		}
+		c.runBatch(batch)
+	}
+}
+
+func (c *Coordinator) drainRejected() {
+	for {
+		select {
+		case r := <-c.reqs:
+			r.done <- result{err: ErrTerminating}
+		default:
+			return
+		}
+	}
+}
+
+// batchCtx accumulates the events of one batch before they are appended.
+type batchCtx struct {
+	ov   *projection.Overlay
+	data [][]byte
+	recs []events.Record
+}
+
+const maxConflictRetries = 3
+
+func (c *Coordinator) runBatch(batch []*request) {
+	for attempt := 0; ; attempt++ {
+		c.state.Lock()
+		b := &batchCtx{ov: c.state.NewOverlayLocked()}
+		results := make([]result, len(batch))
+		panicked := -1
+		for i, r := range batch {
+			t := &tx{c: c, b: b, meta: r.meta, now: c.now()}
+			t.meta.Time = t.now
+			v, err, p := runSafely(r.fn, t)
+			if p != nil {
+				c.cfg.Logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
+				panicked = i
+				break
+			}
+			results[i] = result{v, err}
+		}
+		if panicked >= 0 {
+			c.state.Unlock()
+			batch[panicked].done <- result{err: fmt.Errorf("internal error")}
+			batch = append(batch[:panicked:panicked], batch[panicked+1:]...)
+			if len(batch) == 0 {
+				return
+			}
+			continue
+		}
+		err := c.commitLocked(b)
+		c.state.Unlock()
+		conflict := errors.Is(err, events.ErrConflict)
+		for _, r := range results {
+			if errors.Is(r.err, events.ErrConflict) {
+				conflict = true
+			}
+		}
+		if conflict {
+			c.conflicts.Add(1)
+			if cerr := c.catchUp(); cerr != nil {
+				err = cerr
+			} else if attempt+1 < maxConflictRetries {
+				continue
+			} else {
+				for _, r := range batch {
+					r.done <- result{err: ErrStateConflict}
+				}
+				return
+			}
+		}
+		for i, r := range batch {
+			if err != nil && !conflict {
+				r.done <- result{err: withMsg(ErrUnavailable, "event log append failed: the decision was not recorded; retry")}
+				continue
+			} else if err != nil {
+				r.done <- result{err: withMsg(ErrUnavailable, "event log unavailable: %v", err)}
+				continue
+			}
+			r.done <- results[i]
+		}
+		return
+	}
+}
+
+func runSafely(fn func(t *tx) (any, error), t *tx) (v any, err error, p any) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = r
+		}
+	}()
+	v, err = fn(t)
+	return v, err, nil
+}
+
+// commitLocked appends the batch's events and applies them to the projection.
+func (c *Coordinator) commitLocked(b *batchCtx) error {
+	if len(b.data) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ids, err := c.log.Append(ctx, c.state.LastIDLocked(), b.data)
+	if err != nil {
+		if !errors.Is(err, events.ErrConflict) {
+			c.healthy.Store(false)
+			c.lastAppendErr.Store(err.Error())
+			c.cfg.Logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
+		}
+		return err
+	}
+	c.healthy.Store(true)
+	for i := range b.recs {
+		rec := b.recs[i]
+		rec.ID = ids[i]
+		if err := c.state.ApplyLocked(rec); err != nil {
+			// The log is ahead of the projection now; reload it from the log.
+			c.cfg.Logger.Error().Err(err).Str("id", rec.ID).Msg("apply after append failed")
+			c.healthy.Store(false)
+			return err
+		}
+		if c.cfg.AfterAppend != nil {
+			c.cfg.AfterAppend(rec)
+		}
+	}
+	c.sinceSnapshot += len(b.data)
+	if c.cfg.SnapshotEvery > 0 && c.sinceSnapshot >= c.cfg.SnapshotEvery {
+		c.sinceSnapshot = 0
+		capture := c.state.Capture()
+		go c.saveCapture(capture)
+	}
+	b.data, b.recs = nil, nil
+	b.ov = c.state.NewOverlayLocked()
+	return nil
+}
+
+// catchUp applies entries another writer appended.
+func (c *Coordinator) catchUp() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.state.Lock()
+	defer c.state.Unlock()
+	for {
+		entries, err := c.log.Read(ctx, c.state.LastIDLocked(), 1000)
+		if err != nil {
+			c.healthy.Store(false)
+			return err
+		}
+		if len(entries) == 0 {
+			c.healthy.Store(true)
+			return nil
+		}
+		for _, e := range entries {
+			rec, err := events.Decode(e.ID, e.Data)
+			if err != nil {
+				c.healthy.Store(false)
+				c.cfg.Logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
+				return err
+			}
+			if err := c.state.ApplyLocked(rec); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// follow tails the log so entries appended by another coordinator process reach
+// this projection, and re-checks Redis after an outage.
+func (c *Coordinator) follow() {
+	for {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		entries, err := c.log.Tail(ctx, c.state.LastID(), 1, time.Second)
+		cancel()
+		if err != nil {
+			c.healthy.Store(false)
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		if len(entries) > 0 || !c.healthy.Load() {
+			if err := c.catchUp(); err != nil {
+				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")
+			}
+		}
+	}
+}
+
+func (c *Coordinator) saveSnapshot(ctx context.Context) {
+	if c.snaps == nil || !c.ready.Load() {
+		return
+	}
+	c.saveCapture(c.state.Capture())
+}
+
+func (c *Coordinator) saveCapture(capture *projection.Capture) {
+	if c.snaps == nil {
+		return
+	}
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	data, err := capture.Encode()
+	if err != nil {
+		c.cfg.Logger.Error().Err(err).Msg("encode snapshot")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.snaps.Save(ctx, data); err != nil {
+		c.cfg.Logger.Warn().Err(err).Msg("save snapshot")
+		return
+	}
+	c.cfg.Logger.Debug().Str("lastId", capture.LastID()).Int("bytes", len(data)).Msg("snapshot saved")
+}
+
+// SaveSnapshot writes a snapshot now.
+func (c *Coordinator) SaveSnapshot() { c.saveSnapshot(context.Background()) }
+
+func (c *Coordinator) now() time.Time { return time.Unix(0, c.clock.Now().UnixNano()).UTC() }
+
+// tx is one decision in progress.
+type tx struct {
+	c    *Coordinator
+	b    *batchCtx
+	meta events.Meta
+	now  time.Time
+}
+
+func (t *tx) group(k projection.GroupKey) *projection.Group { return t.b.ov.Group(k) }
+
+// emit records an event for group k (encoded now, appended with the batch) and
+// folds it into the overlay; it returns the group as it is after the event.
+func (t *tx) emit(k projection.GroupKey, ev events.Event) *projection.Group {
+	m := t.meta
+	m.StreamPrefix, m.ConsumerGroup = k.StreamPrefix, k.ConsumerGroup
+	data, err := events.Encode(m, ev)
+	if err != nil {
+		panic(fmt.Sprintf("encode %s: %v", ev.EventType(), err))
+	}
+	rec := events.Record{Type: ev.EventType(), Schema: events.SchemaVersion, Meta: m, Event: ev}
+	t.b.data = append(t.b.data, data)
+	t.b.recs = append(t.b.recs, rec)
+	t.b.ov.Apply(rec)
+	return t.b.ov.Group(k)
+}
+
+// emitAs is emit with another actor (the coordinator's own follow-up decisions).
+func (t *tx) emitAs(actor string, k projection.GroupKey, ev events.Event) *projection.Group {
+	saved := t.meta.Actor
+	t.meta.Actor = actor
+	defer func() { t.meta.Actor = saved }()
+	return t.emit(k, ev)
+}
+
+// flush appends what the decision emitted so far, before a step with side effects
+// outside the log (provisioning) that must follow a recorded intent.
+func (t *tx) flush() error {
+	return t.c.commitLocked(t.b)
+}
+
+// Actor names the coordinator's own decisions in the log.
+const Actor = "coordinator"

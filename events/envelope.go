@@ -1,0 +1,142 @@
+package events
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// SchemaVersion is written into every envelope. Fields are only ever added to
+// event payloads, so every schema version so far decodes with the same structs.
+const SchemaVersion = 1
+
+// Meta is what every event carries besides its payload: which group it belongs
+// to, when the decision was made, who asked, and the request that caused it.
+type Meta struct {
+	// StreamPrefix and ConsumerGroup name the group; both are empty for global events.
+	StreamPrefix  string
+	ConsumerGroup string
+	// Time is the decision time, set by the writer. A fold uses it instead of the clock.
+	Time time.Time
+	// Actor is an operator name, a member id, or "coordinator" for its own decisions.
+	Actor string
+	// RequestID is the caller's X-Request-Id (or heartbeat requestId), if any.
+	RequestID string
+}
+
+// envelope is the wire form. Field names are pinned with tags: never rename them.
+type envelope struct {
+	Type          string             `msgpack:"type"`
+	Schema        int                `msgpack:"v"`
+	StreamPrefix  string             `msgpack:"prefix,omitempty"`
+	ConsumerGroup string             `msgpack:"group,omitempty"`
+	TimeNanos     int64              `msgpack:"time"`
+	Actor         string             `msgpack:"actor,omitempty"`
+	RequestID     string             `msgpack:"req,omitempty"`
+	Payload       msgpack.RawMessage `msgpack:"payload"`
+}
+
+// Record is a decoded log entry.
+type Record struct {
+	ID     string
+	Type   string
+	Schema int
+	Meta
+	Event Event
+}
+
+// Marshal encodes v with sorted map keys so equal values give equal bytes.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.SetOmitEmpty(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Encode turns an event and its meta into the bytes stored in the log.
+func Encode(m Meta, ev Event) ([]byte, error) {
+	if ev == nil {
+		return nil, fmt.Errorf("encode event: nil event")
+	}
+	typ := ev.EventType()
+	if _, ok := registry[typ]; !ok {
+		return nil, fmt.Errorf("encode event %q: %w", typ, ErrUnknownType)
+	}
+	payload, err := Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %q: %w", typ, err)
+	}
+	var nanos int64
+	if !m.Time.IsZero() {
+		nanos = m.Time.UnixNano()
+	}
+	return Marshal(envelope{
+		Type:          typ,
+		Schema:        SchemaVersion,
+		StreamPrefix:  m.StreamPrefix,
+		ConsumerGroup: m.ConsumerGroup,
+		TimeNanos:     nanos,
+		Actor:         m.Actor,
+		RequestID:     m.RequestID,
+		Payload:       payload,
+	})
+}
+
+// Decode turns a log entry back into a Record. A corrupt entry, an unknown type or
+// a newer schema is an error that names the entry id; Decode never panics.
+func Decode(id string, data []byte) (rec Record, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &DecodeError{ID: id, Err: fmt.Errorf("%w: %v", ErrCorrupt, r)}
+		}
+	}()
+	var env envelope
+	if err := msgpack.Unmarshal(data, &env); err != nil {
+		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)}
+	}
+	if env.Type == "" {
+		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope has no type", ErrCorrupt)}
+	}
+	if env.Schema > SchemaVersion || env.Schema < 1 {
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.Schema, SchemaVersion)}
+	}
+	ctor, ok := registry[env.Type]
+	if !ok {
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: ErrUnknownType}
+	}
+	ev := ctor()
+	if err := msgpack.Unmarshal(env.Payload, ev); err != nil {
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
+	}
+	rec = Record{ID: id, Type: env.Type, Schema: env.Schema, Event: ev}
+	rec.StreamPrefix = env.StreamPrefix
+	rec.ConsumerGroup = env.ConsumerGroup
+	if env.TimeNanos != 0 {
+		rec.Time = time.Unix(0, env.TimeNanos).UTC()
+	}
+	rec.Actor = env.Actor
+	rec.RequestID = env.RequestID
+	return rec, nil
+}
+
+// DecodeError names the log entry that could not be decoded.
+type DecodeError struct {
+	ID   string
+	Type string
+	Err  error
+}
+
+func (e *DecodeError) Error() string {
+	if e.Type != "" {
+		return fmt.Sprintf("log entry %s (type %q): %v", e.ID, e.Type, e.Err)
+	}
+	return fmt.Sprintf("log entry %s: %v", e.ID, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }

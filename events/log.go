@@ -1,0 +1,89 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ZeroID is the position of an empty log: "nothing applied yet".
+const ZeroID = "0-0"
+
+// Entry is one raw log entry: its stream id and the encoded envelope.
+type Entry struct {
+	ID   string
+	Data []byte
+}
+
+// Log is the coordinator's append-only event log. Implementations: MemLog here,
+// redisstore.Log on a Redis Stream. Both pass the suite in events/eventstest.
+type Log interface {
+	// Append writes a batch after position after (the id of the last entry the
+	// caller's decision was based on; ZeroID for an empty log). The batch lands
+	// whole, or not at all with ErrConflict when after is not the log's last id.
+	Append(ctx context.Context, after string, batch [][]byte) ([]string, error)
+	// Read returns up to count entries with ids greater than after, in order.
+	Read(ctx context.Context, after string, count int) ([]Entry, error)
+	// Tail is Read that waits up to block for an entry when none is there yet.
+	Tail(ctx context.Context, after string, count int, block time.Duration) ([]Entry, error)
+	// Get returns the entries with the given ids, skipping ids that do not exist.
+	Get(ctx context.Context, ids []string) ([]Entry, error)
+	// LastID is the id of the last entry ever appended (ZeroID when none).
+	LastID(ctx context.Context) (string, error)
+	// Len is the number of entries the log holds.
+	Len(ctx context.Context) (int64, error)
+}
+
+// ID is a parsed stream id.
+type ID struct{ Ms, Seq uint64 }
+
+// ParseID parses "<ms>-<seq>" (or "<ms>", meaning seq 0).
+func ParseID(s string) (ID, error) {
+	if s == "" {
+		return ID{}, fmt.Errorf("%w: empty", ErrBadID)
+	}
+	msPart, seqPart, hasSeq := strings.Cut(s, "-")
+	ms, err := strconv.ParseUint(msPart, 10, 64)
+	if err != nil {
+		return ID{}, fmt.Errorf("%w: %q", ErrBadID, s)
+	}
+	var seq uint64
+	if hasSeq {
+		seq, err = strconv.ParseUint(seqPart, 10, 64)
+		if err != nil {
+			return ID{}, fmt.Errorf("%w: %q", ErrBadID, s)
+		}
+	}
+	return ID{ms, seq}, nil
+}
+
+func (id ID) String() string {
+	return strconv.FormatUint(id.Ms, 10) + "-" + strconv.FormatUint(id.Seq, 10)
+}
+
+// Less orders ids as Redis does.
+func (id ID) Less(o ID) bool { return id.Ms < o.Ms || (id.Ms == o.Ms && id.Seq < o.Seq) }
+
+// CompareIDs returns -1, 0 or 1. Malformed ids compare as errors.
+func CompareIDs(a, b string) (int, error) {
+	ia, err := ParseID(a)
+	if err != nil {
+		return 0, err
+	}
+	ib, err := ParseID(b)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case ia.Less(ib):
+		return -1, nil
+	case ib.Less(ia):
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

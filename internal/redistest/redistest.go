@@ -1,0 +1,591 @@
+// Package redistest gives tests a throwaway Redis server.
+//
+// Two kinds of server share one API ([Server]):
+//
+//   - [Start] runs Redis in a Docker container through testcontainers-go.
+//     The image comes from the environment variable RSC_REDIS_IMAGE; when it
+//     is unset, the local image "rsc-redis:7" (built by .ci/setup.sh from the
+//     machine's own redis-server) is used if present, and "redis:7" otherwise.
+//   - [StartProcess] runs a local redis-server process on a free loopback
+//     port, for tests that must not depend on Docker.
+//
+// Both are stopped and removed by tb.Cleanup. Both start Redis with
+// `--save "" --appendonly no`, so data does not survive [Server.Restart];
+// pass [WithArgs]("--appendonly", "yes") for a server that keeps its data
+// across restarts (the data directory is kept for the server's lifetime).
+//
+// When Docker (or, for StartProcess, the redis-server binary) is missing, the
+// test is skipped with a message, unless the environment says it must run:
+// RSC_REQUIRE_DOCKER=1 or CI set (any non-empty value but "false" and "0")
+// turn the skip into a failure. [Start] also skips in testing.Short mode;
+// [StartProcess] does not, as it is cheap.
+//
+// The Makefile at the repository root exports RSC_REDIS_IMAGE,
+// TESTCONTAINERS_RYUK_DISABLED and TESTCONTAINERS_HOST_OVERRIDE; when they are
+// unset, [Start] sets TESTCONTAINERS_RYUK_DISABLED=true and
+// TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 in the process environment before
+// its first use of testcontainers, because no image registry is reachable to
+// pull the Ryuk image.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+const (
+	// DefaultImage is the image used when RSC_REDIS_IMAGE is unset and the
+	// local image [LocalImage] does not exist.
+	DefaultImage = "redis:7"
+	// LocalImage is the image .ci/setup.sh builds from the machine's own
+	// redis-server; preferred over DefaultImage when RSC_REDIS_IMAGE is unset.
+	LocalImage = "rsc-redis:7"
+
+	redisPort      = "6379/tcp"
+	startTimeout   = 60 * time.Second
+	stopTimeout    = 10 * time.Second
+	readyTimeout   = 30 * time.Second
+	portAttempts   = 3
+	maxOutputBytes = 64 << 10
+)
+
+// Option changes how a server is started.
+type Option func(*config)
+
+type config struct {
+	args []string
+}
+
+// WithArgs appends command-line arguments for redis-server, after the
+// defaults (`--save "" --appendonly no`), so they can override them.
+func WithArgs(args ...string) Option {
+	return func(c *config) { c.args = append(c.args, args...) }
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Server is a running (or stopped) throwaway Redis server.
+// Its methods are safe for concurrent use.
+type Server struct {
+	mu      sync.Mutex
+	addr    string // host:port; kept while stopped
+	running bool
+
+	// Container kind.
+	ctr *tcredis.RedisContainer
+
+	// Process kind.
+	bin    string
+	port   int
+	dir    string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	output *limitedBuffer
+}
+
+// Addr returns the server's host:port. For a container, it is the host port
+// Docker mapped to 6379. [Start] pins that host port, so it normally stays
+// the same across [Server.Restart], but Docker may hand out another one
+// (for instance if the port was taken while the container was stopped):
+// Addr always returns the port in use after the latest start, so read it
+// again after a restart rather than caching it.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// URL returns the server's address as redis://host:port/0. Like [Server.Addr],
+// read it again after a restart.
+func (s *Server) URL() string {
+	return "redis://" + s.Addr() + "/0"
+}
+
+// Client returns a go-redis client for the server, closed by tb.Cleanup.
+// It dials [Server.Addr] afresh on every new connection, so it follows the
+// server across restarts even if the port changes.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	var d net.Dialer
+	c := redis.NewClient(&redis.Options{
+		Addr: s.Addr(),
+		DB:   0,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, s.Addr())
+		},
+	})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Restart stops the server and starts it again (the same container, or a new
+// process on the same port and data directory), then waits until it answers
+// PING. Unless the server was started with persistence (see [WithArgs]),
+// its data is lost.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Stop(tb)
+	s.Start(tb)
+}
+
+// Stop stops the server; [Server.Start] starts it again. Stopping a stopped
+// server does nothing.
+func (s *Server) Stop(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return
+	}
+	var err error
+	if s.ctr != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout+30*time.Second)
+		defer cancel()
+		timeout := stopTimeout
+		err = s.ctr.Stop(ctx, &timeout)
+	} else {
+		err = s.stopProcessLocked()
+	}
+	if err != nil {
+		tb.Fatalf("redistest: stop redis: %v", err)
+	}
+	s.running = false
+}
+
+// Start starts a stopped server again and waits until it answers PING.
+// Starting a running server does nothing.
+func (s *Server) Start(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running {
+		return
+	}
+	var err error
+	if s.ctr != nil {
+		err = s.startContainerLocked()
+	} else {
+		err = s.startProcessLocked()
+	}
+	if err != nil {
+		tb.Fatalf("redistest: start redis again: %v", err)
+	}
+	s.running = true
+}
+
+// ---------------------------------------------------------------------------
+// Environment.
+
+// required reports whether a missing Docker or redis-server must fail the
+// test instead of skipping it.
+func required() bool {
+	return truthy(os.Getenv("RSC_REQUIRE_DOCKER")) || truthy(os.Getenv("CI"))
+}
+
+func truthy(v string) bool {
+	v = strings.TrimSpace(strings.ToLower(v))
+	return v != "" && v != "0" && v != "false" && v != "no"
+}
+
+// unavailable skips the test, or fails it when the environment requires it.
+func unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if required() {
+		tb.Fatalf("redistest: %s (required because RSC_REQUIRE_DOCKER=1 or CI is set; run .ci/setup.sh)", msg)
+	}
+	tb.Skipf("redistest: skipping: %s (set RSC_REQUIRE_DOCKER=1 to fail instead; .ci/setup.sh installs it)", msg)
+}
+
+var envOnce sync.Once
+
+func setTestcontainersDefaults() {
+	envOnce.Do(func() {
+		for k, v := range map[string]string{
+			"TESTCONTAINERS_RYUK_DISABLED": "true",
+			"TESTCONTAINERS_HOST_OVERRIDE": "127.0.0.1",
+		} {
+			if _, ok := os.LookupEnv(k); !ok {
+				_ = os.Setenv(k, v)
+			}
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Container kind.
+
+// Start starts Redis in a Docker container and returns it once it answers
+// PING. The container is removed by tb.Cleanup. See the package comment for
+// the image, and for when the test is skipped rather than failed.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("redistest: skipping Redis container test in -short mode")
+	}
+	cfg := newConfig(opts)
+	setTestcontainersDefaults()
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+
+	provider, err := dockerProvider(tb)
+	if err != nil {
+		unavailable(tb, "docker is not available: %v", err)
+	}
+	defer provider.Close()
+	if err := provider.Health(ctx); err != nil {
+		unavailable(tb, "docker daemon is not reachable: %v", err)
+	}
+	// Health closes the provider's client; it is re-created lazily.
+
+	img, imgLocal := chooseImage(ctx, provider)
+
+	s := &Server{}
+	var lastErr error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatalf("redistest: pick a free port: %v", err)
+		}
+		ctr, err := runContainer(ctx, tb, img, port, cfg.args)
+		if ctr != nil {
+			// Register removal even when the start failed half way.
+			tb.Cleanup(func() {
+				if err := testcontainers.TerminateContainer(ctr); err != nil {
+					tb.Logf("redistest: remove redis container: %v", err)
+				}
+			})
+		}
+		if err == nil {
+			s.ctr = ctr
+			break
+		}
+		lastErr = err
+		if !isPortInUse(err) {
+			break
+		}
+	}
+	if s.ctr == nil {
+		if !imgLocal {
+			unavailable(tb, "image %q is not present locally and could not be started (pulled): %v", img, lastErr)
+		}
+		tb.Fatalf("redistest: start redis container from %q: %v", img, lastErr)
+	}
+	if err := s.refreshAddrLocked(ctx); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	if err := waitPing(ctx, s.addr); err != nil {
+		tb.Fatalf("redistest: redis container at %s: %v", s.addr, err)
+	}
+	s.running = true
+	return s
+}
+
+func dockerProvider(tb testing.TB) (p *testcontainers.DockerProvider, err error) {
+	defer func() {
+		// testcontainers panics in some no-docker setups.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return testcontainers.NewDockerProvider(testcontainers.WithLogger(tclog.TestLogger(tb)))
+}
+
+// chooseImage returns the image to run and whether it is present locally.
+func chooseImage(ctx context.Context, p *testcontainers.DockerProvider) (string, bool) {
+	present := func(img string) bool {
+		_, err := p.Client().ImageInspect(ctx, img)
+		return err == nil
+	}
+	if img := os.Getenv("RSC_REDIS_IMAGE"); img != "" {
+		return img, present(img)
+	}
+	if present(LocalImage) {
+		return LocalImage, true
+	}
+	return DefaultImage, present(DefaultImage)
+}
+
+func runContainer(ctx context.Context, tb testing.TB, img string, hostPort int, args []string) (*tcredis.RedisContainer, error) {
+	cmd := append([]string{"--save", "", "--appendonly", "no"}, args...)
+	return tcredis.Run(ctx, img,
+		testcontainers.WithLogger(tclog.TestLogger(tb)),
+		testcontainers.WithCmdArgs(cmd...),
+		// Pin the host port so that it survives a restart of the container,
+		// and bind it to loopback only.
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			if hc.PortBindings == nil {
+				hc.PortBindings = network.PortMap{}
+			}
+			hc.PortBindings[network.MustParsePort(redisPort)] = []network.PortBinding{{
+				HostIP:   netip.MustParseAddr("127.0.0.1"),
+				HostPort: strconv.Itoa(hostPort),
+			}}
+		}),
+		// Images built by .ci/setup.sh have no shell, so skip the in-container
+		// port check; waitPing checks readiness from outside.
+		testcontainers.WithWaitStrategy(
+			wait.ForListeningPort(redisPort).SkipInternalCheck().WithStartupTimeout(startTimeout),
+			wait.ForLog("Ready to accept connections").WithStartupTimeout(startTimeout),
+		),
+	)
+}
+
+func isPortInUse(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "port is already allocated") ||
+		strings.Contains(msg, "address already in use")
+}
+
+func (s *Server) startContainerLocked() error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := s.ctr.Start(ctx); err != nil {
+		return err
+	}
+	if err := s.refreshAddrLocked(ctx); err != nil {
+		return err
+	}
+	return waitPing(ctx, s.addr)
+}
+
+func (s *Server) refreshAddrLocked(ctx context.Context) error {
+	host, err := s.ctr.Host(ctx)
+	if err != nil {
+		return fmt.Errorf("container host: %w", err)
+	}
+	port, err := s.ctr.MappedPort(ctx, redisPort)
+	if err != nil {
+		return fmt.Errorf("container mapped port: %w", err)
+	}
+	s.addr = net.JoinHostPort(host, port.Port())
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Process kind.
+
+// StartProcess starts a local redis-server process on a free loopback port,
+// with `--save "" --appendonly no` and a data directory from tb.TempDir, and
+// returns it once it answers PING. The process is stopped by tb.Cleanup.
+// [Server.Restart] starts a new process on the same port and directory.
+// If redis-server is not on PATH, the test is skipped (or failed, see the
+// package comment).
+func StartProcess(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	cfg := newConfig(opts)
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		unavailable(tb, "redis-server is not installed: %v", err)
+	}
+	s := &Server{bin: bin, dir: tb.TempDir(), args: cfg.args}
+	tb.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.stopProcessLocked(); err != nil {
+			tb.Logf("redistest: stop redis-server: %v", err)
+		}
+		s.running = false
+	})
+
+	var lastErr error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		s.port, err = freePort()
+		if err != nil {
+			tb.Fatalf("redistest: pick a free port: %v", err)
+		}
+		s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		s.mu.Lock()
+		lastErr = s.startProcessLocked()
+		s.mu.Unlock()
+		if lastErr == nil {
+			s.running = true
+			return s
+		}
+		if !isPortInUse(lastErr) && !strings.Contains(lastErr.Error(), "Address already in use") {
+			break
+		}
+	}
+	tb.Fatalf("redistest: start redis-server: %v", lastErr)
+	return nil
+}
+
+func (s *Server) startProcessLocked() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--protected-mode", "no",
+		"--daemonize", "no",
+		"--dir", s.dir,
+		"--logfile", "",
+		"--save", "",
+		"--appendonly", "no",
+	}
+	args = append(args, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	out := &limitedBuffer{max: maxOutputBytes}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	// Own process group, so a Ctrl-C on go test does not hit it first and
+	// a stop can signal it alone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", s.bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited, s.output = cmd, exited, out
+
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- waitPing(ctx, s.addr) }()
+	select {
+	case err := <-ready:
+		if err != nil {
+			_ = s.stopProcessLocked()
+			return fmt.Errorf("redis-server on %s: %w; output:\n%s", s.addr, err, out.String())
+		}
+		return nil
+	case <-exited:
+		cancel()
+		<-ready
+		s.cmd = nil
+		return fmt.Errorf("redis-server on %s exited at start (%v); output:\n%s", s.addr, cmd.ProcessState, out.String())
+	}
+}
+
+// stopProcessLocked sends SIGTERM, then SIGKILL after stopTimeout, and waits
+// for the process to exit.
+func (s *Server) stopProcessLocked() error {
+	if s.cmd == nil {
+		return nil
+	}
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	select {
+	case <-exited:
+		return nil
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	_ = cmd.Process.Kill()
+	select {
+	case <-exited:
+		return fmt.Errorf("redis-server on %s ignored SIGTERM for %v and was killed", s.addr, stopTimeout)
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("redis-server on %s (pid %d) did not exit after SIGKILL", s.addr, cmd.Process.Pid)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, err
+	}
+	return port, nil
+}
+
+// waitPing polls addr with PING until Redis answers PONG or ctx is done.
+// A bare TCP connect is not enough: Docker's port proxy accepts connections
+// before Redis listens, and Redis answers LOADING while it reads its data.
+func waitPing(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{
+		Addr:            addr,
+		DialTimeout:     time.Second,
+		ReadTimeout:     time.Second,
+		WriteTimeout:    time.Second,
+		MaxRetries:      -1,
+		PoolSize:        1,
+		DisableIdentity: true,
+	})
+	defer c.Close()
+	var d net.Dialer
+	var err error
+	for {
+		// Dial first: go-redis logs every failed dial of its pool.
+		var conn net.Conn
+		if conn, err = d.DialContext(ctx, "tcp", addr); err == nil {
+			_ = conn.Close()
+			err = c.Ping(ctx).Err()
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no PONG before deadline: %w", errors.Join(err, ctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		if len(p) > room {
+			b.buf.Write(p[:room])
+		} else {
+			b.buf.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

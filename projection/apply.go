@@ -1,0 +1,215 @@
+package projection
+
+import (
+	"github.com/rscoord/rsc/events"
+)
+
+// apply folds one record into the state: the group's fold plus the history index.
+func (s *State) apply(rec events.Record) {
+	k := KeyOf(rec)
+	if k.StreamPrefix != "" || k.ConsumerGroup != "" {
+		s.history[k] = append(s.history[k], HistoryItem{ID: rec.ID, Type: rec.Type, Time: rec.Time, Actor: rec.Actor, RequestID: rec.RequestID})
+	}
+	old := s.groups[k]
+	g := foldGroup(old, k, rec)
+	switch {
+	case g == nil && old != nil:
+		delete(s.groups, k)
+		s.removeOrder(k)
+	case g != nil && old == nil:
+		s.groups[k] = g
+		s.order = append(s.order, k)
+	case g != nil:
+		s.groups[k] = g
+	}
+}
+
+// KeyOf is the group a record belongs to.
+func KeyOf(rec events.Record) GroupKey {
+	return GroupKey{StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup}
+}
+
+// foldGroup is the fold of one group: one switch over every event type, mutation
+// only. It returns the group after the event (a new group for group.created, nil
+// after group.deleted or for events of an unknown group).
+func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
+	if ev, ok := rec.Event.(*events.GroupCreated); ok {
+		return &Group{
+			Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
+			GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: 1,
+			Members: map[string]*Member{}, Targets: map[string][]int{},
+			CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
+		}
+	}
+	if g == nil {
+		// Events of an unknown group (command.rejected for a missing group) only
+		// enter the history.
+		return nil
+	}
+	g.UpdatedAt = rec.Time
+	setEpochs := func(e events.Epochs) {
+		g.GroupEpoch = e.GroupEpoch
+		g.MetadataVersion = e.MetadataVersion
+	}
+	member := func(id string) *Member {
+		m := g.Members[id]
+		if m == nil {
+			m = &Member{ID: id, Name: id, State: MemberActive}
+			g.Members[id] = m
+		}
+		m.UpdatedAt = rec.Time
+		return m
+	}
+
+	switch ev := rec.Event.(type) {
+	case *events.GroupDeleted:
+		return nil
+	case *events.CommandRejected:
+		// Audit only.
+	case *events.AssignmentComputed:
+		g.AssignmentEpoch = ev.AssignmentEpoch
+		g.Targets = make(map[string][]int, len(ev.Targets))
+		for id, t := range ev.Targets {
+			g.Targets[id] = SortedInts(t)
+		}
+
+	case *events.MemberJoined:
+		m := member(ev.MemberID)
+		m.Name = ev.MemberName
+		m.MaxConcurrency = ev.MaxConcurrency
+		m.State = MemberActive
+		m.Epoch = 0
+		m.Current, m.Revoking, m.Granted = nil, nil, nil
+		m.JoinedAt = rec.Time
+		setEpochs(ev.Epochs)
+	case *events.MemberUpdated:
+		m := member(ev.MemberID)
+		m.Name = ev.MemberName
+		m.MaxConcurrency = ev.MaxConcurrency
+	case *events.MemberSynced:
+		m := member(ev.MemberID)
+		m.Epoch = ev.MemberEpoch
+		m.Granted = SortedInts(ev.Granted)
+	case *events.OwnershipReported:
+		m := member(ev.MemberID)
+		m.Current = SortedInts(ev.Owned)
+		m.Revoking = SortedInts(ev.Revoking)
+	case *events.RevokeAcknowledged:
+		// Audit of a release; the new ownership came with member.ownership_reported.
+	case *events.MemberLeft:
+		m := member(ev.MemberID)
+		m.State = MemberLeaving
+		m.Epoch = -1
+		m.Granted = nil
+		setEpochs(ev.Epochs)
+	case *events.MembersExpired:
+		for _, id := range ev.MemberIDs {
+			m := member(id)
+			m.State = MemberExpired
+			m.Epoch++
+			m.Granted = nil
+		}
+		setEpochs(ev.Epochs)
+	case *events.MemberFenced:
+		m := member(ev.MemberID)
+		m.State = MemberFenced
+		m.Epoch = ev.MemberEpoch
+		m.Current, m.Revoking, m.Granted = nil, nil, nil
+		setEpochs(ev.Epochs)
+	case *events.MembersPruned:
+		for _, id := range ev.MemberIDs {
+			delete(g.Members, id)
+			delete(g.Targets, id)
+		}
+		g.MetadataVersion = ev.MetadataVersion
+
+	case *events.ReshardingPreparing:
+		g.Migrations = append(g.Migrations, &Migration{
+			ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
+			State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
+			RequestedBy: ev.RequestedBy, Reason: ev.Reason,
+			StartEpochs: events.Epochs{GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion},
+		})
+		g.ActiveMigration = ev.ReshardingID
+		stateChange(g, ev.ReshardingID, Preparing, "requested", rec)
+	case *events.ReshardingProvisioned:
+		if m := g.Migration(ev.ReshardingID); m != nil {
+			m.ProvisionedShards = ev.Shards
+			stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
+		}
+	case *events.ReshardingActivated:
+		g.ShardCount = ev.ShardCount
+		g.AssignableCount = ev.AssignableCount
+		setEpochs(ev.Epochs)
+		stateChange(g, ev.ReshardingID, Active, "activated", rec)
+	case *events.ReshardingDraining:
+		setEpochs(ev.Epochs)
+		stateChange(g, ev.ReshardingID, Draining, "converged", rec)
+	case *events.ReshardingDrained:
+		g.AssignableCount = ev.AssignableCount
+		setEpochs(ev.Epochs)
+		if m := g.Migration(ev.ReshardingID); m != nil {
+			m.Drained = true
+			m.Evidence = ev.Evidence
+			stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
+		}
+	case *events.ReshardingReopened:
+		g.AssignableCount = ev.AssignableCount
+		setEpochs(ev.Epochs)
+		if m := g.Migration(ev.ReshardingID); m != nil {
+			m.Drained = false
+			m.Evidence = ev.Evidence
+			stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
+		}
+	case *events.ReshardingCompleted:
+		g.MetadataVersion = ev.MetadataVersion
+		if m := g.Migration(ev.ReshardingID); m != nil {
+			if len(ev.Evidence) > 0 {
+				m.Evidence = ev.Evidence
+			}
+			stateChange(g, ev.ReshardingID, ev.State, "completed", rec)
+		}
+		if g.ActiveMigration == ev.ReshardingID {
+			g.ActiveMigration = ""
+		}
+	case *events.ReshardingRolledBack:
+		g.ShardCount = ev.ShardCount
+		g.AssignableCount = ev.AssignableCount
+		setEpochs(ev.Epochs)
+		if m := g.Migration(ev.ReshardingID); m != nil {
+			m.RollbackPolicy = ev.Policy
+			m.RollbackRequestedBy = ev.RequestedBy
+			m.RollbackReason = ev.Reason
+			m.Drained = false
+			stateChange(g, ev.ReshardingID, ev.State, "rollback requested ("+ev.Policy+")", rec)
+		}
+		if ev.State == RolledBack && g.ActiveMigration == ev.ReshardingID {
+			g.ActiveMigration = ""
+		}
+	case *events.ShardsRetired:
+		if m := g.Migration(ev.ReshardingID); m != nil {
+			m.Retired = true
+			m.RetiredKeys = append([]string(nil), ev.StreamKeys...)
+			m.RetiredKept = ev.Kept
+			phase := "retired: streams deleted"
+			if ev.Kept {
+				phase = "retired: streams kept by policy"
+			}
+			stateChange(g, ev.ReshardingID, m.State, phase, rec)
+		}
+	}
+	return g
+}
+
+func stateChange(g *Group, id, state, phase string, rec events.Record) {
+	m := g.Migration(id)
+	if m == nil {
+		return
+	}
+	m.State = state
+	m.UpdatedAt = rec.Time
+	m.History = append(m.History, StateChange{
+		State: state, Phase: phase, At: rec.Time, Actor: rec.Actor, EventID: rec.ID,
+		GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion,
+	})
+}

@@ -1,0 +1,10 @@
+// Package projection folds the event log into the coordinator's in-memory state:
+// groups, members, target assignments, reshardings and per-group history.
+//
+// Apply is the only mutation. It is deterministic: it never reads the clock, the
+// network or a random source, so replaying the same log always yields
+// byte-identical state (see State.Encode). It validates nothing that could fail on
+// a log already written, except the order of stream ids.
+//
+// It imports events and nothing else from the repository.
+package projection

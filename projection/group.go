@@ -1,0 +1,318 @@
+package projection
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/rscoord/rsc/events"
+)
+
+// GroupKey names a coordinator group.
+type GroupKey struct {
+	StreamPrefix  string `msgpack:"prefix" json:"streamPrefix"`
+	ConsumerGroup string `msgpack:"group" json:"consumerGroup"`
+}
+
+// Member states, as on the wire.
+const (
+	MemberStarting = "STARTING"
+	MemberActive   = "ACTIVE"
+	MemberLeaving  = "LEAVING"
+	MemberExpired  = "EXPIRED"
+	MemberFenced   = "FENCED"
+)
+
+// Resharding (migration) states, as on the wire.
+const (
+	Preparing   = "PREPARING"
+	Active      = "ACTIVE"
+	Draining    = "DRAINING"
+	Deprecated  = "DEPRECATED"
+	RollingBack = "ROLLING_BACK"
+	RolledBack  = "ROLLED_BACK"
+)
+
+// Member is one logical consumer as the log knows it. Lease times and reported
+// progress are not here: they live in memory in commands (see README).
+type Member struct {
+	ID             string    `msgpack:"id"`
+	Name           string    `msgpack:"name"`
+	State          string    `msgpack:"state"`
+	Epoch          int64     `msgpack:"epoch"`
+	MaxConcurrency int       `msgpack:"maxConcurrency"`
+	Current        []int     `msgpack:"current"`
+	Revoking       []int     `msgpack:"revoking"`
+	Granted        []int     `msgpack:"granted"`
+	JoinedAt       time.Time `msgpack:"joinedAt"`
+	UpdatedAt      time.Time `msgpack:"updatedAt"`
+}
+
+// Live reports whether the member takes part in assignment (ACTIVE or STARTING).
+func (m *Member) Live() bool { return m.State == MemberActive || m.State == MemberStarting }
+
+// CanHold reports whether the member's listed shards still count as held: live
+// members and leaving members that have not released yet.
+func (m *Member) CanHold() bool { return m.Live() || m.State == MemberLeaving }
+
+// Holds reports whether the member holds shard s (granted, owned or revoking).
+func (m *Member) Holds(s int) bool {
+	return m.CanHold() && (containsInt(m.Current, s) || containsInt(m.Revoking, s) || containsInt(m.Granted, s))
+}
+
+// StateChange is one step of a resharding's life.
+type StateChange struct {
+	State   string    `msgpack:"state" json:"state"`
+	Phase   string    `msgpack:"phase" json:"phase"`
+	At      time.Time `msgpack:"at" json:"at"`
+	Actor   string    `msgpack:"actor" json:"actor"`
+	EventID string    `msgpack:"eventId" json:"eventId"`
+	// Epochs after the change.
+	GroupEpoch      int64 `msgpack:"groupEpoch" json:"groupEpoch"`
+	MetadataVersion int64 `msgpack:"metadataVersion" json:"metadataVersion"`
+}
+
+// Migration is one resharding.
+type Migration struct {
+	ReshardingID        string              `msgpack:"id"`
+	From                int                 `msgpack:"from"`
+	To                  int                 `msgpack:"to"`
+	State               string              `msgpack:"state"`
+	CreatedAt           time.Time           `msgpack:"createdAt"`
+	UpdatedAt           time.Time           `msgpack:"updatedAt"`
+	RequestedBy         string              `msgpack:"requestedBy"`
+	Reason              string              `msgpack:"reason"`
+	ProvisionedShards   int                 `msgpack:"provisioned"`
+	Drained             bool                `msgpack:"drained"`
+	Evidence            []events.ShardDrain `msgpack:"evidence"`
+	RollbackPolicy      string              `msgpack:"rollbackPolicy"`
+	RollbackRequestedBy string              `msgpack:"rollbackRequestedBy"`
+	RollbackReason      string              `msgpack:"rollbackReason"`
+	Retired             bool                `msgpack:"retired"`
+	RetiredKeys         []string            `msgpack:"retiredKeys"`
+	RetiredKept         bool                `msgpack:"retiredKept"`
+	StartEpochs         events.Epochs       `msgpack:"startEpochs"`
+	History             []StateChange       `msgpack:"history"`
+}
+
+// Terminal reports whether the resharding is finished.
+func (m *Migration) Terminal() bool { return m.State == Deprecated || m.State == RolledBack }
+
+// RemovedRange is the shard range a finished (or finishing) resharding takes out
+// of use: [lo, hi). Empty when nothing is removed.
+func (m *Migration) RemovedRange() (lo, hi int) {
+	switch m.State {
+	case Deprecated, Draining, Active, Preparing:
+		if m.To < m.From {
+			return m.To, m.From
+		}
+	case RolledBack, RollingBack:
+		if m.To > m.From {
+			return m.From, m.To
+		}
+	}
+	return 0, 0
+}
+
+// HistoryItem indexes one event of a group's audit history; the payload stays in the log.
+type HistoryItem struct {
+	ID        string    `msgpack:"id"`
+	Type      string    `msgpack:"type"`
+	Time      time.Time `msgpack:"time"`
+	Actor     string    `msgpack:"actor"`
+	RequestID string    `msgpack:"req"`
+}
+
+// Group is a coordinator group. Callers outside this package get it from State
+// methods and must treat it as read-only.
+type Group struct {
+	Key             GroupKey `msgpack:"key"`
+	ShardCount      int      `msgpack:"shardCount"`
+	AssignableCount int      `msgpack:"assignableCount"`
+	GroupEpoch      int64    `msgpack:"groupEpoch"`
+	AssignmentEpoch int64    `msgpack:"assignmentEpoch"`
+	MetadataVersion int64    `msgpack:"metadataVersion"`
+	// Members by id, and the target assignment (member id to shards).
+	Members         map[string]*Member `msgpack:"members"`
+	Targets         map[string][]int   `msgpack:"targets"`
+	Migrations      []*Migration       `msgpack:"migrations"`
+	ActiveMigration string             `msgpack:"active"`
+	CreatedAt       time.Time          `msgpack:"createdAt"`
+	UpdatedAt       time.Time          `msgpack:"updatedAt"`
+	CreatedBy       string             `msgpack:"createdBy"`
+}
+
+// MemberIDs returns all member ids, sorted.
+func (g *Group) MemberIDs() []string {
+	ids := make([]string, 0, len(g.Members))
+	for id := range g.Members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// LiveMemberIDs returns the ids of ACTIVE/STARTING members, sorted.
+func (g *Group) LiveMemberIDs() []string {
+	ids := make([]string, 0, len(g.Members))
+	for id, m := range g.Members {
+		if m.Live() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Target is the member's target shards (nil when it has none).
+func (g *Group) Target(memberID string) []int { return g.Targets[memberID] }
+
+// Migration returns the resharding with that id.
+func (g *Group) Migration(id string) *Migration {
+	for _, m := range g.Migrations {
+		if m.ReshardingID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// Active returns the active resharding, or nil.
+func (g *Group) Active() *Migration {
+	if g.ActiveMigration == "" {
+		return nil
+	}
+	return g.Migration(g.ActiveMigration)
+}
+
+// HeldByOthers reports whether any member other than memberID holds shard s.
+func (g *Group) HeldByOthers(memberID string, s int) bool {
+	for id, m := range g.Members {
+		if id != memberID && m.Holds(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Blocked returns the member's target shards that another member still holds:
+// revoke before assign.
+func (g *Group) Blocked(memberID string) []int {
+	var out []int
+	for _, s := range g.Targets[memberID] {
+		if g.HeldByOthers(memberID, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Grantable splits the member's target into shards it may read now and shards
+// pending their previous owner's release.
+func (g *Group) Grantable(memberID string) (assigned, pending []int) {
+	assigned, pending = []int{}, []int{}
+	for _, s := range g.Targets[memberID] {
+		if g.HeldByOthers(memberID, s) {
+			pending = append(pending, s)
+		} else {
+			assigned = append(assigned, s)
+		}
+	}
+	return assigned, pending
+}
+
+// State returns EMPTY, RECONCILING or STABLE.
+func (g *Group) State() string {
+	live := g.LiveMemberIDs()
+	if len(live) == 0 {
+		return "EMPTY"
+	}
+	for _, id := range live {
+		m := g.Members[id]
+		if !equalInts(m.Current, g.Targets[id]) || len(m.Revoking) > 0 || len(g.Blocked(id)) > 0 {
+			return "RECONCILING"
+		}
+	}
+	for _, m := range g.Members {
+		if m.State == MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0) {
+			return "RECONCILING"
+		}
+	}
+	return "STABLE"
+}
+
+// Clone returns a deep copy.
+func (g *Group) Clone() *Group {
+	c := *g
+	c.Members = make(map[string]*Member, len(g.Members))
+	for id, m := range g.Members {
+		mc := *m
+		mc.Current = cloneInts(m.Current)
+		mc.Revoking = cloneInts(m.Revoking)
+		mc.Granted = cloneInts(m.Granted)
+		c.Members[id] = &mc
+	}
+	c.Targets = make(map[string][]int, len(g.Targets))
+	for id, t := range g.Targets {
+		c.Targets[id] = cloneInts(t)
+	}
+	c.Migrations = make([]*Migration, len(g.Migrations))
+	for i, m := range g.Migrations {
+		mc := *m
+		mc.Evidence = append([]events.ShardDrain(nil), m.Evidence...)
+		mc.RetiredKeys = append([]string(nil), m.RetiredKeys...)
+		mc.History = append([]StateChange(nil), m.History...)
+		c.Migrations[i] = &mc
+	}
+	return &c
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func cloneInts(s []int) []int {
+	if s == nil {
+		return nil
+	}
+	return append([]int(nil), s...)
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SortedInts returns a sorted, de-duplicated copy.
+func SortedInts(s []int) []int {
+	out := cloneInts(s)
+	sort.Ints(out)
+	w := 0
+	for i, v := range out {
+		if i == 0 || v != out[w-1] {
+			out[w] = v
+			w++
+		}
+	}
+	if out == nil {
+		return []int{}
+	}
+	return out[:w]
+}
+
+// EqualSets reports whether two sorted sets are equal.
+func EqualSets(a, b []int) bool { return equalInts(a, b) }
+
+func formatInt(i int64) string { return strconv.FormatInt(i, 10) }

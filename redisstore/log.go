@@ -1,0 +1,175 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/events"
+)
+
+// DefaultLogStream is the default key of the coordinator's event log.
+const DefaultLogStream = "coordinator:events"
+
+// entryField is the stream field that holds an encoded envelope.
+const entryField = "e"
+
+// appendScript is compare-and-append: the batch lands only if the stream's last
+// generated id is still the caller's position. The script runs atomically, so two
+// coordinators appending against the same stale position can never both succeed.
+var appendScript = redis.NewScript(`
+local last = '0-0'
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then last = info[i+1] end
+  end
+end
+if last ~= ARGV[1] then
+  return redis.error_reply('RSCCONFLICT ' .. last)
+end
+local ids = {}
+for i = 2, #ARGV do
+  ids[#ids+1] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+end
+return ids
+`)
+
+// Log is an events.Log on one Redis Stream.
+type Log struct {
+	rdb redis.UniversalClient
+	key string
+}
+
+// NewLog returns the log stored at key.
+func NewLog(rdb redis.UniversalClient, key string) *Log {
+	if key == "" {
+		key = DefaultLogStream
+	}
+	return &Log{rdb: rdb, key: key}
+}
+
+// Key is the stream key of the log.
+func (l *Log) Key() string { return l.key }
+
+func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
+	pos, err := events.ParseID(after)
+	if err != nil {
+		return nil, err
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(batch)+1)
+	args = append(args, pos.String())
+	for _, b := range batch {
+		args = append(args, b)
+	}
+	res, err := appendScript.Run(ctx, l.rdb, []string{l.key}, args...).StringSlice()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "RSCCONFLICT") {
+			return nil, fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(err.Error(), "RSCCONFLICT "), after)
+		}
+		return nil, fmt.Errorf("append %d events to %s: %w", len(batch), l.key, err)
+	}
+	return res, nil
+}
+
+func (l *Log) Read(ctx context.Context, after string, count int) ([]events.Entry, error) {
+	pos, err := events.ParseID(after)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []redis.XMessage
+	if count > 0 {
+		msgs, err = l.rdb.XRangeN(ctx, l.key, "("+pos.String(), "+", int64(count)).Result()
+	} else {
+		msgs, err = l.rdb.XRange(ctx, l.key, "("+pos.String(), "+").Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s after %s: %w", l.key, after, err)
+	}
+	return toEntries(msgs), nil
+}
+
+func (l *Log) Tail(ctx context.Context, after string, count int, block time.Duration) ([]events.Entry, error) {
+	pos, err := events.ParseID(after)
+	if err != nil {
+		return nil, err
+	}
+	if block <= 0 {
+		block = time.Millisecond
+	}
+	streams, err := l.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{l.key, pos.String()}, Count: int64(count), Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tail %s after %s: %w", l.key, after, err)
+	}
+	var out []events.Entry
+	for _, s := range streams {
+		out = append(out, toEntries(s.Messages)...)
+	}
+	return out, nil
+}
+
+func (l *Log) Get(ctx context.Context, ids []string) ([]events.Entry, error) {
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(ids))
+	for i, id := range ids {
+		p, err := events.ParseID(id)
+		if err != nil {
+			return nil, err
+		}
+		cmds[i] = pipe.XRange(ctx, l.key, p.String(), p.String())
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("get %d entries from %s: %w", len(ids), l.key, err)
+		}
+	}
+	out := make([]events.Entry, 0, len(ids))
+	for _, c := range cmds {
+		out = append(out, toEntries(c.Val())...)
+	}
+	return out, nil
+}
+
+func (l *Log) LastID(ctx context.Context) (string, error) {
+	info, err := l.rdb.XInfoStream(ctx, l.key).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return events.ZeroID, nil
+		}
+		return "", fmt.Errorf("last id of %s: %w", l.key, err)
+	}
+	return info.LastGeneratedID, nil
+}
+
+func (l *Log) Len(ctx context.Context) (int64, error) {
+	n, err := l.rdb.XLen(ctx, l.key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("length of %s: %w", l.key, err)
+	}
+	return n, nil
+}
+
+func toEntries(msgs []redis.XMessage) []events.Entry {
+	out := make([]events.Entry, 0, len(msgs))
+	for _, m := range msgs {
+		var data []byte
+		switch v := m.Values[entryField].(type) {
+		case string:
+			data = []byte(v)
+		case []byte:
+			data = v
+		}
+		out = append(out, events.Entry{ID: m.ID, Data: data})
+	}
+	return out
+}
