@@ -98,9 +98,8 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 
 // prefixKnown reports whether the log ever held a group with this prefix: its
 // leftover streams are ours, not a stranger's.
+// The writer holds the state lock.
 func (c *Coordinator) prefixKnown(prefix string) bool {
-	c.state.RLock()
-	defer c.state.RUnlock()
 	return c.state.PrefixSeenLocked(prefix)
 }
 

@@ -418,7 +418,7 @@ func (c *Coordinator) commitLocked(b *batchCtx) error {
 	c.sinceSnapshot += len(b.data)
 	if c.cfg.SnapshotEvery > 0 && c.sinceSnapshot >= c.cfg.SnapshotEvery {
 		c.sinceSnapshot = 0
-		capture := c.state.Capture()
+		capture := c.state.CaptureLocked()
 		go c.saveCapture(capture)
 	}
 	b.data, b.recs = nil, nil

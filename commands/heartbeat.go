@@ -206,7 +206,8 @@ func parseReport(req *HeartbeatRequest, m *projection.Member) report {
 	return r
 }
 
-// authority is what a member may report holding.
+// authority is what a member may report holding: what it holds already, plus
+// what it may be granted now.
 func authority(g *projection.Group, m *projection.Member) map[int]bool {
 	a := map[int]bool{}
 	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
@@ -214,14 +215,11 @@ func authority(g *projection.Group, m *projection.Member) map[int]bool {
 			a[s] = true
 		}
 	}
+	// What the member already holds stays within its authority even after a
+	// scale-in removed the shard: it is being revoked, not stolen.
 	assigned, _ := g.Grantable(m.ID)
 	for _, s := range assigned {
 		a[s] = true
-	}
-	for s := range a {
-		if s < 0 || s >= g.AssignableCount {
-			delete(a, s)
-		}
 	}
 	return a
 }

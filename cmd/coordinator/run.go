@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/redisstore"
+)
+
+var errHelp = errors.New("help requested")
+
+// Main is the coordinator program: ParseFlags, Run, Close. End-to-end tests run it
+// in-process on port 0.
+type Main struct {
+	Listen               string
+	RedisURL             string
+	LogStream            string
+	AdminUser            string
+	AdminPassword        string
+	TokenSecret          string
+	UsersFile            string
+	AuthenticateMembers  bool
+	DefaultShardCount    int
+	MaxShardCount        int
+	HeartbeatInterval    time.Duration
+	MemberLease          time.Duration
+	RebalanceTimeout     time.Duration
+	TickInterval         time.Duration
+	StaleMemberRetention time.Duration
+	DisableProvisioning  bool
+	KeepRetiredStreams   bool
+	SnapshotEvery        int
+	IgnoreSnapshot       bool
+	RateLimitPerMinute   int
+	CoordinatorID        string
+	LogFormat            string
+	LogLevel             string
+	// CrashAfterEvent (test hook, env RSC_CRASH_AFTER_EVENT): exit the process with
+	// status 137 right after an event of this type was appended.
+	CrashAfterEvent string
+
+	Stderr io.Writer
+	logger zerolog.Logger
+	rdb    *redis.Client
+	coord  *commands.Coordinator
+	server *httpapi.Server
+	cancel context.CancelFunc
+}
+
+// NewMain returns a Main with the defaults.
+func NewMain() *Main { return &Main{Stderr: os.Stderr} }
+
+type flagSpec struct {
+	name, usage string
+}
+
+// ParseFlags reads flags; every flag also reads the environment variable RSC_<NAME>
+// (upper case, dashes as underscores) when the flag is not given.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&m.Listen, "listen", ":8080", "HTTP listen address")
+	fs.StringVar(&m.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL (redis:// or rediss:// for TLS)")
+	fs.StringVar(&m.LogStream, "log-stream", redisstore.DefaultLogStream, "key of the coordinator's event log stream")
+	fs.StringVar(&m.AdminUser, "admin-user", "admin", "admin user name")
+	fs.StringVar(&m.AdminPassword, "admin-password", "password", "admin password")
+	fs.StringVar(&m.TokenSecret, "token-secret", "", "HMAC secret for bearer tokens (default derives from the admin credentials)")
+	fs.StringVar(&m.UsersFile, "users-file", "", "JSON file of users [{username,password,roles}] replacing the admin user")
+	fs.BoolVar(&m.AuthenticateMembers, "authenticate-member-api", false, "require the MEMBER role for heartbeats")
+	fs.IntVar(&m.DefaultShardCount, "default-shard-count", 12, "shard count of a group created without initialShardCount")
+	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted")
+	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
+	fs.DurationVar(&m.MemberLease, "member-lease", 15*time.Second, "member lease: a member silent this long expires")
+	fs.DurationVar(&m.RebalanceTimeout, "rebalance-timeout", 60*time.Second, "time a member has to release a revoked shard before it is fenced")
+	fs.DurationVar(&m.TickInterval, "tick-interval", time.Second, "maintenance interval (expiry, timeouts, resharding progress)")
+	fs.DurationVar(&m.StaleMemberRetention, "stale-member-retention", 10*time.Minute, "how long expired/fenced/left members stay visible (negative: forever)")
+	fs.BoolVar(&m.DisableProvisioning, "disable-provisioning", false, "do not create shard streams and consumer groups")
+	fs.BoolVar(&m.KeepRetiredStreams, "keep-retired-streams", false, "keep removed shard streams after a resharding instead of deleting them")
+	fs.IntVar(&m.SnapshotEvery, "snapshot-every", 10000, "events between projection snapshots (negative: never)")
+	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
+	fs.IntVar(&m.RateLimitPerMinute, "rate-limit-per-minute", 0, "admin mutations per principal, prefix and group per minute (0: off)")
+	fs.StringVar(&m.CoordinatorID, "coordinator-id", "local-coordinator", "name of this coordinator in health output")
+	fs.StringVar(&m.LogFormat, "log-format", "json", "log format: json or console")
+	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&m.CrashAfterEvent, "crash-after-event", "", "test hook: exit 137 right after appending an event of this type")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		env := "RSC_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if m.DefaultShardCount < 1 || m.MaxShardCount < 1 || m.DefaultShardCount > m.MaxShardCount {
+		return fmt.Errorf("--default-shard-count must be between 1 and --max-shard-count")
+	}
+	return nil
+}
+
+func (m *Main) buildLogger() zerolog.Logger {
+	var w io.Writer = m.Stderr
+	if m.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: m.Stderr, TimeFormat: time.RFC3339}
+	}
+	lvl, err := zerolog.ParseLevel(m.LogLevel)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Str("coordinator", m.CoordinatorID).Logger()
+}
+
+// Run connects to Redis, starts serving at once (readiness reports not ready), loads
+// the snapshot and folds the log tail, then starts deciding.
+func (m *Main) Run(ctx context.Context) error {
+	m.logger = m.buildLogger()
+	opts, err := redis.ParseURL(m.RedisURL)
+	if err != nil {
+		return fmt.Errorf("--redis: %w", err)
+	}
+	m.rdb = redis.NewClient(opts)
+	users, err := m.loadUsers()
+	if err != nil {
+		return err
+	}
+	log := redisstore.NewLog(m.rdb, m.LogStream)
+	shards := redisstore.NewShards(m.rdb)
+	snaps := redisstore.NewSnapshotStore(m.rdb, m.LogStream)
+	cfg := commands.Config{
+		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
+		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
+		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
+		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
+		SnapshotEvery: m.SnapshotEvery, CoordinatorID: m.CoordinatorID, Logger: m.logger,
+	}
+	if m.CrashAfterEvent != "" {
+		target := m.CrashAfterEvent
+		cfg.AfterAppend = func(rec events.Record) {
+			if rec.Type == target {
+				m.logger.Warn().Str("type", rec.Type).Str("id", rec.ID).Msg("crash hook: exiting after append")
+				os.Exit(137)
+			}
+		}
+	}
+	m.coord = commands.New(cfg, log, shards, snaps, nil)
+	m.server = httpapi.NewServer(httpapi.Config{
+		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute,
+		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: m.TokenSecret, Users: users, AuthenticateMemberAPI: m.AuthenticateMembers},
+	}, m.coord, streamReader{shards})
+	if err := m.server.Open(); err != nil {
+		return err
+	}
+	m.logger.Info().Str("url", m.server.URL()).Str("redis", redactURL(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
+	lctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	loaded := make(chan error, 1)
+	go func() { loaded <- m.load(lctx) }()
+	select {
+	case err := <-loaded:
+		return err
+	case <-time.After(200 * time.Millisecond):
+		// Keep loading in the background; /readyz answers 503 until it is done.
+		go func() {
+			if err := <-loaded; err != nil && !errors.Is(err, context.Canceled) {
+				m.logger.Error().Err(err).Msg("cannot load the event log; refusing to serve decisions")
+			}
+		}()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// load folds the log, retrying while Redis is unreachable; an undecodable entry is
+// fatal for readiness and names its id.
+func (m *Main) load(ctx context.Context) error {
+	backoff := 200 * time.Millisecond
+	for {
+		err := m.coord.Load(ctx, !m.IgnoreSnapshot)
+		if err == nil {
+			m.coord.Run()
+			return nil
+		}
+		var de *events.DecodeError
+		if errors.As(err, &de) {
+			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode; start refused (see README: restoring from the log)")
+			return err
+		}
+		m.logger.Warn().Err(err).Msg("loading the event log; retrying")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// URL is the base URL of the HTTP server.
+func (m *Main) URL() string { return m.server.URL() }
+
+// Coordinator exposes the decision engine (tests).
+func (m *Main) Coordinator() *commands.Coordinator { return m.coord }
+
+// Close stops serving, lets decisions in flight finish, writes a snapshot.
+func (m *Main) Close() error {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	if m.server != nil {
+		err = m.server.Close(ctx)
+	}
+	if m.coord != nil {
+		m.coord.Close()
+	}
+	if m.rdb != nil {
+		_ = m.rdb.Close()
+	}
+	return err
+}
+
+func (m *Main) loadUsers() ([]httpapi.User, error) {
+	if m.UsersFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(m.UsersFile)
+	if err != nil {
+		return nil, fmt.Errorf("--users-file: %w", err)
+	}
+	var users []httpapi.User
+	if err := json.Unmarshal(data, &users); err != nil {
+		return nil, fmt.Errorf("--users-file: %w", err)
+	}
+	return users, nil
+}
+
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i >= 0 {
+		if j := strings.Index(u, "://"); j >= 0 && j < i {
+			return u[:j+3] + "***@" + u[i+1:]
+		}
+	}
+	return u
+}
+
+var _ = strconv.Itoa

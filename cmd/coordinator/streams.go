@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/redisstore"
+)
+
+// streamReader adapts redisstore.Shards to httpapi.StreamReader.
+type streamReader struct{ s *redisstore.Shards }
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (a streamReader) Offsets(ctx context.Context, prefix, group string, shards []int) ([]httpapi.ShardOffset, error) {
+	offs, err := a.s.Offsets(ctx, prefix, group, shards)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]httpapi.ShardOffset, len(offs))
+	for i, o := range offs {
+		out[i] = httpapi.ShardOffset{
+			StreamPrefix: prefix, ConsumerGroup: group, Shard: projection.ShardRef{ShardIndex: o.ShardIndex},
+			StreamKey: o.StreamKey, RedisSlot: o.Slot, StreamLength: o.Length,
+			FirstRecordID: strPtr(o.FirstID), LastRecordID: strPtr(o.LastID), LastGeneratedID: strPtr(o.LastGeneratedID),
+			GroupLastDeliveredID: strPtr(o.GroupLastDeliveredID), PendingCount: o.Pending, Lag: o.Lag,
+			MemoryUsageBytes: o.MemoryBytes, Exists: o.Exists,
+		}
+	}
+	return out, nil
+}
+
+func (a streamReader) Messages(ctx context.Context, key string, forward bool, cursor string, limit int) ([]httpapi.StreamRecord, bool, error) {
+	msgs, more, err := a.s.Messages(ctx, key, forward, cursor, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]httpapi.StreamRecord, len(msgs))
+	for i, m := range msgs {
+		r := httpapi.StreamRecord{StreamKey: key, RecordID: m.ID, Fields: m.Fields}
+		if p, ok := m.Fields["payload"]; ok {
+			p := p
+			r.Payload = &p
+		}
+		if ms, ok := redisstore.IDMillis(m.ID); ok {
+			r.RecordTimestampMs = &ms
+			t := time.UnixMilli(ms).UTC()
+			r.RecordTime = &t
+		}
+		out[i] = r
+	}
+	return out, more, nil
+}
+
+func (a streamReader) Ping(ctx context.Context) error { return a.s.Ping(ctx) }

@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+)
+
+func (s *Server) registerAuditRoutes() {
+	const mg = "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}"
+	s.router.HandleFunc("/coord/v1/monitoring/events", s.handleAllEvents).Methods(http.MethodGet)
+	s.router.HandleFunc(mg+"/events", s.handleGroupEvents).Methods(http.MethodGet)
+	s.router.HandleFunc(mg+"/replay", s.handleReplay).Methods(http.MethodGet)
+}
+
+// AuditEvent is one event of the audit history.
+type AuditEvent struct {
+	ID            string       `json:"id"`
+	Type          string       `json:"type"`
+	Time          time.Time    `json:"time"`
+	Actor         string       `json:"actor"`
+	RequestID     string       `json:"requestId"`
+	StreamPrefix  string       `json:"streamPrefix"`
+	ConsumerGroup string       `json:"consumerGroup"`
+	Payload       events.Event `json:"payload"`
+}
+
+// AuditPage is a page of events; pass nextAfter as after to continue.
+type AuditPage struct {
+	Events    []AuditEvent `json:"events"`
+	NextAfter *string      `json:"nextAfter"`
+}
+
+func toAudit(rec events.Record) AuditEvent {
+	return AuditEvent{ID: rec.ID, Type: rec.Type, Time: rec.Time.UTC(), Actor: rec.Actor, RequestID: rec.RequestID, StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, Payload: rec.Event}
+}
+
+func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int, bool) {
+	after := r.URL.Query().Get("after")
+	if after == "" {
+		after = events.ZeroID
+	}
+	if _, err := events.ParseID(after); err != nil {
+		s.badRequest(w, r, "after: must be a stream id like 1700000000000-0")
+		return "", 0, false
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 1 || l > 1000 {
+			s.badRequest(w, r, "limit: must be an integer between 1 and 1000")
+			return "", 0, false
+		}
+		limit = l
+	}
+	return after, limit, true
+}
+
+func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, limit int) {
+	page := AuditPage{Events: []AuditEvent{}}
+	for _, e := range entries {
+		rec, err := events.Decode(e.ID, e.Data)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		page.Events = append(page.Events, toAudit(rec))
+	}
+	if len(page.Events) == limit {
+		id := page.Events[len(page.Events)-1].ID
+		page.NextAfter = &id
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// handleAllEvents serves GET /coord/v1/monitoring/events?after=&limit=: the whole
+// log, paged by event id.
+func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
+	after, limit, ok := s.pageParams(w, r)
+	if !ok {
+		return
+	}
+	entries, err := s.c.Log().Read(r.Context(), after, limit)
+	if err != nil {
+		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "cannot read the event log: " + err.Error()})
+		return
+	}
+	s.decodeEntries(w, r, entries, limit)
+}
+
+// handleGroupEvents serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/events:
+// a group's audit history (including refused commands), also after deletion.
+func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.groupKey(w, r)
+	if !ok {
+		return
+	}
+	after, limit, ok := s.pageParams(w, r)
+	if !ok {
+		return
+	}
+	items := s.c.State().History(k, after, limit)
+	if len(items) == 0 {
+		if _, exists := s.c.State().Group(k); !exists && after == events.ZeroID {
+			s.writeError(w, r, commands.ErrGroupNotFound)
+			return
+		}
+	}
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	entries, err := s.c.Log().Get(r.Context(), ids)
+	if err != nil {
+		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "cannot read the event log: " + err.Error()})
+		return
+	}
+	s.decodeEntries(w, r, entries, limit)
+}
+
+// GroupReplay is a group as the coordinator believed it after an event.
+type GroupReplay struct {
+	projection.GroupView
+	AsOf        string                     `json:"asOf"`
+	Members     []MemberMetadata           `json:"members"`
+	Assignments projection.AssignmentsView `json:"assignments"`
+	Migrations  []projection.MigrationView `json:"migrations"`
+}
+
+// handleReplay serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/replay?until=<id>:
+// the log folded up to and including that event.
+func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.groupKey(w, r)
+	if !ok {
+		return
+	}
+	until := r.URL.Query().Get("until")
+	if until == "" {
+		until = s.c.State().LastID()
+	}
+	if _, err := events.ParseID(until); err != nil {
+		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
+		return
+	}
+	st := projection.New()
+	if _, err := commands.FoldLog(r.Context(), s.c.Log(), st, until); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	g, found := st.Group(k)
+	if !found {
+		s.writeError(w, r, withMessage(commands.ErrGroupNotFound, "group did not exist at "+until))
+		return
+	}
+	resp := GroupReplay{GroupView: projection.ViewGroup(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout), Assignments: projection.ViewAssignments(g), Migrations: []projection.MigrationView{}}
+	for _, m := range g.Migrations {
+		resp.Migrations = append(resp.Migrations, projection.ViewMigration(g, m))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func withMessage(e *commands.Error, msg string) *commands.Error {
+	return &commands.Error{Kind: e.Kind, Code: e.Code, Message: msg}
+}

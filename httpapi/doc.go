@@ -1,0 +1,8 @@
+// Package httpapi serves the coordinator's HTTP API: the wire contract of the
+// reference coordinator (/coord/v1/...), our audit-history and replay endpoints,
+// health and readiness probes.
+//
+// It knows commands (to decide) and projection views (to answer); it reaches Redis
+// for read-only monitoring (offsets, messages) only through the StreamReader
+// interface it defines. It must not import redisstore or cmd.
+package httpapi

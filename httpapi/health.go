@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+func (s *Server) registerHealthRoutes() {
+	s.router.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet)
+	s.router.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet)
+}
+
+// handleHealthz serves GET /healthz: the process is up (no auth).
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "UP"})
+}
+
+// handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
+// 503 while loading, while Redis is unreachable, and while shutting down (no auth).
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if !s.c.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "NOT_READY", "lastEventId": s.c.State().LastID()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "READY", "lastEventId": s.c.State().LastID()})
+}
+
+func (s *Server) registerAuthRoutes() {
+	s.router.HandleFunc("/coord/v1/auth/login", s.handleLogin).Methods(http.MethodPost)
+}
+
+// LoginRequest is the optional login body.
+type LoginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// LoginResponse carries a bearer token.
+type LoginResponse struct {
+	AccessToken      string    `json:"accessToken"`
+	TokenType        string    `json:"tokenType"`
+	ExpiresAt        time.Time `json:"expiresAt"`
+	ExpiresInSeconds int64     `json:"expiresInSeconds"`
+	Roles            []string  `json:"roles"`
+}
+
+// handleLogin serves POST /coord/v1/auth/login: credentials from the body, or
+// the request's own Authorization header (a valid token buys a fresh one).
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	var req LoginRequest
+	if !s.decodeBody(w, r, &req, false) {
+		return
+	}
+	var p *principal
+	var err error
+	if req.Username != "" {
+		p, err = s.auth.checkPassword(req.Username, req.Password)
+	} else {
+		p, err = s.auth.authenticate(r)
+	}
+	if err != nil || p == nil {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"timestamp": time.Now().UTC(), "status": 401, "error": "Unauthorized", "path": r.URL.Path})
+		return
+	}
+	tok, exp, err := s.auth.issueToken(p, time.Now())
+	if err != nil {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"timestamp": time.Now().UTC(), "status": 401, "error": "Unauthorized", "path": r.URL.Path})
+		return
+	}
+	writeJSON(w, http.StatusOK, LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: int64(s.auth.cfg.TokenTTL.Seconds()), Roles: p.Roles})
+}

@@ -1,0 +1,33 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/rscoord/rsc/commands"
+)
+
+func (s *Server) registerMemberRoutes() {
+	s.router.HandleFunc(groupPath+"/members/{memberId}/heartbeat", s.handleHeartbeat).Methods(http.MethodPost)
+}
+
+// handleHeartbeat serves POST .../groups/{consumerGroup}/members/{memberId}/heartbeat.
+// Every protocol outcome is HTTP 200 with a status; only a malformed body is a 400.
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	p, err1 := pathVar(r, "streamPrefix")
+	g, err2 := pathVar(r, "consumerGroup")
+	id, err3 := pathVar(r, "memberId")
+	if err1 != nil || err2 != nil || err3 != nil {
+		s.badRequest(w, r, "invalid percent-encoding in path")
+		return
+	}
+	var req commands.HeartbeatRequest
+	if !s.decodeBody(w, r, &req, true) {
+		return
+	}
+	resp, err := s.c.Heartbeat(r.Context(), groupKeyOf(p, g), id, &req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}

@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// rateLimiter is a fixed one-minute window per principal:prefix:group for admin
+// mutations (off unless configured, as in the reference).
+type rateLimiter struct {
+	mu     sync.Mutex
+	limit  int
+	window time.Time
+	counts map[string]int
+}
+
+func newRateLimiter(perMinute int) *rateLimiter {
+	return &rateLimiter{limit: perMinute, counts: map[string]int{}}
+}
+
+func (l *rateLimiter) take(key string, now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := now.Truncate(time.Minute)
+	if !w.Equal(l.window) {
+		l.window, l.counts = w, map[string]int{}
+	}
+	retry := int(w.Add(time.Minute).Sub(now).Seconds())
+	if retry < 1 {
+		retry = 1
+	}
+	if l.limit <= 0 || l.counts[key] >= l.limit {
+		return false, retry
+	}
+	l.counts[key]++
+	return true, retry
+}
+
+// allow applies the admin mutation rate limit; false means it answered 429.
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, prefix, group string) bool {
+	if s.limiter == nil {
+		return true
+	}
+	who := "unknown"
+	if p := principalOf(r); p != nil {
+		who = p.Username
+	}
+	ok, retry := s.limiter.take(who+":"+prefix+":"+group, time.Now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+		writeJSON(w, http.StatusTooManyRequests, ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: "RATE_LIMIT_EXCEEDED", Message: "Coordinator API rate limit exceeded", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+	}
+	return ok
+}

@@ -1,0 +1,136 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+)
+
+// Point is a position in the log: after the entry UntilID (inclusive), or after
+// the last entry decided at or before At. The zero Point is the end of the log.
+type Point struct {
+	UntilID string
+	At      time.Time
+}
+
+// StateAt folds the log from zero up to p and returns the projection and the id
+// of the last entry folded (events.ZeroID when none).
+//
+// With UntilID, every entry with an id at or before it is folded; the id need
+// not exist, and nothing after it is decoded, so the state just before a
+// corrupt entry can still be read. With At, entries are folded while their
+// envelope time is at or before At: a fold must be a prefix of the log, so an
+// entry stamped later than At ends it even if a later entry carries an earlier
+// time (times are decision times, written in order by one coordinator).
+func StateAt(ctx context.Context, log events.Log, p Point) (*projection.State, string, error) {
+	o := foldOptions{}
+	switch {
+	case p.UntilID != "" && !p.At.IsZero():
+		return nil, "", fmt.Errorf("%w: a point is an id or a time, not both", ErrInvalidArgument)
+	case p.UntilID != "":
+		if _, err := parseUserID("until id", p.UntilID); err != nil {
+			return nil, "", err
+		}
+		o.until = p.UntilID
+	case !p.At.IsZero():
+		o.stop = func(rec events.Record) bool { return rec.Time.After(p.At) }
+	}
+	f, err := newFolder(ctx, log, projection.New())
+	if err != nil {
+		return nil, "", err
+	}
+	if err := f.fold(ctx, o); err != nil {
+		return nil, "", err
+	}
+	return f.st, f.st.LastID(), nil
+}
+
+// GroupSnapshot is one group as the coordinator believed it at a point of the
+// log, in the monitoring API's shapes: the GroupResponse fields (with
+// projection's additions) at the top level, then the members, the
+// AssignmentsResponse and every resharding of the group (MigrationsResponse
+// order: by creation). `replay state` prints it and the HTTP replay endpoint
+// returns it, so "what the coordinator believed then" reads like "what it
+// believes now". Everything in it comes from the log: lease times, reported
+// progress and live Redis evidence are not part of it.
+type GroupSnapshot struct {
+	// LastID is the id of the last log entry folded into this snapshot.
+	LastID string `json:"lastId"`
+	projection.GroupView
+	// Members are sorted by memberId and include EXPIRED, FENCED and LEAVING
+	// members until they were pruned.
+	Members     []MemberView               `json:"members"`
+	Assignments projection.AssignmentsView `json:"assignments"`
+	Migrations  []projection.MigrationView `json:"migrations"`
+}
+
+// MemberView is the contract's MemberMetadata as far as the log knows a member
+// (no heartbeat or lease times, no consumption progress), plus when it joined
+// and when an event last changed it.
+type MemberView struct {
+	MemberID              string                `json:"memberId"`
+	MemberName            string                `json:"memberName"`
+	State                 string                `json:"state"`
+	MemberEpoch           int64                 `json:"memberEpoch"`
+	MetadataVersion       int64                 `json:"metadataVersion"`
+	RuntimeMaxConcurrency int                   `json:"runtimeMaxConcurrency"`
+	CurrentAssignment     []projection.ShardRef `json:"currentAssignment"`
+	GrantedAssignment     []projection.ShardRef `json:"grantedAssignment"`
+	Revoking              []projection.ShardRef `json:"revoking"`
+	JoinedAt              time.Time             `json:"joinedAt"`
+	UpdatedAt             time.Time             `json:"updatedAt"`
+}
+
+// GroupState renders one group of a projection (from StateAt). A group that
+// does not exist in it is ErrGroupNotFound.
+func GroupState(st *projection.State, key projection.GroupKey) (*GroupSnapshot, error) {
+	// LastID first: the group is copied after it, and a state being folded
+	// concurrently can only have moved on, never back.
+	last := st.LastID()
+	g, ok := st.Group(key)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s at %s", ErrGroupNotFound, groupName(key), last)
+	}
+	s := snapshotOf(g, last)
+	return &s, nil
+}
+
+// GroupStates renders every group of a projection, in creation order.
+func GroupStates(st *projection.State) []GroupSnapshot {
+	last := st.LastID()
+	groups := st.Groups()
+	out := make([]GroupSnapshot, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, snapshotOf(g, last))
+	}
+	return out
+}
+
+// snapshotOf renders a group copy the caller owns.
+func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
+	s := GroupSnapshot{
+		LastID:      lastID,
+		GroupView:   projection.ViewGroup(g),
+		Members:     []MemberView{},
+		Assignments: projection.ViewAssignments(g),
+		Migrations:  []projection.MigrationView{},
+	}
+	for _, id := range g.MemberIDs() {
+		m := g.Members[id]
+		s.Members = append(s.Members, MemberView{
+			MemberID: m.ID, MemberName: m.Name, State: m.State, MemberEpoch: m.Epoch,
+			MetadataVersion: g.MetadataVersion, RuntimeMaxConcurrency: m.MaxConcurrency,
+			CurrentAssignment: projection.Shards(m.Current),
+			GrantedAssignment: projection.Shards(m.Granted),
+			Revoking:          projection.Shards(m.Revoking),
+			JoinedAt:          m.JoinedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
+		})
+	}
+	for _, m := range g.Migrations {
+		s.Migrations = append(s.Migrations, projection.ViewMigration(g, m))
+	}
+	return s
+}
