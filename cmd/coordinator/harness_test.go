@@ -132,7 +132,7 @@ func heartbeatBody(member string, epoch, mv int64, owned []int, revoking []map[s
 		"protocolVersion": 1, "requestId": fmt.Sprintf("req-%d", time.Now().UnixNano()), "memberId": member, "memberName": member,
 		"memberEpoch": epoch, "metadataVersion": mv,
 		"runtimeConsumerCapacity": map[string]any{"runtimeMaxConcurrency": 1, "availableConcurrency": 1},
-		"ownedShards": shards, "revokingShards": revoking, "shardProgress": []any{},
+		"ownedShards":             shards, "revokingShards": revoking, "shardProgress": []any{},
 	}
 }
 
