@@ -38,8 +38,8 @@ type CommandRejected struct {
 // AssignmentComputed is written whenever the target assignment is recomputed: it
 // carries the whole target (member id to shard indexes) and the new assignment epoch.
 type AssignmentComputed struct {
-	AssignmentEpoch int64            `msgpack:"assignmentEpoch"`
-	Targets         map[string][]int `msgpack:"targets"`
+	AssignmentEpoch int64   `msgpack:"assignmentEpoch"`
+	Targets         Targets `msgpack:"targets"`
 }
 
 func (GroupCreated) EventType() string       { return "group.created" }

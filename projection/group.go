@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/rscoord/rsc/events"
 )
 
@@ -133,13 +135,13 @@ type Group struct {
 	AssignmentEpoch int64    `msgpack:"assignmentEpoch"`
 	MetadataVersion int64    `msgpack:"metadataVersion"`
 	// Members by id, and the target assignment (member id to shards).
-	Members         map[string]*Member `msgpack:"members"`
-	Targets         map[string][]int   `msgpack:"targets"`
-	Migrations      []*Migration       `msgpack:"migrations"`
-	ActiveMigration string             `msgpack:"active"`
-	CreatedAt       time.Time          `msgpack:"createdAt"`
-	UpdatedAt       time.Time          `msgpack:"updatedAt"`
-	CreatedBy       string             `msgpack:"createdBy"`
+	Members         MemberMap      `msgpack:"members"`
+	Targets         events.Targets `msgpack:"targets"`
+	Migrations      []*Migration   `msgpack:"migrations"`
+	ActiveMigration string         `msgpack:"active"`
+	CreatedAt       time.Time      `msgpack:"createdAt"`
+	UpdatedAt       time.Time      `msgpack:"updatedAt"`
+	CreatedBy       string         `msgpack:"createdBy"`
 }
 
 // MemberIDs returns all member ids, sorted.
@@ -316,3 +318,9 @@ func SortedInts(s []int) []int {
 func EqualSets(a, b []int) bool { return equalInts(a, b) }
 
 func formatInt(i int64) string { return strconv.FormatInt(i, 10) }
+
+// MemberMap is a group's members by id; it encodes with sorted ids.
+type MemberMap map[string]*Member
+
+// EncodeMsgpack encodes with sorted member ids.
+func (m MemberMap) EncodeMsgpack(enc *msgpack.Encoder) error { return events.EncodeSortedMap(enc, m) }
