@@ -148,6 +148,11 @@ func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
 			restored, err := projection.Restore(data)
 			if err != nil {
 				c.cfg.Logger.Warn().Err(err).Msg("ignoring unreadable snapshot; folding the whole log")
+			} else if last, lerr := c.log.LastID(ctx); lerr != nil {
+				return fmt.Errorf("read log position: %w", lerr)
+			} else if cmp, _ := events.CompareIDs(restored.LastID(), last); cmp > 0 {
+				// A snapshot ahead of the log belongs to a log that was reset.
+				c.cfg.Logger.Warn().Str("snapshot", restored.LastID()).Str("log", last).Msg("ignoring snapshot newer than the log; folding the whole log")
 			} else {
 				st = restored
 			}

@@ -77,6 +77,16 @@ func (tc *testCoordinator) Do(method, path string, body any) apiResponse {
 // DoAs sends a request with Basic credentials (user "" sends none).
 func (tc *testCoordinator) DoAs(user, pass, method, path string, body any) apiResponse {
 	tc.t.Helper()
+	r, err := tc.TryDoAs(user, pass, method, path, body)
+	if err != nil {
+		tc.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// TryDoAs is DoAs that returns transport errors instead of failing the test
+// (safe to call from background goroutines).
+func (tc *testCoordinator) TryDoAs(user, pass, method, path string, body any) (apiResponse, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -87,28 +97,30 @@ func (tc *testCoordinator) DoAs(user, pass, method, path string, body any) apiRe
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			tc.t.Fatal(err)
+			return apiResponse{}, err
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, tc.URL+path, rd)
 	if err != nil {
-		tc.t.Fatal(err)
+		return apiResponse{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if user != "" {
 		req.SetBasicAuth(user, pass)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
-		tc.t.Fatalf("%s %s: %v", method, path, err)
+		return apiResponse{}, err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	out := apiResponse{Status: resp.StatusCode, Body: data}
 	_ = json.Unmarshal(data, &out.JSON)
-	return out
+	return out, nil
 }
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
 
 // MustStatus fails unless the answer has the wanted status.
 func (r apiResponse) MustStatus(tb testing.TB, want int) apiResponse {
