@@ -482,7 +482,14 @@ func (c *Coordinator) follow() {
 			}
 			continue
 		}
-		if len(entries) > 0 || !c.healthy.Load() {
+		foreign := false
+		if len(entries) > 0 {
+			// Our own appends are applied before the writer lets go of the lock;
+			// only entries beyond our position came from another process.
+			cmp, _ := events.CompareIDs(entries[len(entries)-1].ID, c.state.LastID())
+			foreign = cmp > 0
+		}
+		if foreign || !c.healthy.Load() {
 			if err := c.catchUp(); err != nil {
 				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")
 			}

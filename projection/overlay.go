@@ -12,7 +12,9 @@ type Overlay struct {
 	base    *State
 	groups  map[GroupKey]*Group
 	deleted map[GroupKey]bool
-	created []GroupKey
+	// order is the creation order as the overlay sees it; nil until the first
+	// create or delete (then it starts as a copy of the State's order).
+	order []GroupKey
 }
 
 // NewOverlayLocked starts an overlay; the caller holds the lock.
@@ -31,22 +33,19 @@ func (o *Overlay) Group(k GroupKey) *Group {
 	return o.base.groups[k]
 }
 
-// Keys lists the groups the overlay sees, in creation order.
+// Keys lists the groups the overlay sees, in creation order (as the State will
+// list them once the overlay's records are applied).
 func (o *Overlay) Keys() []GroupKey {
-	var out []GroupKey
-	for _, k := range o.base.order {
-		if !o.deleted[k] {
-			out = append(out, k)
-		}
+	if o.order == nil {
+		return append([]GroupKey(nil), o.base.order...)
 	}
-	for _, k := range o.created {
-		if !o.deleted[k] {
-			if _, inBase := o.base.groups[k]; !inBase {
-				out = append(out, k)
-			}
-		}
+	return append([]GroupKey(nil), o.order...)
+}
+
+func (o *Overlay) editOrder() {
+	if o.order == nil {
+		o.order = append(make([]GroupKey, 0, len(o.base.order)+1), o.base.order...)
 	}
-	return out
 }
 
 // Apply folds a record (its id may still be empty) into the overlay.
@@ -59,16 +58,23 @@ func (o *Overlay) Apply(rec events.Record) {
 		}
 	}
 	g := foldGroup(cur, k, rec)
-	if g == nil {
-		if cur != nil {
-			o.deleted[k] = true
-			delete(o.groups, k)
+	switch {
+	case g == nil && cur != nil:
+		o.deleted[k] = true
+		delete(o.groups, k)
+		o.editOrder()
+		for i, ok := range o.order {
+			if ok == k {
+				o.order = append(o.order[:i], o.order[i+1:]...)
+				break
+			}
 		}
-		return
+	case g != nil && cur == nil:
+		delete(o.deleted, k)
+		o.groups[k] = g
+		o.editOrder()
+		o.order = append(o.order, k)
+	case g != nil:
+		o.groups[k] = g
 	}
-	delete(o.deleted, k)
-	if _, seen := o.groups[k]; !seen && o.base.groups[k] == nil {
-		o.created = append(o.created, k)
-	}
-	o.groups[k] = g
 }
