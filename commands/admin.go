@@ -63,12 +63,12 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 		if len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		if t.group(k) != nil {
-			return nil, ErrGroupExists
-		}
 		prefixGroups := t.groupsWithPrefix(k.StreamPrefix)
 		if in.StreamLevel && len(prefixGroups) > 0 {
 			return nil, withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", k.StreamPrefix)
+		}
+		if t.group(k) != nil {
+			return nil, ErrGroupExists
 		}
 		if !c.cfg.DisableProvisioning {
 			if c.shards == nil {

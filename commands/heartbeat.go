@@ -290,7 +290,9 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 	t.expireLapsed(k)
 	g = t.group(k)
 	m := g.Members[id]
-	syncable := m != nil && m.State != projection.MemberExpired && m.State != projection.MemberFenced
+	// A correction round concerns members that carry state; a join or rejoin
+	// (epoch 0 from a member that is not live) starts from nothing.
+	syncable := m != nil && (m.Live() || (m.State == projection.MemberLeaving && *req.MemberEpoch != 0))
 	r := parseReport(req, m)
 	epoch := *req.MemberEpoch
 	reqMV := *req.MetadataVersion
@@ -313,6 +315,11 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 		target := g.Target(id)
 		assignedNow, _ := g.Grantable(id)
 		kept := intersect(r.owned, assignedNow)
+		if m.Live() && !projection.EqualSets(kept, m.Granted) && *req.MemberEpoch == m.Epoch {
+			// The member keeps only kept and starts nothing new: what it was
+			// granted beyond that is released, or the round could never close.
+			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: kept})
+		}
 		return c.respond(req, id, StatusSyncMetadata, g, m.Epoch, kept, minus(target, kept))
 	}
 
@@ -395,8 +402,8 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 		if !closed {
 			assignedNow, _ := g.Grantable(id)
 			kept := intersect(m.Current, assignedNow)
-			if m.Epoch != g.AssignmentEpoch {
-				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: m.Granted})
+			if m.Epoch != g.AssignmentEpoch || !projection.EqualSets(kept, m.Granted) {
+				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 			}
 			return c.respond(req, id, StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept))
 		}

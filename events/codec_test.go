@@ -208,23 +208,23 @@ func TestEncodeValueAndPointerGiveSameBytes(t *testing.T) {
 }
 
 func TestEncodeIsDeterministic(t *testing.T) {
-	// Marshal promises sorted map keys, so equal values give equal bytes; the
-	// projection's snapshot (State.Encode) relies on it for maps of every kind.
-	targets := map[string][]int{}
-	members := map[string]*events.GroupDrain{}
+	// Equal values must give equal bytes: the log and the projection's snapshot
+	// (State.Encode) rely on it. msgpack sorts only a few plain map types, so
+	// maps in events are named types that encode with sorted keys.
+	targets := events.Targets{}
 	for i := 0; i < 50; i++ {
-		id := fmt.Sprintf("m-%02d", i)
-		targets[id] = []int{i}
-		members[id] = &events.GroupDrain{Name: id, Pending: int64(i)}
+		targets[fmt.Sprintf("m-%02d", i)] = []int{i}
 	}
 	tests := []struct {
 		name string
 		v    any
 	}{
 		{"map[string]string", map[string]string{"b": "2", "a": "1", "c": "3", "d": "4", "e": "5"}},
-		{"map[string][]int", targets},
-		{"map[string]*struct", members},
+		{"events.Targets", targets},
 		{"event with a map", &events.AssignmentComputed{AssignmentEpoch: 3, Targets: targets}},
+		{"struct holding events.Targets", struct {
+			T events.Targets `msgpack:"t"`
+		}{targets}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,6 +233,55 @@ func TestEncodeIsDeterministic(t *testing.T) {
 				if got := MustMarshal(t, tc.v); !bytes.Equal(got, want) {
 					t.Fatalf("Marshal(%T) attempt %d differs from the first: map keys are not sorted", tc.v, i)
 				}
+			}
+		})
+	}
+}
+
+func TestTargetsEncodeSorted(t *testing.T) {
+	tests := []struct {
+		name    string
+		targets events.Targets
+		want    []string // keys in wire order
+	}{
+		{"nil", nil, nil},
+		{"empty", events.Targets{}, []string{}},
+		{"several", events.Targets{"m-2": {1}, "m-10": {2}, "m-1": {0}, "a": nil}, []string{"a", "m-1", "m-10", "m-2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := MustMarshal(t, tc.targets)
+			dec := msgpack.NewDecoder(bytes.NewReader(data))
+			n, err := dec.DecodeMapLen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if n != -1 {
+					t.Fatalf("nil Targets encoded as a map of %d, want nil", n)
+				}
+				return
+			}
+			var keys []string
+			for i := 0; i < n; i++ {
+				k, err := dec.DecodeString()
+				if err != nil {
+					t.Fatal(err)
+				}
+				keys = append(keys, k)
+				if err := dec.Skip(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(keys) != len(tc.want) || (len(keys) > 0 && !reflect.DeepEqual(keys, tc.want)) {
+				t.Errorf("keys on the wire = %v, want %v", keys, tc.want)
+			}
+			var back events.Targets
+			if err := msgpack.Unmarshal(data, &back); err != nil {
+				t.Fatal(err)
+			}
+			if len(back) != len(tc.targets) {
+				t.Errorf("decoded %v, want %v", back, tc.targets)
 			}
 		})
 	}

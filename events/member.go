@@ -3,74 +3,74 @@ package events
 // MemberJoined is written when a member joins with epoch 0, or rejoins after it
 // expired, was fenced or left. It bumps the group epoch and metadata version.
 type MemberJoined struct {
-	MemberID       string `msgpack:"memberId"`
-	MemberName     string `msgpack:"memberName"`
-	MaxConcurrency int    `msgpack:"maxConcurrency"`
-	Rejoin         bool   `msgpack:"rejoin"`
+	MemberID       string `msgpack:"memberId" json:"memberId"`
+	MemberName     string `msgpack:"memberName" json:"memberName"`
+	MaxConcurrency int    `msgpack:"maxConcurrency" json:"maxConcurrency"`
+	Rejoin         bool   `msgpack:"rejoin" json:"rejoin"`
 	Epochs
 }
 
 // MemberUpdated is written when a member reports a new name or runtime capacity.
 // Capacity is recorded, not used for assignment.
 type MemberUpdated struct {
-	MemberID       string `msgpack:"memberId"`
-	MemberName     string `msgpack:"memberName"`
-	MaxConcurrency int    `msgpack:"maxConcurrency"`
+	MemberID       string `msgpack:"memberId" json:"memberId"`
+	MemberName     string `msgpack:"memberName" json:"memberName"`
+	MaxConcurrency int    `msgpack:"maxConcurrency" json:"maxConcurrency"`
 }
 
 // MemberSynced is written when an accepted heartbeat gives a member a new member
 // epoch or a new granted set (the shards an OK response allowed it to read). From
 // the moment of the grant, the shards count as held by that member.
 type MemberSynced struct {
-	MemberID    string `msgpack:"memberId"`
-	MemberEpoch int64  `msgpack:"memberEpoch"`
-	Granted     []int  `msgpack:"granted"`
+	MemberID    string `msgpack:"memberId" json:"memberId"`
+	MemberEpoch int64  `msgpack:"memberEpoch" json:"memberEpoch"`
+	Granted     []int  `msgpack:"granted" json:"granted"`
 }
 
 // OwnershipReported is written when a member's heartbeat reports a different set
 // of owned or revoking shards than the coordinator had recorded.
 type OwnershipReported struct {
-	MemberID string `msgpack:"memberId"`
-	Owned    []int  `msgpack:"owned"`
-	Revoking []int  `msgpack:"revoking"`
+	MemberID string `msgpack:"memberId" json:"memberId"`
+	Owned    []int  `msgpack:"owned" json:"owned"`
+	Revoking []int  `msgpack:"revoking" json:"revoking"`
 }
 
 // RevokeAcknowledged is written when a member released shards the coordinator had
 // asked it to give up (it stopped listing them, or reported REVOKED with nothing
 // in flight). The shards may now be granted to their new owner.
 type RevokeAcknowledged struct {
-	MemberID string `msgpack:"memberId"`
-	Shards   []int  `msgpack:"shards"`
+	MemberID string `msgpack:"memberId" json:"memberId"`
+	Shards   []int  `msgpack:"shards" json:"shards"`
 }
 
 // MemberLeft is written on the first graceful leave (memberEpoch -1). The member's
 // shards stay blocked for their new owners until it releases them.
 type MemberLeft struct {
-	MemberID string `msgpack:"memberId"`
+	MemberID string `msgpack:"memberId" json:"memberId"`
 	Epochs
 }
 
 // MembersExpired is written when members stopped heartbeating past their lease.
 // Each expired member's epoch goes up by one and its shards become reassignable.
 type MembersExpired struct {
-	MemberIDs []string `msgpack:"memberIds"`
+	MemberIDs []string `msgpack:"memberIds" json:"memberIds"`
 	Epochs
 }
 
 // MemberFenced is written when a member reported shards it may not hold, or did not
 // release a revoked shard within the rebalance timeout. Its ownership is cleared.
 type MemberFenced struct {
-	MemberID    string `msgpack:"memberId"`
-	Reason      string `msgpack:"reason"`
-	MemberEpoch int64  `msgpack:"memberEpoch"`
+	MemberID    string `msgpack:"memberId" json:"memberId"`
+	Reason      string `msgpack:"reason" json:"reason"`
+	MemberEpoch int64  `msgpack:"memberEpoch" json:"memberEpoch"`
 	Epochs
 }
 
 // MembersPruned is written when terminal members (expired, fenced, or left with
 // nothing held) are removed after the retention period.
 type MembersPruned struct {
-	MemberIDs       []string `msgpack:"memberIds"`
-	MetadataVersion int64    `msgpack:"metadataVersion"`
+	MemberIDs       []string `msgpack:"memberIds" json:"memberIds"`
+	MetadataVersion int64    `msgpack:"metadataVersion" json:"metadataVersion"`
 }
 
 func (MemberJoined) EventType() string       { return "member.joined" }

@@ -4,18 +4,18 @@ package events
 // resharding from FromShardCount to ToShardCount exists in state PREPARING and
 // becomes the group's active resharding. Nothing routes differently yet.
 type ReshardingPreparing struct {
-	ReshardingID   string `msgpack:"reshardingId"`
-	FromShardCount int    `msgpack:"fromShardCount"`
-	ToShardCount   int    `msgpack:"toShardCount"`
-	RequestedBy    string `msgpack:"requestedBy"`
-	Reason         string `msgpack:"reason"`
+	ReshardingID   string `msgpack:"reshardingId" json:"reshardingId"`
+	FromShardCount int    `msgpack:"fromShardCount" json:"fromShardCount"`
+	ToShardCount   int    `msgpack:"toShardCount" json:"toShardCount"`
+	RequestedBy    string `msgpack:"requestedBy" json:"requestedBy"`
+	Reason         string `msgpack:"reason" json:"reason"`
 }
 
 // ReshardingProvisioned is written after every shard stream 0..ToShardCount-1 and
 // its consumer group exist in Redis.
 type ReshardingProvisioned struct {
-	ReshardingID string `msgpack:"reshardingId"`
-	Shards       int    `msgpack:"shards"`
+	ReshardingID string `msgpack:"reshardingId" json:"reshardingId"`
+	Shards       int    `msgpack:"shards" json:"shards"`
 }
 
 // ReshardingActivated is written when the new shard count takes effect (state
@@ -23,33 +23,33 @@ type ReshardingProvisioned struct {
 // 0..AssignableCount-1. During a scale-in AssignableCount stays at the old count,
 // so removed shards stay with their owners until Redis proves them drained.
 type ReshardingActivated struct {
-	ReshardingID    string `msgpack:"reshardingId"`
-	ShardCount      int    `msgpack:"shardCount"`
-	AssignableCount int    `msgpack:"assignableCount"`
+	ReshardingID    string `msgpack:"reshardingId" json:"reshardingId"`
+	ShardCount      int    `msgpack:"shardCount" json:"shardCount"`
+	AssignableCount int    `msgpack:"assignableCount" json:"assignableCount"`
 	Epochs
 }
 
 // ReshardingDraining is written when members have converged on the new layout and
 // the removed shards (if any) now wait for Redis to prove them drained (state DRAINING).
 type ReshardingDraining struct {
-	ReshardingID string `msgpack:"reshardingId"`
+	ReshardingID string `msgpack:"reshardingId" json:"reshardingId"`
 	Epochs
 }
 
 // ShardDrain is Redis's evidence about one removed shard: every consumer group
 // attached to its stream with pending count and lag (-1: Redis reported lag=null).
 type ShardDrain struct {
-	ShardIndex int          `msgpack:"shardIndex"`
-	StreamKey  string       `msgpack:"streamKey"`
-	Exists     bool         `msgpack:"exists"`
-	Groups     []GroupDrain `msgpack:"groups"`
+	ShardIndex int          `msgpack:"shardIndex" json:"shardIndex"`
+	StreamKey  string       `msgpack:"streamKey" json:"streamKey"`
+	Exists     bool         `msgpack:"exists" json:"exists"`
+	Groups     []GroupDrain `msgpack:"groups" json:"groups"`
 }
 
 // GroupDrain is one Redis consumer group's state on a removed shard.
 type GroupDrain struct {
-	Name    string `msgpack:"name"`
-	Pending int64  `msgpack:"pending"`
-	Lag     int64  `msgpack:"lag"`
+	Name    string `msgpack:"name" json:"name"`
+	Pending int64  `msgpack:"pending" json:"pending"`
+	Lag     int64  `msgpack:"lag" json:"lag"`
 }
 
 // ReshardingDrained is written when Redis proved every removed shard drained
@@ -57,28 +57,28 @@ type GroupDrain struct {
 // the assignable set (AssignableCount drops to the routed count) and are revoked
 // from their owners.
 type ReshardingDrained struct {
-	ReshardingID    string       `msgpack:"reshardingId"`
-	AssignableCount int          `msgpack:"assignableCount"`
-	Evidence        []ShardDrain `msgpack:"evidence"`
+	ReshardingID    string       `msgpack:"reshardingId" json:"reshardingId"`
+	AssignableCount int          `msgpack:"assignableCount" json:"assignableCount"`
+	Evidence        []ShardDrain `msgpack:"evidence" json:"evidence"`
 	Epochs
 }
 
 // ReshardingReopened is written when a removed shard, already revoked, received
 // entries again (a producer with stale routing): it is assigned again until drained.
 type ReshardingReopened struct {
-	ReshardingID    string       `msgpack:"reshardingId"`
-	AssignableCount int          `msgpack:"assignableCount"`
-	Evidence        []ShardDrain `msgpack:"evidence"`
+	ReshardingID    string       `msgpack:"reshardingId" json:"reshardingId"`
+	AssignableCount int          `msgpack:"assignableCount" json:"assignableCount"`
+	Evidence        []ShardDrain `msgpack:"evidence" json:"evidence"`
 	Epochs
 }
 
 // ReshardingCompleted is written when a resharding reaches its terminal state:
 // DEPRECATED (success) or ROLLED_BACK. The group has no active resharding after it.
 type ReshardingCompleted struct {
-	ReshardingID    string       `msgpack:"reshardingId"`
-	State           string       `msgpack:"state"`
-	Evidence        []ShardDrain `msgpack:"evidence,omitempty"`
-	MetadataVersion int64        `msgpack:"metadataVersion"`
+	ReshardingID    string       `msgpack:"reshardingId" json:"reshardingId"`
+	State           string       `msgpack:"state" json:"state"`
+	Evidence        []ShardDrain `msgpack:"evidence,omitempty" json:"evidence"`
+	MetadataVersion int64        `msgpack:"metadataVersion" json:"metadataVersion"`
 }
 
 // ReshardingRolledBack is written when an operator rolls a resharding back. With
@@ -86,13 +86,13 @@ type ReshardingCompleted struct {
 // policy "drain" (a scale-out whose new shards hold entries) the old count is
 // routed at once and the new shards drain like a scale-in (state ROLLING_BACK).
 type ReshardingRolledBack struct {
-	ReshardingID    string `msgpack:"reshardingId"`
-	Policy          string `msgpack:"policy"`
-	State           string `msgpack:"state"`
-	ShardCount      int    `msgpack:"shardCount"`
-	AssignableCount int    `msgpack:"assignableCount"`
-	RequestedBy     string `msgpack:"requestedBy"`
-	Reason          string `msgpack:"reason"`
+	ReshardingID    string `msgpack:"reshardingId" json:"reshardingId"`
+	Policy          string `msgpack:"policy" json:"policy"`
+	State           string `msgpack:"state" json:"state"`
+	ShardCount      int    `msgpack:"shardCount" json:"shardCount"`
+	AssignableCount int    `msgpack:"assignableCount" json:"assignableCount"`
+	RequestedBy     string `msgpack:"requestedBy" json:"requestedBy"`
+	Reason          string `msgpack:"reason" json:"reason"`
 	Epochs
 }
 
@@ -100,9 +100,9 @@ type ReshardingRolledBack struct {
 // deleted (or deliberately kept, Kept=true), so a producer with stale routing fails
 // its XADD NOMKSTREAM instead of writing where nobody reads.
 type ShardsRetired struct {
-	ReshardingID string   `msgpack:"reshardingId"`
-	StreamKeys   []string `msgpack:"streamKeys"`
-	Kept         bool     `msgpack:"kept"`
+	ReshardingID string   `msgpack:"reshardingId" json:"reshardingId"`
+	StreamKeys   []string `msgpack:"streamKeys" json:"streamKeys"`
+	Kept         bool     `msgpack:"kept" json:"kept"`
 }
 
 func (ReshardingPreparing) EventType() string   { return "resharding.preparing" }

@@ -502,8 +502,8 @@ func TestOverlayMatchesState(t *testing.T) {
 				batch := recs[i:min(i+1+r.IntN(20), len(recs))]
 				i += len(batch)
 
-				s.Lock()
 				before := MustCanonicalState(t, s)
+				s.Lock()
 				ov := s.NewOverlayLocked()
 				touched := map[projection.GroupKey]bool{}
 				for _, rec := range batch {
@@ -515,10 +515,11 @@ func TestOverlayMatchesState(t *testing.T) {
 					seen[k] = MustCanonicalGroup(t, ov.Group(k))
 				}
 				keys := ov.Keys()
+				s.Unlock()
 				if after := MustCanonicalState(t, s); !reflect.DeepEqual(after, before) {
-					s.Unlock()
 					t.Fatalf("batch ending %s: folding into the overlay changed the state", batch[len(batch)-1].ID)
 				}
+				s.Lock()
 				for _, rec := range batch {
 					if err := s.ApplyLocked(rec); err != nil {
 						s.Unlock()

@@ -163,11 +163,17 @@ func (s *State) ApplyLocked(rec events.Record) error {
 	return nil
 }
 
-// PrefixSeenLocked reports whether any group with this stream prefix ever existed.
+// PrefixSeenLocked reports whether any group with this stream prefix was ever
+// created (its leftover streams are the coordinator's own).
 func (s *State) PrefixSeenLocked(prefix string) bool {
-	for k := range s.history {
-		if k.StreamPrefix == prefix {
-			return true
+	for k, items := range s.history {
+		if k.StreamPrefix != prefix {
+			continue
+		}
+		for _, it := range items {
+			if it.Type == "group.created" {
+				return true
+			}
 		}
 	}
 	return false

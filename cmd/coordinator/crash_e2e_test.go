@@ -232,8 +232,8 @@ func TestIntegrationCrashAtEveryStep(t *testing.T) {
 			if err != nil || !res.Match {
 				t.Fatalf("replay verify: %+v %v", res, err)
 			}
-			if member.acked < 10 {
-				t.Fatalf("member acked %d of the 10 entries on the removed shard", member.acked)
+			if member.ackedNow() < 10 {
+				t.Fatalf("member acked %d of the 10 entries on the removed shard", member.ackedNow())
 			}
 		})
 	}

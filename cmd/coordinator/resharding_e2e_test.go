@@ -108,14 +108,12 @@ func TestIntegrationScaleInDrainsThenRetires(t *testing.T) {
 	if got := a.ownedNow(); len(got) != 4 {
 		t.Fatalf("member owns %v while draining, want all 4 (removed shards stay assigned)", got)
 	}
-	a.mu.Lock()
-	a.consume = true
-	a.mu.Unlock()
+	a.setConsume(true)
 	a.stop()
 	a.start(100 * time.Millisecond)
 	mig = waitState(t, tc, "si", "g", id, "DEPRECATED", 15*time.Second)
-	if a.acked != 20 {
-		t.Fatalf("acked %d entries, want the 20 left on removed shards", a.acked)
+	if a.ackedNow() != 20 {
+		t.Fatalf("acked %d entries, want the 20 left on removed shards", a.ackedNow())
 	}
 	eventually(t, 5*time.Second, "removed streams deleted", func() bool {
 		n, _ := rdb.Exists(ctx, "si:2", "si:3").Result()

@@ -46,7 +46,10 @@ func (m *simMember) start(interval time.Duration) {
 		defer close(m.done)
 		for ctx.Err() == nil {
 			m.beat()
-			if m.consume {
+			m.mu.Lock()
+			consume := m.consume
+			m.mu.Unlock()
+			if consume {
 				m.consumeOnce(ctx)
 			}
 			select {
@@ -114,6 +117,18 @@ func (m *simMember) consumeOnce(ctx context.Context) {
 			}
 		}
 	}
+}
+
+func (m *simMember) ackedNow() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.acked
+}
+
+func (m *simMember) setConsume(on bool) {
+	m.mu.Lock()
+	m.consume = on
+	m.mu.Unlock()
 }
 
 func (m *simMember) ownedNow() []int {
