@@ -51,6 +51,14 @@ fi
 if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; then
   missing+=(docker.io)
 fi
+# Compose for the compose stack test (Debian ships the v1 tool, not the plugin).
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+  missing+=(docker-compose)
+fi
+# Headless Chromium for the web console's browser test.
+if ! command -v chromium >/dev/null 2>&1; then
+  missing+=(chromium)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   apt_install "${missing[@]}"
 else

@@ -18,6 +18,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/redisstore"
 )
 
@@ -52,6 +53,7 @@ type Main struct {
 	// CrashAfterEvent (test hook, env RSC_CRASH_AFTER_EVENT): exit the process with
 	// status 137 right after an event of this type was appended.
 	CrashAfterEvent string
+	MetricsInterval time.Duration
 
 	Stderr io.Writer
 	logger zerolog.Logger
@@ -59,6 +61,8 @@ type Main struct {
 	coord  *commands.Coordinator
 	server *httpapi.Server
 	cancel context.CancelFunc
+
+	metrics *metrics.Metrics
 }
 
 // NewMain returns a Main with the defaults.
@@ -97,6 +101,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&m.CrashAfterEvent, "crash-after-event", "", "test hook: exit 137 right after appending an event of this type")
+	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often /metrics gauges read from Redis (log length, shard lag and pending) are refreshed (negative: never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
@@ -173,9 +178,13 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 		}
 	}
+	m.metrics = m.newMetrics()
+	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	m.coord = commands.New(cfg, log, shards, snaps, nil)
+	m.metrics.Watch(m.coord, shardOffsets{shards})
 	m.server = httpapi.NewServer(httpapi.Config{
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute,
+		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: m.TokenSecret, Users: users, AuthenticateMemberAPI: m.AuthenticateMembers},
 	}, m.coord, streamReader{shards})
 	if err := m.server.Open(); err != nil {
@@ -184,6 +193,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.logger.Info().Str("url", m.server.URL()).Str("redis", redactURL(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	go m.metrics.Run(lctx)
 	loaded := make(chan error, 1)
 	go func() { loaded <- m.load(lctx) }()
 	select {

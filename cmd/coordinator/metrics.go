@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/metrics"
+	"github.com/rscoord/rsc/redisstore"
+)
+
+// newMetrics builds the Prometheus metrics (served at GET /metrics, without
+// authentication) refreshed from Redis every --metrics-interval.
+func (m *Main) newMetrics() *metrics.Metrics {
+	return metrics.New(metrics.Config{Interval: m.MetricsInterval, Logger: m.logger})
+}
+
+// thenAlso returns a hook that runs first and then next (either may be nil).
+func thenAlso(first, next func(events.Record)) func(events.Record) {
+	switch {
+	case first == nil:
+		return next
+	case next == nil:
+		return first
+	}
+	return func(rec events.Record) {
+		first(rec)
+		next(rec)
+	}
+}
+
+// shardOffsets adapts redisstore.Shards to metrics.OffsetReader.
+type shardOffsets struct{ s *redisstore.Shards }
+
+func (a shardOffsets) Offsets(ctx context.Context, prefix, group string, shards []int) ([]metrics.ShardOffset, error) {
+	offs, err := a.s.Offsets(ctx, prefix, group, shards)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metrics.ShardOffset, len(offs))
+	for i, o := range offs {
+		out[i] = metrics.ShardOffset{ShardIndex: o.ShardIndex, Pending: o.Pending, Lag: o.Lag}
+	}
+	return out, nil
+}

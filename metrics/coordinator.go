@@ -1,0 +1,145 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/projection"
+)
+
+var (
+	groupLabels = []string{"stream_prefix", "consumer_group"}
+	shardLabels = []string{"stream_prefix", "consumer_group", "shard"}
+
+	descReady = prometheus.NewDesc("rsc_ready",
+		"1 when the coordinator has loaded the log and can append (what /readyz reports), else 0.", nil, nil)
+	descConflicts = prometheus.NewDesc("rsc_log_append_conflicts_total",
+		"Compare-and-append conflicts: another writer appended to the log first.", nil, nil)
+
+	descLogLength = prometheus.NewDesc("rsc_log_length_entries",
+		"Entries in the event log stream (XLEN), as of the last refresh.", nil, nil)
+	descLogLastID = prometheus.NewDesc("rsc_log_last_id_ms",
+		"Millisecond part of the event log's last entry id (0 for an empty log), as of the last refresh.", nil, nil)
+	descApplyLag = prometheus.NewDesc("rsc_projection_apply_lag_entries",
+		"Log entries after the projection's last applied id, as of the last refresh; capped at 1000.", nil, nil)
+
+	descEpoch = prometheus.NewDesc("rsc_group_epoch",
+		"Group epoch.", groupLabels, nil)
+	descAssignmentEpoch = prometheus.NewDesc("rsc_group_assignment_epoch",
+		"Epoch of the group's current target assignment.", groupLabels, nil)
+	descMetadataVersion = prometheus.NewDesc("rsc_group_metadata_version",
+		"Group metadata version.", groupLabels, nil)
+	descShardCount = prometheus.NewDesc("rsc_group_shard_count",
+		"Shards producers route to.", groupLabels, nil)
+	descLiveMembers = prometheus.NewDesc("rsc_group_live_members",
+		"Members taking part in assignment (ACTIVE or STARTING).", groupLabels, nil)
+	descRevoking = prometheus.NewDesc("rsc_group_revoking_shards",
+		"Distinct shards some member is still revoking.", groupLabels, nil)
+	descResharding = prometheus.NewDesc("rsc_group_active_resharding",
+		"1 while a resharding of the group is in progress, else 0.", groupLabels, nil)
+	descReshardingAge = prometheus.NewDesc("rsc_group_active_resharding_age_seconds",
+		"Seconds since the active resharding was requested (0 when none is active).", groupLabels, nil)
+
+	descCorrection = prometheus.NewDesc("rsc_group_metadata_correction_open",
+		"1 while a metadata-correction round is open: a member reported a metadata version newer than the coordinator's (alert on it), else 0.", groupLabels, nil)
+
+	descShardLag = prometheus.NewDesc("rsc_shard_lag_entries",
+		"Entries of the shard stream not yet delivered to the consumer group (XINFO GROUPS lag), as of the last refresh; absent when Redis cannot tell.", shardLabels, nil)
+	descShardPending = prometheus.NewDesc("rsc_shard_pending_entries",
+		"Entries delivered to the consumer group and not yet acknowledged (XINFO GROUPS pending), as of the last refresh.", shardLabels, nil)
+)
+
+// Watch registers the metrics that read the coordinator: readiness, append
+// conflicts, per-group gauges from the projection at scrape time, and the values
+// Run refreshes from Redis. offsets may be nil (no per-shard gauges). Call it once.
+func (m *Metrics) Watch(c *commands.Coordinator, offsets OffsetReader) {
+	m.mu.Lock()
+	m.coord, m.offsets = c, offsets
+	m.mu.Unlock()
+	m.reg.MustRegister(coordinatorCollector{m})
+}
+
+// coordinatorCollector builds its metrics at scrape time from the projection and
+// from the last refresh.
+type coordinatorCollector struct{ m *Metrics }
+
+func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descReady, descConflicts, descLogLength, descLogLastID, descApplyLag,
+		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
+		descRevoking, descResharding, descReshardingAge, descCorrection, descShardLag, descShardPending,
+	} {
+		ch <- d
+	}
+}
+
+func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
+	m := cc.m
+	m.mu.Lock()
+	c := m.coord
+	r := m.redis
+	m.mu.Unlock()
+	// r.shards is replaced, never mutated, by Refresh: reading it unlocked is safe.
+
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, boolValue(c.Ready()))
+	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(c.Conflicts()))
+	if r.logKnown {
+		ch <- prometheus.MustNewConstMetric(descLogLength, prometheus.GaugeValue, float64(r.logLen))
+		ch <- prometheus.MustNewConstMetric(descLogLastID, prometheus.GaugeValue, float64(r.lastIDMs))
+		ch <- prometheus.MustNewConstMetric(descApplyLag, prometheus.GaugeValue, float64(r.applyLag))
+	}
+
+	now := m.cfg.Now()
+	for _, g := range c.State().Groups() {
+		p, cg := g.Key.StreamPrefix, g.Key.ConsumerGroup
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, p, cg)
+		}
+		gauge(descEpoch, float64(g.GroupEpoch))
+		gauge(descAssignmentEpoch, float64(g.AssignmentEpoch))
+		gauge(descMetadataVersion, float64(g.MetadataVersion))
+		gauge(descShardCount, float64(g.ShardCount))
+		gauge(descLiveMembers, float64(len(g.LiveMemberIDs())))
+		gauge(descRevoking, float64(revokingShards(g)))
+		active, age := 0.0, 0.0
+		if mig := g.Active(); mig != nil {
+			active = 1
+			age = max(now.Sub(mig.CreatedAt).Seconds(), 0)
+		}
+		gauge(descResharding, active)
+		gauge(descReshardingAge, age)
+		gauge(descCorrection, boolValue(c.CorrectionOpen(g.Key)))
+
+		for _, o := range r.shards[g.Key] {
+			shard := strconv.Itoa(o.ShardIndex)
+			ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(o.Pending), p, cg, shard)
+			if o.Lag != nil {
+				ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(*o.Lag), p, cg, shard)
+			}
+		}
+	}
+}
+
+// revokingShards counts the distinct shards that members which may still hold
+// them list as revoking.
+func revokingShards(g *projection.Group) int {
+	seen := map[int]bool{}
+	for _, mb := range g.Members {
+		if !mb.CanHold() {
+			continue
+		}
+		for _, s := range mb.Revoking {
+			seen[s] = true
+		}
+	}
+	return len(seen)
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
