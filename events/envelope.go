@@ -47,7 +47,9 @@ type Record struct {
 	Event Event
 }
 
-// Marshal encodes v with sorted map keys so equal values give equal bytes.
+// Marshal encodes v deterministically: msgpack sorts the keys of string-keyed
+// maps of basic values, and the repository's other maps (Targets, MemberMap) sort
+// their own keys, so equal values give equal bytes.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)

@@ -433,13 +433,13 @@ func TestFoldIsDeterministic(t *testing.T) {
 }
 
 func TestSnapshotThenFoldEqualsFullFold(t *testing.T) {
-	for _, seed := range determinismSeeds {
+	for _, seed := range determinismSeeds[:3] {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			l, _ := MustGeneratedLog(t, seed, generatedEvents)
 			recs := MustDecodeAll(t, MustReadEntries(t, l))
 			full := MustFold(t, recs)
 			r := rand.New(rand.NewPCG(seed, 2))
-			for _, n := range []int{0, 1, 2, len(recs) / 3, len(recs) / 2, r.IntN(len(recs)), len(recs) - 1, len(recs)} {
+			for _, n := range []int{0, 1, len(recs) / 3, r.IntN(len(recs)), len(recs) - 1, len(recs)} {
 				t.Run(fmt.Sprintf("after=%d", n), func(t *testing.T) {
 					partial := MustFold(t, recs[:n])
 					restored, err := projection.Restore(MustEncodeState(t, partial))
@@ -492,7 +492,7 @@ func TestLiveRecordsFoldLikeDecoded(t *testing.T) {
 // TestOverlayMatchesState: folding a batch into an Overlay gives the groups
 // the State has after applying the same records, and leaves the State alone.
 func TestOverlayMatchesState(t *testing.T) {
-	for _, seed := range determinismSeeds {
+	for _, seed := range determinismSeeds[:3] {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			l, _ := MustGeneratedLog(t, seed, generatedEvents)
 			recs := MustDecodeAll(t, MustReadEntries(t, l))
@@ -502,24 +502,31 @@ func TestOverlayMatchesState(t *testing.T) {
 				batch := recs[i:min(i+1+r.IntN(20), len(recs))]
 				i += len(batch)
 
-				before := MustCanonicalState(t, s)
 				s.Lock()
-				ov := s.NewOverlayLocked()
 				touched := map[projection.GroupKey]bool{}
 				for _, rec := range batch {
-					ov.Apply(rec)
 					touched[projection.KeyOf(rec)] = true
+				}
+				before := map[projection.GroupKey]any{}
+				for k := range touched {
+					before[k] = MustCanonicalGroup(t, s.GroupLocked(k))
+				}
+				lastID := s.LastIDLocked()
+				ov := s.NewOverlayLocked()
+				for _, rec := range batch {
+					ov.Apply(rec)
 				}
 				seen := map[projection.GroupKey]any{}
 				for k := range touched {
 					seen[k] = MustCanonicalGroup(t, ov.Group(k))
 				}
 				keys := ov.Keys()
-				s.Unlock()
-				if after := MustCanonicalState(t, s); !reflect.DeepEqual(after, before) {
-					t.Fatalf("batch ending %s: folding into the overlay changed the state", batch[len(batch)-1].ID)
+				for k := range touched {
+					if !reflect.DeepEqual(MustCanonicalGroup(t, s.GroupLocked(k)), before[k]) || s.LastIDLocked() != lastID {
+						s.Unlock()
+						t.Fatalf("batch ending %s: folding into the overlay changed the state's group %v", batch[len(batch)-1].ID, k)
+					}
 				}
-				s.Lock()
 				for _, rec := range batch {
 					if err := s.ApplyLocked(rec); err != nil {
 						s.Unlock()
@@ -535,23 +542,12 @@ func TestOverlayMatchesState(t *testing.T) {
 						t.Fatalf("batch ending %s: overlay group %v differs from the state's", batch[len(batch)-1].ID, k)
 					}
 				}
-				if !sameKeySet(keys, stateKeys) {
+				if !reflect.DeepEqual(keys, stateKeys) {
 					t.Fatalf("batch ending %s: overlay sees groups %v, state has %v", batch[len(batch)-1].ID, keys, stateKeys)
 				}
 			}
 		})
 	}
-}
-
-func sameKeySet(a, b []projection.GroupKey) bool {
-	set := func(ks []projection.GroupKey) map[projection.GroupKey]int {
-		m := map[projection.GroupKey]int{}
-		for _, k := range ks {
-			m[k]++
-		}
-		return m
-	}
-	return reflect.DeepEqual(set(a), set(b))
 }
 
 // TestOverlayKeysAfterDeleteAndRecreate: Keys lists the groups as the State will
