@@ -55,7 +55,7 @@ type Server struct {
 
 // NewServer builds the server; streams may be nil (offsets and messages then answer 503).
 func NewServer(cfg Config, c *commands.Coordinator, streams StreamReader) *Server {
-	s := &Server{cfg: cfg, c: c, streams: streams, auth: newAuthenticator(cfg.Auth), log: cfg.Logger, router: mux.NewRouter().UseEncodedPath()}
+	s := &Server{cfg: cfg, c: c, streams: streams, auth: newAuthenticator(cfg.Auth), log: cfg.Logger, router: mux.NewRouter().UseEncodedPath().SkipClean(true)}
 	if cfg.RateLimitPerMinute != 0 {
 		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)
 	}
@@ -71,6 +71,8 @@ func NewServer(cfg Config, c *commands.Coordinator, streams StreamReader) *Serve
 	s.registerMemberRoutes()
 	s.registerMonitoringRoutes()
 	s.registerAuditRoutes()
+	s.registerOpenAPIRoute()
+	s.registerConsoleRoutes()
 	if cfg.Mount != nil {
 		cfg.Mount(s.router)
 	}
