@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+// defaultActor is the audit identity of requests that need one (requestedBy).
+func defaultActor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "rscctl"
+}
+
+// setupGroups: rscctl groups (GET /coord/v1/monitoring/groups).
+func setupGroups(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	return func(ctx context.Context, _ []string) error {
+		var resp struct {
+			Groups []group `json:"groups"`
+		}
+		data, err := a.get(ctx, "/coord/v1/monitoring/groups", nil, &resp)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		t := newTable(a.stdout, "PREFIX", "GROUP", "STATE", "SHARDS", "EPOCH", "MV", "MEMBERS", "ACTIVE-RESHARDING")
+		for _, g := range resp.Groups {
+			t.row(g.StreamPrefix, g.ConsumerGroup, g.State, shardsCell(g), strconv.FormatInt(g.GroupEpoch, 10),
+				strconv.FormatInt(g.MetadataVersion, 10), strconv.Itoa(len(g.TargetAssignmentSummary)), reshardingCell(g.ActiveMigration))
+		}
+		return t.flush()
+	}
+}
+
+// shardsCell is the routed count, with the assignable count when a scale-in
+// still has removed shards assigned.
+func shardsCell(g group) string {
+	if g.AssignableShardCount != nil && *g.AssignableShardCount != g.ShardCount {
+		return fmt.Sprintf("%d (%d assigned)", g.ShardCount, *g.AssignableShardCount)
+	}
+	return strconv.Itoa(g.ShardCount)
+}
+
+func reshardingCell(m *migration) string {
+	if m == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s %d->%d %s/%s", m.ReshardingID, m.FromShardCount, m.ToShardCount, m.State, m.Phase)
+}
+
+// setupGroup: rscctl group <prefix> <group> (GET /coord/v1/streams/{p}/groups/{g}).
+func setupGroup(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		var g group
+		data, err := a.get(ctx, groupPath(args[0], args[1]), nil, &g)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		return printGroup(a, g)
+	}
+}
+
+func printGroup(a *app, g group) error {
+	kv := newTable(a.stdout, "GROUP", g.StreamPrefix+" / "+g.ConsumerGroup)
+	kv.row("STATE", g.State)
+	kv.row("SHARDS", shardsCell(g))
+	kv.row("GROUP EPOCH", strconv.FormatInt(g.GroupEpoch, 10))
+	kv.row("ASSIGNMENT EPOCH", strconv.FormatInt(g.AssignmentEpoch, 10))
+	kv.row("METADATA VERSION", strconv.FormatInt(g.MetadataVersion, 10))
+	kv.row("CREATED", formatTime(g.CreatedAt))
+	kv.row("UPDATED", formatTime(g.UpdatedAt))
+	if m := g.ActiveMigration; m != nil {
+		phase := m.Phase
+		if g.ActiveReshardingPhase != nil {
+			phase = *g.ActiveReshardingPhase
+		}
+		kv.row("ACTIVE RESHARDING", fmt.Sprintf("%s: %d -> %d shards (%s), state %s, phase %s", m.ReshardingID, m.FromShardCount, m.ToShardCount, m.Kind, m.State, phase))
+		if m.RequestedBy != "" || m.Reason != "" {
+			kv.row("  REQUESTED", fmt.Sprintf("by %s at %s: %s", m.RequestedBy, formatTime(m.CreatedAt), m.Reason))
+		}
+		rb := "no"
+		if m.Rollback.Eligible {
+			rb = "yes"
+		}
+		kv.row("  ROLLBACK ELIGIBLE", rb+" ("+m.Rollback.Reason+")")
+	} else {
+		kv.row("ACTIVE RESHARDING", "none")
+	}
+	if err := kv.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	ids := map[string]bool{}
+	for id := range g.TargetAssignmentSummary {
+		ids[id] = true
+	}
+	for id := range g.CurrentAssignmentSummary {
+		ids[id] = true
+	}
+	if len(ids) == 0 {
+		fmt.Fprintln(a.stdout, "no live members")
+		return nil
+	}
+	t := newTable(a.stdout, "MEMBER", "TARGET", "CURRENT")
+	for _, id := range sortedKeys(ids) {
+		target, current := "-", "0"
+		if n, ok := g.TargetAssignmentSummary[id]; ok {
+			target = strconv.Itoa(n)
+		}
+		if n, ok := g.CurrentAssignmentSummary[id]; ok {
+			current = strconv.Itoa(n)
+		}
+		t.row(id, target, current)
+	}
+	return t.flush()
+}
+
+// setupCreate: rscctl create <prefix> <group> (POST /coord/v1/streams/{p}/groups/{g}).
+func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	shards := fs.Int("shards", 0, "initial shard count (default: the coordinator's --default-shard-count)")
+	requestedBy := fs.String("requested-by", defaultActor(), "audit identity recorded with the request")
+	reason := fs.String("reason", "", "audit text recorded with the request")
+	return func(ctx context.Context, args []string) error {
+		body := map[string]any{"requestedBy": *requestedBy, "reason": *reason}
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "shards" })
+		if given {
+			if *shards < 1 {
+				return usageErrorf("--shards must be at least 1")
+			}
+			body["initialShardCount"] = *shards
+		}
+		var g group
+		data, err := a.send(ctx, http.MethodPost, groupPath(args[0], args[1]), body, &g)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		fmt.Fprintf(a.stdout, "created %s / %s with %d shards (metadata version %d)\n", g.StreamPrefix, g.ConsumerGroup, g.ShardCount, g.MetadataVersion)
+		return nil
+	}
+}
+
+// setupMembers: rscctl members <prefix> <group>
+// (GET /coord/v1/monitoring/streams/{p}/groups/{g}/members).
+func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		var resp struct {
+			Members []member `json:"members"`
+		}
+		data, err := a.get(ctx, monitoringPath(args[0], args[1])+"/members", nil, &resp)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		if len(resp.Members) == 0 {
+			fmt.Fprintln(a.stdout, "no members")
+			return nil
+		}
+		t := newTable(a.stdout, "MEMBER", "STATE", "EPOCH", "CURRENT", "GRANTED", "TARGET", "REVOKING", "LEASE-EXPIRES")
+		for _, m := range resp.Members {
+			t.row(m.MemberID, m.State, strconv.FormatInt(m.MemberEpoch, 10), shardList(m.CurrentAssignment), shardList(m.GrantedAssignment),
+				shardList(m.TargetAssignment), shardList(m.Revoking), formatTime(m.MemberLeaseExpiresAt))
+		}
+		return t.flush()
+	}
+}
+
+// setupRouting: rscctl routing <prefix> <group>
+// (GET /coord/v1/streams/{p}/groups/{g}/producer-routing).
+func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		var r routing
+		data, err := a.get(ctx, groupPath(args[0], args[1])+"/producer-routing", nil, &r)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		fmt.Fprintf(a.stdout, "%s / %s: %d shards, metadata version %d, stream keys %s\n\n", r.StreamPrefix, r.ConsumerGroup, r.ShardCount, r.MetadataVersion, r.StreamKeyPattern)
+		t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
+		for _, s := range r.Shards {
+			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
+		}
+		return t.flush()
+	}
+}
+
+// setupMigrations: rscctl migrations <prefix> <group>
+// (GET /coord/v1/streams/{p}/groups/{g}/migrations).
+func setupMigrations(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		var resp struct {
+			Migrations         []migration `json:"migrations"`
+			ActiveReshardingID *string     `json:"activeReshardingId"`
+		}
+		data, err := a.get(ctx, groupPath(args[0], args[1])+"/migrations", nil, &resp)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		if len(resp.Migrations) == 0 {
+			fmt.Fprintln(a.stdout, "no reshardings")
+			return nil
+		}
+		t := newTable(a.stdout, "RESHARDING", "ACTIVE", "KIND", "FROM", "TO", "STATE", "PHASE", "REQUESTED-BY", "CREATED", "UPDATED")
+		for _, m := range resp.Migrations {
+			active := ""
+			if resp.ActiveReshardingID != nil && *resp.ActiveReshardingID == m.ReshardingID {
+				active = "*"
+			}
+			t.row(m.ReshardingID, active, m.Kind, strconv.Itoa(m.FromShardCount), strconv.Itoa(m.ToShardCount), m.State, m.Phase,
+				m.RequestedBy, formatTime(m.CreatedAt), formatTime(m.UpdatedAt))
+		}
+		return t.flush()
+	}
+}

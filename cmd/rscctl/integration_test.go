@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rsc/internal/redistest"
+)
+
+// TestIntegrationRscctl drives a real coordinator binary (built from
+// ./cmd/coordinator) against a real Redis through run().
+func TestIntegrationRscctl(t *testing.T) {
+	isolate(t)
+	rs := redistest.StartProcess(t)
+	base := startCoordinatorBinary(t, rs.URL())
+	rscctl := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runArgs(append([]string{"--url", base}, args...)...)
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := rscctl(args...)
+		if code != exitOK {
+			t.Fatalf("rscctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	// A group name with "/" only works if path parameters are percent-encoded.
+	const prefix, group = "orders", "team/billing"
+
+	out := mustRun("create", prefix, group, "--shards", "2", "--requested-by", "alice", "--reason", "integration")
+	wantContains(t, "create", out, "created orders / team/billing with 2 shards")
+
+	out = mustRun("groups")
+	if !regexpMatch(`(?m)^orders\s+team/billing\s+EMPTY\s+2\s+1\s+1\s+0\s+-$`, out) {
+		t.Errorf("groups table:\n%s", out)
+	}
+
+	out = mustRun("-o", "json", "group", prefix, group)
+	var g struct {
+		ShardCount int `json:"shardCount"`
+	}
+	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ShardCount != 2 {
+		t.Errorf("group -o json: %v\n%s", err, out)
+	}
+
+	// No members: a scale-out completes at the next maintenance tick or two.
+	out = mustRun("scale", prefix, group, "4", "--wait", "--timeout", "30s", "--interval", "100ms", "--reason", "more room")
+	wantContains(t, "scale --wait", out, "completed: DEPRECATED, 4 shards")
+
+	out = mustRun("routing", prefix, group)
+	wantContains(t, "routing", out, "4 shards", "orders:3")
+
+	out = mustRun("migrations", prefix, group)
+	if !regexpMatch(`(?m)^reshard-\S+\s+-\s+SCALE_OUT\s+2\s+4\s+DEPRECATED`, out) {
+		t.Errorf("migrations table:\n%s", out)
+	}
+
+	out = mustRun("history", prefix, group)
+	wantContains(t, "history", out, "group.created", "resharding.preparing", "alice", `reason=integration`)
+	if !regexpMatch(`(?m)^\S+\s+\S+\s+group\.created\s+admin\s+rscctl-[0-9a-f]{12}\s`, out) {
+		t.Errorf("history should show the request id rscctl sent:\n%s", out)
+	}
+	out = mustRun("history", prefix, group, "--type", "resharding.*")
+	if strings.Contains(out, "group.created") || !strings.Contains(out, "resharding.") {
+		t.Errorf("history --type resharding.*:\n%s", out)
+	}
+
+	out = mustRun("members", prefix, group)
+	wantContains(t, "members", out, "no members")
+
+	// Refusals are exit 1 with the coordinator's errorCode.
+	code, _, errOut := rscctl("scale", prefix, group, "4")
+	if code != exitRefused || !strings.Contains(errOut, "SHARD_COUNT_UNCHANGED") {
+		t.Errorf("scale to the same count: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = rscctl("group", prefix, "nope")
+	if code != exitRefused || !strings.Contains(errOut, "GROUP_NOT_FOUND") {
+		t.Errorf("unknown group: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = rscctl("groups", "--password", "wrong")
+	if code != exitRefused || !strings.Contains(errOut, "HTTP 401") {
+		t.Errorf("bad password: exit %d: %s", code, errOut)
+	}
+
+	// A saved token serves later calls.
+	mustRun("login", "--save")
+	mustRun("groups")
+}
+
+// startCoordinatorBinary builds ./cmd/coordinator and runs it on a free port;
+// it returns the base URL once /readyz answers 200.
+func startCoordinatorBinary(t *testing.T, redisURL string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	gomod, err := exec.Command(goBin, "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		t.Fatalf("go env GOMOD: %q, %v", gomod, err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	bin := filepath.Join(t.TempDir(), "coordinator")
+	build := exec.Command(goBin, "build", "-o", bin, "./cmd/coordinator")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/coordinator: %v\n%s", err, out)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, "--listen", addr, "--redis", redisURL, "--tick-interval", "100ms",
+		"--log-stream", fmt.Sprintf("rscctl-test:%d", time.Now().UnixNano()), "--log-level", "warn",
+		"--admin-user", "admin", "--admin-password", "password")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("coordinator output:\n%s", logs.String())
+		}
+	})
+
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			t.Fatalf("coordinator exited at start:\n%s", logs.String())
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("coordinator not ready in 30s:\n%s", logs.String())
+	return ""
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
