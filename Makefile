@@ -49,6 +49,7 @@ test-integration: setup
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -timeout $(BENCH_TIMEOUT) ./...
+	$(GO) run ./cmd/rscbench all --quick
 
 lint:
 	$(GO) vet ./...

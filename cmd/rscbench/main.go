@@ -1,0 +1,276 @@
+// Command rscbench measures the coordinator's hot paths, each against a
+// baseline measured in the same run, and prints the absolute figures with the
+// ratio to the baseline (tables, or JSON with -json):
+//
+//	rscbench log        append (Lua compare-and-append vs plain XADD), fold from
+//	                    memory, replay from Redis (FoldLog vs raw XRANGE) and
+//	                    start-up (snapshot + empty tail vs the whole log)
+//	rscbench heartbeat  steady heartbeats over the real HTTP server vs a bare
+//	                    net/http JSON handler, then rebalance
+//	rscbench rebalance  rounds and shard moves when members join and leave
+//	rscbench all        everything
+//
+// It starts a throwaway redis-server (--save "" --appendonly no) on a free
+// loopback port unless --redis names a server, and removes what it wrote.
+// --quick runs smaller sizes; `make bench` runs `rscbench all --quick`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const usage = `usage: rscbench <command> [flags]
+
+Measures the coordinator against baselines measured in the same run and prints
+absolute figures with the ratio to each baseline.
+
+commands:
+  log        Log.Append vs XADD; fold from memory; FoldLog from Redis vs raw
+             XRANGE; start-up from a snapshot vs from the whole log
+  heartbeat  steady heartbeats over HTTP vs a bare net/http JSON handler
+             (throughput, p50/p99, events per steady heartbeat), then rebalance
+  rebalance  rounds until stable and shards moved when members join and leave
+  all        everything
+
+common flags: --quick (smaller sizes), -json, --redis URL (instead of a
+throwaway redis-server). Run "rscbench <command> -h" for a command's flags.
+`
+
+func main() {
+	// go-redis logs every failed dial; the errors we return say it once.
+	redis.SetLogger(quietLogger{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// options are the flags of every command; zero sizes take the full or quick default.
+type options struct {
+	quick      bool
+	json       bool
+	redisURL   string
+	seed       int64
+	cpuProfile string
+
+	// log
+	events       int
+	appendSlice  time.Duration
+	appendRounds int
+	reps         int
+
+	// heartbeat
+	members     int
+	groups      int
+	shards      int
+	concurrency int
+	requests    int
+	passes      int
+
+	// rebalance
+	rbMembers int
+	rbShards  int
+	rbLeavers int
+}
+
+var commandNames = []string{"log", "heartbeat", "rebalance", "all"}
+
+// newOptions returns the defaults that do not depend on --quick; a command's
+// flags start from them, and the flags it does not have keep them.
+func newOptions() *options {
+	return &options{seed: 1, appendRounds: 3, reps: 3, shards: 128, concurrency: 64, passes: 2, rbMembers: 100, rbShards: 256, rbLeavers: 10}
+}
+
+func (o *options) register(fs *flag.FlagSet, cmd string) {
+	fs.BoolVar(&o.quick, "quick", false, "smaller sizes (what make bench runs)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of tables")
+	fs.Int64Var(&o.seed, "seed", o.seed, "seed of the generated event log")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if cmd != "rebalance" {
+		fs.StringVar(&o.redisURL, "redis", "", "Redis URL to use instead of a throwaway redis-server (keys are namespaced per run and removed)")
+	}
+	if cmd == "log" || cmd == "all" {
+		fs.IntVar(&o.events, "events", 0, "events in the generated log (default 1000000; quick 100000)")
+		fs.DurationVar(&o.appendSlice, "append-slice", 0, "duration of one append measurement slice (default 500ms; quick 150ms)")
+		fs.IntVar(&o.appendRounds, "append-rounds", o.appendRounds, "append slices per variant, alternating which of variant and baseline runs first")
+		fs.IntVar(&o.reps, "reps", o.reps, "repetitions of the fold, replay and start-up measurements (alternating with their baselines; the best of each is reported)")
+	}
+	if cmd == "heartbeat" || cmd == "all" {
+		fs.IntVar(&o.members, "members", 0, "live members in the steady-heartbeat benchmark (default 10000; quick 2000)")
+		fs.IntVar(&o.groups, "groups", 0, "groups the members are spread over (default 100; quick 20)")
+		fs.IntVar(&o.shards, "shards", o.shards, "shards per group in the steady-heartbeat benchmark")
+		fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "concurrent client goroutines")
+		fs.IntVar(&o.requests, "requests", 0, "steady heartbeats measured, and as many baseline requests (default 100000; quick 10000)")
+		fs.IntVar(&o.passes, "passes", o.passes, "alternating baseline/coordinator passes the requests are split into")
+	}
+	if cmd == "heartbeat" || cmd == "rebalance" || cmd == "all" {
+		fs.IntVar(&o.rbMembers, "rebalance-members", o.rbMembers, "members joining the rebalance group")
+		fs.IntVar(&o.rbShards, "rebalance-shards", o.rbShards, "shards of the rebalance group")
+		fs.IntVar(&o.rbLeavers, "leavers", o.rbLeavers, "members leaving gracefully after the group is stable")
+	}
+}
+
+// resolve fills the sizes left at zero and checks them.
+func (o *options) resolve() error {
+	pick := func(v *int, full, quick int) {
+		if *v == 0 {
+			*v = full
+			if o.quick {
+				*v = quick
+			}
+		}
+	}
+	pick(&o.events, 1_000_000, 100_000)
+	pick(&o.members, 10_000, 2_000)
+	pick(&o.groups, 100, 20)
+	pick(&o.requests, 100_000, 10_000)
+	if o.appendSlice == 0 {
+		o.appendSlice = 500 * time.Millisecond
+		if o.quick {
+			o.appendSlice = 150 * time.Millisecond
+		}
+	}
+	var problems []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			problems = append(problems, fmt.Errorf(format, args...))
+		}
+	}
+	check(o.events >= 100, "--events must be at least 100")
+	check(o.appendSlice > 0 && o.appendRounds > 0 && o.reps > 0, "--append-slice, --append-rounds and --reps must be positive")
+	check(o.groups > 0 && o.members >= o.groups, "--members must be at least --groups (and --groups positive)")
+	check(o.shards > 0 && o.concurrency > 0 && o.passes > 0 && o.requests >= o.passes, "--shards, --concurrency, --passes and --requests must be positive")
+	check(o.rbMembers > 0 && o.rbShards > 0, "--rebalance-members and --rebalance-shards must be positive")
+	check(o.rbLeavers >= 0 && o.rbLeavers < o.rbMembers, "--leavers must be between 0 and --rebalance-members-1")
+	return errors.Join(problems...)
+}
+
+// bench is one run: options, where progress goes, and Redis when a command needs it.
+type bench struct {
+	o        *options
+	progress io.Writer
+	st       *store
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.progress, "rscbench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd := args[0]
+	known := false
+	for _, n := range commandNames {
+		known = known || n == cmd
+	}
+	if !known {
+		fmt.Fprintf(stderr, "rscbench: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	o := newOptions()
+	fs := flag.NewFlagSet("rscbench "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.register(fs, cmd)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rscbench %s: unexpected arguments %v\n", cmd, fs.Args())
+		return 2
+	}
+	if err := o.resolve(); err != nil {
+		fmt.Fprintf(stderr, "rscbench %s: %v\n", cmd, err)
+		return 2
+	}
+
+	rep := &Report{Command: cmd, Quick: o.quick, Env: Env{
+		GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: time.Now().UTC(),
+	}}
+	b := &bench{o: o, progress: stderr}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "rscbench %s: %v\n", cmd, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "rscbench %s: %v\n", cmd, err)
+			return 1
+		}
+	}
+	err := b.runCommand(ctx, cmd, rep)
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	rep.Env.ElapsedSeconds = time.Since(rep.Env.Started).Seconds()
+	// What was measured is printed even when a later step failed.
+	var perr error
+	if o.json {
+		perr = rep.writeJSON(stdout)
+	} else {
+		perr = rep.writeTable(stdout)
+	}
+	if err = errors.Join(err, perr); err != nil {
+		fmt.Fprintf(stderr, "rscbench %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err error) {
+	if cmd != "rebalance" {
+		b.st, err = openStore(ctx, b.o.redisURL)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, b.st.close(ctx)) }()
+		rep.Env.Redis, rep.Env.RedisSource = b.st.version, b.st.source()
+	}
+	switch cmd {
+	case "log":
+		return b.runLog(ctx, rep)
+	case "heartbeat":
+		if err := b.runHeartbeat(ctx, rep); err != nil {
+			return err
+		}
+		return b.runRebalance(ctx, rep)
+	case "rebalance":
+		return b.runRebalance(ctx, rep)
+	case "all":
+		if err := b.runLog(ctx, rep); err != nil {
+			return err
+		}
+		if err := b.runHeartbeat(ctx, rep); err != nil {
+			return err
+		}
+		return b.runRebalance(ctx, rep)
+	}
+	return fmt.Errorf("unknown command %q", cmd)
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rscoord/rsc/internal/redistest"
+)
+
+// These tests run every command in a tiny mode to check that it works and that
+// its report is well formed. They assert nothing about speed.
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runBench(args ...string) result {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+func mustRun(t *testing.T, args ...string) result {
+	t.Helper()
+	r := runBench(args...)
+	if r.code != 0 {
+		t.Fatalf("rscbench %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// jsonReport is the -json output as a reader sees it.
+type jsonReport struct {
+	Command  string `json:"command"`
+	Env      Env    `json:"env"`
+	Sections []struct {
+		Name    string         `json:"name"`
+		Params  map[string]any `json:"params"`
+		Results []Result       `json:"results"`
+	} `json:"sections"`
+}
+
+func decodeReport(t *testing.T, out string) jsonReport {
+	t.Helper()
+	var rep jsonReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("decode -json output: %v\n%s", err, out)
+	}
+	return rep
+}
+
+// checkReport checks the sections are there and every measured figure names a
+// baseline of its own section, with a ratio.
+func checkReport(t *testing.T, rep jsonReport, sections ...string) map[string]map[string]Result {
+	t.Helper()
+	got := map[string]map[string]Result{}
+	for _, s := range rep.Sections {
+		byName := map[string]Result{}
+		for _, r := range s.Results {
+			byName[r.Name] = r
+		}
+		got[s.Name] = byName
+		for _, r := range s.Results {
+			if r.Kind != kindMeasured {
+				continue
+			}
+			b, ok := byName[r.Baseline]
+			if !ok || b.Kind != kindBaseline {
+				t.Errorf("%s: %q names baseline %q, which is not a baseline of the section", s.Name, r.Name, r.Baseline)
+			}
+			if r.Ratio == nil || *r.Ratio <= 0 || r.Value <= 0 {
+				t.Errorf("%s: %q = %v with ratio %v; want a positive value and ratio", s.Name, r.Name, r.Value, r.Ratio)
+			}
+		}
+	}
+	for _, name := range sections {
+		if got[name] == nil {
+			t.Errorf("section %s missing; have %v", name, rep.Sections)
+		}
+	}
+	return got
+}
+
+func value(t *testing.T, sections map[string]map[string]Result, section, name string) float64 {
+	t.Helper()
+	r, ok := sections[section][name]
+	if !ok {
+		t.Fatalf("%s: no result %q", section, name)
+	}
+	return r.Value
+}
+
+// noKeysLeft checks a run removed everything it wrote to a shared Redis.
+func noKeysLeft(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	keys, err := srv.Client(t).Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		t.Errorf("%d keys left in Redis, e.g. %v", len(keys), keys[:min(len(keys), 5)])
+	}
+}
+
+func TestLogTiny(t *testing.T) {
+	srv := redistest.StartProcess(t)
+	r := mustRun(t, "log", "--events", "2000", "--append-slice", "20ms", "--append-rounds", "2", "--reps", "2", "--redis", srv.URL(), "-json")
+	rep := decodeReport(t, r.stdout)
+	got := checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup")
+	for _, s := range rep.Sections {
+		if (s.Name == "log.fold" || s.Name == "log.replay" || s.Name == "log.startup") && s.Params["events"] != float64(2000) {
+			t.Errorf("%s: events = %v, want 2000", s.Name, s.Params["events"])
+		}
+	}
+	if v := value(t, got, "log.startup", "snapshot size"); v <= 0 {
+		t.Errorf("snapshot size = %v", v)
+	}
+	for _, name := range []string{"Log.Append batch=1", "Log.Append batch=64"} {
+		value(t, got, "log.append", name)
+	}
+	noKeysLeft(t, srv)
+}
+
+func TestHeartbeatTiny(t *testing.T) {
+	srv := redistest.StartProcess(t)
+	r := mustRun(t, "heartbeat", "--members", "200", "--groups", "2", "--shards", "16", "--requests", "400", "--concurrency", "8",
+		"--rebalance-members", "20", "--rebalance-shards", "64", "--leavers", "2", "--redis", srv.URL(), "-json")
+	got := checkReport(t, decodeReport(t, r.stdout), "heartbeat.steady", "heartbeat.rebalance")
+	if v := value(t, got, "heartbeat.steady", "events appended per steady heartbeat"); v != 0 {
+		t.Errorf("events appended per steady heartbeat = %v, want 0", v)
+	}
+	for _, name := range []string{"coordinator p50", "coordinator p99", "coordinator throughput"} {
+		value(t, got, "heartbeat.steady", name)
+	}
+	if v := value(t, got, "heartbeat.rebalance", "join: shards assigned, empty -> stable"); v != 64 {
+		t.Errorf("join: shards assigned = %v, want all 64", v)
+	}
+	moved := value(t, got, "heartbeat.rebalance", "leave: shards moved between stable states")
+	least := value(t, got, "heartbeat.rebalance", "leave: minimum (the leavers' shards)")
+	if least <= 0 || moved < least {
+		t.Errorf("leave: moved %v shards, minimum %v", moved, least)
+	}
+	noKeysLeft(t, srv)
+}
+
+func TestRebalanceTable(t *testing.T) {
+	r := mustRun(t, "rebalance", "--rebalance-members", "20", "--rebalance-shards", "64", "--leavers", "2")
+	for _, want := range []string{"== heartbeat.rebalance", "join: rounds until stable", "leave: shards moved between stable states", "(baseline)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestAllStartsAndStopsItsOwnRedis runs `all` without --redis: it starts a
+// throwaway redis-server and stops it before returning.
+func TestAllStartsAndStopsItsOwnRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("RSC_REQUIRE_DOCKER") == "1" || (os.Getenv("CI") != "" && os.Getenv("CI") != "false" && os.Getenv("CI") != "0") {
+			t.Fatalf("redis-server is required here: %v", err)
+		}
+		t.Skipf("redis-server is not installed: %v", err)
+	}
+	r := mustRun(t, "all", "--quick", "--events", "1000", "--append-slice", "10ms", "--append-rounds", "1", "--reps", "1",
+		"--members", "40", "--groups", "2", "--shards", "8", "--requests", "80", "--concurrency", "4",
+		"--rebalance-members", "10", "--rebalance-shards", "32", "--leavers", "1", "-json")
+	rep := decodeReport(t, r.stdout)
+	checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "heartbeat.steady", "heartbeat.rebalance")
+	addr, ok := strings.CutPrefix(rep.Env.RedisSource, "throwaway redis-server ")
+	if !ok {
+		t.Fatalf("redisSource = %q, want a throwaway server", rep.Env.RedisSource)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("the throwaway redis-server at %s still accepts connections", addr)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no command", nil, 2},
+		{"unknown command", []string{"nope"}, 2},
+		{"unknown flag", []string{"log", "--nope"}, 2},
+		{"too few events", []string{"log", "--events", "10"}, 2},
+		{"more leavers than members", []string{"rebalance", "--rebalance-members", "3", "--leavers", "3"}, 2},
+		{"stray argument", []string{"rebalance", "extra"}, 2},
+		{"help", []string{"help"}, 0},
+		{"command help", []string{"heartbeat", "-h"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := runBench(tc.args...); r.code != tc.code {
+				t.Errorf("exit %d, want %d\nstderr:\n%s", r.code, tc.code, r.stderr)
+			}
+		})
+	}
+}
+
+func TestFormatNumber(t *testing.T) {
+	for _, tc := range []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{7, "7"},
+		{1234567, "1,234,567"},
+		{-1234, "-1,234"},
+		{1234.6, "1,235"},
+		{123.45, "123.5"},
+		{1.2345, "1.23"},
+		{0.012345, "0.0123"},
+	} {
+		if got := formatNumber(tc.in); got != tc.want {
+			t.Errorf("formatNumber(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/routing"
+)
+
+// member is a Python-style member: it adopts the assigned set of every OK
+// answer (so it stops listing dropped shards at its next heartbeat), keeps only
+// what is still assigned on SYNC_METADATA or REVOKE_PENDING, and starts over on
+// FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID.
+type member struct {
+	id     string
+	prefix string
+	group  string
+	epoch  int64
+	mv     int64
+	owned  []int
+	// steady: the last answer was OK with the epoch unchanged, assigned exactly
+	// what the member reported, and nothing pending.
+	steady bool
+	fenced int
+	sent   int
+}
+
+func (m *member) path() string {
+	return fmt.Sprintf("/coord/v1/streams/%s/groups/%s/members/%s/heartbeat", m.prefix, m.group, m.id)
+}
+
+var progressAt = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// request is the member's next heartbeat: what it owns, with consumption progress
+// for each owned shard as a consumer reports it.
+func (m *member) request(leave bool) *commands.HeartbeatRequest {
+	m.sent++
+	pv, name, maxConc, avail := commands.ProtocolVersion, m.id, 4, 2
+	epoch, mv := m.epoch, m.mv
+	req := &commands.HeartbeatRequest{
+		ProtocolVersion: &pv, RequestID: fmt.Sprintf("%s-%d", m.id, m.sent), MemberID: m.id, MemberName: &name,
+		MemberEpoch: &epoch, MetadataVersion: &mv,
+		RuntimeConsumerCapacity: &commands.Capacity{RuntimeMaxConcurrency: &maxConc, AvailableConcurrency: &avail},
+		OwnedShards:             []commands.ShardID{}, RevokingShards: []commands.RevokingReport{}, ShardProgress: []commands.ShardProgress{},
+	}
+	if leave {
+		// A graceful leave: the member stopped reading everything before it said so.
+		*req.MemberEpoch = -1
+		return req
+	}
+	for _, s := range m.owned {
+		id := "1735732800000-0"
+		at := progressAt
+		req.OwnedShards = append(req.OwnedShards, commands.ShardID{ShardIndex: s})
+		req.ShardProgress = append(req.ShardProgress, commands.ShardProgress{
+			Shard: commands.ShardID{ShardIndex: s}, StreamKey: routing.StreamKey(m.prefix, s),
+			LastDeliveredID: &id, LastAckedID: &id, PendingCount: 0, UpdatedAt: &at,
+		})
+	}
+	return req
+}
+
+// adopt applies an answer to the heartbeat req.
+func (m *member) adopt(req *commands.HeartbeatRequest, resp *commands.HeartbeatResponse) error {
+	assigned := make([]int, 0, len(resp.Assignment.AssignedShards))
+	for _, s := range resp.Assignment.AssignedShards {
+		assigned = append(assigned, s.ShardIndex)
+	}
+	sort.Ints(assigned)
+	reported := make([]int, 0, len(req.OwnedShards))
+	for _, s := range req.OwnedShards {
+		reported = append(reported, s.ShardIndex)
+	}
+	sort.Ints(reported)
+	m.steady = false
+	switch resp.Status {
+	case commands.StatusOK:
+		m.steady = resp.MemberEpoch == *req.MemberEpoch && equalInts(reported, assigned) && len(resp.Assignment.PendingShards) == 0
+		m.epoch, m.mv, m.owned = resp.MemberEpoch, resp.MetadataVersion, assigned
+	case commands.StatusSyncMetadata, commands.StatusRevokePending:
+		m.epoch, m.mv = resp.MemberEpoch, resp.MetadataVersion
+		m.owned = intersectInts(m.owned, assigned)
+	case commands.StatusFenced, commands.StatusUnknownMember:
+		m.epoch, m.mv, m.owned = 0, 0, nil
+		m.fenced++
+	default:
+		return fmt.Errorf("member %s: heartbeat answered %s", m.id, resp.Status)
+	}
+	return nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func intersectInts(a, b []int) []int {
+	out := []int{}
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				out = append(out, x)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisProcess is a throwaway redis-server on a free loopback port:
+// `redis-server --port <free> --save "" --appendonly no`, bound to 127.0.0.1 and
+// working in a temporary directory that is removed with it.
+type redisProcess struct {
+	addr   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *syncBuffer
+}
+
+func startRedis(ctx context.Context) (*redisProcess, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server is not installed (install it, or pass --redis URL): %w", err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		p, err := startRedisOnce(ctx, bin)
+		if err == nil {
+			return p, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func startRedisOnce(ctx context.Context, bin string) (*redisProcess, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("pick a free port: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "rscbench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	p := &redisProcess{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{}), out: &syncBuffer{}}
+	p.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
+		"--bind", "127.0.0.1", "--dir", dir, "--logfile", "")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// Own process group: a Ctrl-C reaches rscbench, which stops the server itself.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("run %s: %w", bin, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	if err := p.waitReady(ctx); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *redisProcess) waitReady(ctx context.Context) error {
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("redis-server on %s exited: %s", p.addr, strings.TrimSpace(p.out.String()))
+		default:
+		}
+		if err := rdb.Ping(ctx).Err(); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s does not answer PING: %w", p.addr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// URL is the server's redis:// URL.
+func (p *redisProcess) URL() string { return "redis://" + p.addr + "/0" }
+
+// Stop terminates the server (SIGTERM, then SIGKILL) and removes its directory.
+func (p *redisProcess) Stop() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+	os.RemoveAll(p.dir)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// syncBuffer collects the server's output for an error message.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() < 64<<10 {
+		b.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// store is the Redis a run writes to. Every key it creates is under a per-run
+// namespace and removed by cleanup, so --redis may name a shared server.
+type store struct {
+	rdb     *redis.Client
+	proc    *redisProcess // nil with --redis
+	version string
+	ns      string // key namespace, "rscbench:<run>"
+	prefix  string // stream-prefix namespace, "rscbench-<run>"
+	keys    []string
+}
+
+func openStore(ctx context.Context, url string) (*store, error) {
+	s := &store{}
+	if url == "" {
+		p, err := startRedis(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.proc, url = p, p.URL()
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		s.close(ctx)
+		return nil, fmt.Errorf("--redis: %w", err)
+	}
+	s.rdb = redis.NewClient(opts)
+	info, err := s.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		s.close(ctx)
+		return nil, fmt.Errorf("connect to redis: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			s.version = v
+		}
+	}
+	var run [4]byte
+	_, _ = rand.Read(run[:])
+	s.ns = "rscbench:" + hex.EncodeToString(run[:])
+	s.prefix = "rscbench-" + hex.EncodeToString(run[:])
+	return s, nil
+}
+
+func (s *store) source() string {
+	if s.proc != nil {
+		return "throwaway redis-server " + s.proc.addr
+	}
+	return "--redis"
+}
+
+// key returns a namespaced key and remembers it for cleanup.
+func (s *store) key(name string) string {
+	k := s.ns + ":" + name
+	s.track(k)
+	return k
+}
+
+func (s *store) track(keys ...string) { s.keys = append(s.keys, keys...) }
+
+// drop removes keys now (UNLINK frees large streams in the background).
+func (s *store) drop(ctx context.Context, keys ...string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		if err := s.rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
+			return fmt.Errorf("unlink %d keys: %w", n, err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// close removes every key the run created and stops the throwaway server.
+func (s *store) close(ctx context.Context) error {
+	var err error
+	if s.rdb != nil {
+		if s.proc == nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			err = s.drop(cctx, s.keys...)
+			cancel()
+		}
+		err = errors.Join(err, s.rdb.Close())
+	}
+	if s.proc != nil {
+		s.proc.Stop()
+	}
+	return err
+}
