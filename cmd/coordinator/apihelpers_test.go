@@ -405,6 +405,16 @@ func apiPayloadField(p map[string]any, name string) (any, bool) {
 	return nil, false
 }
 
+// apiKeysOf lists a JSON object's field names, sorted.
+func apiKeysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // apiKeys lists the Redis keys, without the coordinator's own (log, snapshot).
 func apiKeys(tb testing.TB, tc *testCoordinator, rdb *redis.Client) []string {
 	tb.Helper()

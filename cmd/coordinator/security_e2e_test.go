@@ -1,0 +1,554 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/rscoord/rsc/internal/redistest"
+)
+
+// Security end-to-end tests (CONTRACT.md §1.2-§1.4): authentication on every route,
+// roles, tokens, secrets in logs, body limits, rate limiting and key injection.
+
+const apiRealm = `Basic realm="redis-stream-coordinator"`
+
+// apiRoute is one registered route.
+type apiRoute struct {
+	Method, Template string
+}
+
+// apiWalkRoutes lists every route of the running server's router.
+func apiWalkRoutes(t *testing.T, tc *testCoordinator) []apiRoute {
+	t.Helper()
+	var out []apiRoute
+	err := tc.Main.server.Router().Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			methods = []string{"GET"}
+		}
+		for _, m := range methods {
+			out = append(out, apiRoute{m, tpl})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Template != out[j].Template {
+			return out[i].Template < out[j].Template
+		}
+		return out[i].Method < out[j].Method
+	})
+	return out
+}
+
+// apiFill substitutes sample values for a route template's variables.
+func apiFill(tpl string) string {
+	r := strings.NewReplacer("{streamPrefix}", "orders", "{consumerGroup}", "oc", "{memberId}", "m1", "{reshardingId}", "reshard-x", "{shardIndex}", "0")
+	return r.Replace(tpl)
+}
+
+// apiContractRoutes are the routes the contract and our design require.
+var apiContractRoutes = []apiRoute{
+	{"GET", "/healthz"}, {"GET", "/readyz"},
+	{"POST", "/coord/v1/auth/login"},
+	{"POST", "/coord/v1/streams/{streamPrefix}"},
+	{"POST", "/coord/v1/streams/{streamPrefix}/scale"},
+	{"POST", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}"},
+	{"GET", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}"},
+	{"DELETE", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}"},
+	{"GET", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/producer-routing"},
+	{"POST", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/scale"},
+	{"GET", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/migrations"},
+	{"GET", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/migrations/{reshardingId}"},
+	{"POST", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/migrations/{reshardingId}/rollback"},
+	{"POST", "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat"},
+	{"GET", "/coord/v1/monitoring/health"},
+	{"GET", "/coord/v1/monitoring/session"},
+	{"GET", "/coord/v1/monitoring/compatibility"},
+	{"GET", "/coord/v1/monitoring/groups"},
+	{"GET", "/coord/v1/monitoring/events"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/members"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/assignments"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/consumption"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/migrations"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/migrations/{reshardingId}"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/offsets"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/shards/{shardIndex}/messages"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/events"},
+	{"GET", "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}/replay"},
+}
+
+const apiHeartbeatTemplate = "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat"
+
+// apiWantUnauthorized: 401, empty body, the Basic challenge.
+func apiWantUnauthorized(t *testing.T, r apiResp, what string) {
+	t.Helper()
+	if r.Status != 401 || len(r.Body) != 0 || r.Header.Get("WWW-Authenticate") != apiRealm {
+		t.Errorf("%s: HTTP %d, WWW-Authenticate %q, body %q; want 401, %s, empty body", what, r.Status, r.Header.Get("WWW-Authenticate"), r.Body, apiRealm)
+	}
+}
+
+// apiWantForbidden: 403 with an empty body.
+func apiWantForbidden(t *testing.T, r apiResp, what string) {
+	t.Helper()
+	if r.Status != 403 || len(r.Body) != 0 {
+		t.Errorf("%s: HTTP %d body %q; want 403 with an empty body", what, r.Status, r.Body)
+	}
+}
+
+func TestIntegrationAuthEveryRoute(t *testing.T) {
+	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	apiCreate(t, tc, "orders", "oc", 2)
+	routes := apiWalkRoutes(t, tc)
+
+	registered := map[apiRoute]bool{}
+	for _, r := range routes {
+		registered[r] = true
+	}
+	for _, want := range apiContractRoutes {
+		if !registered[want] {
+			t.Errorf("route %s %s is not registered", want.Method, want.Template)
+		}
+	}
+
+	// Public by the contract (login, heartbeat by default) and by our README
+	// (probes, Prometheus metrics, the console's static files: the page holds no
+	// data and logs in through the API). Every other route needs credentials.
+	public := map[apiRoute]bool{
+		{"GET", "/healthz"}: true, {"GET", "/readyz"}: true, {"POST", "/coord/v1/auth/login"}: true,
+		{"POST", apiHeartbeatTemplate}: true,
+		{"GET", "/metrics"}:            true,
+		{"GET", "/console"}:            true, {"HEAD", "/console"}: true, {"GET", "/console/"}: true, {"HEAD", "/console/"}: true,
+	}
+	for _, rt := range routes {
+		rt := rt
+		path := apiFill(rt.Template)
+		t.Run(rt.Method+" "+rt.Template, func(t *testing.T) {
+			var body any
+			if rt.Method != "GET" {
+				body = map[string]any{"requestedBy": "x", "reason": "y"}
+			}
+			if rt.Template == apiHeartbeatTemplate {
+				body = apiHBBody{Member: "m1"}.toMap()
+			}
+			if !public[rt] {
+				for name, auth := range map[string]apiAuth{
+					"no credentials": apiNoAuth,
+					"bad password":   apiBasic("admin", "wrong"),
+					"unknown user":   apiBasic("nobody", "password"),
+					"bad bearer":     "Bearer not-a-token",
+					"unknown scheme": "Digest abc",
+				} {
+					apiWantUnauthorized(t, apiSendNoRedirect(t, tc, auth, rt.Method, path, body), name)
+				}
+				if r := apiSend(t, tc, apiAdmin, rt.Method, path, body, nil); r.Status == 401 || r.Status == 403 {
+					t.Errorf("admin: HTTP %d", r.Status)
+				}
+				return
+			}
+			r := apiSendNoRedirect(t, tc, apiNoAuth, rt.Method, path, body)
+			switch rt.Template {
+			case "/coord/v1/auth/login":
+				// Public route; no credentials means a failed login with the
+				// Spring default error body (§1.3), not the interceptor's.
+				if r.Status != 401 || r.JSON == nil || r.JSON["status"] != 401.0 {
+					t.Errorf("login without credentials: HTTP %d body %s", r.Status, r.Body)
+				}
+			case apiHeartbeatTemplate:
+				if st, _ := r.JSON["status"].(string); r.Status != 200 || st == "" {
+					t.Errorf("heartbeat is public by default: HTTP %d body %s", r.Status, r.Body)
+				}
+			default:
+				if r.Status != 200 && r.Status != 301 {
+					t.Errorf("HTTP %d body %.300s", r.Status, r.Body)
+				}
+			}
+		})
+	}
+}
+
+// apiSendNoRedirect is apiSend without following redirects.
+func apiSendNoRedirect(t *testing.T, tc *testCoordinator, auth apiAuth, method, path string, body any) apiResp {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, tc.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", string(auth))
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	out := apiResp{Status: resp.StatusCode, Header: resp.Header, Body: data}
+	_ = json.Unmarshal(data, &out.JSON)
+	return out
+}
+
+// apiUsersFile writes a users file and returns its path.
+func apiUsersFile(t *testing.T, users []map[string]any) string {
+	t.Helper()
+	data, err := json.Marshal(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestIntegrationAuthRoles(t *testing.T) {
+	users := apiUsersFile(t, []map[string]any{
+		{"username": "reader", "password": "r-pw", "roles": []string{"READ"}},
+		{"username": "monitor", "password": "mo-pw", "roles": []string{"MONITOR"}},
+		{"username": "member", "password": "m-pw", "roles": []string{"MEMBER"}},
+		{"username": "writer", "password": "w-pw", "roles": []string{"WRITE"}},
+		{"username": "boss", "password": "b-pw", "roles": []string{"ADMIN"}},
+	})
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
+		m.UsersFile = users
+		m.AuthenticateMembers = true
+	})
+	reader, monitor, member := apiBasic("reader", "r-pw"), apiBasic("monitor", "mo-pw"), apiBasic("member", "m-pw")
+	writer, boss := apiBasic("writer", "w-pw"), apiBasic("boss", "b-pw")
+	createBody := func() map[string]any { return map[string]any{"initialShardCount": 2, "requestedBy": "x"} }
+
+	// The configured users replace the default admin.
+	apiWantUnauthorized(t, apiSend(t, tc, apiAdmin, "GET", "/coord/v1/monitoring/groups", nil, nil), "default admin with a users file")
+
+	apiSend(t, tc, writer, "POST", apiGroupPath("orders", "oc"), createBody(), nil).apiWant(t, 201)
+	apiSend(t, tc, boss, "POST", apiGroupPath("orders", "boss"), createBody(), nil).apiWant(t, 201)
+
+	cases := []struct {
+		name   string
+		auth   apiAuth
+		method string
+		path   string
+		body   any
+		want   int // 0: 403 with empty body
+	}{
+		{"reader GET group", reader, "GET", apiGroupPath("orders", "oc"), nil, 200},
+		{"reader GET routing", reader, "GET", apiGroupPath("orders", "oc", "producer-routing"), nil, 200},
+		{"reader GET monitoring", reader, "GET", apiMonPath("orders", "oc", "members"), nil, 200},
+		{"reader create", reader, "POST", apiGroupPath("orders", "r"), createBody(), 0},
+		{"reader scale", reader, "POST", apiGroupPath("orders", "oc", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 0},
+		{"reader stream scale", reader, "POST", "/coord/v1/streams/orders/scale", map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 0},
+		{"reader delete", reader, "DELETE", apiGroupPath("orders", "oc"), map[string]any{"requestedBy": "x", "reason": "y"}, 0},
+		{"reader heartbeat", reader, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), 0},
+		{"monitor GET group", monitor, "GET", apiGroupPath("orders", "oc"), nil, 200},
+		{"monitor create", monitor, "POST", apiGroupPath("orders", "mo"), createBody(), 0},
+		{"member heartbeat", member, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), 200},
+		{"member GET group", member, "GET", apiGroupPath("orders", "oc"), nil, 0},
+		{"member GET routing", member, "GET", apiGroupPath("orders", "oc", "producer-routing"), nil, 0},
+		{"member monitoring", member, "GET", "/coord/v1/monitoring/groups", nil, 0},
+		{"member create", member, "POST", apiGroupPath("orders", "m"), createBody(), 0},
+		{"writer GET group", writer, "GET", apiGroupPath("orders", "oc"), nil, 200},
+		{"writer heartbeat", writer, "POST", apiHBPath("orders", "oc", "m2"), apiHBBody{Member: "m2"}.toMap(), 0},
+		{"writer scale", writer, "POST", apiGroupPath("orders", "oc", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 202},
+		{"boss heartbeat", boss, "POST", apiHBPath("orders", "oc", "m3"), apiHBBody{Member: "m3"}.toMap(), 200},
+		{"boss scale", boss, "POST", apiGroupPath("orders", "boss", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 202},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := apiSend(t, tc, c.auth, c.method, c.path, c.body, nil)
+			if c.want == 0 {
+				apiWantForbidden(t, r, c.name)
+				return
+			}
+			r.apiWant(t, c.want)
+		})
+	}
+	t.Run("heartbeat needs credentials with --authenticate-member-api", func(t *testing.T) {
+		apiWantUnauthorized(t, apiSend(t, tc, apiNoAuth, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil), "heartbeat")
+		apiWantUnauthorized(t, apiSend(t, tc, apiBasic("member", "bad"), "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil), "heartbeat, bad password")
+	})
+	t.Run("refused requests changed nothing", func(t *testing.T) {
+		r := apiSend(t, tc, reader, "GET", "/coord/v1/monitoring/groups", nil, nil).apiWant(t, 200)
+		if n := len(apiArr(t, r.JSON, "groups")); n != 2 {
+			t.Errorf("%d groups, want 2", n)
+		}
+	})
+	t.Run("session and login show the user's roles", func(t *testing.T) {
+		r := apiSend(t, tc, reader, "GET", "/coord/v1/monitoring/session", nil, nil).apiWant(t, 200)
+		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"]}`)
+		l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "member", "password": "m-pw"}, nil).apiWant(t, 200)
+		if got := apiArr(t, l.JSON, "roles"); len(got) != 1 || got[0] != "MEMBER" {
+			t.Errorf("member roles %v", got)
+		}
+		tok := apiAuth("Bearer " + l.JSON["accessToken"].(string))
+		apiSend(t, tc, tok, "POST", apiHBPath("orders", "oc", "m4"), apiHBBody{Member: "m4"}.toMap(), nil).apiWant(t, 200)
+		apiWantForbidden(t, apiSend(t, tc, tok, "GET", apiGroupPath("orders", "oc"), nil, nil), "member token on an admin GET")
+	})
+}
+
+func TestIntegrationAuthLoginAndTokens(t *testing.T) {
+	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	before := time.Now()
+	l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "admin", "password": "password"}, nil).apiWant(t, 200)
+	apiHasKeys(t, "LoginResponse", l.JSON, "accessToken", "tokenType", "expiresAt", "expiresInSeconds", "roles")
+	tok, _ := l.JSON["accessToken"].(string)
+	if tok == "" || l.JSON["tokenType"] != "Bearer" || l.JSON["expiresInSeconds"] != 604800.0 {
+		t.Fatalf("login: %s", l.Body)
+	}
+	if got, _ := json.Marshal(l.JSON["roles"]); string(got) != `["ADMIN","MEMBER","MONITOR","READ","WRITE"]` {
+		t.Fatalf("roles %s", got)
+	}
+	exp, err := time.Parse(time.RFC3339Nano, l.JSON["expiresAt"].(string))
+	if err != nil || exp.Before(before.Add(7*24*time.Hour-2*time.Second)) || exp.After(time.Now().Add(7*24*time.Hour+2*time.Second)) {
+		t.Fatalf("expiresAt %v (%v), want now + 7 days", l.JSON["expiresAt"], err)
+	}
+
+	session := "/coord/v1/monitoring/session"
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
+		r := apiSend(t, tc, apiAuth(scheme+tok), "GET", session, nil, nil).apiWant(t, 200)
+		if r.JSON["username"] != "admin" {
+			t.Errorf("%q token: session %s", scheme, r.Body)
+		}
+	}
+	for _, scheme := range []string{"Basic ", "basic "} {
+		apiSend(t, tc, apiAuth(scheme+base64.StdEncoding.EncodeToString([]byte("admin:password"))), "GET", session, nil, nil).apiWant(t, 200)
+	}
+	apiSend(t, tc, apiAuth("Bearer "+tok), "POST", apiGroupPath("orders", "oc"), map[string]any{"initialShardCount": 2, "requestedBy": "x"}, nil).apiWant(t, 201)
+
+	tampered := tok[:len(tok)-2] + "AA"
+	if tampered == tok {
+		tampered = tok[:len(tok)-2] + "BB"
+	}
+	parts := strings.SplitN(tok, ".", 2)
+	forged := base64.RawURLEncoding.EncodeToString([]byte("v1\nadmin\n99999999999\nADMIN")) + "." + parts[1]
+	for name, auth := range map[string]apiAuth{
+		"tampered signature": apiAuth("Bearer " + tampered),
+		"forged payload":     apiAuth("Bearer " + forged),
+		"garbage":            "Bearer abc",
+		"three parts":        apiAuth("Bearer " + tok + ".x"),
+		"empty bearer":       "Bearer ",
+		"bad password":       apiBasic("admin", "passwordx"),
+		"bad base64":         "Basic !!!",
+		"no colon":           apiAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("admin"))),
+	} {
+		apiWantUnauthorized(t, apiSend(t, tc, auth, "GET", session, nil, nil), name)
+	}
+
+	for name, c := range map[string]struct {
+		auth apiAuth
+		body any
+	}{
+		"bad password":         {apiNoAuth, map[string]any{"username": "admin", "password": "nope"}},
+		"unknown user":         {apiNoAuth, map[string]any{"username": "eve", "password": "password"}},
+		"no body, no header":   {apiNoAuth, nil},
+		"bad Basic header":     {apiBasic("admin", "nope"), nil},
+		"bad token exchange":   {"Bearer " + apiAuth(tampered), nil},
+		"body wins over token": {apiAuth("Bearer " + tok), map[string]any{"username": "admin", "password": "nope"}},
+	} {
+		t.Run("login fails: "+name, func(t *testing.T) {
+			r := apiSend(t, tc, c.auth, "POST", "/coord/v1/auth/login", c.body, nil)
+			if r.Status != 401 {
+				t.Fatalf("HTTP %d body %s", r.Status, r.Body)
+			}
+			if _, ok := r.JSON["accessToken"]; ok {
+				t.Fatalf("a failed login returned a token: %s", r.Body)
+			}
+		})
+	}
+	t.Run("login with the request's own credentials", func(t *testing.T) {
+		for name, auth := range map[string]apiAuth{"Basic": apiAdmin, "token exchange": apiAuth("Bearer " + tok)} {
+			r := apiSend(t, tc, auth, "POST", "/coord/v1/auth/login", nil, nil).apiWant(t, 200)
+			if r.JSON["accessToken"] == "" || r.JSON["tokenType"] != "Bearer" {
+				t.Errorf("%s: %s", name, r.Body)
+			}
+		}
+	})
+}
+
+// TestIntegrationSecretsStayOutOfLogs: the admin password (and the credentials
+// derived from it) never appear in the coordinator's log output, even at debug
+// level, nor in the event log.
+func TestIntegrationSecretsStayOutOfLogs(t *testing.T) {
+	const secret = "Zx9-unique-admin-S3cret"
+	logs := &apiSyncBuffer{}
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
+		m.AdminPassword = secret
+		m.LogLevel = "debug"
+		m.Stderr = logs
+	})
+	admin := apiBasic("admin", secret)
+	l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "admin", "password": secret}, nil).apiWant(t, 200)
+	tok := l.JSON["accessToken"].(string)
+	bearer := apiAuth("Bearer " + tok)
+	apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "admin", "password": secret + "x"}, nil)
+	apiSend(t, tc, apiBasic("admin", secret+"x"), "GET", "/coord/v1/monitoring/groups", nil, nil)
+	apiSend(t, tc, admin, "POST", apiGroupPath("orders", "oc"), map[string]any{"initialShardCount": 2, "requestedBy": "x"}, nil).apiWant(t, 201)
+	apiSend(t, tc, bearer, "POST", apiGroupPath("orders", "oc"), map[string]any{"initialShardCount": 2, "requestedBy": "x"}, nil).apiWant(t, 409)
+	apiSend(t, tc, admin, "POST", apiGroupPath("orders", "oc", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, nil).apiWant(t, 202)
+	apiSend(t, tc, bearer, "POST", apiGroupPath("orders", "bad{"), map[string]any{"requestedBy": "x"}, nil).apiWant(t, 400)
+	apiSend(t, tc, admin, "GET", apiGroupPath("orders", "nope"), nil, nil).apiWant(t, 404)
+	apiSend(t, tc, apiNoAuth, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil).apiWant(t, 200)
+	apiSend(t, tc, admin, "GET", apiMonPath("orders", "oc", "offsets"), nil, nil).apiWant(t, 200)
+	apiSend(t, tc, admin, "DELETE", apiGroupPath("orders", "oc"), map[string]any{"requestedBy": "x", "reason": "y", "force": true}, nil).apiWant(t, 200)
+	time.Sleep(1200 * time.Millisecond) // a maintenance tick
+
+	out := logs.String()
+	if !strings.Contains(out, `"level":"debug"`) && !strings.Contains(out, `"level":"info"`) {
+		t.Fatalf("captured no log output: %q", out)
+	}
+	leaks := map[string]string{
+		"admin password":      secret,
+		"Basic credentials":   strings.TrimPrefix(string(admin), "Basic "),
+		"bearer token":        tok,
+		"token signature":     strings.SplitN(tok, ".", 2)[1],
+		"derived HMAC secret": "admin:" + secret,
+	}
+	for what, s := range leaks {
+		if strings.Contains(out, s) {
+			t.Errorf("the %s appears in the coordinator's log output", what)
+		}
+	}
+	entries, err := apiRedis(t, tc).XRange(context.Background(), tc.Main.LogStream, "-", "+").Result()
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("read the event log: %d entries, %v", len(entries), err)
+	}
+	for _, e := range entries {
+		for k, v := range e.Values {
+			for what, s := range leaks {
+				if strings.Contains(k, s) || strings.Contains(toStringAPI(v), s) {
+					t.Errorf("the %s appears in event %s", what, e.ID)
+				}
+			}
+		}
+	}
+}
+
+func toStringAPI(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestIntegrationBodyLimit(t *testing.T) {
+	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	apiCreate(t, tc, "orders", "oc", 2)
+	big := `{"requestedBy":"a","reason":"` + strings.Repeat("x", 1<<20) + `"}`
+	for _, c := range []struct{ method, path string }{
+		{"POST", apiGroupPath("orders", "big")},
+		{"POST", "/coord/v1/streams/big"},
+		{"POST", apiGroupPath("orders", "oc", "scale")},
+		{"POST", "/coord/v1/streams/orders/scale"},
+		{"DELETE", apiGroupPath("orders", "oc")},
+		{"POST", apiGroupPath("orders", "oc", "migrations", "reshard-x", "rollback")},
+		{"POST", apiHBPath("orders", "oc", "m1")},
+		{"POST", "/coord/v1/auth/login"},
+	} {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			r := apiSend(t, tc, apiAdmin, c.method, c.path, big, nil)
+			if r.Status != http.StatusRequestEntityTooLarge {
+				t.Fatalf("HTTP %d body %.200s", r.Status, r.Body)
+			}
+			if code, _ := r.JSON["errorCode"].(string); code == "" {
+				t.Fatalf("413 without an errorCode: %.200s", r.Body)
+			}
+		})
+	}
+	apiDo(t, tc, "GET", apiGroupPath("orders", "big"), nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
+	if g := apiGroup(t, tc, "orders", "oc"); g["shardCount"] != 2.0 {
+		t.Fatalf("an oversized request changed the group: %v", g)
+	}
+}
+
+func TestIntegrationRateLimit(t *testing.T) {
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.RateLimitPerMinute = 2 })
+	apiAvoidMinuteEdge()
+	body := map[string]any{"initialShardCount": 2, "requestedBy": "x"}
+	apiDo(t, tc, "POST", apiGroupPath("rl", "g"), body).apiWant(t, 201)
+	apiDo(t, tc, "POST", apiGroupPath("rl", "g"), body).apiWantError(t, 409, "GROUP_ALREADY_EXISTS")
+	r := apiDo(t, tc, "POST", apiGroupPath("rl", "g"), body).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
+	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+		t.Fatalf("Retry-After %q, want 1..60 seconds", r.Header.Get("Retry-After"))
+	}
+	// The same principal:prefix:group key covers scale.
+	apiScale(t, tc, "rl", "g", 3).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
+	// Another group is another key.
+	apiDo(t, tc, "POST", apiGroupPath("rl", "other"), body).apiWant(t, 201)
+	// Heartbeats and reads are never limited.
+	for i := 0; i < 5; i++ {
+		apiSend(t, tc, apiNoAuth, "POST", apiHBPath("rl", "g", "m1"), apiHBBody{Member: "m1", Epoch: 7}.toMap(), nil).apiWant(t, 200)
+		apiDo(t, tc, "GET", apiGroupPath("rl", "g"), nil).apiWant(t, 200)
+	}
+	// Stream-level creates share principal:prefix:*.
+	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWant(t, 201)
+	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWantError(t, 409, "STREAM_PREFIX_ALREADY_EXISTS")
+	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
+	if g := apiGroup(t, tc, "rl", "g"); g["shardCount"] != 2.0 {
+		t.Fatalf("a rate-limited scale changed the group: %v", g["shardCount"])
+	}
+}
+
+// TestIntegrationPathInjection: path parameters cannot inject Redis keys or patterns.
+func TestIntegrationPathInjection(t *testing.T) {
+	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	rdb := apiRedis(t, tc)
+	apiCreate(t, tc, "orders", "oc", 2)
+	keysBefore := apiKeys(t, tc, rdb)
+	for _, bad := range []string{"a*", "*", "a b", "a\x01", "{x}", "a?", "[ab]", "orders:0\r\nFLUSHALL"} {
+		t.Run(strconv.Quote(bad), func(t *testing.T) {
+			create := map[string]any{"initialShardCount": 2, "requestedBy": "x"}
+			scale := map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}
+			apiDo(t, tc, "POST", apiGroupPath(bad, "g"), create).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "POST", apiGroupPath("orders", bad), create).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "POST", "/coord/v1/streams/"+apiEsc(bad), create).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "POST", "/coord/v1/streams/"+apiEsc(bad)+"/scale", scale).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "POST", apiGroupPath(bad, "g", "scale"), scale).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "GET", apiGroupPath(bad, "g", "producer-routing"), nil).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "GET", apiMonPath(bad, "g", "offsets"), nil).apiWantError(t, 400, "INVALID_REQUEST")
+			apiDo(t, tc, "GET", apiMonPath(bad, "g", "shards", "0", "messages"), nil).apiWantError(t, 400, "INVALID_REQUEST")
+			hb := apiHeartbeat(t, tc, apiNoAuth, bad, "g", "m1", apiHBBody{Member: "m1"}.toMap())
+			if hb.Status != "UNKNOWN_MEMBER_ID" && hb.Status != "INVALID_REQUEST" {
+				t.Errorf("heartbeat for prefix %q: %s", bad, hb.Body)
+			}
+		})
+	}
+	if after := apiKeys(t, tc, rdb); strings.Join(after, "\n") != strings.Join(keysBefore, "\n") {
+		t.Fatalf("Redis keys changed:\nbefore %q\nafter  %q", keysBefore, after)
+	}
+	if n := rdb.DBSize(context.Background()).Val(); n == 0 {
+		t.Fatalf("Redis is empty")
+	}
+}
