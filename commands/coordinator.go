@@ -30,9 +30,11 @@ type Config struct {
 	// instead of deleting them.
 	KeepRetiredStreams bool
 	SnapshotEvery      int // events between snapshots (10000); <0 disables
-	MaxBatch           int // decisions folded into one append (256)
-	CoordinatorID      string
-	Logger             zerolog.Logger
+	// SnapshotMinInterval spaces periodic snapshots in time (30s; <0: no minimum).
+	SnapshotMinInterval time.Duration
+	MaxBatch            int // decisions folded into one append (256)
+	CoordinatorID       string
+	Logger              zerolog.Logger
 	// AfterAppend, if set, is called with every appended record (metrics, test hooks).
 	AfterAppend func(rec events.Record)
 }
@@ -62,6 +64,9 @@ func (c *Config) setDefaults() {
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 10000
 	}
+	if c.SnapshotMinInterval == 0 {
+		c.SnapshotMinInterval = 30 * time.Second
+	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 256
 	}
@@ -88,6 +93,7 @@ type Coordinator struct {
 	closing atomic.Bool
 
 	sinceSnapshot int
+	lastSnapshot  time.Time
 	snapMu        sync.Mutex
 	conflicts     atomic.Int64
 	lastAppendErr atomic.Value // string
@@ -421,8 +427,11 @@ func (c *Coordinator) commitLocked(b *batchCtx) error {
 		}
 	}
 	c.sinceSnapshot += len(b.data)
-	if c.cfg.SnapshotEvery > 0 && c.sinceSnapshot >= c.cfg.SnapshotEvery {
+	// A snapshot holds the whole state (with the history index it grows with
+	// the log), so periodic snapshots are also spaced in time.
+	if c.cfg.SnapshotEvery > 0 && c.sinceSnapshot >= c.cfg.SnapshotEvery && time.Since(c.lastSnapshot) >= c.cfg.SnapshotMinInterval {
 		c.sinceSnapshot = 0
+		c.lastSnapshot = time.Now()
 		capture := c.state.CaptureLocked()
 		go c.saveCapture(capture)
 	}

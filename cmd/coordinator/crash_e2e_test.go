@@ -64,7 +64,7 @@ func freePort(t *testing.T) int {
 func startProcess(t *testing.T, rs *redistest.Server, port int, logStream, crashAfter string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(coordinatorBinary(t), "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--redis", rs.URL(), "--log-stream", logStream,
-		"--member-lease", "2s", "--tick-interval", "100ms", "--heartbeat-interval", "200ms", "--rebalance-timeout", "5s", "--snapshot-every", "3")
+		"--member-lease", "2s", "--tick-interval", "100ms", "--heartbeat-interval", "200ms", "--rebalance-timeout", "5s", "--snapshot-every", "3", "--snapshot-min-interval", "-1s")
 	if crashAfter != "" {
 		cmd.Env = append(os.Environ(), "RSC_CRASH_AFTER_EVENT="+crashAfter)
 	}

@@ -45,6 +45,7 @@ type Main struct {
 	DisableProvisioning  bool
 	KeepRetiredStreams   bool
 	SnapshotEvery        int
+	SnapshotMinInterval  time.Duration
 	IgnoreSnapshot       bool
 	RateLimitPerMinute   int
 	CoordinatorID        string
@@ -95,6 +96,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.DisableProvisioning, "disable-provisioning", false, "do not create shard streams and consumer groups")
 	fs.BoolVar(&m.KeepRetiredStreams, "keep-retired-streams", false, "keep removed shard streams after a resharding instead of deleting them")
 	fs.IntVar(&m.SnapshotEvery, "snapshot-every", 10000, "events between projection snapshots (negative: never)")
+	fs.DurationVar(&m.SnapshotMinInterval, "snapshot-min-interval", 30*time.Second, "least time between periodic snapshots (negative: none)")
 	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
 	fs.IntVar(&m.RateLimitPerMinute, "rate-limit-per-minute", 0, "admin mutations per principal, prefix and group per minute (0: off)")
 	fs.StringVar(&m.CoordinatorID, "coordinator-id", "local-coordinator", "name of this coordinator in health output")
@@ -167,7 +169,7 @@ func (m *Main) Run(ctx context.Context) error {
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
-		SnapshotEvery: m.SnapshotEvery, CoordinatorID: m.CoordinatorID, Logger: m.logger,
+		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 	}
 	if m.CrashAfterEvent != "" {
 		target := m.CrashAfterEvent
