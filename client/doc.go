@@ -1,0 +1,20 @@
+// Package client is the Go SDK's connection to the coordinator: an HTTP client
+// for the v1 wire contract (producer routing, member heartbeats, login, and the
+// admin and monitoring calls operators and tests use), with Basic or Bearer
+// authentication.
+//
+// The SDK itself lives in two subpackages:
+//
+//   - [github.com/rscoord/rsc/client/producer] publishes: it caches producer
+//     routing per (streamPrefix, consumerGroup), routes partition keys with
+//     routeV1 and writes XADD ... NOMKSTREAM MAXLEN ~ N.
+//   - [github.com/rscoord/rsc/client/member] consumes: Listen runs N logical
+//     members that heartbeat, read their assigned shards with XREADGROUP, ack,
+//     claim what crashed members left pending, and hand shards over
+//     revoke-before-assign.
+//
+// The SDK speaks the same protocol as the reference Python client and Spring
+// starter. It depends only on package routing of this repository (shared
+// with the server so both compute the same shard keys); it must not import
+// the server's packages (commands, projection, httpapi, events, redisstore).
+package client

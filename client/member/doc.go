@@ -1,0 +1,33 @@
+// Package member consumes a coordinator-managed sharded Redis Stream.
+//
+// Listen runs Concurrency logical members in one process. Each has its own id
+// (<base>-m<i>, or <base> alone when Concurrency is 1), its own heartbeat loop,
+// member epoch and assignment, exactly like the reference clients' logical
+// members. A member:
+//
+//   - heartbeats the coordinator and applies the answer: only an OK starts
+//     newly assigned shards; SYNC_METADATA and REVOKE_PENDING keep what is both
+//     owned and assigned and revoke the rest; FENCED_MEMBER_EPOCH and
+//     UNKNOWN_MEMBER_ID stop every shard and rejoin with epoch 0;
+//   - reads each owned shard with XREADGROUP (consumer name = member id), calls
+//     the handler for every message and acks those it accepted; failed messages
+//     stay pending and are retried after RetryBackoff (or handed to a
+//     dead-letter hook after MaxDeliveries);
+//   - on taking a shard, claims what a previous owner left pending (XAUTOCLAIM
+//     after ClaimMinIdle), so a crashed member's messages are processed and
+//     scale-in drains can finish;
+//   - on revoke, stops reading the shard, finishes and acks its in-flight
+//     messages, and only then stops listing it (DRAINING, then REVOKED): the
+//     coordinator gives a shard to its next owner only after that;
+//   - stops reading everything when its heartbeats have failed for longer than
+//     its assignment lease, until a heartbeat succeeds again;
+//   - reports progress (last delivered and acked ids, pending count) in every
+//     heartbeat, and leaves gracefully (memberEpoch -1) on shutdown.
+//
+// A member learns everything through heartbeats: it never submits a shard
+// count, never creates or changes group metadata (the coordinator provisions
+// the Redis consumer group on every shard), and never changes concurrency.
+//
+// Processing is at least once: a message can be handled again after a crash,
+// a lease lapse or a handover. It depends on packages client and routing only.
+package member

@@ -1,0 +1,349 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/client"
+	"github.com/rscoord/rsc/routing"
+)
+
+// reader reads one shard for one member: XREADGROUP, handle, XACK, in batches,
+// until stopped. A stop takes effect between batches, so what was read is
+// always handled and acked (or left pending on failure) before it exits.
+type reader struct {
+	m     *member
+	rt    *Runtime
+	index int
+	key   string
+
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+
+	// inFlight is the number of read entries not acked yet.
+	inFlight atomic.Int64
+	// failedCount is the number of this reader's failed entries still pending.
+	failedCount atomic.Int64
+	// failed is the reader goroutine's own: failed entry id → deliveries.
+	failed map[string]int64
+
+	mu            sync.Mutex
+	lastDelivered string
+	lastAcked     string
+	updatedAt     time.Time
+}
+
+func newReader(m *member, index int) *reader {
+	return &reader{
+		m: m, rt: m.rt, index: index, key: routing.StreamKey(m.rt.cfg.StreamPrefix, index),
+		stopCh: make(chan struct{}), done: make(chan struct{}), failed: map[string]int64{},
+	}
+}
+
+// stop asks the reader to stop after its current batch.
+func (r *reader) stop() { r.stopOnce.Do(func() { close(r.stopCh) }) }
+
+func (r *reader) stopped() bool {
+	select {
+	case <-r.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *reader) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d, or less if stopped; it reports whether the reader was stopped.
+func (r *reader) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.stopCh:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (r *reader) run() {
+	defer func() {
+		close(r.done)
+		r.m.poke()
+	}()
+	cfg := &r.rt.cfg
+	ctx := r.rt.hard
+	// Take over what a previous owner (crashed, fenced, or one that failed
+	// messages) left pending.
+	r.claim(ctx, cfg.ClaimMinIdle, true)
+	sweepIdle := min(cfg.ClaimMinIdle, cfg.RetryBackoff)
+	nextSweep := time.Now().Add(sweepIdle)
+	var backoff time.Duration
+	args := &redis.XReadGroupArgs{
+		Group: cfg.ConsumerGroup, Consumer: r.m.id, Streams: []string{r.key, ">"},
+		Count: cfg.BatchSize, Block: cfg.Block,
+	}
+	for !r.stopped() && ctx.Err() == nil {
+		if !r.m.leaseValid() {
+			// Another member may own the shard by now: read nothing until a
+			// heartbeat renews the lease.
+			if r.sleep(20 * time.Millisecond) {
+				return
+			}
+			continue
+		}
+		streams, err := r.rt.cfg.Redis.XReadGroup(ctx, args).Result()
+		switch {
+		case err == nil:
+			backoff = 0
+			for _, s := range streams {
+				r.process(ctx, s.Messages, nil)
+			}
+		case errors.Is(err, redis.Nil):
+			backoff = 0
+		case ctx.Err() != nil:
+			return
+		default:
+			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+			if isNoGroup(err) {
+				// The stream or its consumer group is gone: a retired shard,
+				// or one not provisioned (yet). Wait for the coordinator.
+				r.m.log.Debug("shard stream or consumer group missing", "stream", r.key, "err", err)
+			} else {
+				r.m.log.Warn("XREADGROUP failed", "stream", r.key, "err", err)
+			}
+			if r.sleep(backoff) {
+				return
+			}
+		}
+		if time.Now().After(nextSweep) && !r.stopped() {
+			r.claim(ctx, sweepIdle, false)
+			nextSweep = time.Now().Add(sweepIdle)
+		}
+	}
+}
+
+// claim takes over pending entries idle for at least minIdle (entries of a
+// previous owner, and this reader's own failed ones) and handles them.
+func (r *reader) claim(ctx context.Context, minIdle time.Duration, takeover bool) {
+	cfg := &r.rt.cfg
+	start := "0-0"
+	total := 0
+	defer func() {
+		if takeover && total > 0 {
+			r.m.log.Info("claimed entries a previous owner left pending", "stream", r.key, "count", total)
+			r.rt.emit(Event{MemberID: r.m.id, Kind: EventClaimed, Shards: []int{r.index}, Count: total})
+		}
+	}()
+	for !r.stopped() && r.m.leaseValid() {
+		msgs, next, err := cfg.Redis.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: r.key, Group: cfg.ConsumerGroup, Consumer: r.m.id, MinIdle: minIdle, Start: start, Count: cfg.BatchSize,
+		}).Result()
+		if err != nil {
+			if !isNoGroup(err) && ctx.Err() == nil {
+				r.m.log.Warn("XAUTOCLAIM failed", "stream", r.key, "err", err)
+			}
+			return
+		}
+		if len(msgs) > 0 {
+			r.rt.stats.claimed.Add(int64(len(msgs)))
+			total += len(msgs)
+			r.process(ctx, msgs, r.deliveries(ctx, msgs))
+		}
+		if next == "" || next == "0-0" {
+			return
+		}
+		start = next
+	}
+}
+
+// deliveries reads the delivery counts of just-claimed entries.
+func (r *reader) deliveries(ctx context.Context, msgs []redis.XMessage) map[string]int64 {
+	out := make(map[string]int64, len(msgs))
+	lo, hi := msgs[0].ID, msgs[0].ID
+	for _, m := range msgs {
+		if idLess(m.ID, lo) {
+			lo = m.ID
+		}
+		if idLess(hi, m.ID) {
+			hi = m.ID
+		}
+	}
+	pend, err := r.rt.cfg.Redis.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: r.key, Group: r.rt.cfg.ConsumerGroup, Start: lo, End: hi, Count: int64(len(msgs)) + 100, Consumer: r.m.id,
+	}).Result()
+	if err != nil {
+		return out
+	}
+	for _, p := range pend {
+		out[p.ID] = p.RetryCount
+	}
+	return out
+}
+
+// process handles a batch in order and acks the entries the handler accepted
+// (or the dead-letter hook took). Failed entries stay pending.
+func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries map[string]int64) {
+	if len(msgs) == 0 {
+		return
+	}
+	cfg := &r.rt.cfg
+	r.inFlight.Store(int64(len(msgs)))
+	r.rt.stats.delivered.Add(int64(len(msgs)))
+	acks := make([]string, 0, len(msgs))
+	for _, xm := range msgs {
+		if xm.Values == nil {
+			acks = append(acks, xm.ID) // trimmed away while pending: nothing to handle
+			continue
+		}
+		d := int64(1)
+		if deliveries != nil {
+			if v, ok := deliveries[xm.ID]; ok {
+				d = v
+			}
+		} else if v, ok := r.failed[xm.ID]; ok {
+			d = v + 1
+		}
+		msg := Message{MemberID: r.m.id, StreamKey: r.key, ShardIndex: r.index, ID: xm.ID, Values: xm.Values, Deliveries: d}
+		err := r.call(ctx, msg)
+		if err == nil {
+			r.rt.stats.handled.Add(1)
+			acks = append(acks, xm.ID)
+			r.forget(xm.ID)
+			continue
+		}
+		r.rt.stats.failed.Add(1)
+		if cfg.MaxDeliveries > 0 && d >= cfg.MaxDeliveries && cfg.DeadLetter != nil {
+			dlErr := r.deadLetter(ctx, msg, err)
+			if dlErr == nil {
+				r.rt.stats.deadLettered.Add(1)
+				acks = append(acks, xm.ID)
+				r.forget(xm.ID)
+				continue
+			}
+			r.m.log.Warn("dead-letter hook failed; the message stays pending", "stream", r.key, "id", xm.ID, "err", dlErr)
+		}
+		if _, ok := r.failed[xm.ID]; !ok {
+			r.failedCount.Add(1)
+		}
+		r.failed[xm.ID] = d
+		r.m.log.Debug("handler failed; the message stays pending", "stream", r.key, "id", xm.ID, "deliveries", d, "err", err)
+	}
+	acked := ""
+	if len(acks) > 0 {
+		n, err := cfg.Redis.XAck(ctx, r.key, cfg.ConsumerGroup, acks...).Result()
+		if err != nil {
+			r.m.log.Warn("XACK failed; the messages stay pending and will be delivered again", "stream", r.key, "count", len(acks), "err", err)
+		} else {
+			r.rt.stats.acked.Add(n)
+			acked = acks[len(acks)-1]
+		}
+	}
+	// Entries come in stream order, from XREADGROUP and XAUTOCLAIM alike.
+	last := msgs[len(msgs)-1].ID
+	r.mu.Lock()
+	if deliveries == nil && idLess(r.lastDelivered, last) {
+		r.lastDelivered = last
+	}
+	if acked != "" && idLess(r.lastAcked, acked) {
+		r.lastAcked = acked
+	}
+	r.updatedAt = time.Now()
+	r.mu.Unlock()
+	r.inFlight.Store(0)
+}
+
+func (r *reader) forget(id string) {
+	if len(r.failed) == 0 {
+		return
+	}
+	if _, ok := r.failed[id]; ok {
+		delete(r.failed, id)
+		r.failedCount.Add(-1)
+	}
+}
+
+// call runs the handler; a panic is a failure.
+func (r *reader) call(ctx context.Context, msg Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v", p)
+			r.m.log.Error("handler panicked; the message stays pending", "stream", r.key, "id", msg.ID, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	return r.rt.handler(ctx, msg)
+}
+
+func (r *reader) deadLetter(ctx context.Context, msg Message, cause error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("dead-letter hook panic: %v", p)
+		}
+	}()
+	return r.rt.cfg.DeadLetter(ctx, msg, cause)
+}
+
+// progress is the shard's consumption progress, for heartbeats.
+func (r *reader) progress() client.ShardProgress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := client.ShardProgress{
+		Shard: client.Shard{ShardIndex: r.index}, StreamKey: r.key,
+		PendingCount: r.inFlight.Load() + r.failedCount.Load(),
+	}
+	if r.lastDelivered != "" {
+		v := r.lastDelivered
+		p.LastDeliveredID = &v
+	}
+	if r.lastAcked != "" {
+		v := r.lastAcked
+		p.LastAckedID = &v
+	}
+	if !r.updatedAt.IsZero() {
+		t := r.updatedAt.UTC()
+		p.UpdatedAt = &t
+	}
+	return p
+}
+
+func isNoGroup(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "NOGROUP") || strings.Contains(s, "no such key")
+}
+
+// idLess orders stream ids ("ms-seq"); "" is below every id.
+func idLess(a, b string) bool {
+	if a == "" || b == "" {
+		return a == "" && b != ""
+	}
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	if am != bm {
+		return am < bm
+	}
+	return as < bs
+}
+
+func splitID(id string) (uint64, uint64) {
+	ms, seq, _ := strings.Cut(id, "-")
+	m, _ := strconv.ParseUint(ms, 10, 64)
+	s, _ := strconv.ParseUint(seq, 10, 64)
+	return m, s
+}

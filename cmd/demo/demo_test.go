@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// The demo starts its member process by running its own executable again.
+	if os.Getenv(roleEnv) == "member" {
+		os.Exit(runMember())
+	}
+	os.Exit(m.Run())
+}
+
+// The demo is what `make demo` runs; it must pass on its own.
+func TestIntegrationDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs redis-server, the coordinator and a member process")
+	}
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--coordinator-bin", "", "--replay-bin", "", "--rate", "300"}, &out, &out)
+	t.Log(out.String())
+	if code != 0 {
+		t.Fatalf("demo exited %d", code)
+	}
+	for _, want := range []string{"scale {\"targetShardCount\":8}", "scale {\"targetShardCount\":3}", "DEPRECATED/done", "nothing pending", "SCALE_IN 8 -> 3", "RESULT: PASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	var errOut bytes.Buffer
+	if _, err := parseFlags([]string{"--producers", "0"}, &errOut); err == nil {
+		t.Fatal("--producers 0 accepted")
+	}
+	o, err := parseFlags([]string{"--redis", "redis://127.0.0.1:1/0"}, &errOut)
+	if err != nil || !strings.HasPrefix(o.prefix, "orders-") {
+		t.Fatalf("with --redis the prefix gets a suffix: %q %v", o.prefix, err)
+	}
+}
