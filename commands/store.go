@@ -19,7 +19,8 @@ type ShardStore interface {
 	DrainEvidence(ctx context.Context, prefix string, shards []int) ([]events.ShardDrain, error)
 	// EntriesAdded reports how many entries were ever added to each shard stream.
 	EntriesAdded(ctx context.Context, prefix string, shards []int) (map[int]int64, error)
-	// Delete removes shard streams.
+	// Delete removes shard streams, atomically refusing any stream that is not
+	// drained (an error names them; the others are deleted).
 	Delete(ctx context.Context, keys []string) error
 }
 

@@ -158,17 +158,42 @@ func (s *Shards) EntriesAdded(ctx context.Context, prefix string, shards []int) 
 	return out, nil
 }
 
-// Delete removes shard streams, one key per command (cluster-safe).
+// deleteIfDrainedScript deletes a stream only if every consumer group on it has
+// pending 0 and a known lag of 0, in one atomic step: an entry a stale producer
+// adds after the drain check can never be deleted unread.
+var deleteIfDrainedScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+for _, g in ipairs(groups) do
+  local pending, lag = nil, nil
+  for i = 1, #g, 2 do
+    if g[i] == 'pending' then pending = g[i+1] end
+    if g[i] == 'lag' then lag = g[i+1] end
+  end
+  if pending ~= 0 or lag ~= 0 then return 0 end
+end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
+// ErrNotDrained: a stream to retire had entries pending or unread.
+var ErrNotDrained = errors.New("stream not drained")
+
+// Delete removes shard streams that are (still) drained, one key per script
+// (cluster-safe). A stream that is not drained is kept and reported.
 func (s *Shards) Delete(ctx context.Context, keys []string) error {
-	pipe := s.rdb.Pipeline()
+	var kept []string
 	for _, k := range keys {
-		pipe.Del(ctx, k)
+		n, err := deleteIfDrainedScript.Run(ctx, s.rdb, []string{k}).Int()
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
+		if n == 0 {
+			kept = append(kept, k)
+		}
 	}
-	if len(keys) == 0 {
-		return nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("delete %v: %w", keys, err)
+	if len(kept) > 0 {
+		return fmt.Errorf("%w: %v", ErrNotDrained, kept)
 	}
 	return nil
 }

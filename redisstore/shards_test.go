@@ -452,6 +452,20 @@ func TestIntegrationShards(t *testing.T) {
 			t.Errorf("Delete(nil) = %v", err)
 		}
 	})
+
+	t.Run("delete refuses a stream with unread entries", func(t *testing.T) {
+		prefix := uniqueKey("orders")
+		MustProvision(t, sh, prefix, group, 0, 2)
+		MustXAdd(t, rdb, prefix+":1", 1) // a stale producer wrote after the drain check
+		err := sh.Delete(ctx, []string{prefix + ":0", prefix + ":1"})
+		if !errors.Is(err, redisstore.ErrNotDrained) || !strings.Contains(err.Error(), prefix+":1") {
+			t.Fatalf("Delete of an undrained stream: %v, want ErrNotDrained naming it", err)
+		}
+		keys, _ := sh.ExistingKeys(ctx, prefix, 2)
+		if want := []string{prefix + ":1"}; !reflect.DeepEqual(keys, want) {
+			t.Errorf("after Delete: %v exist, want only the undrained %v", keys, want)
+		}
+	})
 }
 
 func TestIntegrationSnapshotStore(t *testing.T) {
