@@ -575,7 +575,13 @@ func (t *tx) emitAs(actor string, k projection.GroupKey, ev events.Event) *proje
 // flush appends what the decision emitted so far, before a step with side effects
 // outside the log (provisioning) that must follow a recorded intent.
 func (t *tx) flush() error {
-	return t.c.commitLocked(t.b)
+	if err := t.c.commitLocked(t.b); err != nil {
+		return err
+	}
+	// What follows (provisioning) takes time: later events carry their own.
+	t.now = t.c.now()
+	t.meta.Time = t.now
+	return nil
 }
 
 // Actor names the coordinator's own decisions in the log.
