@@ -96,13 +96,8 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 
 // handleGetGroup serves GET /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
 func (s *Server) handleGetGroup(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
-		return
-	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, projection.ViewGroup(g))
@@ -169,13 +164,8 @@ func RoutingOf(g *projection.Group) ProducerRoutingResponse {
 // handleProducerRouting serves GET .../groups/{consumerGroup}/producer-routing.
 // During a scale-in the removed shards are already gone from it.
 func (s *Server) handleProducerRouting(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
-		return
-	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, RoutingOf(g))
@@ -241,13 +231,8 @@ type MigrationsResponse struct {
 // handleListMigrations serves GET .../groups/{consumerGroup}/migrations (and the
 // monitoring twin).
 func (s *Server) handleListMigrations(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
-		return
-	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
 		return
 	}
 	resp := MigrationsResponse{Migrations: []projection.MigrationView{}}

@@ -208,27 +208,18 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 
 // handleMembers serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/members.
 func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
-		return
-	}
+	k := g.Key
 	writeJSON(w, http.StatusOK, map[string]any{"members": MembersOf(g, s.c.MemberRuntimes(k), s.c.Config().RebalanceTimeout)})
 }
 
 // handleAssignments serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/assignments.
 func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
-		return
-	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, projection.ViewAssignments(g))
@@ -251,15 +242,11 @@ type ConsumerShardProgress struct {
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.
 func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
-		return
-	}
+	k := g.Key
 	rt := s.c.MemberRuntimes(k)
 	out := []ConsumerShardProgress{}
 	for _, id := range g.MemberIDs() {
@@ -280,15 +267,11 @@ func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
 // handleOffsets serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/offsets:
 // every routed or still-assigned shard with Redis's view of it.
 func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
-		return
-	}
+	k := g.Key
 	if s.streams == nil {
 		s.writeError(w, r, commands.ErrRedisNotConfigured)
 		return
@@ -344,15 +327,11 @@ func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
 // handleMessages serves GET .../shards/{shardIndex}/messages: a read-only page of
 // a shard stream (XRANGE forward, XREVRANGE backward).
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	g, found := s.c.State().Group(k)
-	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
-		return
-	}
+	k := g.Key
 	rawIdx, _ := pathVar(r, "shardIndex")
 	idx, err := strconv.Atoi(rawIdx)
 	n := g.ShardCount

@@ -221,6 +221,20 @@ func (s *Server) groupKey(w http.ResponseWriter, r *http.Request) (projection.Gr
 	return k, true
 }
 
+// loadGroup resolves the path's group (a copy of it); false means it answered.
+func (s *Server) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
+	k, ok := s.groupKey(w, r)
+	if !ok {
+		return nil, false
+	}
+	g, found := s.c.State().Group(k)
+	if !found {
+		s.writeError(w, r, commands.ErrGroupNotFound)
+		return nil, false
+	}
+	return g, true
+}
+
 // decodeBody reads a JSON body into v. Unknown fields are ignored (as the
 // reference does); malformed JSON and wrong types are a 400 that says what was wrong.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
