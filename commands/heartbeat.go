@@ -315,10 +315,13 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 		target := g.Target(id)
 		assignedNow, _ := g.Grantable(id)
 		kept := intersect(r.owned, assignedNow)
-		if m.Live() && !projection.EqualSets(kept, m.Granted) && *req.MemberEpoch == m.Epoch {
-			// The member keeps only kept and starts nothing new: what it was
-			// granted beyond that is released, or the round could never close.
-			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: kept})
+		// The member keeps only kept and starts nothing new: what it was granted
+		// and does not read is released, or the round could never close. What it
+		// still reads (or drains) stays held until a heartbeat shows it released.
+		stillRead := intersect(m.Granted, append(append([]int{}, r.owned...), r.revoking...))
+		grant := projection.SortedInts(append(append([]int{}, kept...), stillRead...))
+		if m.Live() && !projection.EqualSets(grant, m.Granted) && *req.MemberEpoch == m.Epoch {
+			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
 		}
 		return c.respond(req, id, StatusSyncMetadata, g, m.Epoch, kept, minus(target, kept))
 	}
