@@ -3,6 +3,12 @@
 // stream operations (provisioning, drain evidence, retirement, offsets) that the
 // commands package reaches through its own small interfaces.
 //
+// Everything works on one Redis server and on a Redis Cluster alike (NewClient
+// builds the client a --redis URL names): the log and the snapshot are one key
+// each, and every shard operation touches one stream per command or script, so
+// a group's shards spread over the cluster's slots. Offsets name the master
+// serving each shard on a cluster.
+//
 // It imports events (for the Log contract) and routing (for stream keys), nothing else
 // from the repository.
 package redisstore

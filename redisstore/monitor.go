@@ -11,7 +11,10 @@ import (
 	"github.com/rscoord/rsc/routing"
 )
 
-// Offset is Redis's view of one shard stream for monitoring.
+// Offset is Redis's view of one shard stream for monitoring. On a Redis
+// Cluster, NodeEndpoint, NodeID and SlotStart..SlotEnd name the master serving
+// the stream's slot and that master's slot range (from CLUSTER SLOTS, cached
+// for a couple of seconds); on a single server they are empty.
 type Offset struct {
 	ShardIndex           int
 	StreamKey            string
@@ -40,7 +43,10 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 	cs := make([]cmds, len(shards))
 	for i, sh := range shards {
 		key := routing.StreamKey(prefix, sh)
-		cs[i] = cmds{pipe.XInfoStream(ctx, key), pipe.XInfoGroups(ctx, key), pipe.MemoryUsage(ctx, key)}
+		// Groups before the stream: a group's last-delivered-id at or past the
+		// last-generated-id read after it means nothing was left to read.
+		groups := pipe.XInfoGroups(ctx, key)
+		cs[i] = cmds{info: pipe.XInfoStream(ctx, key), groups: groups, mem: pipe.MemoryUsage(ctx, key)}
 	}
 	if len(shards) > 0 {
 		_, _ = pipe.Exec(ctx)
@@ -49,6 +55,10 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 	for i, sh := range shards {
 		key := routing.StreamKey(prefix, sh)
 		o := Offset{ShardIndex: sh, StreamKey: key, Slot: routing.Slot(key)}
+		if r, ok := s.slots.lookup(ctx, s.rdb, o.Slot); ok {
+			start, end := r.start, r.end
+			o.NodeEndpoint, o.NodeID, o.SlotStart, o.SlotEnd = r.endpoint, r.nodeID, &start, &end
+		}
 		info, err := cs[i].info.Result()
 		if err != nil && !isNoSuchKey(err) {
 			return nil, fmt.Errorf("XINFO STREAM %s: %w", key, err)
@@ -66,6 +76,12 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 					o.Pending = g.Pending
 					if g.Lag >= 0 {
 						l := g.Lag
+						o.Lag = &l
+					}
+					// At or past the last id, nothing is left to read, whatever
+					// a promoted replica's stale counter says (see luaGroups).
+					if o.Exists && !idLess(g.LastDeliveredID, o.LastGeneratedID) {
+						l := int64(0)
 						o.Lag = &l
 					}
 				}
@@ -124,6 +140,26 @@ func (s *Shards) Messages(ctx context.Context, key string, forward bool, cursor 
 
 // Ping checks the connection.
 func (s *Shards) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// idLess orders stream ids ("ms-seq"); an id that does not parse is less.
+func idLess(a, b string) bool {
+	am, as, ok1 := parseID(a)
+	bm, bs, ok2 := parseID(b)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if am != bm {
+		return am < bm
+	}
+	return as < bs
+}
+
+func parseID(id string) (uint64, uint64, bool) {
+	ms, seq, ok := strings.Cut(id, "-")
+	m, err1 := strconv.ParseUint(ms, 10, 64)
+	s, err2 := strconv.ParseUint(seq, 10, 64)
+	return m, s, ok && err1 == nil && err2 == nil
+}
 
 // IDMillis is the millisecond part of a stream id.
 func IDMillis(id string) (int64, bool) {

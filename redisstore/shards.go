@@ -13,10 +13,12 @@ import (
 )
 
 // Shards runs the shard-stream operations on the Redis (or Redis Cluster) that
-// holds the shard streams. Every operation touches one key per command, so it works
-// unchanged on a cluster.
+// holds the shard streams. Every operation touches one key per command (the
+// stream keys carry no hash tag, so a group's shards spread over the cluster's
+// slots), and pipelines are split by node by the cluster client.
 type Shards struct {
-	rdb redis.UniversalClient
+	rdb   redis.UniversalClient
+	slots slotMap
 }
 
 // NewShards returns the shard operations on rdb.
@@ -45,29 +47,42 @@ func (s *Shards) Provision(ctx context.Context, prefix, group string, from, to i
 	if to <= from {
 		return nil
 	}
-	if err := provisionScript.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("load provisioning script: %w", err)
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, 0, to-from)
+	keys := make([]string, 0, to-from)
 	for i := from; i < to; i++ {
-		cmds = append(cmds, provisionScript.EvalSha(ctx, pipe, []string{routing.StreamKey(prefix, i)}, group))
+		keys = append(keys, routing.StreamKey(prefix, i))
 	}
-	_, _ = pipe.Exec(ctx)
-	for i, c := range cmds {
+	for i, c := range s.runEach(ctx, provisionScript, keys, group) {
 		if err := c.Err(); err != nil {
-			if strings.Contains(err.Error(), "NOSCRIPT") {
-				// A cluster node that never saw the script: run it directly.
-				if err2 := provisionScript.Run(ctx, s.rdb, []string{routing.StreamKey(prefix, from+i)}, group).Err(); err2 == nil {
-					continue
-				} else {
-					err = err2
-				}
-			}
-			return fmt.Errorf("provision %s group %s: %w", routing.StreamKey(prefix, from+i), group, err)
+			return fmt.Errorf("provision %s group %s: %w", keys[i], group, err)
 		}
 	}
 	return nil
+}
+
+// runEach runs script once per key, pipelined (a cluster client splits the
+// pipeline by node), and returns the commands in key order.
+func (s *Shards) runEach(ctx context.Context, script *redis.Script, keys []string, args ...any) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(keys))
+	if len(keys) == 0 {
+		return cmds
+	}
+	// Best effort: on a cluster SCRIPT LOAD goes to every node, and one node
+	// being down (a replica, or a master before its failover) must not stop
+	// the others; a node without the script answers NOSCRIPT and gets the
+	// script itself below.
+	_ = script.Load(ctx, s.rdb).Err()
+	pipe := s.rdb.Pipeline()
+	for i, k := range keys {
+		cmds[i] = script.EvalSha(ctx, pipe, []string{k}, args...)
+	}
+	_, _ = pipe.Exec(ctx) // per-command results below
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+			// A node that never saw the script (or a replica promoted since).
+			cmds[i] = script.Run(ctx, s.rdb, []string{keys[i]}, args...)
+		}
+	}
+	return cmds
 }
 
 // ExistingKeys returns which of prefix and prefix:0..count-1 exist.
@@ -97,36 +112,87 @@ func isNoSuchKey(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "no such key") || errors.Is(err, redis.Nil))
 }
 
-// DrainEvidence reads XINFO GROUPS of every shard stream.
+// luaIDLess compares two stream ids ("ms-seq") exactly, as decimal strings
+// (Lua numbers are doubles). An id it cannot parse compares less, which only
+// ever keeps a lag that Redis reported.
+const luaIDLess = `
+local function idLess(a, b)
+  local am, as = string.match(a or '', '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b or '', '^(%d+)-(%d+)$')
+  if not am or not bm then return true end
+  if #am ~= #bm then return #am < #bm end
+  if am ~= bm then return am < bm end
+  if #as ~= #bs then return #as < #bs end
+  return as < bs
+end
+`
+
+// luaGroups reads XINFO STREAM and XINFO GROUPS of KEYS[1] (which must exist)
+// into groups = {{name, pending, lag}, ...}, lag -1 when Redis reports none.
+//
+// A group whose last-delivered-id is at or past the stream's
+// last-generated-id has nothing left to read, whatever Redis says its lag is:
+// before Redis 7.2.4, XREADGROUP did not replicate the group's entries-read
+// (redis/redis#12898), so on a replica promoted by a failover every group
+// that read since the last full sync reports a lag above 0 for ever, and a
+// drained shard would never count as drained. This is Redis's own rule when
+// it estimates a lag (a group at the last id has lag 0), applied first.
+const luaGroups = luaIDLess + `
+local last = '0-0'
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+for i = 1, #info, 2 do
+  if info[i] == 'last-generated-id' then last = info[i+1] end
+end
+local groups = {}
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local name, pending, lag, delivered = '', -1, -1, nil
+  for i = 1, #g, 2 do
+    local v = g[i+1]
+    if g[i] == 'name' then name = v
+    elseif g[i] == 'pending' then pending = v
+    elseif g[i] == 'lag' and v then lag = v
+    elseif g[i] == 'last-delivered-id' then delivered = v end
+  end
+  if delivered and not idLess(delivered, last) then lag = 0 end
+  groups[#groups+1] = {name, pending, lag}
+end
+`
+
+// drainScript returns the groups of KEYS[1] (see luaGroups), or nil when the
+// stream does not exist; one script, so no entry can slip in between reading
+// the stream and reading its groups.
+var drainScript = redis.NewScript("#!lua flags=no-writes\n" + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+` + luaGroups + `
+return groups
+`)
+
+// DrainEvidence reads, atomically per shard stream, whether it exists and each
+// consumer group's pending count and lag (see luaGroups for the lag rule).
 func (s *Shards) DrainEvidence(ctx context.Context, prefix string, shards []int) ([]events.ShardDrain, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(shards))
+	keys := make([]string, len(shards))
 	for i, sh := range shards {
-		cmds[i] = pipe.Do(ctx, "XINFO", "GROUPS", routing.StreamKey(prefix, sh))
+		keys[i] = routing.StreamKey(prefix, sh)
 	}
-	if len(shards) > 0 {
-		_, _ = pipe.Exec(ctx)
-	}
+	cmds := s.runEach(ctx, drainScript, keys)
 	out := make([]events.ShardDrain, 0, len(shards))
 	for i, sh := range shards {
-		d := events.ShardDrain{ShardIndex: sh, StreamKey: routing.StreamKey(prefix, sh), Exists: true, Groups: []events.GroupDrain{}}
-		res, err := cmds[i].Result()
-		if isNoSuchKey(err) {
+		d := events.ShardDrain{ShardIndex: sh, StreamKey: keys[i], Exists: true, Groups: []events.GroupDrain{}}
+		res, err := cmds[i].Slice()
+		if errors.Is(err, redis.Nil) {
 			d.Exists = false
 			out = append(out, d)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("XINFO GROUPS %s: %w", d.StreamKey, err)
+			return nil, fmt.Errorf("drain evidence of %s: %w", d.StreamKey, err)
 		}
-		groups, _ := res.([]any)
-		for _, gr := range groups {
-			fields := toMap(gr)
-			gd := events.GroupDrain{Name: fmt.Sprint(fields["name"]), Pending: toInt(fields["pending"]), Lag: -1}
-			if lag, ok := fields["lag"]; ok && lag != nil {
-				gd.Lag = toInt(lag)
+		for _, gr := range res {
+			f, _ := gr.([]any)
+			if len(f) != 3 {
+				return nil, fmt.Errorf("drain evidence of %s: unexpected group %v", d.StreamKey, gr)
 			}
-			d.Groups = append(d.Groups, gd)
+			d.Groups = append(d.Groups, events.GroupDrain{Name: fmt.Sprint(f[0]), Pending: toInt(f[1]), Lag: toInt(f[2])})
 		}
 		out = append(out, d)
 	}
@@ -159,18 +225,14 @@ func (s *Shards) EntriesAdded(ctx context.Context, prefix string, shards []int) 
 }
 
 // deleteIfDrainedScript deletes a stream only if every consumer group on it has
-// pending 0 and a known lag of 0, in one atomic step: an entry a stale producer
-// adds after the drain check can never be deleted unread.
+// pending 0 and a known lag of 0 (see luaGroups for the lag rule), in one
+// atomic step: an entry a stale producer adds after the drain check can never
+// be deleted unread.
 var deleteIfDrainedScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+` + luaGroups + `
 for _, g in ipairs(groups) do
-  local pending, lag = nil, nil
-  for i = 1, #g, 2 do
-    if g[i] == 'pending' then pending = g[i+1] end
-    if g[i] == 'lag' then lag = g[i+1] end
-  end
-  if pending ~= 0 or lag ~= 0 then return 0 end
+  if g[2] ~= 0 or g[3] ~= 0 then return 0 end
 end
 redis.call('DEL', KEYS[1])
 return 1
@@ -196,21 +258,6 @@ func (s *Shards) Delete(ctx context.Context, keys []string) error {
 		return fmt.Errorf("%w: %v", ErrNotDrained, kept)
 	}
 	return nil
-}
-
-func toMap(v any) map[string]any {
-	out := map[string]any{}
-	switch t := v.(type) {
-	case map[any]any:
-		for k, val := range t {
-			out[fmt.Sprint(k)] = val
-		}
-	case []any:
-		for i := 0; i+1 < len(t); i += 2 {
-			out[fmt.Sprint(t[i])] = t[i+1]
-		}
-	}
-	return out
 }
 
 func toInt(v any) int64 {

@@ -25,7 +25,7 @@ type groupInfo struct {
 
 // MustXInfoGroups reads XINFO GROUPS with a raw command, so the test sees what
 // Redis says rather than what a client library makes of it.
-func MustXInfoGroups(tb testing.TB, rdb *redis.Client, key string) map[string]groupInfo {
+func MustXInfoGroups(tb testing.TB, rdb redis.UniversalClient, key string) map[string]groupInfo {
 	tb.Helper()
 	res, err := rdb.Do(context.Background(), "XINFO", "GROUPS", key).Result()
 	if err != nil {
@@ -66,7 +66,7 @@ func MustXInfoGroups(tb testing.TB, rdb *redis.Client, key string) map[string]gr
 }
 
 // MustXAdd adds n entries to a stream and returns their ids.
-func MustXAdd(tb testing.TB, rdb *redis.Client, key string, n int) []string {
+func MustXAdd(tb testing.TB, rdb redis.UniversalClient, key string, n int) []string {
 	tb.Helper()
 	var ids []string
 	for i := 0; i < n; i++ {
@@ -80,7 +80,7 @@ func MustXAdd(tb testing.TB, rdb *redis.Client, key string, n int) []string {
 }
 
 // MustConsume reads every new entry of key as group/consumer and, if ack, acks them.
-func MustConsume(tb testing.TB, rdb *redis.Client, key, group string, ack bool) []string {
+func MustConsume(tb testing.TB, rdb redis.UniversalClient, key, group string, ack bool) []string {
 	tb.Helper()
 	ctx := context.Background()
 	streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "c-1", Streams: []string{key, ">"}, Count: 1000, Block: -1}).Result()

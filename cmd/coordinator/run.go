@@ -58,7 +58,7 @@ type Main struct {
 
 	Stderr io.Writer
 	logger zerolog.Logger
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	coord  *commands.Coordinator
 	server *httpapi.Server
 	cancel context.CancelFunc
@@ -79,7 +79,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.Listen, "listen", ":8080", "HTTP listen address")
-	fs.StringVar(&m.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL (redis:// or rediss:// for TLS)")
+	fs.StringVar(&m.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL: redis://[user:pass@]host:port/db (rediss:// for TLS), or a cluster: redis+cluster://h1:p1,h2:p2")
 	fs.StringVar(&m.LogStream, "log-stream", redisstore.DefaultLogStream, "key of the coordinator's event log stream")
 	fs.StringVar(&m.AdminUser, "admin-user", "admin", "admin user name")
 	fs.StringVar(&m.AdminPassword, "admin-password", "password", "admin password")
@@ -152,11 +152,11 @@ func (m *Main) buildLogger() zerolog.Logger {
 // the snapshot and folds the log tail, then starts deciding.
 func (m *Main) Run(ctx context.Context) error {
 	m.logger = m.buildLogger()
-	opts, err := redis.ParseURL(m.RedisURL)
+	rdb, err := redisstore.NewClient(m.RedisURL)
 	if err != nil {
 		return fmt.Errorf("--redis: %w", err)
 	}
-	m.rdb = redis.NewClient(opts)
+	m.rdb = rdb
 	users, err := m.loadUsers()
 	if err != nil {
 		return err

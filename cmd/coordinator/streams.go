@@ -32,6 +32,8 @@ func (a streamReader) Offsets(ctx context.Context, prefix, group string, shards 
 			FirstRecordID: strPtr(o.FirstID), LastRecordID: strPtr(o.LastID), LastGeneratedID: strPtr(o.LastGeneratedID),
 			GroupLastDeliveredID: strPtr(o.GroupLastDeliveredID), PendingCount: o.Pending, Lag: o.Lag,
 			MemoryUsageBytes: o.MemoryBytes, Exists: o.Exists,
+			RedisNodeEndpoint: strPtr(o.NodeEndpoint), RedisNodeID: strPtr(o.NodeID),
+			RedisSlotRangeStart: o.SlotStart, RedisSlotRangeEnd: o.SlotEnd,
 		}
 	}
 	return out, nil
