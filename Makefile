@@ -93,3 +93,14 @@ demo:
 	fi
 	$(GO) build -o bin/ ./cmd/coordinator ./cmd/replay
 	$(GO) run ./cmd/demo --coordinator-bin bin/coordinator --replay-bin bin/replay $(DEMO_FLAGS)
+
+# The soak: the chaos scenario (cmd/soak/chaos) in a loop for SOAK_DURATION
+# with seeded random faults (coordinator kill -9 and crashes after an event,
+# member process kill -9 mid-batch, Redis restarts with AOF, random scale
+# targets, rollbacks), then a summary table; exits 1 on any invariant
+# violation. Not part of make test. Extra flags: SOAK_FLAGS="--seed 42 -v".
+SOAK_DURATION ?= 5m
+SOAK_FLAGS ?=
+.PHONY: soak
+soak:
+	$(GO) run ./cmd/soak --duration $(SOAK_DURATION) $(SOAK_FLAGS)

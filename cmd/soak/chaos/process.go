@@ -1,0 +1,300 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CoordinatorTimings are the coordinator flags of the scenario: short leases and
+// ticks so handovers take a fraction of a second, and frequent snapshots so a
+// restart restores a snapshot and folds a tail.
+var CoordinatorTimings = []string{
+	"--member-lease", "2s", "--tick-interval", "100ms", "--heartbeat-interval", "200ms", "--rebalance-timeout", "5s",
+	"--snapshot-every", "25", "--snapshot-min-interval", "-1s", "--metrics-interval", "-1s",
+}
+
+// Coordinator is the coordinator binary run as a child process on a fixed
+// address and log stream, so that a restart serves the same URL from the same log.
+type Coordinator struct {
+	Bin       string
+	RedisURL  string
+	LogStream string
+	Addr      string   // host:port
+	Args      []string // extra flags (default CoordinatorTimings)
+	LogPath   string   // every incarnation appends here
+
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan struct{}
+	starts     int
+	crashAfter string // armed for the next start
+	armed      string // armed in the running process
+}
+
+// ArmCrash makes the next start run with the --crash-after-event hook: that
+// process exits with status 137 right after appending an event of this type.
+func (c *Coordinator) ArmCrash(eventType string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.crashAfter = eventType
+}
+
+// Exited reports whether the running coordinator process exited by itself,
+// with its exit status and the crash hook it was armed with ("" if none).
+// Kill, Stop or Start clear it.
+func (c *Coordinator) Exited() (exited bool, status string, armed string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return false, "", ""
+	}
+	select {
+	case <-c.done:
+		cmd, hook := c.cmd, c.armed
+		c.cmd, c.armed = nil, ""
+		return true, cmd.ProcessState.String(), hook
+	default:
+		return false, "", ""
+	}
+}
+
+// URL is the coordinator's base URL.
+func (c *Coordinator) URL() string { return "http://" + c.Addr }
+
+// Running reports whether a coordinator process is up.
+func (c *Coordinator) Running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cmd != nil
+}
+
+// Start starts the coordinator (if it is not running) and waits until /readyz is 200.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil {
+		select {
+		case <-c.done: // exited by itself: start it again
+		default:
+			return nil
+		}
+	}
+	logf, err := os.OpenFile(c.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	c.starts++
+	fmt.Fprintf(logf, "----- chaos: coordinator start #%d at %s\n", c.starts, time.Now().Format(time.RFC3339Nano))
+	args := append([]string{"--listen", c.Addr, "--redis", c.RedisURL, "--log-stream", c.LogStream, "--coordinator-id", "chaos-" + strconv.Itoa(c.starts)}, c.args()...)
+	if c.crashAfter != "" {
+		args = append(args, "--crash-after-event", c.crashAfter)
+		fmt.Fprintf(logf, "----- chaos: armed to crash after %s\n", c.crashAfter)
+	}
+	c.armed, c.crashAfter = c.crashAfter, ""
+	cmd := exec.Command(c.Bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start coordinator: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(done)
+	}()
+	c.cmd, c.done = cmd, done
+	deadline := time.Now().Add(30 * time.Second)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL()+"/readyz", nil)
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-done:
+			c.cmd = nil
+			return fmt.Errorf("coordinator exited at start (%v):\n%s", cmd.ProcessState, Tail(c.LogPath, 20))
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("coordinator not ready after 30s:\n%s", Tail(c.LogPath, 20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Coordinator) args() []string {
+	if c.Args != nil {
+		return c.Args
+	}
+	return CoordinatorTimings
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (c *Coordinator) Kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+	c.cmd, c.armed = nil, ""
+}
+
+// Stop sends SIGTERM (snapshot and exit), then SIGKILL after 10s.
+func (c *Coordinator) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
+	}
+	c.cmd, c.armed = nil, ""
+}
+
+// RedisServer is a redis-server child process with AOF on, restartable on the
+// same port and data directory (cmd/soak; tests use internal/redistest).
+type RedisServer struct {
+	Bin  string
+	Dir  string
+	Port int
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartRedis starts redis-server --appendonly yes on a free loopback port.
+func StartRedis(dir string) (*RedisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New("redis-server is not installed (apt-get install -y redis-server)")
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	r := &RedisServer{Bin: bin, Dir: dir, Port: port}
+	return r, r.start()
+}
+
+// Addr is host:port.
+func (r *RedisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.Port) }
+
+// URL is redis://host:port/0.
+func (r *RedisServer) URL() string { return "redis://" + r.Addr() + "/0" }
+
+func (r *RedisServer) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cmd := exec.Command(r.Bin, "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--protected-mode", "no",
+		"--daemonize", "no", "--dir", r.Dir, "--logfile", filepath.Join(r.Dir, "redis.log"),
+		"--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	r.cmd, r.done = cmd, done
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer rdb.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := rdb.Ping(context.Background()).Err(); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			r.cmd = nil
+			return fmt.Errorf("redis-server exited at start:\n%s", Tail(filepath.Join(r.Dir, "redis.log"), 20))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server did not answer PING in 30s:\n%s", Tail(filepath.Join(r.Dir, "redis.log"), 20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Restart stops Redis with SIGTERM (it fsyncs the AOF) and starts it again on
+// the same port and directory.
+func (r *RedisServer) Restart() error {
+	r.Stop()
+	return r.start()
+}
+
+// Stop sends SIGTERM and waits (SIGKILL after 10s).
+func (r *RedisServer) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.done
+	}
+	r.cmd = nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
