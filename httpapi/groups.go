@@ -288,13 +288,12 @@ func (s *Server) migrationView(r *http.Request, g *projection.Group, m *projecti
 				}
 			}
 		}
-		for id, mr := range s.c.MemberRuntimes(g.Key) {
+		for _, mr := range s.c.MemberRuntimes(g.Key) {
 			for _, p := range mr.Progress {
 				if i, ok := byShard[p.Shard.ShardIndex]; ok {
 					pending := p.PendingCount
 					v.Drain[i].MemberPending = &pending
 					v.Drain[i].MemberAckedID = p.LastAckedID
-					_ = id
 				}
 			}
 		}

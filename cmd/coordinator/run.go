@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -290,5 +289,3 @@ func redactURL(u string) string {
 	}
 	return u
 }
-
-var _ = strconv.Itoa
