@@ -40,7 +40,7 @@ setup:
 test: setup
 	$(MAKE) --no-print-directory lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=4s
+	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 test-unit:
 	$(GO) test -race -short -timeout $(TEST_TIMEOUT) ./...
@@ -72,7 +72,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz: $$name ($$pkg) for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s $$pkg || exit 1; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x $$pkg || exit 1; \
 	done
 
 # The demo: one command that sets up what it needs (redis-server from apt when
