@@ -112,23 +112,31 @@ type DeleteRequest struct {
 
 // handleDeleteGroup serves DELETE /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
 func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
+	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *DeleteRequest) (any, error) {
+		return s.c.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
+	})
+}
+
+// groupMutation is the shape of every mutation on one group: resolve the path's
+// group key, decode the required body, apply the rate limit, decide, answer.
+func groupMutation[T any](s *Server, w http.ResponseWriter, r *http.Request, status int, do func(k projection.GroupKey, req *T) (any, error)) {
 	k, ok := s.groupKey(w, r)
 	if !ok {
 		return
 	}
-	var req DeleteRequest
+	var req T
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
 	if !s.allow(w, r, k.StreamPrefix, k.ConsumerGroup) {
 		return
 	}
-	view, err := s.c.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
+	v, err := do(k, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, view)
+	writeJSON(w, status, v)
 }
 
 // RoutingShard is one shard of the producer routing.
@@ -203,23 +211,9 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.
 func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
-	if !ok {
-		return
-	}
-	var req ScaleRequest
-	if !s.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !s.allow(w, r, k.StreamPrefix, k.ConsumerGroup) {
-		return
-	}
-	mv, err := s.c.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, mv)
+	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *ScaleRequest) (any, error) {
+		return s.c.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	})
 }
 
 // MigrationsResponse lists a group's reshardings.
@@ -312,26 +306,11 @@ type RollbackRequest struct {
 
 // handleRollback serves POST .../migrations/{reshardingId}/rollback.
 func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
-	if !ok {
-		return
-	}
-	id, err := pathVar(r, "reshardingId")
-	if err != nil {
-		s.badRequest(w, r, err.Error())
-		return
-	}
-	var req RollbackRequest
-	if !s.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !s.allow(w, r, k.StreamPrefix, k.ConsumerGroup) {
-		return
-	}
-	mv, err := s.c.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, mv)
+	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *RollbackRequest) (any, error) {
+		id, err := pathVar(r, "reshardingId")
+		if err != nil {
+			return nil, &commands.Error{Kind: commands.KindInvalid, Code: commands.ErrInvalid.Code, Message: err.Error()}
+		}
+		return s.c.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
+	})
 }
