@@ -452,22 +452,32 @@ func (c *cli) state(ctx context.Context, args []string) error {
 	return c.printJSON(out)
 }
 
+// groupSource parses a group command's flags (no positional arguments), names
+// the group and opens the log.
+func (c *cli) groupSource(ctx context.Context, fs *flag.FlagSet, cmd string, args []string) (projection.GroupKey, *source, error) {
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return projection.GroupKey{}, nil, err
+	}
+	if err := noArgs(cmd, pos); err != nil {
+		return projection.GroupKey{}, nil, err
+	}
+	k, err := c.key(cmd)
+	if err != nil {
+		return projection.GroupKey{}, nil, err
+	}
+	src, err := c.open(ctx)
+	if err != nil {
+		return projection.GroupKey{}, nil, err
+	}
+	return k, src, nil
+}
+
 // history prints the resharding timeline of a group.
 func (c *cli) history(ctx context.Context, args []string) error {
 	fs := c.flagSet("history", "--stream-prefix P --group G [-o text]")
 	c.groupFlags(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("history", pos); err != nil {
-		return err
-	}
-	k, err := c.key("history")
-	if err != nil {
-		return err
-	}
-	src, err := c.open(ctx)
+	k, src, err := c.groupSource(ctx, fs, "history", args)
 	if err != nil {
 		return err
 	}
@@ -485,18 +495,7 @@ func (c *cli) diff(ctx context.Context, args []string) error {
 	c.groupFlags(fs)
 	from := fs.String("from", "", "compare from after entry `ID` (default: the start of the log)")
 	to := fs.String("to", "", "compare up to and including entry `ID` (default: the end of the log)")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs("diff", pos); err != nil {
-		return err
-	}
-	k, err := c.key("diff")
-	if err != nil {
-		return err
-	}
-	src, err := c.open(ctx)
+	k, src, err := c.groupSource(ctx, fs, "diff", args)
 	if err != nil {
 		return err
 	}
