@@ -34,7 +34,16 @@ type Config struct {
 	SnapshotMinInterval time.Duration
 	MaxBatch            int // decisions folded into one append (256)
 	CoordinatorID       string
-	Logger              zerolog.Logger
+	// Lease, if set, makes this coordinator one replica of several on the log:
+	// it decides only while it holds the leader lease (see leader.go). The log
+	// given to New must then be fenced by the same lease. nil: the only writer.
+	Lease LeaderLease
+	// LeaseTTL is how long a lease lasts without renewal (5s); it is renewed
+	// every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// AdvertiseURL is the base URL other replicas forward writes to.
+	AdvertiseURL string
+	Logger       zerolog.Logger
 	// AfterAppend, if set, is called with every appended record (metrics, test hooks).
 	AfterAppend func(rec events.Record)
 }
@@ -72,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CoordinatorID == "" {
 		c.CoordinatorID = "local-coordinator"
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 5 * time.Second
 	}
 }
 

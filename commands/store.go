@@ -32,3 +32,30 @@ type SnapshotStore interface {
 
 // Clock is the time source; simulations use a virtual one.
 type Clock interface{ Now() time.Time }
+
+// LeaderLease is the leadership of the log among coordinator replicas
+// (redisstore.Lease). Holding it is what entitles a replica to append: the log
+// the coordinator is given checks the lease's fencing token on every append,
+// so a replica that lost the lease (paused, partitioned) cannot append even if
+// it still believes it leads.
+type LeaderLease interface {
+	// Acquire takes the lease for ttl if nobody holds it (or this replica does
+	// already). It reports the holder after the call; Token > 0 and Self mean
+	// this replica leads now.
+	Acquire(ctx context.Context, ttl time.Duration) (LeaderInfo, error)
+	// Renew extends this replica's lease by ttl; false means it was lost.
+	Renew(ctx context.Context, ttl time.Duration) (bool, error)
+	// Release gives the lease up at once (graceful shutdown), if still held.
+	Release(ctx context.Context) error
+	// Leader reports who holds the lease now (Holder "" when nobody does).
+	Leader(ctx context.Context) (LeaderInfo, error)
+}
+
+// LeaderInfo describes the current holder of the leader lease.
+type LeaderInfo struct {
+	Holder string        // replica identity (coordinator id and a per-process nonce)
+	URL    string        // where that replica takes forwarded writes
+	Token  int64         // fencing token of the holder's term; increases with every new term
+	TTL    time.Duration // remaining lease time as Redis sees it
+	Self   bool          // the holder is this replica
+}

@@ -54,6 +54,10 @@ type Main struct {
 	// status 137 right after an event of this type was appended.
 	CrashAfterEvent string
 	MetricsInterval time.Duration
+	// HA makes this process one replica of several on the log (leader lease).
+	HA           bool
+	LeaderLease  time.Duration
+	AdvertiseURL string
 
 	Stderr io.Writer
 	logger zerolog.Logger
@@ -103,6 +107,9 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&m.CrashAfterEvent, "crash-after-event", "", "test hook: exit 137 right after appending an event of this type")
 	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often /metrics gauges read from Redis (log length, shard lag and pending) are refreshed (negative: never)")
+	fs.BoolVar(&m.HA, "ha", false, "run as one of several replicas on the log: decide only while holding the leader lease, forward writes to the leader otherwise")
+	fs.DurationVar(&m.LeaderLease, "leader-lease", 5*time.Second, "with --ha: leader lease duration (renewed every third of it); a follower takes over this long after the leader died")
+	fs.StringVar(&m.AdvertiseURL, "advertise-url", "", "with --ha: base URL the other replicas forward writes to (default http://<listen host, or 127.0.0.1>:<listen port>)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
