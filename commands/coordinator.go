@@ -109,6 +109,8 @@ type Coordinator struct {
 	snapMu        sync.Mutex
 	conflicts     atomic.Int64
 	lastAppendErr atomic.Value // string
+
+	lead leadership
 }
 
 type systemClock struct{}
@@ -225,17 +227,25 @@ func (c *Coordinator) Run() {
 	go func() { defer c.wg.Done(); c.writer() }()
 	go func() { defer c.wg.Done(); c.ticker() }()
 	go func() { defer c.wg.Done(); c.follow() }()
+	if c.cfg.Lease != nil {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.elect() }()
+	}
 }
 
 // Close stops accepting decisions, lets the one in progress finish, writes a
-// snapshot and stops the background loops.
+// snapshot (a leader or the only writer) and stops the background loops; a
+// leader then releases its lease so a follower takes over at once.
 func (c *Coordinator) Close() {
 	if c.closing.Swap(true) {
 		return
 	}
 	close(c.stop)
 	c.wg.Wait()
-	c.saveSnapshot(context.Background())
+	if c.IsLeader() {
+		c.saveSnapshot(context.Background())
+	}
+	c.releaseLease()
 }
 
 // request is one decision waiting for the writer.
@@ -260,6 +270,9 @@ func (c *Coordinator) submit(ctx context.Context, meta events.Meta, exclusive bo
 	}
 	if !c.ready.Load() {
 		return nil, withMsg(ErrUnavailable, "coordinator is still loading the event log")
+	}
+	if !c.IsLeader() {
+		return nil, ErrNotLeader
 	}
 	r := &request{fn: fn, exclusive: exclusive, meta: meta, done: make(chan result, 1)}
 	select {
@@ -365,6 +378,19 @@ func (c *Coordinator) runBatch(batch []*request) {
 		}
 		err := c.commitLocked(b)
 		c.state.Unlock()
+		fenced := c.fenced(err)
+		for _, r := range results {
+			fenced = c.fenced(r.err) || fenced
+		}
+		if fenced {
+			// Nothing of this batch was appended or applied; the new leader
+			// decides. Catch up so reads see what it appended.
+			_ = c.catchUp()
+			for _, r := range batch {
+				r.done <- result{err: ErrNotLeader}
+			}
+			return
+		}
 		conflict := errors.Is(err, events.ErrConflict)
 		for _, r := range results {
 			if errors.Is(r.err, events.ErrConflict) {
@@ -417,7 +443,7 @@ func (c *Coordinator) commitLocked(b *batchCtx) error {
 	defer cancel()
 	ids, err := c.log.Append(ctx, c.state.LastIDLocked(), b.data)
 	if err != nil {
-		if !errors.Is(err, events.ErrConflict) {
+		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrFenced) {
 			c.healthy.Store(false)
 			c.lastAppendErr.Store(err.Error())
 			c.cfg.Logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")

@@ -56,6 +56,9 @@ var (
 	ErrRedisNotConfigured    = &Error{KindUnavailable, "REDIS_NOT_CONFIGURED", "Redis Stream provisioning is enabled but Redis is not configured"}
 	ErrUnavailable           = &Error{KindUnavailable, "COORDINATOR_STATE_MUTEX_UNAVAILABLE", "Coordinator state is unavailable: the event log cannot be read or appended"}
 	ErrTerminating           = &Error{KindUnavailable, "COORDINATOR_TERMINATING", "Coordinator is terminating; retry the request against another instance"}
+	// ErrNotLeader: this replica does not hold the leader lease (the lease is
+	// the distributed mutex of the reference's code).
+	ErrNotLeader = &Error{KindUnavailable, "COORDINATOR_STATE_MUTEX_UNAVAILABLE", "This coordinator replica does not hold the leader lease; retry (a follower forwards writes to the leader)"}
 )
 
 func withMsg(base *Error, format string, args ...any) *Error {

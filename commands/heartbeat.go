@@ -160,6 +160,11 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 	if req.MemberID != pathID {
 		return c.rejected(req, pathID, StatusInvalidRequest), nil
 	}
+	if !c.IsLeader() {
+		// Even a steady answer needs a running term: a deposed leader's view
+		// may already be stale.
+		return nil, ErrNotLeader
+	}
 	if resp := c.steadyHeartbeat(k, pathID, req); resp != nil {
 		return resp, nil
 	}

@@ -19,7 +19,7 @@ func (c *Coordinator) ticker() {
 		case <-c.stop:
 			return
 		case <-tk.C:
-			if c.ready.Load() {
+			if c.ready.Load() && c.IsLeader() {
 				c.Tick(context.Background())
 			}
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -17,12 +18,35 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 
 // handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
 // 503 while loading, while Redis is unreachable, and while shutting down (no auth).
+// A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	resp := Readiness{Status: "READY", LastEventID: s.c.State().LastID()}
+	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
 	if !s.c.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "NOT_READY", "lastEventId": s.c.State().LastID()})
+		resp.Status = "NOT_READY"
+		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "READY", "lastEventId": s.c.State().LastID()})
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// Readiness is the /readyz body.
+type Readiness struct {
+	Status      string `json:"status"`
+	LastEventID string `json:"lastEventId"`
+	// Role is STANDALONE (the only writer), LEADER or FOLLOWER (--ha).
+	Role string `json:"role"`
+	// Leader is the coordinator id of the leader as this replica last saw it
+	// ("" when nobody held the lease); LeaderURL where it takes writes.
+	Leader    string `json:"leader"`
+	LeaderURL string `json:"leaderUrl"`
+}
+
+// leadership is this replica's role and the leader it knows.
+func (s *Server) leadership() (role, leader, leaderURL string) {
+	l := s.c.Leader()
+	id, _, _ := strings.Cut(l.Holder, "#")
+	return s.c.Role(), id, l.URL
 }
 
 func (s *Server) registerAuthRoutes() {

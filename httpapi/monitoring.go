@@ -87,11 +87,16 @@ type HealthResponse struct {
 	Loop          string `json:"loop"`
 	Ready         bool   `json:"ready"`
 	LastEventID   string `json:"lastEventId"`
+	// Role, Leader and LeaderURL: as in Readiness.
+	Role      string `json:"role"`
+	Leader    string `json:"leader"`
+	LeaderURL string `json:"leaderUrl"`
 }
 
 // handleHealth serves GET /coord/v1/monitoring/health.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	resp := HealthResponse{Status: "UP", CoordinatorID: s.c.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: s.c.Ready(), LastEventID: s.c.State().LastID()}
+	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
 	if !s.c.Healthy() {
 		resp.Status, resp.Redis = "DEGRADED", "DOWN"
 	}

@@ -383,6 +383,7 @@ var openAPISchemaTypes = map[string]reflect.Type{
 	"ProducerRoutingResponse": reflect.TypeFor[httpapi.ProducerRoutingResponse](),
 	"MigrationsResponse":      reflect.TypeFor[httpapi.MigrationsResponse](),
 	"HealthResponse":          reflect.TypeFor[httpapi.HealthResponse](),
+	"Readiness":               reflect.TypeFor[httpapi.Readiness](),
 	"MemberMetadata":          reflect.TypeFor[httpapi.MemberMetadata](),
 	"ConsumerShardProgress":   reflect.TypeFor[httpapi.ConsumerShardProgress](),
 	"ShardOffset":             reflect.TypeFor[httpapi.ShardOffset](),

@@ -46,6 +46,7 @@ type Server struct {
 	router  *mux.Router
 	log     zerolog.Logger
 	limiter *rateLimiter
+	fwd     forwarder
 
 	ln   net.Listener
 	srv  *http.Server
@@ -115,6 +116,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p != nil {
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	}
+	if s.forward(rec, r) {
+		return
 	}
 	s.router.ServeHTTP(rec, r)
 }

@@ -186,9 +186,18 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 		}
 	}
+	var lease *redisstore.Lease
+	var appendLog events.Log = log
+	if m.HA {
+		if lease, err = redisstore.NewLease(m.rdb, m.LogStream, m.CoordinatorID, m.AdvertiseURL); err != nil {
+			return fmt.Errorf("--log-stream: %w", err)
+		}
+		appendLog = lease.FencedLog(log)
+		cfg.Lease, cfg.LeaseTTL = leaderLease{lease}, m.LeaderLease
+	}
 	m.metrics = m.newMetrics()
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
-	m.coord = commands.New(cfg, log, shards, snaps, nil)
+	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
 	m.metrics.Watch(m.coord, shardOffsets{shards})
 	m.server = httpapi.NewServer(httpapi.Config{
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute,
@@ -197,6 +206,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}, m.coord, streamReader{shards})
 	if err := m.server.Open(); err != nil {
 		return err
+	}
+	if lease != nil {
+		if m.AdvertiseURL == "" {
+			m.AdvertiseURL = m.server.URL()
+		}
+		lease.SetURL(m.AdvertiseURL)
+		m.logger.Info().Str("holder", lease.Holder()).Str("advertise", m.AdvertiseURL).Str("lease", lease.Key()).Dur("ttl", m.LeaderLease).Msg("replica of a highly available coordinator")
 	}
 	m.logger.Info().Str("url", m.server.URL()).Str("redis", redactURL(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
 	lctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,103 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rscoord/rsc/commands"
+)
+
+// With several replicas on one log, only the leader decides. A follower serves
+// every read from its own projection (it tails the log) and forwards every
+// write (POST, PUT, PATCH or DELETE under /coord/v1, heartbeats included, login
+// excepted) to the leader named in the lease, so clients may talk to any
+// replica. The leader answers; the follower relays the answer unchanged, with
+// X-Rsc-Forwarded-To naming the leader. A forwarded request is never forwarded
+// again: a replica that receives one without leading answers 503.
+
+// Headers of forwarding.
+const (
+	headerForwardedBy = "X-Rsc-Forwarded-By" // the follower that forwarded the request
+	headerForwardedTo = "X-Rsc-Forwarded-To" // on the answer: the leader that served it
+)
+
+// forwarder keeps one reverse proxy per leader URL.
+type forwarder struct {
+	mu      sync.Mutex
+	proxies map[string]*httputil.ReverseProxy
+}
+
+// isWrite reports whether a request changes state and so must reach the leader.
+func isWrite(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return strings.HasPrefix(r.URL.Path, "/coord/v1/") && r.URL.Path != "/coord/v1/auth/login"
+}
+
+// forward relays a write to the leader when this replica follows; false means
+// the request is this replica's to serve.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
+	if !isWrite(r) || s.c.Role() != commands.RoleFollower {
+		return false
+	}
+	leader := s.c.Leader()
+	if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, commands.ErrNotLeader)
+		return true
+	}
+	proxy, err := s.fwd.proxy(leader.URL, s)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, commands.ErrNotLeader)
+		return true
+	}
+	r.Header.Set(headerForwardedBy, s.c.Config().CoordinatorID)
+	proxy.ServeHTTP(w, r)
+	return true
+}
+
+func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.proxies[leaderURL]; p != nil {
+		return p, nil
+	}
+	target, err := url.Parse(leaderURL)
+	if err != nil {
+		return nil, err
+	}
+	leaderName := leaderURL
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     30 * time.Second,
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Set(headerForwardedTo, leaderName)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed")
+			w.Header().Set("Retry-After", "1")
+			s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: commands.ErrNotLeader.Code,
+				Message: "This coordinator replica does not hold the leader lease and the leader at " + leaderName + " did not answer; retry"})
+		},
+	}
+	if f.proxies == nil {
+		f.proxies = map[string]*httputil.ReverseProxy{}
+	}
+	f.proxies[leaderURL] = p
+	return p, nil
+}
