@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -51,27 +53,57 @@ func (t BearerToken) AuthorizationHeader() string {
 }
 
 // Coordinator calls a coordinator over HTTP. The zero value is not usable: set
-// BaseURL. It is safe for concurrent use.
+// BaseURL or Endpoints, and do not change the fields once calls have started.
+// It is safe for concurrent use; do not copy it after first use.
+//
+// Several replicas of a highly available coordinator may be given (a
+// comma-separated BaseURL, Endpoints, or both): any replica serves reads and
+// forwards writes to the leader. Calls stick to the replica that last
+// answered. A call moves on to the next replica, each tried at most once and
+// all within the caller's ctx, when the current one answers 503 or cannot
+// have processed the request (connection refused, connect timeout, reset
+// before the request was fully written); reads, heartbeats and logins also
+// move on when the request was sent but no answer came (reset, EOF, timeout),
+// as repeating them is harmless. Every other answer (2xx, 4xx, a 5xx other
+// than 503) is returned at once. When no replica answers, the error names each
+// failure and unwraps to the last one (an *APIError for a 503).
 //
 // Producer routing needs the READ role; heartbeats need none unless the
 // coordinator runs with --authenticate-member-api (then MEMBER); the admin
 // calls need WRITE.
 type Coordinator struct {
-	// BaseURL is the coordinator's address, e.g. "http://127.0.0.1:8080".
+	// BaseURL is the coordinator's address, e.g. "http://127.0.0.1:8080", or
+	// the addresses of several replicas separated by commas,
+	// "http://10.0.0.1:8080,http://10.0.0.2:8080".
 	BaseURL string
+	// Endpoints are more replica addresses, tried after those of BaseURL
+	// (duplicates are dropped).
+	Endpoints []string
 	// Credentials, if set, authenticate every call.
 	Credentials Credentials
 	// HTTPClient, if set, sends the calls; the default has DefaultTimeout.
 	HTTPClient *http.Client
 	// UserAgent is sent as User-Agent when set.
 	UserAgent string
+
+	mu sync.Mutex
+	// preferred is the endpoint the next call starts at: the last that
+	// answered, or the one after the last that failed over ("" is the first).
+	preferred string
 }
 
 var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
 
-// NewCoordinator returns a Coordinator for baseURL with optional credentials.
+// NewCoordinator returns a Coordinator for baseURL (one URL, or several
+// replicas' URLs separated by commas) with optional credentials.
 func NewCoordinator(baseURL string, creds Credentials) *Coordinator {
 	return &Coordinator{BaseURL: strings.TrimRight(baseURL, "/"), Credentials: creds}
+}
+
+// NewCoordinatorEndpoints returns a Coordinator for several replicas of one
+// coordinator, tried in the order given, with optional credentials.
+func NewCoordinatorEndpoints(urls []string, creds Credentials) *Coordinator {
+	return &Coordinator{Endpoints: append([]string(nil), urls...), Credentials: creds}
 }
 
 // GroupPath is the path of a group: /coord/v1/streams/{p}/groups/{g}, each
@@ -102,7 +134,9 @@ func (c *Coordinator) ProducerRouting(ctx context.Context, streamPrefix, consume
 func (c *Coordinator) Heartbeat(ctx context.Context, streamPrefix, consumerGroup string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
 	var resp HeartbeatResponse
 	path := GroupPath(streamPrefix, consumerGroup) + "/members/" + url.PathEscape(req.MemberID) + "/heartbeat"
-	if err := c.Do(ctx, http.MethodPost, path, req, &resp); err != nil {
+	// A repeated heartbeat is harmless (the coordinator answers it from the
+	// member's state), so it may go to the next replica after a lost answer.
+	if err := c.do(ctx, http.MethodPost, path, req, &resp, true); err != nil {
 		return nil, fmt.Errorf("heartbeat of %s: %w", req.MemberID, err)
 	}
 	return &resp, nil
@@ -113,7 +147,8 @@ func (c *Coordinator) Heartbeat(ctx context.Context, streamPrefix, consumerGroup
 func (c *Coordinator) Login(ctx context.Context, username, password string) (BearerToken, time.Time, error) {
 	var resp LoginResponse
 	body := map[string]string{"username": username, "password": password}
-	if err := c.Do(ctx, http.MethodPost, basePath+"/auth/login", body, &resp); err != nil {
+	// A repeated login only issues another token.
+	if err := c.do(ctx, http.MethodPost, basePath+"/auth/login", body, &resp, true); err != nil {
 		return "", time.Time{}, fmt.Errorf("login as %s: %w", username, err)
 	}
 	tok := resp.AccessToken
@@ -125,22 +160,64 @@ func (c *Coordinator) Login(ctx context.Context, username, password string) (Bea
 
 // Do sends one JSON request to path (already escaped, starting with "/") and
 // decodes a 2xx JSON answer into out (when out is not nil). A non-2xx answer
-// is an *APIError.
+// is an *APIError. With several endpoints, a GET or HEAD moves on to the next
+// one after a lost answer too; other methods only when the request cannot
+// have been processed (see Coordinator).
 func (c *Coordinator) Do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
+	return c.do(ctx, method, path, body, out, method == http.MethodGet || method == http.MethodHead)
+}
+
+// do is Do over the endpoints; replayable says the request may be repeated
+// after it was sent without an answer.
+func (c *Coordinator) do(ctx context.Context, method, path string, body, out any, replayable bool) error {
+	var data []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
-		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
-	if err != nil {
+	eps := c.endpoints()
+	if len(eps) == 0 {
+		return errNoEndpoint
+	}
+	start := c.first(eps)
+	var failures []string
+	var err error
+	for i := range eps {
+		ep := eps[(start+i)%len(eps)]
+		var next bool
+		if next, err = c.send(ctx, ep, method, path, data, body != nil, out, replayable); !next {
+			return err
+		}
+		c.failed(eps, ep, eps[(start+i+1)%len(eps)])
+		failures = append(failures, ep+": "+err.Error())
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(failures) == 1 {
 		return err
 	}
+	return &endpointsError{failures: failures, last: err}
+}
+
+// send makes one attempt at ep. next reports that the call may go on to the
+// next endpoint: ep answered 503, or failed in a way that allows it (see
+// progress.failover). An endpoint that answered anything else becomes the
+// preferred one.
+func (c *Coordinator) send(ctx context.Context, ep, method, path string, data []byte, hasBody bool, out any, replayable bool) (next bool, err error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(data)
+	}
+	var prog progress
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, prog.trace()), method, ep+path, rd)
+	if err != nil {
+		return false, err
+	}
 	req.Header.Set("Accept", "application/json")
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Credentials != nil {
@@ -157,28 +234,33 @@ func (c *Coordinator) Do(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return prog.failover(err, replayable), err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return false, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		apiErr := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode, Body: string(data)}
+		apiErr := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode, Body: string(body)}
 		var er ErrorResponse
-		if json.Unmarshal(data, &er) == nil {
+		if json.Unmarshal(body, &er) == nil {
 			apiErr.ErrorCode, apiErr.Message = er.ErrorCode, er.Message
 		}
-		return apiErr
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return true, apiErr
+		}
+		c.answered(ep)
+		return false, apiErr
 	}
+	c.answered(ep)
 	if out == nil {
-		return nil
+		return false, nil
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	if err := json.Unmarshal(body, out); err != nil {
+		return false, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
-	return nil
+	return false, nil
 }
 
 // NewRequestID returns a random (version 4) UUID, as both reference clients

@@ -1,7 +1,8 @@
 // Package client is the Go SDK's connection to the coordinator: an HTTP client
 // for the v1 wire contract (producer routing, member heartbeats, login, and the
 // admin and monitoring calls operators and tests use), with Basic or Bearer
-// authentication.
+// authentication, against one coordinator or several replicas of a highly
+// available one (see Coordinator for the failover rules).
 //
 // The SDK itself lives in two subpackages:
 //
