@@ -40,6 +40,7 @@ type leadership struct {
 	leading    bool
 	validUntil time.Time // monotonic
 	known      LeaderInfo
+	ownToken   int64 // token of this replica's latest term
 	lastErr    string
 }
 
@@ -76,6 +77,31 @@ func (c *Coordinator) Leader() LeaderInfo {
 	info := c.lead.known
 	info.Self = c.lead.leading && time.Now().Before(c.lead.validUntil)
 	return info
+}
+
+// LeaderNow is Leader, re-read from Redis when the last view may be stale:
+// nobody led then, or this replica did and its term has lapsed since (as
+// after a pause). Followers call it to forward a write.
+func (c *Coordinator) LeaderNow(ctx context.Context) LeaderInfo {
+	info := c.Leader()
+	if c.cfg.Lease == nil || info.Self {
+		return info
+	}
+	c.lead.mu.Lock()
+	stale := info.URL == "" || (c.lead.ownToken != 0 && info.Token == c.lead.ownToken)
+	c.lead.mu.Unlock()
+	if !stale {
+		return info
+	}
+	fresh, err := c.cfg.Lease.Leader(ctx)
+	if err != nil {
+		return info
+	}
+	c.lead.mu.Lock()
+	c.lead.known = fresh
+	c.lead.mu.Unlock()
+	fresh.Self = false // our own term, if it is, is not locally valid
+	return fresh
 }
 
 // elect runs the lease: renew while leading, try to acquire while following.
@@ -148,6 +174,7 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	c.rearm()
 	c.lead.mu.Lock()
 	c.lead.leading = true
+	c.lead.ownToken = info.Token
 	c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
 	c.lead.mu.Unlock()
 	c.cfg.Logger.Info().Int64("term", info.Token).Str("lastId", c.state.LastID()).Msg("leading: holds the leader lease")

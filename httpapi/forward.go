@@ -46,7 +46,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
 	if !isWrite(r) || s.c.Role() != commands.RoleFollower {
 		return false
 	}
-	leader := s.c.Leader()
+	leader := s.c.LeaderNow(r.Context())
 	if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, commands.ErrNotLeader)

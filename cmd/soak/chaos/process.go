@@ -161,6 +161,17 @@ func (c *Coordinator) Kill() {
 	c.cmd, c.armed = nil, ""
 }
 
+// Signal sends sig to the running process (SIGSTOP and SIGCONT pause and
+// resume it); false when none runs.
+func (c *Coordinator) Signal(sig syscall.Signal) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return false
+	}
+	return c.cmd.Process.Signal(sig) == nil
+}
+
 // Stop sends SIGTERM (snapshot and exit), then SIGKILL after 10s.
 func (c *Coordinator) Stop() {
 	c.mu.Lock()
