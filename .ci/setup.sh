@@ -3,7 +3,8 @@
 #   * redis-server (for redistest.StartProcess and redis-cli),
 #   * docker.io and a running dockerd (for testcontainers-based tests),
 #   * a local Redis image ${RSC_REDIS_IMAGE:-rsc-redis:7}, built from the
-#     machine's own redis-server because no image registry is reachable.
+#     machine's own redis-server and redis-cli because no image registry is
+#     reachable (an older one without redis-cli is rebuilt).
 # Safe to run many times; every step is skipped when already done.
 set -euo pipefail
 
@@ -146,38 +147,68 @@ else
 fi
 
 # --- 3. local redis image ----------------------------------------------------
-if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+# The image holds redis-server, redis-cli (docker-compose.ha.yml's init service
+# runs `redis-cli --cluster create`) and a /bin/sh with sleep for that
+# service's script, each with its shared libraries. An image built by an older
+# version of this script (redis-server only) is rebuilt.
+image_complete() {
+  docker run --rm --entrypoint redis-cli "$IMAGE" --version >/dev/null 2>&1 &&
+    docker run --rm --entrypoint sh "$IMAGE" -c 'sleep 0' >/dev/null 2>&1
+}
+
+if docker image inspect "$IMAGE" >/dev/null 2>&1 && image_complete; then
   log "image $IMAGE already present"
 else
-  log "building image $IMAGE from $(command -v redis-server)"
+  if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+    log "image $IMAGE lacks redis-cli or sh (built by an older setup.sh): rebuilding it"
+  fi
+  log "building image $IMAGE from $(command -v redis-server) and $(command -v redis-cli)"
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
   root="$work/rootfs"
-  mkdir -p "$root/usr/bin" "$root/data" "$root/tmp" "$root/etc"
+  mkdir -p "$root/usr/bin" "$root/bin" "$root/data" "$root/tmp" "$root/etc"
   chmod 1777 "$root/tmp"
-  bin="$(readlink -f "$(command -v redis-server)")"
-  cp "$bin" "$root/usr/bin/redis-server"
-  # Every shared library the binary needs, plus the dynamic loader, at the
-  # same paths as on the host.
-  ldd "$bin" | grep -oE '/[^ ]+' | sort -u | while read -r lib; do
-    [ -e "$lib" ] || continue
-    mkdir -p "$root$(dirname "$lib")"
-    cp -L "$lib" "$root$lib"
-  done
+  # add_binary SRC DEST: copies the program SRC to DEST in the image, with every
+  # shared library it needs and the dynamic loader, at the same paths as on the
+  # host.
+  add_binary() {
+    local bin lib
+    bin="$(readlink -f "$1")"
+    cp "$bin" "$root$2"
+    ldd "$bin" | grep -oE '/[^ ]+' | sort -u | while read -r lib; do
+      [ -e "$lib" ] || continue
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done
+  }
+  add_binary "$(command -v redis-server)" /usr/bin/redis-server
+  add_binary "$(command -v redis-cli)" /usr/bin/redis-cli
+  add_binary /bin/sh /bin/sh
+  add_binary "$(command -v sleep)" /bin/sleep
   # Redis and getaddrinfo are happier with these present.
   printf 'root:x:0:0:root:/root:/bin/false\n' >"$root/etc/passwd"
   printf 'root:x:0:\n' >"$root/etc/group"
   printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
   printf 'hosts: files dns\n' >"$root/etc/nsswitch.conf"
   tar -C "$root" -cf "$work/rootfs.tar" .
+  old="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
   docker import \
     --change 'ENTRYPOINT ["redis-server","--protected-mode","no"]' \
+    --change 'ENV PATH=/usr/bin:/bin' \
     --change 'EXPOSE 6379' \
     --change 'WORKDIR /data' \
-    --message "redis-server $(redis-server --version | awk '{print $3}') from the host, for rsc tests" \
+    --message "redis-server $(redis-server --version | awk '{print $3}') and redis-cli from the host, for rsc tests" \
     "$work/rootfs.tar" "$IMAGE" >/dev/null
+  # Drop the image this one replaced, unless a container still uses it.
+  if [ -n "$old" ]; then
+    docker image rm "$old" >/dev/null 2>&1 || true
+  fi
   rm -rf "$work"
   trap - EXIT
+  if ! image_complete; then
+    log "built image $IMAGE but it cannot run redis-cli or sh"
+    exit 1
+  fi
   log "built image $IMAGE"
 fi
 

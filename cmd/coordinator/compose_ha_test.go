@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// composeHAImage is the tag TestIntegrationComposeHA builds, apart from
+// TestIntegrationCompose's and a developer's rsc-coordinator:local.
+const composeHAImage = "rsc-coordinator:compose-ha-test"
+
+// haReplicas are docker-compose.ha.yml's coordinator services.
+var haReplicas = []string{"coordinator-1", "coordinator-2", "coordinator-3"}
+
+// haReadyz is the part of GET /readyz an HA replica answers that the test reads.
+type haReadyz struct {
+	Status    string `json:"status"`
+	Role      string `json:"role"`
+	Leader    string `json:"leader"`
+	LeaderURL string `json:"leaderUrl"`
+}
+
+// TestIntegrationComposeHA starts docker-compose.ha.yml (a Redis Cluster of 3
+// masters and 3 replicas, and three coordinators with --ha) on free loopback
+// ports, waits until every replica is ready and one is the leader, creates a
+// group through a follower (forwarded to the leader) and reads it from all
+// three, stops the leader's container, waits for another replica to take the
+// lease, scales the group through it and reads the result from the last
+// follower.
+//
+// It runs when TestIntegrationCompose does (composeRequired) and then fails,
+// rather than skips, when Docker or Compose is missing.
+func TestIntegrationComposeHA(t *testing.T) {
+	if !composeRequired() {
+		t.Skip("builds an image and runs docker-compose.ha.yml: set RSC_COMPOSE_TEST=1 to run it (make test and CI do)")
+	}
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Fatalf("TestIntegrationComposeHA needs a running Docker daemon (bash .ci/setup.sh starts one): docker info: %v\n%s", err, composeTail(out))
+	}
+	compose := composeCommand(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisImage := os.Getenv("RSC_REDIS_IMAGE")
+	if redisImage == "" {
+		redisImage = "rsc-redis:7"
+	}
+	project := fmt.Sprintf("rsccomposeha%d", time.Now().UnixNano()%1_000_000_000)
+	env := append(os.Environ(),
+		"RSC_REDIS_IMAGE="+redisImage, "RSC_COORDINATOR_IMAGE="+composeHAImage,
+		"RSC_BIND=127.0.0.1", "RSC_ADMIN_USER=admin", "RSC_ADMIN_PASSWORD=password",
+	)
+	base := map[string]string{}
+	used := map[int]bool{}
+	for i, name := range haReplicas {
+		port := composeFreePort(t)
+		for used[port] {
+			port = composeFreePort(t)
+		}
+		used[port] = true
+		env = append(env, fmt.Sprintf("RSC_PORT_%d=%d", i+1, port))
+		base[name] = fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	run := func(timeout time.Duration, name string, args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir, cmd.Env = root, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, composeTail(out))
+		}
+		return out
+	}
+	dc := func(args ...string) []string {
+		return append(append(compose[1:len(compose):len(compose)], "-p", project, "-f", filepath.Join(root, "docker-compose.ha.yml")), args...)
+	}
+
+	start := time.Now()
+	phase := start
+	lap := func(what string) {
+		t.Logf("%-28s %6.1fs", what, time.Since(phase).Seconds())
+		phase = time.Now()
+	}
+
+	run(5*time.Minute, "bash", "docker/build-image.sh")
+	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", composeHAImage).Run() })
+	lap("build image")
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			cmd := exec.Command(compose[0], dc("logs", "--no-color", "--tail", "30")...)
+			cmd.Dir, cmd.Env = root, env
+			out, _ := cmd.CombinedOutput()
+			t.Logf("compose logs:\n%s", out)
+		}
+		down := time.Now()
+		cmd := exec.Command(compose[0], dc("down", "-v", "--remove-orphans", "-t", "5")...)
+		cmd.Dir, cmd.Env = root, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("compose down: %v\n%s", err, composeTail(out))
+		}
+		t.Logf("%-28s %6.1fs (total %.1fs)", "compose down -v", time.Since(down).Seconds(), time.Since(start).Seconds())
+	})
+	// up returns once redis-init has formed the cluster and the coordinators started.
+	run(3*time.Minute, compose[0], dc("up", "-d", "--no-build")...)
+	lap("compose up -d")
+
+	leader := haWaitLeader(t, base, haReplicas, "", 90*time.Second)
+	var followers []string
+	for _, name := range haReplicas {
+		if name != leader {
+			followers = append(followers, name)
+		}
+	}
+	lap("wait for ready and a leader")
+
+	group := "/coord/v1/streams/orders/groups/oc"
+	code, body := composeRequest(t, "POST", base[followers[0]]+group, `{"initialShardCount": 16, "requestedBy": "compose-ha-test", "reason": "created through a follower"}`, true)
+	if code != http.StatusCreated {
+		t.Fatalf("create group through follower %s (leader %s): status %d, want 201; body %s", followers[0], leader, code, body)
+	}
+	for _, name := range haReplicas {
+		haWaitShardCount(t, name, base[name]+group, 16, 30*time.Second)
+	}
+	lap("create via follower, read x3")
+
+	run(time.Minute, compose[0], dc("stop", "-t", "5", leader)...)
+	lap("stop the leader " + leader)
+	newLeader := haWaitLeader(t, base, followers, leader, 30*time.Second)
+	lap("wait for a new leader")
+
+	code, body = composeRequest(t, "POST", base[newLeader]+group+"/scale", `{"targetShardCount": 24, "requestedBy": "compose-ha-test", "reason": "after failover"}`, true)
+	if code != http.StatusAccepted {
+		t.Fatalf("scale through the new leader %s: status %d, want 202; body %s", newLeader, code, body)
+	}
+	for _, name := range followers {
+		if name != newLeader {
+			haWaitShardCount(t, name, base[name]+group, 24, 30*time.Second)
+		}
+	}
+	lap("scale via new leader, read")
+}
+
+// haGetReadyz reads GET /readyz; ok is false when the replica does not answer
+// 200 with a JSON body.
+func haGetReadyz(client *http.Client, url string) (r haReadyz, ok bool, last string) {
+	resp, err := client.Get(url + "/readyz")
+	if err != nil {
+		return r, false, err.Error()
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r, false, fmt.Sprintf("status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return r, false, fmt.Sprintf("decode /readyz: %v", err)
+	}
+	return r, true, fmt.Sprintf("%+v", r)
+}
+
+// haWaitLeader polls /readyz of replicas until every one is READY, exactly
+// one of them reports role LEADER, it is not notLeader, every replica names it
+// as the leader and the followers also give its advertised URL. It returns the leader's service
+// name (the coordinator id docker-compose.ha.yml gives it).
+func haWaitLeader(t *testing.T, base map[string]string, replicas []string, notLeader string, timeout time.Duration) string {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	var seen []string
+	for {
+		seen = seen[:0]
+		leaders, agree := []string{}, true
+		views := map[string]haReadyz{}
+		for _, name := range replicas {
+			r, ok, last := haGetReadyz(client, base[name])
+			seen = append(seen, name+": "+last)
+			if !ok || r.Status != "READY" {
+				agree = false
+				continue
+			}
+			views[name] = r
+			if r.Role == "LEADER" {
+				leaders = append(leaders, name)
+			}
+		}
+		if agree && len(leaders) == 1 && leaders[0] != notLeader {
+			leader := leaders[0]
+			want := "http://" + leader + ":8080"
+			for name, r := range views {
+				if r.Leader != leader || (name != leader && (r.Role != "FOLLOWER" || r.LeaderURL != want)) {
+					agree = false
+				}
+			}
+			if agree {
+				return leader
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no single leader other than %q among %v within %s; last /readyz:\n%s", notLeader, replicas, timeout, strings.Join(seen, "\n"))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// haWaitShardCount polls the group at url on replica name until it reports
+// want shards: a follower folds the log the leader appends a moment later.
+func haWaitShardCount(t *testing.T, name, url string, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, body := composeRequest(t, "GET", url, "", true)
+		var g struct {
+			ShardCount int `json:"shardCount"`
+		}
+		if code == http.StatusOK && json.Unmarshal(body, &g) == nil && g.ShardCount == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s on %s: want shardCount %d within %s; last: status %d, body %s", url, name, want, timeout, code, composeTail(body))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
