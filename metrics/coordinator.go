@@ -15,6 +15,8 @@ var (
 
 	descReady = prometheus.NewDesc("rsc_ready",
 		"1 when the coordinator has loaded the log and can append (what /readyz reports), else 0.", nil, nil)
+	descLeader = prometheus.NewDesc("rsc_leader",
+		"1 while this coordinator may decide: it holds the leader lease (--ha), or it is the only writer; 0 on a follower.", nil, nil)
 	descConflicts = prometheus.NewDesc("rsc_log_append_conflicts_total",
 		"Compare-and-append conflicts: another writer appended to the log first.", nil, nil)
 
@@ -67,7 +69,7 @@ type coordinatorCollector struct{ m *Metrics }
 
 func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descReady, descConflicts, descLogLength, descLogLastID, descApplyLag,
+		descReady, descLeader, descConflicts, descLogLength, descLogLastID, descApplyLag,
 		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
 		descRevoking, descResharding, descReshardingAge, descCorrection, descShardLag, descShardPending,
 	} {
@@ -84,6 +86,7 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 	// r.shards is replaced, never mutated, by Refresh: reading it unlocked is safe.
 
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, boolValue(c.Ready()))
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, boolValue(c.IsLeader()))
 	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(c.Conflicts()))
 	if r.logKnown {
 		ch <- prometheus.MustNewConstMetric(descLogLength, prometheus.GaugeValue, float64(r.logLen))

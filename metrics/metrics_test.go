@@ -220,6 +220,7 @@ func TestMetricsAfterCreateAndHeartbeat(t *testing.T) {
 		want   float64
 	}{
 		{"rsc_ready", nil, 1},
+		{"rsc_leader", nil, 1},
 		{"rsc_log_append_conflicts_total", nil, 0},
 		{"rsc_events_appended_total", map[string]string{"type": "group.created"}, 1},
 		{"rsc_events_appended_total", map[string]string{"type": "member.joined"}, 1},
