@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/cmd/soak/chaos"
+	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -163,6 +165,7 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 	if _, err := viaFollower.CreateGroup(ctx, prefix, group, 8, "ha-test"); err != nil {
 		t.Fatalf("create through a follower: %v", err)
 	}
+	checkForwarding(t, h, leader, follower, prefix, group)
 	endpoints := strings.Join(h.urls(), ",")
 	admin := client.NewCoordinator(endpoints, client.BasicAuth{Username: "admin", Password: "password"})
 
@@ -225,6 +228,26 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 		t.Errorf("lease issued %d terms, want a second one after the kill", terms)
 	}
 	t.Logf("%d events in the log, no shard held twice", n)
+	// The new term finished the resharding: its last steps are in the log
+	// after the kill.
+	entries, err := log.Read(ctx, events.ZeroID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after []string
+	for _, e := range entries {
+		rec, err := events.Decode(e.ID, e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(rec.Type, "resharding.") && rec.Time.After(killedAt) {
+			after = append(after, rec.Type)
+		}
+	}
+	if !slices.Contains(after, "resharding.completed") {
+		t.Errorf("resharding events decided after the kill: %v; want the new leader to complete it", after)
+	}
+	t.Logf("decided by the new leader: %v", after)
 
 	// The killed replica returns as a follower and catches up.
 	if err := h.replicas[leader].Start(ctx); err != nil {
@@ -326,11 +349,14 @@ func waitGroupStable(t *testing.T, admin *client.Coordinator, prefix, group stri
 		if err != nil {
 			return false, err.Error()
 		}
-		held := 0
+		held, holders := 0, 0
 		for _, s := range a.CurrentAssignments {
 			held += len(s)
+			if len(s) > 0 {
+				holders++
+			}
 		}
-		return g.State == "STABLE" && g.ShardCount == shards && len(a.CurrentAssignments) == members && held == shards,
+		return g.State == "STABLE" && g.ShardCount == shards && holders == members && held == shards,
 			fmt.Sprintf("state %s, shardCount %d, current %v", g.State, g.ShardCount, a.CurrentAssignments)
 	})
 }
@@ -384,4 +410,46 @@ func waitServedEqualsFold(t *testing.T, api *client.Coordinator, rdb redis.Unive
 		}
 		return ok, diff
 	})
+}
+
+// checkForwarding: a follower relays writes to the leader (the answer names
+// it) and serves reads itself; /metrics tells leader from follower.
+func checkForwarding(t *testing.T, h *haCluster, leader, follower int, prefix, group string) {
+	t.Helper()
+	hb := `{"protocolVersion":1,"requestId":"r1","memberId":"probe","memberEpoch":0,"metadataVersion":0,` +
+		`"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1}}`
+	resp, err := http.Post(h.replicas[follower].URL()+apiHBPath(prefix, group, "probe"), "application/json", strings.NewReader(hb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Rsc-Forwarded-To") != h.replicas[leader].URL() {
+		t.Fatalf("heartbeat to a follower: %d, forwarded to %q, want 200 from %s", resp.StatusCode, resp.Header.Get("X-Rsc-Forwarded-To"), h.replicas[leader].URL())
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.replicas[follower].URL()+apiGroupPath(prefix, group, "producer-routing"), nil)
+	req.SetBasicAuth("admin", "password")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Rsc-Forwarded-To") != "" {
+		t.Fatalf("routing read on a follower: %d, forwarded to %q; want it served locally", resp.StatusCode, resp.Header.Get("X-Rsc-Forwarded-To"))
+	}
+	// The probe leaves again, so the load below starts from a clean group.
+	leave := strings.Replace(strings.Replace(hb, `"memberEpoch":0`, `"memberEpoch":-1`, 1), `"requestId":"r1"`, `"requestId":"r2"`, 1)
+	if resp, err = http.Post(h.replicas[follower].URL()+apiHBPath(prefix, group, "probe"), "application/json", strings.NewReader(leave)); err == nil {
+		resp.Body.Close()
+	}
+	for i, want := range map[int]string{leader: "rsc_leader 1", follower: "rsc_leader 0"} {
+		resp, err := http.Get(h.replicas[i].URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("replica-%d /metrics lacks %q", i, want)
+		}
+	}
 }
