@@ -46,6 +46,15 @@ type Config struct {
 	Logger       zerolog.Logger
 	// AfterAppend, if set, is called with every appended record (metrics, test hooks).
 	AfterAppend func(rec events.Record)
+	// SnapshotKeep is how many snapshots the store keeps (2); start-up falls
+	// back to an older one when the newest cannot be restored.
+	SnapshotKeep int
+	// TrimLog trims the log behind the oldest kept snapshot after each snapshot,
+	// archiving its resharding and admin history first (trim.go).
+	TrimLog bool
+	// Trimmer trims the log and reads its archive (the unfenced redisstore.Log);
+	// nil: the log is never trimmed and has no archive.
+	Trimmer LogTrimmer
 }
 
 func (c *Config) setDefaults() {
@@ -84,6 +93,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 5 * time.Second
+	}
+	if c.SnapshotKeep <= 0 {
+		c.SnapshotKeep = 2
 	}
 }
 
@@ -154,28 +166,30 @@ func (c *Coordinator) Healthy() bool { return c.healthy.Load() }
 // Conflicts is the number of compare-and-append conflicts seen.
 func (c *Coordinator) Conflicts() int64 { return c.conflicts.Load() }
 
-// Load builds the projection: the stored snapshot (if any, and if fromSnapshot)
-// plus every entry after it. An undecodable entry stops the load with an error
+// Load builds the projection: the newest usable kept snapshot (if any, and if
+// fromSnapshot; see restoreSnapshot) plus every entry after it, or the whole
+// log. A log trimmed at its head cannot be folded from zero: without a usable
+// snapshot Load fails. An undecodable entry stops the load with an error
 // naming its id.
 func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
+	trimmed, err := c.TrimmedTo(ctx)
+	if err != nil {
+		return fmt.Errorf("read log trim point: %w", err)
+	}
 	st := projection.New()
+	restored := false
 	if fromSnapshot && c.snaps != nil {
-		data, err := c.snaps.Load(ctx)
+		snap, err := c.restoreSnapshot(ctx, trimmed)
 		if err != nil {
-			return fmt.Errorf("load snapshot: %w", err)
+			return err
 		}
-		if data != nil {
-			restored, err := projection.Restore(data)
-			if err != nil {
-				c.cfg.Logger.Warn().Err(err).Msg("ignoring unreadable snapshot; folding the whole log")
-			} else if last, lerr := c.log.LastID(ctx); lerr != nil {
-				return fmt.Errorf("read log position: %w", lerr)
-			} else if cmp, _ := events.CompareIDs(restored.LastID(), last); cmp > 0 {
-				// A snapshot ahead of the log belongs to a log that was reset.
-				c.cfg.Logger.Warn().Str("snapshot", restored.LastID()).Str("log", last).Msg("ignoring snapshot newer than the log; folding the whole log")
-			} else {
-				st = restored
-			}
+		if snap != nil {
+			st, restored = snap, true
+		}
+	}
+	if !restored {
+		if err := c.checkFoldable(trimmed, fromSnapshot); err != nil {
+			return err
 		}
 	}
 	n, err := FoldLog(ctx, c.log, st, "")
@@ -564,11 +578,16 @@ func (c *Coordinator) saveCapture(capture *projection.Capture) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.snaps.Save(ctx, data); err != nil {
+	if err := c.snaps.Save(ctx, capture.LastID(), data, c.cfg.SnapshotKeep); err != nil {
+		if errors.Is(err, events.ErrConflict) {
+			c.cfg.Logger.Info().Err(err).Msg("snapshot not saved: a newer one is stored")
+			return
+		}
 		c.cfg.Logger.Warn().Err(err).Msg("save snapshot")
 		return
 	}
 	c.cfg.Logger.Debug().Str("lastId", capture.LastID()).Int("bytes", len(data)).Msg("snapshot saved")
+	c.trimLog()
 }
 
 // SaveSnapshot writes a snapshot now.

@@ -59,6 +59,9 @@ var (
 	// ErrNotLeader: this replica does not hold the leader lease (the lease is
 	// the distributed mutex of the reference's code).
 	ErrNotLeader = &Error{KindUnavailable, "COORDINATOR_STATE_MUTEX_UNAVAILABLE", "This coordinator replica does not hold the leader lease; retry (a follower forwards writes to the leader)"}
+	// ErrLogTrimmed: a replay asked for a point before the oldest kept snapshot
+	// of a log trimmed with --trim-log.
+	ErrLogTrimmed = &Error{KindNotAllowed, "LOG_TRIMMED", "The event log was trimmed behind this point: its state can no longer be replayed"}
 )
 
 func withMsg(base *Error, format string, args ...any) *Error {

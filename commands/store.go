@@ -24,10 +24,19 @@ type ShardStore interface {
 	Delete(ctx context.Context, keys []string) error
 }
 
-// SnapshotStore keeps the latest projection snapshot next to the log.
+// SnapshotStore keeps the newest few projection snapshots next to the log, each
+// under the id of the last entry it includes (redisstore.SnapshotStore).
 type SnapshotStore interface {
-	Load(ctx context.Context) ([]byte, error) // nil, nil when there is none
-	Save(ctx context.Context, data []byte) error
+	Load(ctx context.Context) ([]byte, error) // the newest; nil, nil when there is none
+	// Save stores data, the state after entry lastID, as the newest and keeps
+	// the newest keep. A snapshot not newer than the newest stored changes
+	// nothing and is events.ErrConflict (a replica that lost the lead saving late).
+	Save(ctx context.Context, lastID string, data []byte, keep int) error
+	// Kept lists the kept snapshots' last ids, newest first (empty for a store
+	// written before snapshots were kept with their ids: Load still reads it).
+	Kept(ctx context.Context) ([]string, error)
+	// LoadAt returns the kept snapshot after lastID (nil, nil when not kept).
+	LoadAt(ctx context.Context, lastID string) ([]byte, error)
 }
 
 // Clock is the time source; simulations use a virtual one.

@@ -248,9 +248,9 @@ func checkOffsets(t *testing.T, c *redistest.Cluster, sh *redisstore.Shards, pre
 	}
 }
 
-// The event log and the snapshot live on a cluster like on one server: each is
-// one key (the snapshot's may be in another slot; they are never used in one
-// command).
+// The event log and the snapshots live on a cluster like on one server: the
+// log is one key, the snapshots share the newest's slot (rotated in one
+// transaction), the archive is written by commands of its own.
 func TestIntegrationLogOnCluster(t *testing.T) {
 	_, rdb := MustClusterClient(t, 3, 0)
 	eventstest.RunLogSuite(t, func(t *testing.T) events.Log {
@@ -260,12 +260,24 @@ func TestIntegrationLogOnCluster(t *testing.T) {
 	l := redisstore.NewLog(rdb, uniqueKey("test:events"))
 	snaps := redisstore.NewSnapshotStore(rdb, l.Key())
 	ids := MustAppend(t, l, events.ZeroID, []byte("a"), []byte("b"))
-	if err := snaps.Save(ctx, []byte(ids[1])); err != nil {
-		t.Fatal(err)
+	for _, id := range ids {
+		if err := snaps.Save(ctx, id, []byte(id), 2); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, err := snaps.Load(ctx)
 	if err != nil || string(got) != ids[1] {
 		t.Fatalf("snapshot Load = %q, %v", got, err)
+	}
+	if older, err := snaps.LoadAt(ctx, ids[0]); err != nil || string(older) != ids[0] {
+		t.Fatalf("older snapshot LoadAt = %q, %v", older, err)
+	}
+	// Trimming touches the log and the archive, each in its own command.
+	if _, _, err := l.TrimBefore(ctx, ids[1], func(events.Entry) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Archive().Len(ctx); err != nil || n != 1 {
+		t.Fatalf("archive after the trim: %d entries, %v; want 1", n, err)
 	}
 	t.Logf("log %s in slot %d, snapshot %s in slot %d", l.Key(), routing.Slot(l.Key()), snaps.Key(), routing.Slot(snaps.Key()))
 }

@@ -519,9 +519,9 @@ func TestIntegrationSnapshotStore(t *testing.T) {
 		}()},
 		{"overwrite with a smaller one", []byte{0x00}},
 	}
-	for _, tc := range tests {
+	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := store.Save(ctx, tc.data); err != nil {
+			if err := store.Save(ctx, fmt.Sprintf("%d-0", i+1), tc.data, 1); err != nil {
 				t.Fatalf("Save: %v", err)
 			}
 			got, err := store.Load(ctx)
@@ -531,7 +531,7 @@ func TestIntegrationSnapshotStore(t *testing.T) {
 		})
 	}
 
-	if err := store.Save(ctx, snap); err != nil {
+	if err := store.Save(ctx, "100-0", snap, 1); err != nil {
 		t.Fatal(err)
 	}
 	got, err := store.Load(ctx)

@@ -58,6 +58,10 @@ type Main struct {
 	HA           bool
 	LeaderLease  time.Duration
 	AdvertiseURL string
+	// SnapshotKeep is how many snapshots are kept; TrimLog trims the log behind
+	// the oldest of them after each snapshot (README: Log growth).
+	SnapshotKeep int
+	TrimLog      bool
 
 	Stderr io.Writer
 	logger zerolog.Logger
@@ -107,6 +111,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&m.CrashAfterEvent, "crash-after-event", "", "test hook: exit 137 right after appending an event of this type")
 	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often /metrics gauges read from Redis (log length, shard lag and pending) are refreshed (negative: never)")
+	fs.IntVar(&m.SnapshotKeep, "snapshot-keep", 2, "snapshots kept: start-up falls back to an older one when the newest is unreadable (at least 1)")
+	fs.BoolVar(&m.TrimLog, "trim-log", false, "after each snapshot, trim the log behind the oldest kept snapshot, archiving the resharding and admin events to <log-stream>:archive first")
 	fs.BoolVar(&m.HA, "ha", false, "run as one of several replicas on the log: decide only while holding the leader lease, forward writes to the leader otherwise")
 	fs.DurationVar(&m.LeaderLease, "leader-lease", 5*time.Second, "with --ha: leader lease duration (renewed every third of it); a follower takes over this long after the leader died")
 	fs.StringVar(&m.AdvertiseURL, "advertise-url", "", "with --ha: base URL the other replicas forward writes to (default http://<listen host, or 127.0.0.1>:<listen port>)")
@@ -176,6 +182,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
+		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
 	}
 	if m.CrashAfterEvent != "" {
 		target := m.CrashAfterEvent

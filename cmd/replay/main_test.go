@@ -292,7 +292,7 @@ func TestIntegrationRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := redisstore.NewSnapshotStore(rdb, stream).Save(ctx, snap); err != nil {
+	if err := redisstore.NewSnapshotStore(rdb, stream).Save(ctx, st.LastID(), snap, 2); err != nil {
 		t.Fatal(err)
 	}
 	remote := []string{"--redis", srv.URL(), "--log-stream", stream}

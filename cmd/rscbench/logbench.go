@@ -407,7 +407,7 @@ func (b *bench) logStartup(ctx context.Context, rep *Report, rlog *redisstore.Lo
 	}
 	encodeTime := time.Since(t0)
 	t0 = time.Now()
-	if err := snaps.Save(ctx, data); err != nil {
+	if err := snaps.Save(ctx, st.LastID(), data, redisstore.DefaultSnapshotKeep); err != nil {
 		return err
 	}
 	saveTime := time.Since(t0)
