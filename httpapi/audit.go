@@ -60,7 +60,9 @@ func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int
 	return after, limit, true
 }
 
-func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, limit int) {
+// decodeEntries answers a page of entries; next, when not empty, is the
+// nextAfter of a full page.
+func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, next string) {
 	page := AuditPage{Events: []AuditEvent{}}
 	for _, e := range entries {
 		rec, err := events.Decode(e.ID, e.Data)
@@ -70,30 +72,36 @@ func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries [
 		}
 		page.Events = append(page.Events, toAudit(rec))
 	}
-	if len(page.Events) == limit {
-		id := page.Events[len(page.Events)-1].ID
-		page.NextAfter = &id
+	if next != "" {
+		page.NextAfter = &next
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
 // handleAllEvents serves GET /coord/v1/monitoring/events?after=&limit=: the whole
-// log, paged by event id.
+// log, paged by event id; on a trimmed log (--trim-log) the archived resharding
+// and admin events before its first entry, then the log.
 func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	after, limit, ok := s.pageParams(w, r)
 	if !ok {
 		return
 	}
-	entries, err := s.c.Log().Read(r.Context(), after, limit)
+	entries, err := s.c.HistoryLog().Read(r.Context(), after, limit)
 	if err != nil {
 		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "cannot read the event log: " + err.Error()})
 		return
 	}
-	s.decodeEntries(w, r, entries, limit)
+	next := ""
+	if len(entries) == limit {
+		next = entries[len(entries)-1].ID
+	}
+	s.decodeEntries(w, r, entries, next)
 }
 
 // handleGroupEvents serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/events:
-// a group's audit history (including refused commands), also after deletion.
+// a group's audit history (including refused commands), also after deletion. On
+// a trimmed log the membership events before the trim point are gone; the page
+// skips them (nextAfter still pages on by the history index).
 func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	k, ok := s.groupKey(w, r)
 	if !ok {
@@ -114,12 +122,16 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	for i, it := range items {
 		ids[i] = it.ID
 	}
-	entries, err := s.c.Log().Get(r.Context(), ids)
+	entries, err := s.c.HistoryLog().Get(r.Context(), ids)
 	if err != nil {
 		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "cannot read the event log: " + err.Error()})
 		return
 	}
-	s.decodeEntries(w, r, entries, limit)
+	next := ""
+	if len(items) == limit {
+		next = items[len(items)-1].ID
+	}
+	s.decodeEntries(w, r, entries, next)
 }
 
 // GroupReplay is a group as the coordinator believed it after an event.
@@ -132,7 +144,8 @@ type GroupReplay struct {
 }
 
 // handleReplay serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/replay?until=<id>:
-// the log folded up to and including that event.
+// the log folded up to and including that event (on a trimmed log, from the
+// newest kept snapshot before it; 422 LOG_TRIMMED before the oldest one).
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	k, ok := s.groupKey(w, r)
 	if !ok {
@@ -146,8 +159,8 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
 		return
 	}
-	st := projection.New()
-	if _, err := commands.FoldLog(r.Context(), s.c.Log(), st, until); err != nil {
+	st, err := s.c.StateAt(r.Context(), until)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
