@@ -126,8 +126,15 @@ func (d *GroupDiff) Empty() bool {
 // Diff folds the log to fromID and on to toID (both inclusive; "" is the start
 // and the end of the log) and returns what changed for the group. fromID after
 // toID is ErrInvalidArgument; a group that exists at neither point is
-// ErrGroupNotFound.
+// ErrGroupNotFound. On a TrimmedLog the start is its base snapshot, and a point
+// before it is ErrTrimmed.
 func Diff(ctx context.Context, log events.Log, key projection.GroupKey, fromID, toID string) (*GroupDiff, error) {
+	if err := checkPoint(log, "from id", fromID); err != nil {
+		return nil, err
+	}
+	if err := checkPoint(log, "to id", toID); err != nil {
+		return nil, err
+	}
 	if fromID == "" {
 		fromID = events.ZeroID
 	}
@@ -144,7 +151,7 @@ func Diff(ctx context.Context, log events.Log, key projection.GroupKey, fromID, 
 			return nil, fmt.Errorf("%w: from id %s is after to id %s", ErrInvalidArgument, fromID, toID)
 		}
 	}
-	f, err := newFolder(ctx, log, projection.New())
+	f, err := startFolder(ctx, log)
 	if err != nil {
 		return nil, err
 	}

@@ -14,4 +14,7 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrBadFile: an export file that cannot be imported.
 	ErrBadFile = errors.New("bad export file")
+	// ErrTrimmed: the point asked about is before the oldest kept snapshot of a
+	// log trimmed at its head (TrimmedLog), so its state can no longer be folded.
+	ErrTrimmed = errors.New("log trimmed")
 )

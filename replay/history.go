@@ -66,9 +66,10 @@ type RollbackHistory struct {
 
 // History folds the whole log and returns the resharding timeline of the group.
 // A group that never appears in the log is ErrGroupNotFound; a deleted group
-// keeps the reshardings it had.
+// keeps the reshardings it had. A TrimmedLog is folded from its base snapshot,
+// with the reshardings before it taken from the archive.
 func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Timeline, error) {
-	f, err := newFolder(ctx, log, projection.New())
+	f, err := startFolder(ctx, log)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +79,8 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 		last      = map[string]*projection.Migration{}
 		rollbacks = map[string]events.Record{}
 	)
-	capture := func() {
-		g, ok := f.st.Group(key)
+	capture := func(st *projection.State) {
+		g, ok := st.Group(key)
 		if !ok {
 			return
 		}
@@ -91,31 +92,46 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 			last[m.ReshardingID] = m
 		}
 	}
-	err = f.fold(ctx, foldOptions{
-		before: func(rec events.Record) {
-			if _, del := rec.Event.(*events.GroupDeleted); del && projection.KeyOf(rec) == key {
-				capture()
-			}
-		},
-		after: func(rec events.Record) {
-			if projection.KeyOf(rec) != key {
-				return
-			}
-			if _, created := rec.Event.(*events.GroupCreated); created {
-				seen = true
-			}
-			if id := reshardingOf(rec.Event); id != "" {
-				capture()
-				if _, rb := rec.Event.(*events.ReshardingRolledBack); rb {
-					rollbacks[id] = rec
+	hooks := func(st *projection.State) foldOptions {
+		return foldOptions{
+			before: func(rec events.Record) {
+				if _, del := rec.Event.(*events.GroupDeleted); del && projection.KeyOf(rec) == key {
+					capture(st)
 				}
-			}
-		},
-	})
-	if err != nil {
+			},
+			after: func(rec events.Record) {
+				if projection.KeyOf(rec) != key {
+					return
+				}
+				if _, created := rec.Event.(*events.GroupCreated); created {
+					seen = true
+				}
+				if id := reshardingOf(rec.Event); id != "" {
+					capture(st)
+					if _, rb := rec.Event.(*events.ReshardingRolledBack); rb {
+						rollbacks[id] = rec
+					}
+				}
+			},
+		}
+	}
+	if t, ok := log.(*TrimmedLog); ok {
+		// Before the base snapshot only the archive is left: folded alone it
+		// gives every resharding of that time, including those of a group
+		// deleted since. Membership events, which move the group epoch, are not
+		// archived, so the epochs it records there may be too low; the base
+		// snapshot then replaces every resharding it still holds with its
+		// exact copy.
+		pre := &folder{log: t, st: projection.New(), end: f.st.LastID()}
+		if err := pre.fold(ctx, hooks(pre.st)); err != nil {
+			return nil, err
+		}
+		capture(f.st)
+	}
+	if err := f.fold(ctx, hooks(f.st)); err != nil {
 		return nil, err
 	}
-	capture()
+	capture(f.st)
 	if !seen {
 		return nil, fmt.Errorf("%w: %s never appears in the log (read to %s)", ErrGroupNotFound, groupName(key), f.st.LastID())
 	}

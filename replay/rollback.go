@@ -44,15 +44,20 @@ type Plan struct {
 
 // RollbackPlan folds the whole log and explains what rolling back the
 // resharding would involve. An unknown resharding is ErrReshardingNotFound; a
-// group that never appears is ErrGroupNotFound.
+// group that never appears is ErrGroupNotFound. On a TrimmedLog, a resharding
+// that began before the base snapshot is ErrTrimmed.
 func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, reshardingID string) (*Plan, error) {
 	if reshardingID == "" {
 		return nil, fmt.Errorf("%w: empty resharding id", ErrInvalidArgument)
 	}
-	f, err := newFolder(ctx, log, projection.New())
+	f, err := startFolder(ctx, log)
 	if err != nil {
 		return nil, err
 	}
+	// On a trimmed log, a resharding that began before the base snapshot has
+	// no state before it left to compare with.
+	g0, inBase := f.st.Group(key)
+	startedBefore := inBase && g0.Migration(reshardingID) != nil
 	var (
 		seen          bool
 		before, after *projection.Group
@@ -61,6 +66,7 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 		lastID        string
 		running, n    int // entries of the group since the first event; up to the last
 	)
+	seen = inBase
 	err = f.fold(ctx, foldOptions{
 		before: func(rec events.Record) {
 			if projection.KeyOf(rec) != key {
@@ -96,6 +102,9 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 	}
 	if !seen {
 		return nil, fmt.Errorf("%w: %s never appears in the log (read to %s)", ErrGroupNotFound, groupName(key), f.st.LastID())
+	}
+	if startedBefore && firstID == "" {
+		return nil, log.(*TrimmedLog).errBefore("the start of resharding " + reshardingID)
 	}
 	if firstID == "" || after == nil || after.Migration(reshardingID) == nil {
 		return nil, fmt.Errorf("%w: %s has no resharding %s (log read to %s)", ErrReshardingNotFound, groupName(key), reshardingID, f.st.LastID())

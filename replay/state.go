@@ -17,7 +17,8 @@ type Point struct {
 }
 
 // StateAt folds the log from zero up to p and returns the projection and the id
-// of the last entry folded (events.ZeroID when none).
+// of the last entry folded (events.ZeroID when none). A TrimmedLog is folded
+// from its base snapshot; a point before it is ErrTrimmed.
 //
 // With UntilID, every entry with an id at or before it is folded; the id need
 // not exist, and nothing after it is decoded, so the state just before a
@@ -34,11 +35,17 @@ func StateAt(ctx context.Context, log events.Log, p Point) (*projection.State, s
 		if _, err := parseUserID("until id", p.UntilID); err != nil {
 			return nil, "", err
 		}
+		if err := checkPoint(log, "until id", p.UntilID); err != nil {
+			return nil, "", err
+		}
 		o.until = p.UntilID
 	case !p.At.IsZero():
+		if err := checkTime(ctx, log, p.At); err != nil {
+			return nil, "", err
+		}
 		o.stop = func(rec events.Record) bool { return rec.Time.After(p.At) }
 	}
-	f, err := newFolder(ctx, log, projection.New())
+	f, err := startFolder(ctx, log)
 	if err != nil {
 		return nil, "", err
 	}

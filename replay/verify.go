@@ -23,6 +23,11 @@ type VerifyResult struct {
 	Digest string `json:"digest"`
 	// Match: every check passed.
 	Match bool `json:"match"`
+	// TrimmedTo and FromSnapshot are set for a log trimmed at its head: it
+	// cannot be folded from zero, so the "full" fold starts from the kept
+	// snapshot at FromSnapshot (Entries counts the entries after it).
+	TrimmedTo    string `json:"trimmedTo,omitempty"`
+	FromSnapshot string `json:"fromSnapshot,omitempty"`
 	// Snapshot is the snapshot check; nil when no snapshot was given.
 	Snapshot *SnapshotCheck `json:"snapshot"`
 	// Problems says, in words, what did not match.
@@ -57,8 +62,12 @@ type GroupDifference struct {
 // sorted. A mismatch is a result (Match false), not an error; an entry that
 // does not decode is an error naming its id. The log is read to its last entry
 // at the start, so load the snapshot before calling Verify on a live log.
+//
+// A TrimmedLog cannot be folded from zero: the fold starts from its base
+// snapshot (the oldest kept one) and the result says so; the snapshot check
+// then compares the given snapshot plus its tail with the base plus its tail.
 func Verify(ctx context.Context, log events.Log, snapshot []byte) (*VerifyResult, error) {
-	full, err := newFolder(ctx, log, projection.New())
+	full, err := startFolder(ctx, log)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +92,10 @@ func Verify(ctx context.Context, log events.Log, snapshot []byte) (*VerifyResult
 		res.Match = false
 		res.Problems = append(res.Problems, fmt.Sprintf(format, args...))
 	}
+	trimmed, isTrimmed := log.(*TrimmedLog)
+	if isTrimmed {
+		res.TrimmedTo, res.FromSnapshot = trimmed.trimmedTo, trimmed.baseID
+	}
 
 	// A snapshot of this very state must restore to the same bytes, or no
 	// snapshot the coordinator writes can be trusted.
@@ -106,6 +119,11 @@ func Verify(ctx context.Context, log events.Log, snapshot []byte) (*VerifyResult
 		return res, nil
 	}
 	check.LastID = restored.LastID()
+	if isTrimmed {
+		if c, err := events.CompareIDs(check.LastID, trimmed.trimmedTo); err == nil && c < 0 {
+			fail("the snapshot at %s is behind the log's trim point %s: the log no longer holds the entries after it", check.LastID, trimmed.trimmedTo)
+		}
+	}
 	if c, err := events.CompareIDs(check.LastID, full.end); err == nil && c > 0 {
 		fail("the snapshot is at %s, after the log's last entry %s: the log was trimmed or the snapshot belongs to another log", check.LastID, full.end)
 	}
@@ -200,7 +218,12 @@ func (r *VerifyResult) WriteText(w io.Writer) error {
 	if !r.Match {
 		verdict = "MISMATCH"
 	}
-	fmt.Fprintf(&b, "%s: folded %d entries from zero to %s (%s)\n", verdict, r.Entries, r.LastID, r.Digest)
+	if r.FromSnapshot != "" {
+		fmt.Fprintf(&b, "%s: folded %d entries from the snapshot at %s to %s (%s)\n", verdict, r.Entries, r.FromSnapshot, r.LastID, r.Digest)
+		fmt.Fprintf(&b, "the log was trimmed up to %s: it cannot be folded from zero, so the check starts from the oldest kept snapshot\n", r.TrimmedTo)
+	} else {
+		fmt.Fprintf(&b, "%s: folded %d entries from zero to %s (%s)\n", verdict, r.Entries, r.LastID, r.Digest)
+	}
 	if s := r.Snapshot; s == nil {
 		b.WriteString("snapshot: none checked\n")
 	} else if s.Error != "" {
