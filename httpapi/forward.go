@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -18,6 +19,12 @@ import (
 // replica. The leader answers; the follower relays the answer unchanged, with
 // X-Rsc-Forwarded-To naming the leader. A forwarded request is never forwarded
 // again: a replica that receives one without leading answers 503.
+//
+// A few reads depend on what only the leader holds in memory: members' leases,
+// last heartbeats and reported progress, and the drain evidence of its last
+// tick (members, consumption, and migration views). A follower forwards those
+// too, and serves them from its own state (with X-Rsc-Leader-Unreachable)
+// when the leader does not answer.
 
 // Headers of forwarding.
 const (
@@ -31,6 +38,18 @@ type forwarder struct {
 	proxies map[string]*httputil.ReverseProxy
 }
 
+// leaderReads are the GET routes whose answer includes the leader's memory.
+var leaderReads = map[string]bool{
+	monitoringGroupPath + "/members":                   true,
+	monitoringGroupPath + "/consumption":               true,
+	monitoringGroupPath + "/migrations":                true,
+	monitoringGroupPath + "/migrations/{reshardingId}": true,
+	groupPath + "/migrations":                          true,
+	groupPath + "/migrations/{reshardingId}":           true,
+}
+
+type localFallbackKey struct{}
+
 // isWrite reports whether a request changes state and so must reach the leader.
 func isWrite(r *http.Request) bool {
 	switch r.Method {
@@ -42,12 +61,19 @@ func isWrite(r *http.Request) bool {
 
 // forward relays a write to the leader when this replica follows; false means
 // the request is this replica's to serve.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
-	if !isWrite(r) || s.c.Role() != commands.RoleFollower {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) bool {
+	write := isWrite(r)
+	read := r.Method == http.MethodGet && leaderReads[route]
+	if (!write && !read) || s.c.Role() != commands.RoleFollower {
 		return false
 	}
 	leader := s.c.LeaderNow(r.Context())
-	if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
+	if read {
+		if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
+			return false
+		}
+		r = r.WithContext(context.WithValue(r.Context(), localFallbackKey{}, true))
+	} else if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, commands.ErrNotLeader)
 		return true
@@ -89,6 +115,11 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback {
+				w.Header().Set("X-Rsc-Leader-Unreachable", leaderName)
+				s.router.ServeHTTP(w, r)
+				return
+			}
 			s.log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed")
 			w.Header().Set("Retry-After", "1")
 			s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: commands.ErrNotLeader.Code,

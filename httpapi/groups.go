@@ -12,6 +12,8 @@ import (
 const (
 	streamPath = "/coord/v1/streams/{streamPrefix}"
 	groupPath  = streamPath + "/groups/{consumerGroup}"
+	// monitoringGroupPath is a group's monitoring route prefix.
+	monitoringGroupPath = "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}"
 )
 
 func (s *Server) registerGroupRoutes() {

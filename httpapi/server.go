@@ -117,7 +117,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p != nil {
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 	}
-	if s.forward(rec, r) {
+	if s.forward(rec, r, route) {
 		return
 	}
 	s.router.ServeHTTP(rec, r)

@@ -1,0 +1,180 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi"
+)
+
+// otherLeader is a lease always held by another replica.
+type otherLeader struct{ url string }
+
+func (o otherLeader) info() commands.LeaderInfo {
+	return commands.LeaderInfo{Holder: "replica-a#00ff", URL: o.url, Token: 7, TTL: time.Second}
+}
+func (o otherLeader) Acquire(context.Context, time.Duration) (commands.LeaderInfo, error) {
+	return o.info(), nil
+}
+func (o otherLeader) Renew(context.Context, time.Duration) (bool, error)  { return false, nil }
+func (o otherLeader) Release(context.Context) error                       { return nil }
+func (o otherLeader) Leader(context.Context) (commands.LeaderInfo, error) { return o.info(), nil }
+
+// fakeLeader records what reaches it.
+type fakeLeader struct {
+	mu   sync.Mutex
+	hits []*http.Request
+	body []string
+}
+
+func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.hits = append(f.hits, r.Clone(context.Background()))
+	f.body = append(f.body, string(b))
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write([]byte(`{"servedBy":"leader"}`))
+}
+
+func (f *fakeLeader) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.hits)
+}
+
+func startFollower(t *testing.T, leaderURL string) (*httptest.Server, *commands.Coordinator) {
+	t.Helper()
+	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), CoordinatorID: "replica-b",
+		Lease: otherLeader{url: leaderURL}, LeaseTTL: 300 * time.Millisecond}, events.NewMemLog(), nil, nil, nil)
+	if err := c.Load(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	c.Run()
+	t.Cleanup(c.Close)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Leader().URL != leaderURL {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never learned the leader")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, c, nil))
+	t.Cleanup(srv.Close)
+	return srv, c
+}
+
+func send(t *testing.T, method, url, body string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("admin", "password")
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
+	leader := &fakeLeader{}
+	ls := httptest.NewServer(leader)
+	defer ls.Close()
+	fs, c := startFollower(t, ls.URL)
+	if c.Role() != commands.RoleFollower || c.IsLeader() {
+		t.Fatalf("role %s", c.Role())
+	}
+	scalePath := "/coord/v1/streams/a%2Fb/groups/g/scale"
+	cases := []struct {
+		name, method, path string
+		forwarded          bool
+	}{
+		{"scale", http.MethodPost, scalePath, true},
+		{"heartbeat", http.MethodPost, "/coord/v1/streams/p/groups/g/members/m1/heartbeat", true},
+		{"delete", http.MethodDelete, "/coord/v1/streams/p/groups/g", true},
+		{"members (leader memory)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g/members", true},
+		{"migration (leader memory)", http.MethodGet, "/coord/v1/streams/p/groups/g/migrations/r1", true},
+		{"routing (local)", http.MethodGet, "/coord/v1/streams/p/groups/g/producer-routing", false},
+		{"group (local)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g", false},
+		{"audit (local)", http.MethodGet, "/coord/v1/monitoring/events", false},
+		{"login (local)", http.MethodPost, "/coord/v1/auth/login", false},
+		{"readyz (local)", http.MethodGet, "/readyz", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := leader.count()
+			resp, body := send(t, tc.method, fs.URL+tc.path, `{"targetShardCount":3}`, nil)
+			got := leader.count() - before
+			if tc.forwarded {
+				if got != 1 || resp.StatusCode != http.StatusAccepted || resp.Header.Get("X-Rsc-Forwarded-To") != ls.URL || !strings.Contains(body, "leader") {
+					t.Fatalf("want forwarded: leader hits %d, status %d, X-Rsc-Forwarded-To %q, body %s", got, resp.StatusCode, resp.Header.Get("X-Rsc-Forwarded-To"), body)
+				}
+				leader.mu.Lock()
+				hit, hitBody := leader.hits[len(leader.hits)-1], leader.body[len(leader.body)-1]
+				leader.mu.Unlock()
+				if hit.URL.EscapedPath() != tc.path || hit.Method != tc.method || hit.Header.Get("Authorization") == "" || hit.Header.Get("X-Rsc-Forwarded-By") != "replica-b" {
+					t.Fatalf("leader saw %s %s auth %q by %q", hit.Method, hit.URL.EscapedPath(), hit.Header.Get("Authorization"), hit.Header.Get("X-Rsc-Forwarded-By"))
+				}
+				if tc.method == http.MethodPost && hitBody != `{"targetShardCount":3}` {
+					t.Fatalf("leader got body %q", hitBody)
+				}
+				return
+			}
+			if got != 0 || resp.Header.Get("X-Rsc-Forwarded-To") != "" {
+				t.Fatalf("want served locally: leader hits %d, status %d, body %s", got, resp.StatusCode, body)
+			}
+		})
+	}
+
+	var ready map[string]any
+	_, body := send(t, http.MethodGet, fs.URL+"/readyz", "", nil)
+	if err := json.Unmarshal([]byte(body), &ready); err != nil {
+		t.Fatal(err)
+	}
+	if ready["status"] != "READY" || ready["role"] != "FOLLOWER" || ready["leader"] != "replica-a" || ready["leaderUrl"] != ls.URL {
+		t.Fatalf("follower /readyz: %s", body)
+	}
+
+	// A request some other follower forwarded already is not forwarded again.
+	before := leader.count()
+	resp, body := send(t, http.MethodPost, fs.URL+scalePath, `{}`, map[string]string{"X-Rsc-Forwarded-By": "replica-c"})
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "COORDINATOR_STATE_MUTEX_UNAVAILABLE") || leader.count() != before {
+		t.Fatalf("re-forward: %d %s (leader hits +%d)", resp.StatusCode, body, leader.count()-before)
+	}
+	// Decisions reached directly (not over HTTP) are refused on a follower.
+	if _, err := c.CreateGroup(context.Background(), events.Meta{}, commands.CreateGroupInput{StreamPrefix: "p", ConsumerGroup: "g"}); err == nil || !strings.Contains(err.Error(), "leader lease") {
+		t.Fatalf("CreateGroup on a follower: %v", err)
+	}
+
+	// The leader stops answering: writes get a retryable 503, leader-memory
+	// reads fall back to the follower's own state.
+	ls.Close()
+	resp, body = send(t, http.MethodPost, fs.URL+scalePath, `{}`, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "did not answer") {
+		t.Fatalf("write with the leader down: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, body = send(t, http.MethodGet, fs.URL+"/coord/v1/monitoring/streams/p/groups/g/members", "", nil)
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("X-Rsc-Leader-Unreachable") == "" || !strings.Contains(body, "GROUP_NOT_FOUND") {
+		t.Fatalf("members read with the leader down: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+}
