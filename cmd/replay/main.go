@@ -56,7 +56,8 @@ commands:
   diff            what changed for a group between --from ID and --to ID (default: start and end)
   rollback-plan   rollback-plan <reshardingId>: what undoing a resharding of a group involves
   verify          fold the log from zero and compare the snapshot at <log-stream>:snapshot
-                  (--snapshot FILE instead, --no-snapshot to skip)
+                  (--snapshot FILE instead, --no-snapshot to skip); a trimmed log is
+                  folded from its oldest kept snapshot instead of zero
   export          write the log as JSON lines to --out FILE (default stdout)
 
 global flags (accepted before or after the command):
@@ -68,6 +69,11 @@ global flags (accepted before or after the command):
 exit status: 0 answered; 1 verification failed, or the group or resharding does not
 exist; 2 usage error; 3 source error (Redis unreachable, bad file, undecodable entry).
 Run "replay <command> -h" for a command's flags.
+
+A log trimmed by the coordinator (--trim-log) is read with its archive
+(<log-stream>:archive): events and history list the archived resharding and
+admin events before the trim point; state, diff and rollback-plan fold from the
+oldest kept snapshot and refuse an earlier point (exit 1).
 `
 
 func main() {
@@ -174,7 +180,7 @@ func (c *cli) exit(err error) int {
 	case errors.As(err, &ue), errors.Is(err, replay.ErrInvalidArgument):
 		fmt.Fprintf(c.stderr, "replay: %v\n", err)
 		return exitUsage
-	case errors.Is(err, replay.ErrGroupNotFound), errors.Is(err, replay.ErrReshardingNotFound):
+	case errors.Is(err, replay.ErrGroupNotFound), errors.Is(err, replay.ErrReshardingNotFound), errors.Is(err, replay.ErrTrimmed):
 		fmt.Fprintf(c.stderr, "replay: %v\n", err)
 		return exitFailed
 	default:
@@ -249,6 +255,10 @@ func noArgs(cmd string, pos []string) error {
 type source struct {
 	log events.Log
 	rdb *redis.Client // nil for a file
+	// trimmed is set when the coordinator trimmed the log's head (--trim-log):
+	// log is then a replay.TrimmedLog over the log, its archive and its kept
+	// snapshots.
+	trimmed *replay.TrimmedLog
 }
 
 func (s *source) Close() {
@@ -293,7 +303,47 @@ func (c *cli) open(ctx context.Context) (*source, error) {
 	if n, err := rdb.Exists(pctx, c.logStream).Result(); err == nil && n == 0 {
 		fmt.Fprintf(c.stderr, "replay: warning: log stream %q does not exist in redis at %s; reading an empty log\n", c.logStream, opts.Addr)
 	}
-	return &source{log: redisstore.NewLog(rdb, c.logStream), rdb: rdb}, nil
+	src := &source{log: redisstore.NewLog(rdb, c.logStream), rdb: rdb}
+	if err := c.openTrimmed(ctx, src); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return src, nil
+}
+
+// openTrimmed makes src read a log trimmed at its head together with its
+// archive, folding from the oldest kept snapshot (a fold from zero is no
+// longer possible).
+func (c *cli) openTrimmed(ctx context.Context, src *source) error {
+	l := redisstore.NewLog(src.rdb, c.logStream)
+	trimmedTo, err := l.TrimmedTo(ctx)
+	if err != nil || trimmedTo == events.ZeroID {
+		return err
+	}
+	store := redisstore.NewSnapshotStore(src.rdb, c.logStream)
+	ids, err := store.Kept(ctx)
+	if err != nil {
+		return err
+	}
+	var snaps [][]byte
+	for i := len(ids) - 1; i >= 0; i-- { // oldest first
+		data, err := store.LoadAt(ctx, ids[i])
+		if err != nil {
+			return err
+		}
+		if data != nil {
+			snaps = append(snaps, data)
+		}
+	}
+	t, err := replay.NewTrimmedLog(l, l.Archive(), trimmedTo, snaps)
+	if err != nil {
+		return err
+	}
+	src.log, src.trimmed = t, t
+	if t.BaseID() == "" {
+		fmt.Fprintf(c.stderr, "replay: warning: the log was trimmed up to %s and no kept snapshot reaches that point; only events can be read\n", trimmedTo)
+	}
+	return nil
 }
 
 // printJSON writes v as indented JSON.
@@ -599,6 +649,9 @@ func (c *cli) export(ctx context.Context, args []string) error {
 		return err
 	}
 	defer src.Close()
+	if src.trimmed != nil {
+		fmt.Fprintf(c.stderr, "replay: warning: the log was trimmed up to %s: the export holds the archived resharding and admin events before it, then the log; a fold of the file from zero will not match the coordinator's state\n", src.trimmed.TrimmedTo())
+	}
 	if *out == "" || *out == "-" {
 		_, err := replay.Export(ctx, src.log, c.stdout)
 		return err

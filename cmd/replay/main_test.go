@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/redisstore"
@@ -337,5 +338,81 @@ func TestIntegrationRedis(t *testing.T) {
 	r = mustRun(t, exitOK, "--redis", srv.URL(), "--log-stream", "nothing:here", "verify", "--no-snapshot")
 	if !strings.Contains(r.stderr, "does not exist") {
 		t.Fatalf("no warning for a missing log stream:\n%s", r.stderr)
+	}
+}
+
+// TestIntegrationRedisTrimmedLog runs the command against a log the
+// coordinator trimmed (--trim-log) behind the older of two kept snapshots.
+func TestIntegrationRedisTrimmedLog(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	const stream = "test:trimmed"
+
+	f, err := os.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := replay.Import(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch [][]byte
+	for _, e := range mem.Entries() {
+		batch = append(batch, e.Data)
+	}
+	log := redisstore.NewLog(rdb, stream)
+	ids, err := log.Append(ctx, events.ZeroID, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := redisstore.NewSnapshotStore(rdb, stream)
+	for _, at := range []string{ids[15], ids[len(ids)-1]} {
+		st, _, err := replay.StateAt(ctx, log, replay.Point{UntilID: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := st.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Save(ctx, at, snap, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archived, _, err := log.TrimBefore(ctx, ids[15], func(e events.Entry) bool {
+		rec, err := events.Decode(e.ID, e.Data)
+		return err != nil || commands.ArchivedType(rec.Type)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := []string{"--redis", srv.URL(), "--log-stream", stream}
+
+	r := mustRun(t, exitOK, append(remote, "events")...)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if want := int(archived) + len(ids) - 15; len(lines) != want {
+		t.Fatalf("events lists %d entries, want %d archived + %d in the log:\n%s", len(lines), archived, len(ids)-15, r.stdout)
+	}
+	if !strings.Contains(lines[0], `"type":"group.created"`) || strings.Contains(r.stdout, ids[5]+`"`) {
+		t.Fatalf("events should start with the archived group.created and skip the trimmed membership entry %s:\n%s", ids[5], r.stdout)
+	}
+	r = mustRun(t, exitOK, append(remote, "history", "--stream-prefix", "orders", "--group", "billing", "-o", "text")...)
+	if !strings.Contains(r.stdout, "reshard-0001: SCALE_IN 4 -> 2 shards, DEPRECATED") || !strings.Contains(r.stdout, ids[14]) {
+		t.Fatalf("history lacks the resharding or its archived start %s:\n%s", ids[14], r.stdout)
+	}
+	r = mustRun(t, exitFailed, append(remote, "state", "--until", ids[3])...)
+	if !strings.Contains(r.stderr, "oldest point that can be replayed") || !strings.Contains(r.stderr, ids[15]) {
+		t.Fatalf("state before the trim point: stderr does not explain it:\n%s", r.stderr)
+	}
+	mustRun(t, exitOK, append(remote, "state", "--until", ids[20], "--stream-prefix", "orders", "--group", "billing")...)
+	r = mustRun(t, exitOK, append(remote, "verify", "-o", "text")...)
+	if !strings.Contains(r.stdout, "OK: folded") || !strings.Contains(r.stdout, "cannot be folded from zero") || !strings.Contains(r.stdout, "from the snapshot at "+ids[15]) {
+		t.Fatalf("verify of a trimmed log:\n%s", r.stdout)
+	}
+	r = mustRun(t, exitOK, append(remote, "export")...)
+	if !strings.Contains(r.stderr, "was trimmed") {
+		t.Fatalf("export of a trimmed log without a warning:\n%s", r.stderr)
 	}
 }
