@@ -242,6 +242,9 @@ func (c *Coordinator) Run() {
 	go func() { defer c.wg.Done(); c.ticker() }()
 	go func() { defer c.wg.Done(); c.follow() }()
 	if c.cfg.Lease != nil {
+		// One round before returning, so a replica that finds the lease free
+		// leads by the time its first request arrives.
+		c.electOnce(c.cfg.LeaseTTL / 3)
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.elect() }()
 	}

@@ -111,12 +111,12 @@ func (c *Coordinator) elect() {
 		period = 10 * time.Millisecond
 	}
 	for {
-		c.electOnce(period)
 		select {
 		case <-c.stop:
 			return
 		case <-time.After(period):
 		}
+		c.electOnce(period)
 	}
 }
 
