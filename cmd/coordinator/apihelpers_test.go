@@ -415,7 +415,8 @@ func apiKeysOf(m map[string]any) []string {
 	return out
 }
 
-// apiKeys lists the Redis keys, without the coordinator's own (log, snapshot).
+// apiKeys lists the Redis keys, without the coordinator's own (log, snapshots,
+// archive: "<log>..." and "{<log>:snapshot}:...").
 func apiKeys(tb testing.TB, tc *testCoordinator, rdb *redis.Client) []string {
 	tb.Helper()
 	keys, err := rdb.Keys(context.Background(), "*").Result()
@@ -424,7 +425,7 @@ func apiKeys(tb testing.TB, tc *testCoordinator, rdb *redis.Client) []string {
 	}
 	var out []string
 	for _, k := range keys {
-		if strings.HasPrefix(k, tc.Main.LogStream) {
+		if strings.HasPrefix(k, tc.Main.LogStream) || strings.HasPrefix(k, "{"+tc.Main.LogStream) {
 			continue
 		}
 		out = append(out, k)
