@@ -40,12 +40,19 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	o := b.o
 	rdb := b.st.rdb
 	logKey := b.st.key("hb-events")
-	b.st.track(redisstore.NewSnapshotStore(rdb, logKey).Key())
+	snaps := redisstore.NewSnapshotStore(rdb, logKey)
+	b.st.track(snaps.Key(), snaps.IDsKey())
+	defer func() {
+		// Older snapshots are named by their ids; they are known once the run ends.
+		if keys, err := snaps.Keys(context.WithoutCancel(ctx)); err == nil {
+			b.st.track(keys...)
+		}
+	}()
 	rlog := redisstore.NewLog(rdb, logKey)
 	coord := commands.New(commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(),
-	}, rlog, redisstore.NewShards(rdb), redisstore.NewSnapshotStore(rdb, logKey), nil)
+	}, rlog, redisstore.NewShards(rdb), snaps, nil)
 	if err := coord.Load(ctx, false); err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/rscoord/rsc/redisstore"
 )
 
-// runLog runs the four log benchmarks: append, fold from memory, replay from
-// Redis and start-up.
+// runLog runs the log benchmarks: append, fold from memory, replay from
+// Redis, start-up, and start-up on a trimmed log.
 func (b *bench) runLog(ctx context.Context, rep *Report) error {
 	if err := b.logAppend(ctx, rep); err != nil {
 		return fmt.Errorf("log append: %w", err)
@@ -41,7 +41,14 @@ func (b *bench) runLog(ctx context.Context, rep *Report) error {
 	if err := b.logStartup(ctx, rep, rlog, st); err != nil {
 		return fmt.Errorf("log start-up: %w", err)
 	}
-	return b.st.drop(ctx, rlog.Key(), redisstore.NewSnapshotStore(b.st.rdb, rlog.Key()).Key())
+	if err := b.logTrim(ctx, rep, rlog, st); err != nil {
+		return fmt.Errorf("log trim: %w", err)
+	}
+	snapKeys, err := redisstore.NewSnapshotStore(b.st.rdb, rlog.Key()).Keys(ctx)
+	if err != nil {
+		return err
+	}
+	return b.st.drop(ctx, append(snapKeys, rlog.Key())...)
 }
 
 // appendPayloads are realistic log entries for a 100-member, 128-shard group (the
@@ -306,7 +313,8 @@ func mixString(counts map[string]int, n int) string {
 func (b *bench) logReplay(ctx context.Context, rep *Report, ml *events.MemLog) (*redisstore.Log, *projection.State, error) {
 	rdb := b.st.rdb
 	key := b.st.key("events")
-	b.st.track(redisstore.NewSnapshotStore(rdb, key).Key())
+	snaps := redisstore.NewSnapshotStore(rdb, key)
+	b.st.track(snaps.Key(), snaps.IDsKey())
 	if err := b.st.drop(ctx, key); err != nil {
 		return nil, nil, err
 	}

@@ -3,8 +3,9 @@
 // ratio to the baseline (tables, or JSON with -json):
 //
 //	rscbench log        append (Lua compare-and-append vs plain XADD), fold from
-//	                    memory, replay from Redis (FoldLog vs raw XRANGE) and
-//	                    start-up (snapshot + empty tail vs the whole log)
+//	                    memory, replay from Redis (FoldLog vs raw XRANGE),
+//	                    start-up (snapshot + empty tail vs the whole log) and
+//	                    start-up from the snapshot on a trimmed vs untrimmed log
 //	rscbench heartbeat  steady heartbeats over the real HTTP server vs a bare
 //	                    net/http JSON handler, then rebalance
 //	rscbench rebalance  rounds and shard moves when members join and leave
@@ -38,7 +39,8 @@ absolute figures with the ratio to each baseline.
 
 commands:
   log        Log.Append vs XADD; fold from memory; FoldLog from Redis vs raw
-             XRANGE; start-up from a snapshot vs from the whole log
+             XRANGE; start-up from a snapshot vs from the whole log; start-up
+             from the snapshot with the log trimmed (--trim-log) vs untrimmed
   heartbeat  steady heartbeats over HTTP vs a bare net/http JSON handler
              (throughput, p50/p99, events per steady heartbeat), then rebalance
   rebalance  rounds until stable and shards moved when members join and leave

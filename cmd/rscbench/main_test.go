@@ -114,14 +114,20 @@ func TestLogTiny(t *testing.T) {
 	srv := redistest.StartProcess(t)
 	r := mustRun(t, "log", "--events", "2000", "--append-slice", "20ms", "--append-rounds", "2", "--reps", "2", "--redis", srv.URL(), "-json")
 	rep := decodeReport(t, r.stdout)
-	got := checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup")
+	got := checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "log.trim")
 	for _, s := range rep.Sections {
-		if (s.Name == "log.fold" || s.Name == "log.replay" || s.Name == "log.startup") && s.Params["events"] != float64(2000) {
+		if (s.Name == "log.fold" || s.Name == "log.replay" || s.Name == "log.startup" || s.Name == "log.trim") && s.Params["events"] != float64(2000) {
 			t.Errorf("%s: events = %v, want 2000", s.Name, s.Params["events"])
 		}
 	}
 	if v := value(t, got, "log.startup", "snapshot size"); v <= 0 {
 		t.Errorf("snapshot size = %v", v)
+	}
+	if v := value(t, got, "log.trim", "entries removed"); v != 1800 {
+		t.Errorf("entries removed by the trim = %v, want 1800 (all but the last tenth)", v)
+	}
+	if v := value(t, got, "log.trim", "entries archived (resharding and admin)"); v <= 0 || v >= 1800 {
+		t.Errorf("entries archived = %v, want some of the 1800 removed", v)
 	}
 	for _, name := range []string{"Log.Append batch=1", "Log.Append batch=64"} {
 		value(t, got, "log.append", name)
@@ -173,7 +179,7 @@ func TestAllStartsAndStopsItsOwnRedis(t *testing.T) {
 		"--members", "40", "--groups", "2", "--shards", "8", "--requests", "80", "--concurrency", "4",
 		"--rebalance-members", "10", "--rebalance-shards", "32", "--leavers", "1", "-json")
 	rep := decodeReport(t, r.stdout)
-	checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "heartbeat.steady", "heartbeat.rebalance")
+	checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "log.trim", "heartbeat.steady", "heartbeat.rebalance")
 	addr, ok := strings.CutPrefix(rep.Env.RedisSource, "throwaway redis-server ")
 	if !ok {
 		t.Fatalf("redisSource = %q, want a throwaway server", rep.Env.RedisSource)
