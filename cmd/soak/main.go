@@ -54,6 +54,7 @@ type options struct {
 	verbose        bool
 	keep           bool
 	faults         map[string]bool
+	replicas       int
 }
 
 // faultKinds are the values of --faults.
@@ -67,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.seed, "seed", 0, "seed of every random choice (0: from the clock; printed, to replay a run's choices)")
 	fs.StringVar(&o.coordinatorBin, "coordinator-bin", "", "coordinator `binary` (default: go build ./cmd/coordinator into a temporary directory, else bin/coordinator)")
 	fs.BoolVar(&o.verbose, "v", false, "narrate every operation and fault")
+	fs.IntVar(&o.replicas, "replicas", 1, "coordinator processes: 1 runs one; more run them with --ha on one log, and a coordinator kill kills the leader")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, Redis data) even when every check passed")
 	faults := fs.String("faults", strings.Join(faultKinds, ","), "comma-separated `kinds` of faults to inject: coordinator (kill -9), crash (exit right after an event), member (member process kill -9), redis (restart with AOF), rollback")
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +76,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.replicas < 1 {
+		return o, fmt.Errorf("--replicas must be at least 1")
 	}
 	o.faults = map[string]bool{}
 	for _, f := range strings.Split(*faults, ",") {
@@ -138,7 +143,8 @@ type soak struct {
 	total *chaos.Report
 
 	redis   *chaos.RedisServer
-	coord   *chaos.Coordinator
+	coord   chaos.Process
+	stop    func()
 	members *os.File
 }
 
@@ -165,8 +171,17 @@ func (s *soak) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.coord = &chaos.Coordinator{Bin: bin, RedisURL: s.redis.URL(), LogStream: "soak:events",
-		Addr: fmt.Sprintf("127.0.0.1:%d", port), LogPath: filepath.Join(s.dir, "coordinator.log")}
+	if s.o.replicas > 1 {
+		set, err := chaos.NewReplicaSet(bin, s.redis.URL(), "soak:events", s.dir, s.o.replicas)
+		if err != nil {
+			return err
+		}
+		s.coord, s.stop = set, set.Stop
+	} else {
+		one := &chaos.Coordinator{Bin: bin, RedisURL: s.redis.URL(), LogStream: "soak:events",
+			Addr: fmt.Sprintf("127.0.0.1:%d", port), LogPath: filepath.Join(s.dir, "coordinator.log")}
+		s.coord, s.stop = one, one.Stop
+	}
 	if err := s.coord.Start(ctx); err != nil {
 		return err
 	}
@@ -321,8 +336,8 @@ func (s *soak) coordinatorBinary() (string, error) {
 }
 
 func (s *soak) cleanup() {
-	if s.coord != nil {
-		s.coord.Stop()
+	if s.stop != nil {
+		s.stop()
 	}
 	if s.redis != nil {
 		s.redis.Stop()

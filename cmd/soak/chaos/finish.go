@@ -96,7 +96,7 @@ func (r *Round) checkState(ctx context.Context) {
 			r.violation("restart the coordinator: %v", err)
 			return
 		}
-		ok, d, err := CompareServed(ctx, r.admin, r.rdb, r.o.Coordinator.LogStream, r.key)
+		ok, d, err := CompareServed(ctx, r.admin, r.rdb, r.o.Coordinator.Stream(), r.key)
 		if err == nil && ok {
 			diff = ""
 			break
@@ -113,14 +113,14 @@ func (r *Round) checkState(ctx context.Context) {
 	if diff != "" {
 		r.violation("the served group differs from a fresh fold of the log:\n%s", diff)
 	}
-	res, err := VerifyReplay(ctx, r.rdb, r.o.Coordinator.LogStream)
+	res, err := VerifyReplay(ctx, r.rdb, r.o.Coordinator.Stream())
 	switch {
 	case err != nil:
 		r.violation("replay.Verify: %v", err)
 	case !res.Match:
 		r.violation("replay.Verify does not match: %v", res.Problems)
 	}
-	n, violations, err := CheckLog(ctx, redisstore.NewLog(r.rdb, r.o.Coordinator.LogStream), r.key)
+	n, violations, err := CheckLog(ctx, redisstore.NewLog(r.rdb, r.o.Coordinator.Stream()), r.key)
 	if err != nil {
 		r.violation("fold the log: %v", err)
 	}

@@ -72,6 +72,24 @@ func (c *Coordinator) Exited() (exited bool, status string, armed string) {
 	}
 }
 
+// Process is what a Round kills and restarts: one Coordinator, or a
+// ReplicaSet of them on one log.
+type Process interface {
+	URL() string // base URL (a ReplicaSet: every replica's, comma-separated)
+	Start(ctx context.Context) error
+	Kill()
+	ArmCrash(eventType string)
+	Exited() (exited bool, status string, armed string)
+	Tail(n int) string // the last lines of its log(s)
+	Stream() string    // the event log's key
+}
+
+// Tail is the last n lines of the coordinator's log file.
+func (c *Coordinator) Tail(n int) string { return Tail(c.LogPath, n) }
+
+// Stream is the event log's key.
+func (c *Coordinator) Stream() string { return c.LogStream }
+
 // URL is the coordinator's base URL.
 func (c *Coordinator) URL() string { return "http://" + c.Addr }
 

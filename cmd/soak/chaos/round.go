@@ -24,9 +24,9 @@ import (
 
 // Options configure a Round.
 type Options struct {
-	// Coordinator is the coordinator process, running; the round kills and
-	// restarts it.
-	Coordinator *Coordinator
+	// Coordinator is the coordinator process (or a ReplicaSet of them),
+	// running; the round kills and restarts it.
+	Coordinator Process
 	// RedisURL is the Redis the coordinator and everybody else use.
 	RedisURL string
 	// RestartRedis restarts Redis (with persistence); nil: no Redis faults.
@@ -351,7 +351,7 @@ func (r *Round) watch(ctx context.Context) (bool, error) {
 		r.Report.Faults[FaultCrashHook]++
 		r.o.Logf("the coordinator crashed right after appending %s (its crash hook); down for %s", armed, down.Round(time.Millisecond))
 	} else {
-		r.violation("the coordinator exited by itself (%s); its log:\n%s", status, Tail(r.o.Coordinator.LogPath, 30))
+		r.violation("the coordinator exited by itself (%s); its log:\n%s", status, r.o.Coordinator.Tail(30))
 	}
 	if err := sleep(ctx, down); err != nil {
 		return true, err
