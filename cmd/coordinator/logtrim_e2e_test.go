@@ -184,3 +184,22 @@ func mustJSON(tb testing.TB, v any) []byte {
 	}
 	return b
 }
+
+func TestLogGrowthFlags(t *testing.T) {
+	m := NewMain()
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.TrimLog || m.SnapshotKeep != 2 {
+		t.Fatalf("defaults: --trim-log %v --snapshot-keep %d, want false and 2", m.TrimLog, m.SnapshotKeep)
+	}
+	t.Setenv("RSC_TRIM_LOG", "true")
+	t.Setenv("RSC_SNAPSHOT_KEEP", "3")
+	m = NewMain()
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if !m.TrimLog || m.SnapshotKeep != 3 {
+		t.Fatalf("from the environment: --trim-log %v --snapshot-keep %d, want true and 3", m.TrimLog, m.SnapshotKeep)
+	}
+}
