@@ -85,22 +85,7 @@ local h = redis.call('HMGET', KEYS[2], 'token', 'expires')
 if h[1] ~= ARGV[1] or (tonumber(h[2] or '0') or 0) <= now then
   return redis.error_reply('RSCFENCED ' .. tostring(h[1]))
 end
-local last = '0-0'
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = info[i+1] end
-  end
-end
-if last ~= ARGV[2] then
-  return redis.error_reply('RSCCONFLICT ' .. last)
-end
-local ids = {}
-for i = 3, #ARGV do
-  ids[#ids+1] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
-end
-return ids
-`)
+` + compareAndAppendLua(2))
 
 // SameSlotKey names a key that lives in the same Redis Cluster hash slot as
 // key, so one script may touch both: "key:suffix" when key carries a hash tag,

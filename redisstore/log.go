@@ -21,7 +21,12 @@ const entryField = "e"
 // appendScript is compare-and-append: the batch lands only if the stream's last
 // generated id is still the caller's position. The script runs atomically, so two
 // coordinators appending against the same stale position can never both succeed.
-var appendScript = redis.NewScript(`
+var appendScript = redis.NewScript(compareAndAppendLua(1))
+
+// compareAndAppendLua is the body of every append script: KEYS[1] is the log,
+// ARGV[pos] the caller's position, the ARGVs after it the entries.
+func compareAndAppendLua(pos int) string {
+	return fmt.Sprintf(`
 local last = '0-0'
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local info = redis.call('XINFO', 'STREAM', KEYS[1])
@@ -29,15 +34,16 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     if info[i] == 'last-generated-id' then last = info[i+1] end
   end
 end
-if last ~= ARGV[1] then
+if last ~= ARGV[%d] then
   return redis.error_reply('RSCCONFLICT ' .. last)
 end
 local ids = {}
-for i = 2, #ARGV do
+for i = %d, #ARGV do
   ids[#ids+1] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
 end
 return ids
-`)
+`, pos, pos+1)
+}
 
 // Log is an events.Log on one Redis Stream.
 type Log struct {

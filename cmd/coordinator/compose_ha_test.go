@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,82 +35,20 @@ type haReadyz struct {
 // It runs when TestIntegrationCompose does (composeRequired) and then fails,
 // rather than skips, when Docker or Compose is missing.
 func TestIntegrationComposeHA(t *testing.T) {
-	if !composeRequired() {
-		t.Skip("builds an image and runs docker-compose.ha.yml: set RSC_COMPOSE_TEST=1 to run it (make test and CI do)")
-	}
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		t.Fatalf("TestIntegrationComposeHA needs a running Docker daemon (bash .ci/setup.sh starts one): docker info: %v\n%s", err, composeTail(out))
-	}
-	compose := composeCommand(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	redisImage := os.Getenv("RSC_REDIS_IMAGE")
-	if redisImage == "" {
-		redisImage = "rsc-redis:7"
-	}
-	project := fmt.Sprintf("rsccomposeha%d", time.Now().UnixNano()%1_000_000_000)
-	env := append(os.Environ(),
-		"RSC_REDIS_IMAGE="+redisImage, "RSC_COORDINATOR_IMAGE="+composeHAImage,
-		"RSC_BIND=127.0.0.1", "RSC_ADMIN_USER=admin", "RSC_ADMIN_PASSWORD=password",
-	)
 	base := map[string]string{}
 	used := map[int]bool{}
+	var ports []string
 	for i, name := range haReplicas {
 		port := composeFreePort(t)
 		for used[port] {
 			port = composeFreePort(t)
 		}
 		used[port] = true
-		env = append(env, fmt.Sprintf("RSC_PORT_%d=%d", i+1, port))
+		ports = append(ports, fmt.Sprintf("RSC_PORT_%d=%d", i+1, port))
 		base[name] = fmt.Sprintf("http://127.0.0.1:%d", port)
 	}
-	run := func(timeout time.Duration, name string, args ...string) []byte {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir, cmd.Env = root, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, composeTail(out))
-		}
-		return out
-	}
-	dc := func(args ...string) []string {
-		return append(append(compose[1:len(compose):len(compose)], "-p", project, "-f", filepath.Join(root, "docker-compose.ha.yml")), args...)
-	}
-
-	start := time.Now()
-	phase := start
-	lap := func(what string) {
-		t.Logf("%-28s %6.1fs", what, time.Since(phase).Seconds())
-		phase = time.Now()
-	}
-
-	run(5*time.Minute, "bash", "docker/build-image.sh")
-	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", composeHAImage).Run() })
-	lap("build image")
-
-	t.Cleanup(func() {
-		if t.Failed() {
-			cmd := exec.Command(compose[0], dc("logs", "--no-color", "--tail", "30")...)
-			cmd.Dir, cmd.Env = root, env
-			out, _ := cmd.CombinedOutput()
-			t.Logf("compose logs:\n%s", out)
-		}
-		down := time.Now()
-		cmd := exec.Command(compose[0], dc("down", "-v", "--remove-orphans", "-t", "5")...)
-		cmd.Dir, cmd.Env = root, env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("compose down: %v\n%s", err, composeTail(out))
-		}
-		t.Logf("%-28s %6.1fs (total %.1fs)", "compose down -v", time.Since(down).Seconds(), time.Since(start).Seconds())
-	})
-	// up returns once redis-init has formed the cluster and the coordinators started.
-	run(3*time.Minute, compose[0], dc("up", "-d", "--no-build")...)
-	lap("compose up -d")
+	st := startCompose(t, "docker-compose.ha.yml", composeHAImage, "rsccomposeha", ports...)
+	run, dc, lap, compose := st.run, st.dc, st.lap, st.compose
 
 	leader := haWaitLeader(t, base, haReplicas, "", 90*time.Second)
 	var followers []string

@@ -26,72 +26,9 @@ const composeImage = "rsc-coordinator:compose-test"
 // It runs when RSC_COMPOSE_TEST=1, RSC_REQUIRE_DOCKER=1 (make test) or CI is set,
 // and then fails, rather than skips, when Docker or Compose is missing.
 func TestIntegrationCompose(t *testing.T) {
-	if !composeRequired() {
-		t.Skip("builds an image and runs docker-compose.yml: set RSC_COMPOSE_TEST=1 to run it (make test and CI do)")
-	}
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		t.Fatalf("TestIntegrationCompose needs a running Docker daemon (bash .ci/setup.sh starts one): docker info: %v\n%s", err, composeTail(out))
-	}
-	compose := composeCommand(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	redisImage := os.Getenv("RSC_REDIS_IMAGE")
-	if redisImage == "" {
-		redisImage = "rsc-redis:7"
-	}
 	port := composeFreePort(t)
-	project := fmt.Sprintf("rsccompose%d", time.Now().UnixNano()%1_000_000_000)
-	env := append(os.Environ(),
-		"RSC_REDIS_IMAGE="+redisImage, "RSC_COORDINATOR_IMAGE="+composeImage,
-		"RSC_BIND=127.0.0.1", fmt.Sprintf("RSC_PORT=%d", port),
-		"RSC_ADMIN_USER=admin", "RSC_ADMIN_PASSWORD=password",
-	)
-	run := func(timeout time.Duration, name string, args ...string) []byte {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir, cmd.Env = root, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, composeTail(out))
-		}
-		return out
-	}
-	dc := func(args ...string) []string {
-		return append(append(compose[1:len(compose):len(compose)], "-p", project, "-f", filepath.Join(root, "docker-compose.yml")), args...)
-	}
-
-	start := time.Now()
-	phase := start
-	lap := func(what string) {
-		t.Logf("%-28s %6.1fs", what, time.Since(phase).Seconds())
-		phase = time.Now()
-	}
-
-	run(5*time.Minute, "bash", "docker/build-image.sh")
-	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", composeImage).Run() })
-	lap("build image")
-
-	t.Cleanup(func() {
-		if t.Failed() {
-			cmd := exec.Command(compose[0], dc("logs", "--no-color", "--tail", "50")...)
-			cmd.Dir, cmd.Env = root, env
-			out, _ := cmd.CombinedOutput()
-			t.Logf("compose logs:\n%s", out)
-		}
-		down := time.Now()
-		cmd := exec.Command(compose[0], dc("down", "-v", "--remove-orphans", "-t", "5")...)
-		cmd.Dir, cmd.Env = root, env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("compose down: %v\n%s", err, composeTail(out))
-		}
-		t.Logf("%-28s %6.1fs (total %.1fs)", "compose down -v", time.Since(down).Seconds(), time.Since(start).Seconds())
-	})
-	run(2*time.Minute, compose[0], dc("up", "-d", "--no-build")...)
-	lap("compose up -d")
+	st := startCompose(t, "docker-compose.yml", composeImage, "rsccompose", fmt.Sprintf("RSC_PORT=%d", port))
+	run, dc, lap, compose := st.run, st.dc, st.lap, st.compose
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	composeWaitHTTP(t, base+"/readyz", 45*time.Second)
@@ -115,6 +52,94 @@ func TestIntegrationCompose(t *testing.T) {
 		t.Errorf("coordinator container runs as user %q, want 65532", user)
 	}
 	lap("create group, /metrics")
+}
+
+// composeStack is one Compose project of a test: the image it built, the
+// environment, and a cleanup that brings it down (with logs on failure).
+type composeStack struct {
+	t            *testing.T
+	compose      []string // the Compose command
+	root, file   string
+	project      string
+	env          []string
+	start, phase time.Time
+}
+
+// startCompose checks Docker and Compose (failing, not skipping, when the
+// environment asks for the test: composeRequired), builds the coordinator image
+// with docker/build-image.sh as image, and brings file up under a unique
+// project named after prefix; env adds variables (ports).
+func startCompose(t *testing.T, file, image, prefix string, env ...string) *composeStack {
+	t.Helper()
+	if !composeRequired() {
+		t.Skipf("builds an image and runs %s: set RSC_COMPOSE_TEST=1 to run it (make test and CI do)", file)
+	}
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Fatalf("%s needs a running Docker daemon (bash .ci/setup.sh starts one): docker info: %v\n%s", t.Name(), err, composeTail(out))
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisImage := os.Getenv("RSC_REDIS_IMAGE")
+	if redisImage == "" {
+		redisImage = "rsc-redis:7"
+	}
+	st := &composeStack{t: t, compose: composeCommand(t), root: root, file: file,
+		project: fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1_000_000_000), start: time.Now()}
+	st.phase = st.start
+	st.env = append(append(os.Environ(),
+		"RSC_REDIS_IMAGE="+redisImage, "RSC_COORDINATOR_IMAGE="+image,
+		"RSC_BIND=127.0.0.1", "RSC_ADMIN_USER=admin", "RSC_ADMIN_PASSWORD=password"), env...)
+
+	st.run(5*time.Minute, "bash", "docker/build-image.sh")
+	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", image).Run() })
+	st.lap("build image")
+	t.Cleanup(func() {
+		if t.Failed() {
+			cmd := exec.Command(st.compose[0], st.dc("logs", "--no-color", "--tail", "50")...)
+			cmd.Dir, cmd.Env = st.root, st.env
+			out, _ := cmd.CombinedOutput()
+			t.Logf("compose logs:\n%s", out)
+		}
+		down := time.Now()
+		cmd := exec.Command(st.compose[0], st.dc("down", "-v", "--remove-orphans", "-t", "5")...)
+		cmd.Dir, cmd.Env = st.root, st.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("compose down: %v\n%s", err, composeTail(out))
+		}
+		t.Logf("%-28s %6.1fs (total %.1fs)", "compose down -v", time.Since(down).Seconds(), time.Since(st.start).Seconds())
+	})
+	// up returns once every service it waits on has started.
+	st.run(3*time.Minute, st.compose[0], st.dc("up", "-d", "--no-build")...)
+	st.lap("compose up -d")
+	return st
+}
+
+// run runs a command in the repository root with the stack's environment.
+func (st *composeStack) run(timeout time.Duration, name string, args ...string) []byte {
+	st.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = st.root, st.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		st.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, composeTail(out))
+	}
+	return out
+}
+
+// dc is the Compose arguments (after the command) for this project and file.
+func (st *composeStack) dc(args ...string) []string {
+	return append(append(st.compose[1:len(st.compose):len(st.compose)], "-p", st.project, "-f", filepath.Join(st.root, st.file)), args...)
+}
+
+// lap logs how long the step since the last lap took.
+func (st *composeStack) lap(what string) {
+	st.t.Helper()
+	st.t.Logf("%-28s %6.1fs", what, time.Since(st.phase).Seconds())
+	st.phase = time.Now()
 }
 
 // composeRequired reports whether the environment asks for the compose test.
