@@ -447,6 +447,14 @@ func (t *tx) drainStep(ctx context.Context, k projection.GroupKey, m *projection
 // retire deletes (or, by policy, keeps) the streams a finished resharding took out
 // of use, once nobody holds them, no group of the prefix routes to them and Redis
 // shows nothing left on them.
+//
+// A producer with stale routing can still write to a removed shard after the
+// resharding finished (or, for a scale-out rolled back by metadata, after the
+// rollback, which checked the new shards were empty only at that moment). Such
+// entries are never deleted unread: when Redis shows this group has entries
+// left on a removed shard, the removed shards become assignable again
+// (resharding.reopened) so members read them, and once Redis proves them
+// drained they are revoked (resharding.drained) and retired as usual.
 func (t *tx) retire(ctx context.Context, k projection.GroupKey) {
 	g := t.group(k)
 	if g == nil || len(g.Migrations) == 0 {
@@ -460,28 +468,43 @@ func (t *tx) retire(ctx context.Context, k projection.GroupKey) {
 	if len(removed) == 0 {
 		return
 	}
-	lo := removed[0]
+	lo, hi := removed[0], removed[len(removed)-1]+1
+	reopened := g.AssignableCount > lo
 	for _, other := range t.groupsWithPrefix(k.StreamPrefix) {
-		if other.ShardCount > lo || other.AssignableCount > lo {
+		if other.ShardCount > lo || (other.Key != k && other.AssignableCount > lo) {
 			return
-		}
-	}
-	for _, mem := range g.Members {
-		for _, s := range removed {
-			if mem.Holds(s) {
-				return
-			}
 		}
 	}
 	keys := make([]string, len(removed))
 	for i, s := range removed {
 		keys[i] = routing.StreamKey(k.StreamPrefix, s)
 	}
-	if t.c.cfg.KeepRetiredStreams || t.c.shards == nil {
+	if !reopened && (t.c.cfg.KeepRetiredStreams || t.c.shards == nil) {
 		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: m.ReshardingID, StreamKeys: keys, Kept: true})
 		return
 	}
-	if _, ok := t.evidence(ctx, k, removed); !ok {
+	held := false
+	for _, mem := range g.Members {
+		for _, s := range removed {
+			held = held || mem.Holds(s)
+		}
+	}
+	if held && !reopened {
+		return // revoke in progress
+	}
+	ev, ok := t.evidence(ctx, k, removed)
+	switch {
+	case reopened && ok:
+		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: m.ReshardingID, AssignableCount: g.ShardCount, Evidence: ev, Epochs: bump(g)})
+		t.reconcile(k)
+		return
+	case reopened:
+		return // members are reading them
+	case !ok:
+		if ev != nil && unreadBy(ev, k.ConsumerGroup) {
+			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: m.ReshardingID, AssignableCount: hi, Evidence: ev, Epochs: bump(g)})
+			t.reconcile(k)
+		}
 		return
 	}
 	if err := t.c.shards.Delete(ctx, keys); err != nil {
@@ -489,6 +512,22 @@ func (t *tx) retire(ctx context.Context, k projection.GroupKey) {
 		return
 	}
 	t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: m.ReshardingID, StreamKeys: keys})
+}
+
+// unreadBy reports whether consumer group name has entries pending or left to
+// read (or an unknown lag) on any of the shards.
+func unreadBy(ev []events.ShardDrain, name string) bool {
+	for _, e := range ev {
+		if !e.Exists {
+			continue
+		}
+		for _, gd := range e.Groups {
+			if gd.Name == name && (gd.Pending != 0 || gd.Lag != 0) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func newUUID() string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,5 +243,59 @@ func TestIntegrationRollbacks(t *testing.T) {
 	r = rollback(id, map[string]any{"requestedBy": "t", "reason": "keep 2"}).MustStatus(t, 202)
 	if r.JSON["state"] != "ROLLED_BACK" || routedCount(t, tc, "rb", "g") != 2 {
 		t.Fatalf("scale-in rollback: %v", r.JSON)
+	}
+}
+
+// TestIntegrationStaleWritesAfterTheEndAreRead: a producer with stale routing
+// writes to removed shards after the resharding ended (a scale-out rolled back
+// by metadata, and a completed scale-in). The coordinator never deletes those
+// entries unread: it makes the removed shards assignable again, a member reads
+// them, then they are revoked and retired. (The HA soak found the rollback case:
+// a producer that fetched the 6-shard routing in the 5 ms before a metadata
+// rollback wrote to shards 4 and 5 after it; the retirement then waited forever
+// and the entries were never read.)
+func TestIntegrationStaleWritesAfterTheEndAreRead(t *testing.T) {
+	rs := redistest.StartProcess(t)
+	tc := startCoordinator(t, rs, fastTimings)
+	ctx := context.Background()
+	rdb := rs.Client(t)
+	createGroup(t, tc, "st", "g", 2)
+	a := newSimMember(tc, "st", "g", "a", rdb, true)
+	a.start(100 * time.Millisecond)
+	defer a.stop()
+	eventually(t, 10*time.Second, "a owns both shards", func() bool { return len(a.ownedNow()) == 2 })
+
+	id := scale(t, tc, "st", "g", 6)
+	tc.Do("POST", "/coord/v1/streams/st/groups/g/migrations/"+id+"/rollback", map[string]any{"requestedBy": "t", "reason": "oops"}).MustStatus(t, 202)
+	// The stale producer: its routing still says 6 shards.
+	for i := 0; i < 4; i++ {
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: fmt.Sprintf("st:%d", 4+i%2), NoMkStream: true, Values: map[string]any{"payload": i}})
+	}
+	eventually(t, 15*time.Second, "the stale entries read and the new streams retired", func() bool {
+		n, _ := rdb.Exists(ctx, "st:2", "st:3", "st:4", "st:5").Result()
+		return n == 0 && a.ackedNow() == 4
+	})
+	eventually(t, 5*time.Second, "member back to shards 0,1", func() bool { return equalInts(a.ownedNow(), []int{0, 1}) })
+	if routedCount(t, tc, "st", "g") != 2 {
+		t.Fatal("routing must stay at 2 shards")
+	}
+	mig := tc.migration("st", "g", id)
+	if mig["state"] != "ROLLED_BACK" {
+		t.Fatalf("rollback state %v", mig["state"])
+	}
+	history := fmt.Sprint(mig["stateHistory"])
+	for _, want := range []string{"reopened", "drained"} {
+		if !strings.Contains(history, want) {
+			t.Errorf("stateHistory lacks %q: %s", want, history)
+		}
+	}
+
+	// A completed scale-in, then a late write to a removed (still provisioned) shard
+	// is impossible once retired: XADD NOMKSTREAM fails and the producer refreshes.
+	id = scale(t, tc, "st", "g", 1)
+	waitState(t, tc, "st", "g", id, "DEPRECATED", 15*time.Second)
+	eventually(t, 5*time.Second, "st:1 retired", func() bool { n, _ := rdb.Exists(ctx, "st:1").Result(); return n == 0 })
+	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "st:1", NoMkStream: true, Values: map[string]any{"payload": "late"}}).Err(); err != redis.Nil {
+		t.Fatalf("XADD NOMKSTREAM to a retired shard: %v, want nil reply", err)
 	}
 }

@@ -591,6 +591,8 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 			last := "not in the log"
 			if ours != nil {
 				last = ours.State + "/" + ours.Phase
+				// Its streams count for the final checks whatever state it is in.
+				r.maxShards = max(r.maxShards, ours.ToShardCount)
 			}
 			r.violation("%s did not finish in %s (last seen: %s)", desc, r.o.StepTimeout, last)
 			return during, nil
