@@ -34,8 +34,24 @@ const (
 
 // forwarder keeps one reverse proxy per leader URL.
 type forwarder struct {
-	mu      sync.Mutex
-	proxies map[string]*httputil.ReverseProxy
+	mu       sync.Mutex
+	proxies  map[string]*httputil.ReverseProxy
+	lastWarn map[string]time.Time // per leader URL: a dead leader fails every request
+}
+
+// warnable reports whether a forwarding failure to leaderURL should be logged:
+// once a second at most.
+func (f *forwarder) warnable(leaderURL string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lastWarn == nil {
+		f.lastWarn = map[string]time.Time{}
+	}
+	if time.Since(f.lastWarn[leaderURL]) < time.Second {
+		return false
+	}
+	f.lastWarn[leaderURL] = time.Now()
+	return true
 }
 
 // leaderReads are the GET routes whose answer includes the leader's memory.
@@ -120,7 +136,9 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 				s.router.ServeHTTP(w, r)
 				return
 			}
-			s.log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed")
+			if f.warnable(leaderName) {
+				s.log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed (logged once a second)")
+			}
 			w.Header().Set("Retry-After", "1")
 			s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: commands.ErrNotLeader.Code,
 				Message: "This coordinator replica does not hold the leader lease and the leader at " + leaderName + " did not answer; retry"})
