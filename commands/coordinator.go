@@ -122,7 +122,8 @@ type Coordinator struct {
 	conflicts     atomic.Int64
 	lastAppendErr atomic.Value // string
 
-	lead leadership
+	lead     leadership
+	reloadMu sync.Mutex // one reload from a snapshot at a time (trim.go)
 }
 
 type systemClock struct{}
@@ -499,6 +500,10 @@ func (c *Coordinator) commitLocked(b *batchCtx) error {
 func (c *Coordinator) catchUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := c.reloadIfTrimmedPast(ctx); err != nil {
+		c.healthy.Store(false)
+		return err
+	}
 	c.state.Lock()
 	defer c.state.Unlock()
 	for {

@@ -209,3 +209,37 @@ func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.St
 	}
 	return nil, withMsg(ErrLogTrimmed, "the event log was trimmed (--trim-log): the state at %s can no longer be replayed; the oldest replayable id is %s (the oldest kept snapshot). The audit history still lists the resharding and admin events before it", until, oldest)
 }
+
+// reloadIfTrimmedPast reloads the projection from the newest kept snapshot when
+// the log was trimmed past its position: a follower that fell more than
+// SnapshotKeep-1 snapshot intervals behind the leader would otherwise fold the
+// entries after the gap onto a state that misses the ones in it.
+func (c *Coordinator) reloadIfTrimmedPast(ctx context.Context) error {
+	if c.cfg.Trimmer == nil || c.snaps == nil {
+		return nil
+	}
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	trimmed, err := c.TrimmedTo(ctx)
+	if err != nil {
+		return err
+	}
+	at := c.state.LastID()
+	if cmp, _ := events.CompareIDs(at, trimmed); cmp >= 0 {
+		return nil
+	}
+	c.cfg.Logger.Warn().Str("lastId", at).Str("trimmedTo", trimmed).Msg("the log was trimmed past this projection; reloading from the newest snapshot")
+	st, err := c.restoreSnapshot(ctx, trimmed)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return fmt.Errorf("the log was trimmed past this projection (at %s, trimmed to %s) and no kept snapshot covers the gap", at, trimmed)
+	}
+	if _, err := FoldLog(ctx, c.log, st, ""); err != nil {
+		return err
+	}
+	c.state.Swap(st)
+	c.rearm()
+	return nil
+}

@@ -34,7 +34,7 @@ type haCluster struct {
 	log      string
 }
 
-func startHACluster(t *testing.T, rs *redistest.Server, n int) *haCluster {
+func startHACluster(t *testing.T, rs *redistest.Server, n int, extra ...string) *haCluster {
 	t.Helper()
 	bin := coordinatorBinary(t)
 	dir := t.TempDir()
@@ -47,6 +47,7 @@ func startHACluster(t *testing.T, rs *redistest.Server, n int) *haCluster {
 			Args: append(slices.Clone(chaos.CoordinatorTimings), "--ha", "--leader-lease", haLease.String(),
 				"--advertise-url", "http://"+addr, "--coordinator-id", fmt.Sprintf("replica-%d", i)),
 		}
+		c.Args = append(c.Args, extra...)
 		if err := c.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -452,4 +453,92 @@ func checkForwarding(t *testing.T, h *haCluster, leader, follower int, prefix, g
 			t.Errorf("replica-%d /metrics lacks %q", i, want)
 		}
 	}
+}
+
+// TestIntegrationHAFollowerBehindTrimPoint: with --trim-log, a follower that is
+// paused while the leader snapshots and trims the log past the follower's
+// position notices the gap when it resumes and reloads from the newest kept
+// snapshot, instead of folding what follows the gap onto a state that misses
+// it: it serves exactly what the leader serves.
+func TestIntegrationHAFollowerBehindTrimPoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs coordinator processes and redis-server")
+	}
+	ctx := context.Background()
+	rs := redistest.StartProcess(t)
+	rdb := rs.Client(t)
+	h := startHACluster(t, rs, 2, "--trim-log", "--snapshot-every", "5", "--snapshot-keep", "2")
+	leader := h.waitLeader(20 * time.Second)
+	follower := 1 - leader
+	creds := client.BasicAuth{Username: "admin", Password: "password"}
+	lead := client.NewCoordinator(h.replicas[leader].URL(), creds)
+	if _, err := lead.CreateGroup(ctx, "trim", "g0", 2, "ha-test"); err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, h, follower, rdb)
+
+	if !h.replicas[follower].Signal(syscall.SIGSTOP) {
+		t.Fatal("cannot pause the follower")
+	}
+	paused := true
+	defer func() {
+		if paused {
+			h.replicas[follower].Signal(syscall.SIGCONT)
+		}
+	}()
+	for i := 1; i <= 20; i++ {
+		if _, err := lead.CreateGroup(ctx, "trim", fmt.Sprintf("g%d", i), 2, "ha-test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apiEventually(t, 10*time.Second, "the leader trims the log", func() (bool, string) {
+		info, err := rdb.XInfoStream(ctx, h.log).Result()
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.EntriesAdded > info.Length+5, fmt.Sprintf("entries-added %d, length %d", info.EntriesAdded, info.Length)
+	})
+	h.replicas[follower].Signal(syscall.SIGCONT)
+	paused = false
+	waitCaughtUp(t, h, follower, rdb)
+
+	groups := func(url string) string {
+		resp, body := send(t, http.MethodGet, url+"/coord/v1/monitoring/groups")
+		if resp != http.StatusOK {
+			t.Fatalf("GET groups at %s: %d %s", url, resp, body)
+		}
+		return body
+	}
+	want, got := groups(h.replicas[leader].URL()), groups(h.replicas[follower].URL())
+	if got != want {
+		t.Fatalf("the follower serves other groups than the leader after the trim:\nfollower %s\nleader   %s", got, want)
+	}
+	if n := strings.Count(got, `"consumerGroup":"g`); n != 21 {
+		t.Fatalf("follower serves %d groups, want 21: %s", n, got)
+	}
+}
+
+func waitCaughtUp(t *testing.T, h *haCluster, i int, rdb redis.UniversalClient) {
+	t.Helper()
+	apiEventually(t, 15*time.Second, fmt.Sprintf("replica-%d catches up with the log", i), func() (bool, string) {
+		last, err := redisstore.NewLog(rdb, h.log).LastID(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		r, err := readyz(h.replicas[i].URL())
+		return err == nil && r.LastEventID == last && r.Status == "READY", fmt.Sprintf("%+v %v (log at %s)", r, err, last)
+	})
+}
+
+func send(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	req.SetBasicAuth("admin", "password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
