@@ -202,4 +202,9 @@ func TestLogGrowthFlags(t *testing.T) {
 	if !m.TrimLog || m.SnapshotKeep != 3 {
 		t.Fatalf("from the environment: --trim-log %v --snapshot-keep %d, want true and 3", m.TrimLog, m.SnapshotKeep)
 	}
+	for _, args := range [][]string{{"--snapshot-keep", "0"}, {"--snapshot-keep", "-1"}, {"--ha", "--leader-lease", "1ms"}} {
+		if err := NewMain().ParseFlags(args); err == nil {
+			t.Errorf("ParseFlags(%v) accepted it", args)
+		}
+	}
 }

@@ -145,6 +145,12 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.DefaultShardCount < 1 || m.MaxShardCount < 1 || m.DefaultShardCount > m.MaxShardCount {
 		return fmt.Errorf("--default-shard-count must be between 1 and --max-shard-count")
 	}
+	if m.SnapshotKeep < 1 {
+		return fmt.Errorf("--snapshot-keep must be at least 1")
+	}
+	if m.HA && m.LeaderLease < 30*time.Millisecond {
+		return fmt.Errorf("--leader-lease must be at least 30ms")
+	}
 	return nil
 }
 
