@@ -227,6 +227,85 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	if xlenAfter != xlenBefore || realRes.unsteady > 0 {
 		return fmt.Errorf("the steady phase is not steady: %d events appended over %d heartbeats, %d answers changed something", xlenAfter-xlenBefore, realRes.n, realRes.unsteady)
 	}
+	return b.runForwarded(ctx, rep, rlog, srv.URL(), members, bodies)
+}
+
+// fixedLeader is a leader lease always held by the benchmark's coordinator:
+// the follower it is given forwards to that coordinator's URL.
+type fixedLeader struct{ url string }
+
+func (f fixedLeader) info() commands.LeaderInfo {
+	return commands.LeaderInfo{Holder: "rscbench-leader", URL: f.url, Token: 1, TTL: benchLease}
+}
+func (f fixedLeader) Acquire(context.Context, time.Duration) (commands.LeaderInfo, error) {
+	return f.info(), nil
+}
+func (f fixedLeader) Renew(context.Context, time.Duration) (bool, error)  { return false, nil }
+func (f fixedLeader) Release(context.Context) error                       { return nil }
+func (f fixedLeader) Leader(context.Context) (commands.LeaderInfo, error) { return f.info(), nil }
+
+// runForwarded measures the same steady heartbeats sent to a follower (--ha),
+// which forwards them to the leader, against the same heartbeats sent to the
+// leader directly, in alternating passes.
+func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.Log, leaderURL string, members []*member, bodies [][]byte) error {
+	o := b.o
+	follower := commands.New(commands.Config{MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
+		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(), CoordinatorID: "rscbench-follower",
+		Lease: fixedLeader{url: leaderURL}, LeaseTTL: benchLease}, rlog, nil, nil, nil)
+	if err := follower.Load(ctx, false); err != nil {
+		return err
+	}
+	follower.Run()
+	defer follower.Close()
+	if follower.Role() != commands.RoleFollower {
+		return fmt.Errorf("the follower reports role %s", follower.Role())
+	}
+	fsrv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop()}, follower, nil)
+	if err := fsrv.Open(); err != nil {
+		return err
+	}
+	defer fsrv.Close(context.WithoutCancel(ctx))
+	direct, via := newHTTPClient(o.concurrency), newHTTPClient(o.concurrency)
+	defer direct.CloseIdleConnections()
+	defer via.CloseIdleConnections()
+	requests := max(o.requests/4, o.passes)
+	b.logf("heartbeat: %d steady heartbeats through a follower and as many to the leader directly", requests)
+	if _, err := steadyPass(ctx, via, fsrv.URL(), members, bodies, 0, min(requests, 4*o.concurrency), o.concurrency); err != nil {
+		return fmt.Errorf("follower warm-up: %w", err)
+	}
+	var directRes, viaRes passResult
+	perPass := requests / o.passes
+	for p := 0; p < o.passes; p++ {
+		count := perPass
+		if p == o.passes-1 {
+			count = requests - perPass*(o.passes-1)
+		}
+		runtime.GC()
+		r, err := steadyPass(ctx, direct, leaderURL, members, bodies, p*perPass, count, o.concurrency)
+		if err != nil {
+			return fmt.Errorf("leader pass: %w", err)
+		}
+		directRes.add(r)
+		runtime.GC()
+		r, err = steadyPass(ctx, via, fsrv.URL(), members, bodies, p*perPass, count, o.concurrency)
+		if err != nil {
+			return fmt.Errorf("follower pass: %w", err)
+		}
+		viaRes.add(r)
+	}
+	s := rep.section("heartbeat.forwarded", "steady heartbeats sent to a --ha follower (forwarded to the leader over HTTP) vs sent to the leader directly, same requests, same clients")
+	s.param("members", len(members))
+	s.param("concurrency", o.concurrency)
+	s.param("requests", viaRes.n)
+	s.baseline("leader direct throughput", passRate(directRes), "req/s")
+	s.measured("through a follower throughput", passRate(viaRes), "req/s", "leader direct throughput")
+	s.baseline("leader direct p50", ms(directRes.percentile(0.50)), "ms")
+	s.measured("through a follower p50", ms(viaRes.percentile(0.50)), "ms", "leader direct p50")
+	s.baseline("leader direct p99", ms(directRes.percentile(0.99)), "ms")
+	s.measured("through a follower p99", ms(viaRes.percentile(0.99)), "ms", "leader direct p99")
+	if viaRes.unsteady > 0 {
+		return fmt.Errorf("%d forwarded answers were not steady", viaRes.unsteady)
+	}
 	return nil
 }
 
