@@ -250,10 +250,10 @@ func (c *Coordinator) send(ctx context.Context, ep, method, path string, data []
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			return true, apiErr
 		}
-		c.answered(ep)
+		c.answered(ep, resp.Header.Get(headerForwardedTo))
 		return false, apiErr
 	}
-	c.answered(ep)
+	c.answered(ep, resp.Header.Get(headerForwardedTo))
 	if out == nil {
 		return false, nil
 	}

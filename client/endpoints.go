@@ -66,8 +66,18 @@ func (c *Coordinator) first(eps []string) int {
 	return 0
 }
 
-// answered makes ep the preferred endpoint: it just answered a call.
-func (c *Coordinator) answered(ep string) {
+// headerForwardedTo is set by a follower replica on an answer it relayed from
+// the leader, naming the leader's URL.
+const headerForwardedTo = "X-Rsc-Forwarded-To"
+
+// answered makes ep the preferred endpoint: it just answered a call. When ep is
+// a follower that relayed the answer from a leader this Coordinator also knows
+// (forwardedTo is one of its endpoints), the leader is preferred instead, so
+// later calls skip the extra hop.
+func (c *Coordinator) answered(ep, forwardedTo string) {
+	if forwardedTo = strings.TrimRight(forwardedTo, "/"); forwardedTo != "" && contains(c.endpoints(), forwardedTo) {
+		ep = forwardedTo
+	}
 	c.mu.Lock()
 	c.preferred = ep
 	c.mu.Unlock()

@@ -528,3 +528,33 @@ func TestFailoverConcurrentCalls(t *testing.T) {
 		t.Fatalf("503 replica hits = %d: calls kept trying it after the failover", got)
 	}
 }
+
+// A follower replica relays the leader's answer and names it in
+// X-Rsc-Forwarded-To: a Coordinator that knows the leader goes there next.
+func TestPrefersTheLeaderAFollowerForwardedTo(t *testing.T) {
+	leader := MustReplica(t, answer(http.StatusOK, routingBody))
+	follower := MustReplica(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Rsc-Forwarded-To", leader.URL+"/")
+		answer(http.StatusOK, routingBody)(w, r)
+	})
+	ctx := context.Background()
+	c := client.NewCoordinator(follower.URL+","+leader.URL, nil)
+	for i := 0; i < 3; i++ {
+		if _, err := c.ProducerRouting(ctx, "p", "g"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if follower.hits.Load() != 1 || leader.hits.Load() != 2 {
+		t.Fatalf("hits: follower %d, leader %d; want the first call at the follower, the rest at the leader", follower.hits.Load(), leader.hits.Load())
+	}
+	// A leader this Coordinator was not given stays unknown: it keeps the follower.
+	only := client.NewCoordinator(follower.URL, nil)
+	for i := 0; i < 2; i++ {
+		if _, err := only.ProducerRouting(ctx, "p", "g"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if follower.hits.Load() != 3 {
+		t.Fatalf("a follower-only Coordinator sent %d calls to the follower, want 3 in all", follower.hits.Load())
+	}
+}
