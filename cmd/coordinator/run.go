@@ -226,6 +226,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		lease.SetURL(m.AdvertiseURL)
 		m.logger.Info().Str("holder", lease.Holder()).Str("advertise", m.AdvertiseURL).Str("lease", lease.Key()).Dur("ttl", m.LeaderLease).Msg("replica of a highly available coordinator")
+		if m.CoordinatorID == "local-coordinator" {
+			m.logger.Warn().Msg("--ha with the default --coordinator-id: give every replica its own, or /readyz cannot tell them apart")
+		}
 	}
 	m.logger.Info().Str("url", m.server.URL()).Str("redis", redactURL(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
 	lctx, cancel := context.WithCancel(context.Background())
