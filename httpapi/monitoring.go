@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,26 +277,52 @@ func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	k := g.Key
-	if s.streams == nil {
-		s.writeError(w, r, commands.ErrRedisNotConfigured)
+	offs, err := s.readOffsets(r.Context(), g)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
-	n := g.ShardCount
-	if g.AssignableCount > n {
-		n = g.AssignableCount
+	writeJSON(w, http.StatusOK, map[string]any{
+		"streamPrefix": g.Key.StreamPrefix, "consumerGroup": g.Key.ConsumerGroup, "shards": offs.Shards,
+		"totalStreamLength": offs.TotalStreamLength, "totalPendingCount": offs.TotalPendingCount, "totalLag": offs.TotalLag,
+		"totalMemoryUsageBytes": offs.TotalMemoryUsageBytes, "memoryUsageKnown": offs.MemoryUsageKnown,
+	})
+}
+
+// groupOffsets is Redis's view of a group's shards with the totals the offsets
+// endpoint reports.
+type groupOffsets struct {
+	Shards                []ShardOffset
+	TotalStreamLength     int64
+	TotalPendingCount     int64
+	TotalLag              *int64 // nil when any shard's lag is unknown
+	TotalMemoryUsageBytes int64
+	MemoryUsageKnown      bool
+}
+
+// shardSpan is how many shard streams a group reads: the routed ones and,
+// during a scale-in, the removed ones still assigned until drained.
+func shardSpan(g *projection.Group) int {
+	return max(g.ShardCount, g.AssignableCount)
+}
+
+// readOffsets reads every shard of shardSpan from Redis, with its live owners.
+func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (groupOffsets, error) {
+	if s.streams == nil {
+		return groupOffsets{}, commands.ErrRedisNotConfigured
 	}
-	idx := make([]int, n)
+	k := g.Key
+	idx := make([]int, shardSpan(g))
 	for i := range idx {
 		idx[i] = i
 	}
-	offs, err := s.streams.Offsets(r.Context(), k.StreamPrefix, k.ConsumerGroup, idx)
+	offs, err := s.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, idx)
 	if err != nil {
-		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "cannot read shard streams: " + err.Error()})
-		return
+		return groupOffsets{}, &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "cannot read shard streams: " + err.Error()}
 	}
-	var totalLen, totalPending, totalLag, totalMem int64
-	lagKnown, memKnown := true, true
+	out := groupOffsets{Shards: offs, MemoryUsageKnown: true}
+	var totalLag int64
+	lagKnown := true
 	for i := range offs {
 		o := &offs[i]
 		o.OwnerMemberIDs = []string{}
@@ -305,28 +332,23 @@ func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		o.Routed = o.Shard.ShardIndex < g.ShardCount
-		totalLen += o.StreamLength
-		totalPending += o.PendingCount
+		out.TotalStreamLength += o.StreamLength
+		out.TotalPendingCount += o.PendingCount
 		if o.Lag == nil {
 			lagKnown = false
 		} else {
 			totalLag += *o.Lag
 		}
 		if o.MemoryUsageBytes == nil {
-			memKnown = false
+			out.MemoryUsageKnown = false
 		} else {
-			totalMem += *o.MemoryUsageBytes
+			out.TotalMemoryUsageBytes += *o.MemoryUsageBytes
 		}
 	}
-	resp := map[string]any{
-		"streamPrefix": k.StreamPrefix, "consumerGroup": k.ConsumerGroup, "shards": offs,
-		"totalStreamLength": totalLen, "totalPendingCount": totalPending, "totalLag": nil,
-		"totalMemoryUsageBytes": totalMem, "memoryUsageKnown": memKnown,
-	}
 	if lagKnown {
-		resp["totalLag"] = totalLag
+		out.TotalLag = &totalLag
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return out, nil
 }
 
 // handleMessages serves GET .../shards/{shardIndex}/messages: a read-only page of
@@ -338,57 +360,74 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	k := g.Key
 	rawIdx, _ := pathVar(r, "shardIndex")
-	idx, err := strconv.Atoi(rawIdx)
-	n := g.ShardCount
-	if g.AssignableCount > n {
-		n = g.AssignableCount
-	}
-	if err != nil || idx < 0 || idx >= n {
-		msg := "shardIndex must be between 0 and " + strconv.Itoa(n-1)
-		if n == 0 {
-			msg = "group has no shards"
-		}
-		s.badRequest(w, r, msg)
+	idx, err := parseShardIndex(g, rawIdx)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
-	q := r.URL.Query()
-	direction := strings.ToUpper(q.Get("direction"))
+	direction, limit, err := parsePaging(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	recs, next, err := s.readPage(r.Context(), k, idx, direction == "FORWARD", r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"streamPrefix": k.StreamPrefix, "consumerGroup": k.ConsumerGroup, "shard": shardRef{ShardIndex: idx},
+		"streamKey": routing.StreamKey(k.StreamPrefix, idx), "direction": direction, "limit": limit, "records": recs, "nextCursor": next,
+	})
+}
+
+// parseShardIndex reads a shard index in [0, shardSpan).
+func parseShardIndex(g *projection.Group, raw string) (int, error) {
+	n := shardSpan(g)
+	idx, err := strconv.Atoi(raw)
+	if err != nil || idx < 0 || idx >= n {
+		if n == 0 {
+			return 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "group has no shards"}
+		}
+		return 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "shardIndex must be between 0 and " + strconv.Itoa(n-1)}
+	}
+	return idx, nil
+}
+
+// parsePaging reads direction (default BACKWARD, case-insensitive) and limit
+// (default 25, clamped to [1, 1000]) of a messages page.
+func parsePaging(q url.Values) (direction string, limit int, err error) {
+	direction = strings.ToUpper(q.Get("direction"))
 	if direction == "" {
 		direction = "BACKWARD"
 	}
 	if direction != "FORWARD" && direction != "BACKWARD" {
-		s.badRequest(w, r, "direction must be FORWARD or BACKWARD")
-		return
+		return "", 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "direction must be FORWARD or BACKWARD"}
 	}
-	limit := 25
+	limit = 25
 	if v := q.Get("limit"); v != "" {
-		l, err := strconv.Atoi(v)
-		if err != nil {
-			s.badRequest(w, r, "limit must be an integer")
-			return
+		if limit, err = strconv.Atoi(v); err != nil {
+			return "", 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "limit must be an integer"}
 		}
-		limit = l
 	}
-	if limit < 1 {
-		limit = 1
-	}
-	if limit > 1000 {
-		limit = 1000
-	}
+	return direction, min(max(limit, 1), 1000), nil
+}
+
+// readPage reads up to limit records of shard idx after cursor (exclusive; ""
+// from the end the direction starts at). next is the last record's id when
+// more records follow.
+func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, forward bool, cursor string, limit int) (recs []StreamRecord, next *string, err error) {
 	if s.streams == nil {
-		s.writeError(w, r, commands.ErrRedisNotConfigured)
-		return
+		return nil, nil, commands.ErrRedisNotConfigured
 	}
 	key := routing.StreamKey(k.StreamPrefix, idx)
-	recs, more, err := s.streams.Messages(r.Context(), key, direction == "FORWARD", q.Get("cursor"), limit)
+	recs, more, err := s.streams.Messages(ctx, key, forward, cursor, limit)
 	if err != nil {
-		s.writeError(w, r, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "read " + key + ": " + err.Error()})
-		return
+		return nil, nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "read " + key + ": " + err.Error()}
 	}
 	for i := range recs {
 		recs[i].StreamPrefix, recs[i].ConsumerGroup, recs[i].Shard = k.StreamPrefix, k.ConsumerGroup, shardRef{ShardIndex: idx}
 	}
-	var next *string
 	if more && len(recs) > 0 {
 		id := recs[len(recs)-1].RecordID
 		next = &id
@@ -396,10 +435,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if recs == nil {
 		recs = []StreamRecord{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"streamPrefix": k.StreamPrefix, "consumerGroup": k.ConsumerGroup, "shard": shardRef{ShardIndex: idx},
-		"streamKey": key, "direction": direction, "limit": limit, "records": recs, "nextCursor": next,
-	})
+	return recs, next, nil
 }
 
 func groupKeyOf(p, g string) projection.GroupKey {
