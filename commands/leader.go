@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
 )
 
 // Several replicas on one log: each folds the whole log (the follower loop in
@@ -174,10 +175,24 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	c.rearm()
 	c.lead.mu.Lock()
 	c.lead.leading = true
+	newTerm := c.lead.ownToken != info.Token
 	c.lead.ownToken = info.Token
 	c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
 	c.lead.mu.Unlock()
 	c.cfg.Logger.Info().Int64("term", info.Token).Str("lastId", c.state.LastID()).Msg("leading: holds the leader lease")
+	if newTerm {
+		// The log says where this term begins. A failure here (the term
+		// already over) is the next decision's problem, not this one's.
+		tctx, tcancel := context.WithTimeout(context.Background(), timeout)
+		defer tcancel()
+		_, err := c.submit(tctx, events.Meta{Actor: Actor}, true, func(t *tx) (any, error) {
+			t.emit(projection.GroupKey{}, &events.TermStarted{Term: info.Token, Holder: info.Holder, URL: info.URL})
+			return nil, nil
+		})
+		if err != nil {
+			c.cfg.Logger.Warn().Err(err).Int64("term", info.Token).Msg("record the start of the term")
+		}
+	}
 }
 
 // stepDown ends this replica's term locally; its appends are refused by the

@@ -236,6 +236,7 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after []string
+	var terms []string
 	for _, e := range entries {
 		rec, err := events.Decode(e.ID, e.Data)
 		if err != nil {
@@ -244,6 +245,14 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 		if strings.HasPrefix(rec.Type, "resharding.") && rec.Time.After(killedAt) {
 			after = append(after, rec.Type)
 		}
+		if ts, ok := rec.Event.(*events.TermStarted); ok {
+			id, _, _ := strings.Cut(ts.Holder, "#")
+			terms = append(terms, fmt.Sprintf("%d:%s", ts.Term, id))
+		}
+	}
+	// Each term's first entry names it: the first leader's, then the successor's.
+	if want := []string{fmt.Sprintf("1:replica-%d", leader), fmt.Sprintf("2:replica-%d", next)}; !slices.Equal(terms, want) {
+		t.Errorf("coordinator.term_started in the log: %v, want %v", terms, want)
 	}
 	if !slices.Contains(after, "resharding.completed") {
 		t.Errorf("resharding events decided after the kill: %v; want the new leader to complete it", after)
