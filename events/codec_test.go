@@ -41,8 +41,8 @@ func sampleEvents() map[string]events.Event {
 		{ShardIndex: 5, StreamKey: "orders:5", Exists: false, Groups: []events.GroupDrain{}},
 	}
 	return map[string]events.Event{
-		"group.created": &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch"},
-		"group.deleted": &events.GroupDeleted{RequestedBy: "alice", Reason: "decommissioned", Force: true},
+		"group.created":            &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch"},
+		"group.deleted":            &events.GroupDeleted{RequestedBy: "alice", Reason: "decommissioned", Force: true},
 		"coordinator.term_started": &events.TermStarted{Term: 3, Holder: "replica-b#00ff", URL: "http://10.0.0.2:8080"},
 		"command.rejected": &events.CommandRejected{
 			Command: "resharding.create", ErrorCode: "RESHARDING_IN_PROGRESS", Message: "a resharding is active",
