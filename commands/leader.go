@@ -42,7 +42,6 @@ type leadership struct {
 	validUntil time.Time // monotonic
 	known      LeaderInfo
 	ownToken   int64 // token of this replica's latest term
-	lastErr    string
 }
 
 // IsLeader reports whether this coordinator may decide now: always without a
@@ -135,14 +134,13 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 		case err == nil && ok:
 			c.lead.mu.Lock()
 			c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
-			c.lead.known.TTL = ttl
 			c.lead.mu.Unlock()
 			return
 		case err == nil:
 			c.stepDown("the lease was taken over or expired")
 		default:
+			c.cfg.Logger.Debug().Err(err).Msg("renew the leader lease")
 			c.lead.mu.Lock()
-			c.lead.lastErr = err.Error()
 			lapsed := time.Now().After(c.lead.validUntil)
 			c.lead.mu.Unlock()
 			if lapsed {
@@ -153,13 +151,11 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	}
 	info, err := lease.Acquire(ctx, ttl)
 	if err != nil {
-		c.lead.mu.Lock()
-		c.lead.lastErr = err.Error()
-		c.lead.mu.Unlock()
+		c.cfg.Logger.Debug().Err(err).Msg("acquire the leader lease")
 		return
 	}
 	c.lead.mu.Lock()
-	c.lead.known, c.lead.lastErr = info, ""
+	c.lead.known = info
 	c.lead.mu.Unlock()
 	if !info.Self || c.closing.Load() {
 		return
