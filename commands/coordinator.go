@@ -292,14 +292,28 @@ func (c *Coordinator) submit(ctx context.Context, meta events.Meta, exclusive bo
 	if !c.IsLeader() {
 		return nil, ErrNotLeader
 	}
+	r, err := c.enqueue(ctx, meta, exclusive, fn)
+	if err != nil {
+		return nil, err
+	}
+	return c.await(r)
+}
+
+// enqueue hands a decision to the writer, in order, without the checks of submit.
+func (c *Coordinator) enqueue(ctx context.Context, meta events.Meta, exclusive bool, fn func(t *tx) (any, error)) (*request, error) {
 	r := &request{fn: fn, exclusive: exclusive, meta: meta, done: make(chan result, 1)}
 	select {
 	case c.reqs <- r:
+		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.stop:
 		return nil, ErrTerminating
 	}
+}
+
+// await waits for the writer's result of r.
+func (c *Coordinator) await(r *request) (any, error) {
 	select {
 	case res := <-r.done:
 		return res.v, res.err

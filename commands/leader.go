@@ -170,22 +170,29 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	}
 	c.rearm()
 	c.lead.mu.Lock()
-	c.lead.leading = true
 	newTerm := c.lead.ownToken != info.Token
-	c.lead.ownToken = info.Token
-	c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
 	c.lead.mu.Unlock()
-	c.cfg.Logger.Info().Int64("term", info.Token).Str("lastId", c.state.LastID()).Msg("leading: holds the leader lease")
+	// The log says where a new term begins: its marker is queued to the writer
+	// before this replica accepts any decision, so nothing of the term precedes
+	// it. A failure (the term already over) is the next decision's problem.
+	var marker *request
 	if newTerm {
-		// The log says where this term begins. A failure here (the term
-		// already over) is the next decision's problem, not this one's.
-		tctx, tcancel := context.WithTimeout(context.Background(), timeout)
-		defer tcancel()
-		_, err := c.submit(tctx, events.Meta{Actor: Actor}, true, func(t *tx) (any, error) {
+		marker, err = c.enqueue(ctx, events.Meta{Actor: Actor}, true, func(t *tx) (any, error) {
 			t.emit(projection.GroupKey{}, &events.TermStarted{Term: info.Token, Holder: info.Holder, URL: info.URL})
 			return nil, nil
 		})
 		if err != nil {
+			return
+		}
+	}
+	c.lead.mu.Lock()
+	c.lead.leading = true
+	c.lead.ownToken = info.Token
+	c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
+	c.lead.mu.Unlock()
+	c.cfg.Logger.Info().Int64("term", info.Token).Str("lastId", c.state.LastID()).Msg("leading: holds the leader lease")
+	if marker != nil {
+		if _, err := c.await(marker); err != nil {
 			c.cfg.Logger.Warn().Err(err).Int64("term", info.Token).Msg("record the start of the term")
 		}
 	}
