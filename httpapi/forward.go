@@ -22,9 +22,9 @@ import (
 //
 // A few reads depend on what only the leader holds in memory: members' leases,
 // last heartbeats and reported progress, and the drain evidence of its last
-// tick (members, consumption, and migration views). A follower forwards those
-// too, and serves them from its own state (with X-Rsc-Leader-Unreachable)
-// when the leader does not answer.
+// tick (members, consumption, and migration views; Grafana's member rows). A
+// follower forwards those too, and serves them from its own state (with
+// X-Rsc-Leader-Unreachable) when the leader does not answer.
 
 // Headers of forwarding.
 const (
@@ -62,6 +62,7 @@ var leaderReads = map[string]bool{
 	monitoringGroupPath + "/migrations/{reshardingId}": true,
 	groupPath + "/migrations":                          true,
 	groupPath + "/migrations/{reshardingId}":           true,
+	grafanaPath + "/members":                           true,
 }
 
 type localFallbackKey struct{}

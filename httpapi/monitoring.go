@@ -78,6 +78,7 @@ func (s *Server) registerMonitoringRoutes() {
 	r.HandleFunc(mg+"/migrations/{reshardingId}", s.handleGetMigration).Methods(http.MethodGet)
 	r.HandleFunc(mg+"/offsets", s.handleOffsets).Methods(http.MethodGet)
 	r.HandleFunc(mg+"/shards/{shardIndex}/messages", s.handleMessages).Methods(http.MethodGet)
+	s.registerGrafanaRoutes()
 }
 
 // HealthResponse is the contract's health body.
@@ -306,6 +307,11 @@ func shardSpan(g *projection.Group) int {
 	return max(g.ShardCount, g.AssignableCount)
 }
 
+// streamsUnavailable is the answer when Redis fails a monitoring read.
+func streamsUnavailable(err error) error {
+	return &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "cannot read shard streams: " + err.Error()}
+}
+
 // readOffsets reads every shard of shardSpan from Redis, with its live owners.
 func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (groupOffsets, error) {
 	if s.streams == nil {
@@ -318,7 +324,7 @@ func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (groupOff
 	}
 	offs, err := s.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, idx)
 	if err != nil {
-		return groupOffsets{}, &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "cannot read shard streams: " + err.Error()}
+		return groupOffsets{}, streamsUnavailable(err)
 	}
 	out := groupOffsets{Shards: offs, MemoryUsageKnown: true}
 	var totalLag int64

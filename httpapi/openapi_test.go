@@ -409,6 +409,12 @@ var openAPISchemaTypes = map[string]reflect.Type{
 	"HeartbeatResponse":       reflect.TypeFor[commands.HeartbeatResponse](),
 	"AssignmentResponse":      reflect.TypeFor[commands.AssignmentResponse](),
 	"StreamScaleResult":       reflect.TypeFor[commands.StreamScaleResult](),
+	"GrafanaOptionRow":        reflect.TypeFor[httpapi.GrafanaOptionRow](),
+	"GrafanaGroupRow":         reflect.TypeFor[httpapi.GrafanaGroupRow](),
+	"GrafanaMemberRow":        reflect.TypeFor[httpapi.GrafanaMemberRow](),
+	"GrafanaShardRow":         reflect.TypeFor[httpapi.GrafanaShardRow](),
+	"GrafanaAssignmentRow":    reflect.TypeFor[httpapi.GrafanaAssignmentRow](),
+	"GrafanaMessageRow":       reflect.TypeFor[httpapi.GrafanaMessageRow](),
 }
 
 // openAPIRequestTypes are decoded, not encoded: "required" follows validation, not Go.
@@ -763,6 +769,30 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", mg+"/shards/{shardIndex}/messages", mgp+"/shards/9/messages", "") // 400
 	call("GET", mg+"/shards/{shardIndex}/messages", mgp+"/shards/0/messages", "") // 503
 	call("GET", "/coord/v1/monitoring/groups", "/coord/v1/monitoring/groups", "")
+
+	// Grafana rows are top-level arrays; call validates every row against its schema.
+	const gf = "/coord/v1/monitoring/grafana"
+	gq := "?streamPrefix=orders&consumerGroup=billing"
+	call("GET", gf+"/groups", gf+"/groups", "") // 503: no stream reader
+	call("GET", gf+"/options/streams", gf+"/options/streams", "")
+	call("GET", gf+"/options/consumer-groups", gf+"/options/consumer-groups?streamPrefix=orders", "")
+	call("GET", gf+"/options/shards", gf+"/options/shards"+gq, "")
+	call("GET", gf+"/options/shards", gf+"/options/shards?streamPrefix=orders&consumerGroup=nope", "") // 404
+	call("GET", gf+"/members", gf+"/members"+gq, "")
+	call("GET", gf+"/members", gf+"/members?streamPrefix=orders&consumerGroup=", "") // [] when blank
+	call("GET", gf+"/members", gf+"/members?streamPrefix=orders", "")                // 400: consumerGroup missing
+	call("GET", gf+"/assignments", gf+"/assignments"+gq, "")
+	call("GET", gf+"/shards", gf+"/shards?streamPrefix=nothing&consumerGroup=", "") // [] (wildcard, no match)
+	call("GET", gf+"/shards", gf+"/shards?streamPrefix=&consumerGroup=", "")        // 503: no stream reader
+	call("GET", gf+"/shards", gf+"/shards?streamPrefix=orders&consumerGroup=nope", "")
+	call("GET", gf+"/messages", gf+"/messages"+gq+"&shardIndex=9", "")   // 400
+	call("GET", gf+"/messages", gf+"/messages"+gq+"&shardIndex=all", "") // 503
+	for path, want := range map[string]int{gf + "/members" + gq: 1, gf + "/assignments" + gq: 4, gf + "/options/shards" + gq: 4, gf + "/options/streams": 2} {
+		var rows []map[string]any
+		if w := serveDoc(s, "GET", path, "admin", "password", ""); json.Unmarshal(w.Body.Bytes(), &rows) != nil || len(rows) != want {
+			t.Errorf("GET %s: %d rows, want %d: %s", path, len(rows), want, w.Body)
+		}
+	}
 
 	mig := call("POST", gp+"/scale", g+"/scale", `{"targetShardCount":6,"requestedBy":"alice","reason":"more"}`)
 	call("POST", gp+"/scale", g+"/scale", `{"targetShardCount":8,"requestedBy":"alice","reason":"again"}`) // 409 while active

@@ -231,6 +231,11 @@ func (s *Server) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.
 	if !ok {
 		return nil, false
 	}
+	return s.findGroup(w, r, k)
+}
+
+// findGroup looks a valid key up (a copy of the group); false means it answered 404.
+func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.GroupKey) (*projection.Group, bool) {
 	g, found := s.c.State().Group(k)
 	if !found {
 		s.writeError(w, r, commands.ErrGroupNotFound)

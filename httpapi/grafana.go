@@ -1,0 +1,562 @@
+package httpapi
+
+import (
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/projection"
+)
+
+// The Grafana endpoints (contract §2.10) flatten the monitoring views into
+// top-level JSON arrays of rows, the shape Grafana's JSON/Infinity data sources
+// turn into tables and variables. They reuse the monitoring computations
+// (MembersOf, readOffsets, readPage); what they add is the row shapes, the
+// owner strings, merged paging across shards and the per-shard rates.
+
+// grafanaPath is the prefix of every Grafana route.
+const grafanaPath = "/coord/v1/monitoring/grafana"
+
+// grafanaAPI serves the Grafana routes of one Server; rates is the memory the
+// rate columns are computed from.
+type grafanaAPI struct {
+	s     *Server
+	rates *rateMemory
+}
+
+func (s *Server) registerGrafanaRoutes() {
+	a := &grafanaAPI{s: s, rates: newRateMemory()}
+	r := s.router
+	r.HandleFunc(grafanaPath+"/groups", a.handleGroups).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/options/streams", a.handleStreamOptions).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/options/consumer-groups", a.handleGroupOptions).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/options/shards", a.handleShardOptions).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/members", a.handleMembers).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/shards", a.handleShards).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/assignments", a.handleAssignments).Methods(http.MethodGet)
+	r.HandleFunc(grafanaPath+"/messages", a.handleMessages).Methods(http.MethodGet)
+}
+
+// GrafanaOptionRow is one value of a Grafana template variable.
+type GrafanaOptionRow struct {
+	Text  string `json:"__text"`
+	Value string `json:"__value"`
+}
+
+// GrafanaGroupRow is one group of the overview table.
+type GrafanaGroupRow struct {
+	StreamPrefix          string   `json:"streamPrefix"`
+	ConsumerGroup         string   `json:"consumerGroup"`
+	State                 string   `json:"state"`
+	GroupEpoch            int64    `json:"groupEpoch"`
+	AssignmentEpoch       int64    `json:"assignmentEpoch"`
+	MetadataVersion       int64    `json:"metadataVersion"`
+	ShardCount            int      `json:"shardCount"`
+	ActiveMembers         int      `json:"activeMembers"`
+	TotalMembers          int      `json:"totalMembers"`
+	CurrentShards         int      `json:"currentShards"`
+	TargetShards          int      `json:"targetShards"`
+	AssignedShardRatio    string   `json:"assignedShardRatio"`
+	RevokingShards        int      `json:"revokingShards"`
+	TotalStreamLength     int64    `json:"totalStreamLength"`
+	TotalPendingCount     int64    `json:"totalPendingCount"`
+	TotalLag              *int64   `json:"totalLag"`
+	ProducedPerSecond     *float64 `json:"producedPerSecond"`
+	ConsumedPerSecond     *float64 `json:"consumedPerSecond"`
+	TotalMemoryUsageBytes int64    `json:"totalMemoryUsageBytes"`
+	MemoryUsageKnown      bool     `json:"memoryUsageKnown"`
+}
+
+// GrafanaMemberRow is one member of a group.
+type GrafanaMemberRow struct {
+	StreamPrefix          string    `json:"streamPrefix"`
+	ConsumerGroup         string    `json:"consumerGroup"`
+	MemberID              string    `json:"memberId"`
+	MemberName            string    `json:"memberName"`
+	State                 string    `json:"state"`
+	MemberEpoch           int64     `json:"memberEpoch"`
+	MetadataVersion       int64     `json:"metadataVersion"`
+	CurrentShardCount     int       `json:"currentShardCount"`
+	RevokingShardCount    int       `json:"revokingShardCount"`
+	RuntimeMaxConcurrency int       `json:"runtimeMaxConcurrency"`
+	ActiveConsumerWorkers int       `json:"activeConsumerWorkers"`
+	LastHeartbeatAt       time.Time `json:"lastHeartbeatAt"`
+	MemberLeaseExpiresAt  time.Time `json:"memberLeaseExpiresAt"`
+}
+
+// GrafanaShardRow is one shard stream: Redis's view of it, its rates and its
+// owners (member ids joined with ",").
+type GrafanaShardRow struct {
+	StreamPrefix            string   `json:"streamPrefix"`
+	ConsumerGroup           string   `json:"consumerGroup"`
+	ShardCount              int      `json:"shardCount"`
+	ShardIndex              int      `json:"shardIndex"`
+	ShardLabel              string   `json:"shardLabel"`
+	StreamKey               string   `json:"streamKey"`
+	RedisSlot               int      `json:"redisSlot"`
+	RedisNodeEndpoint       *string  `json:"redisNodeEndpoint"`
+	RedisNodeID             *string  `json:"redisNodeId"`
+	RedisSlotRangeStart     *int     `json:"redisSlotRangeStart"`
+	RedisSlotRangeEnd       *int     `json:"redisSlotRangeEnd"`
+	StreamLength            int64    `json:"streamLength"`
+	FirstRecordID           *string  `json:"firstRecordId"`
+	LastRecordID            *string  `json:"lastRecordId"`
+	LastGeneratedID         *string  `json:"lastGeneratedId"`
+	GroupLastDeliveredID    *string  `json:"groupLastDeliveredId"`
+	ConsumerLastDeliveredID *string  `json:"consumerLastDeliveredId"`
+	ConsumerLastAckedID     *string  `json:"consumerLastAckedId"`
+	PendingCount            int64    `json:"pendingCount"`
+	Lag                     *int64   `json:"lag"`
+	LagKnown                bool     `json:"lagKnown"`
+	ProducedPerSecond       *float64 `json:"producedPerSecond"`
+	ConsumedPerSecond       *float64 `json:"consumedPerSecond"`
+	MemoryUsageBytes        *int64   `json:"memoryUsageBytes"`
+	MemoryUsageKnown        bool     `json:"memoryUsageKnown"`
+	TargetOwnerMemberIDs    string   `json:"targetOwnerMemberIds"`
+	CurrentOwnerMemberIDs   string   `json:"currentOwnerMemberIds"`
+	OwnerState              string   `json:"ownerState"`
+	OwnerMemberIDs          string   `json:"ownerMemberIds"`
+}
+
+// GrafanaAssignmentRow is who is targeted at, reads and revokes one shard
+// (member ids joined with ",").
+type GrafanaAssignmentRow struct {
+	StreamPrefix   string `json:"streamPrefix"`
+	ConsumerGroup  string `json:"consumerGroup"`
+	ShardIndex     int    `json:"shardIndex"`
+	TargetOwners   string `json:"targetOwners"`
+	CurrentOwners  string `json:"currentOwners"`
+	RevokingOwners string `json:"revokingOwners"`
+}
+
+// GrafanaMessageRow is one stream record with the page it belongs to.
+type GrafanaMessageRow struct {
+	StreamPrefix      string     `json:"streamPrefix"`
+	ConsumerGroup     string     `json:"consumerGroup"`
+	ShardIndex        int        `json:"shardIndex"`
+	ShardSelector     string     `json:"shardSelector"`
+	ShardLabel        string     `json:"shardLabel"`
+	StreamKey         string     `json:"streamKey"`
+	RecordID          string     `json:"recordId"`
+	Payload           *string    `json:"payload"`
+	FieldsJSON        string     `json:"fieldsJson"`
+	PageDirection     string     `json:"pageDirection"`
+	PageLimit         int        `json:"pageLimit"`
+	PageNextCursor    *string    `json:"pageNextCursor"`
+	PageTotalMessages int64      `json:"pageTotalMessages"`
+	RecordTimestampMs *int64     `json:"recordTimestampMs"`
+	RecordTime        *time.Time `json:"recordTime"`
+}
+
+// Owner states of a shard row.
+const (
+	ownerUnassigned    = "UNASSIGNED"    // no target, nobody reads it
+	ownerPendingAck    = "PENDING_ACK"   // targeted, nobody reports it yet
+	ownerCurrent       = "CURRENT"       // read by exactly its target owners
+	ownerTransitioning = "TRANSITIONING" // read by others than its target owners
+)
+
+// handleGroups serves GET /coord/v1/monitoring/grafana/groups: one row per
+// group, sorted by stream prefix then group.
+func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
+	out := []GrafanaGroupRow{}
+	for _, g := range sortedGroups(a.s.c.State().Groups()) {
+		offs, err := a.s.readOffsets(r.Context(), g)
+		if err != nil {
+			a.s.writeError(w, r, err)
+			return
+		}
+		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
+		row := GrafanaGroupRow{
+			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, State: g.State(),
+			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
+			ShardCount: g.ShardCount, TotalMembers: len(g.Members),
+			TotalStreamLength: offs.TotalStreamLength, TotalLag: nonNegative(offs.TotalLag),
+			TotalMemoryUsageBytes: offs.TotalMemoryUsageBytes, MemoryUsageKnown: offs.MemoryUsageKnown,
+		}
+		for _, m := range g.Members {
+			if m.Live() {
+				row.ActiveMembers++
+			}
+			if m.CanHold() {
+				row.CurrentShards += len(m.Current)
+				row.RevokingShards += len(m.Revoking)
+			}
+		}
+		for _, t := range g.Targets {
+			row.TargetShards += len(t)
+		}
+		row.AssignedShardRatio = strconv.Itoa(row.CurrentShards) + " / " + strconv.Itoa(g.ShardCount)
+		for _, o := range offs.Shards {
+			row.TotalPendingCount += max(o.PendingCount, 0)
+		}
+		row.ProducedPerSecond, row.ConsumedPerSecond = sumRates(rates)
+		out = append(out, row)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleStreamOptions serves GET /coord/v1/monitoring/grafana/options/streams:
+// every stream prefix with a group, sorted.
+func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request) {
+	out := []GrafanaOptionRow{}
+	for _, g := range sortedGroups(a.s.c.State().Groups()) {
+		if p := g.Key.StreamPrefix; len(out) == 0 || out[len(out)-1].Value != p {
+			out = append(out, GrafanaOptionRow{Text: p, Value: p})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleGroupOptions serves GET /coord/v1/monitoring/grafana/options/consumer-groups
+// (streamPrefix optional; blank means every prefix): "<prefix> / <group>" per
+// group, sorted by prefix then group.
+func (a *grafanaAPI) handleGroupOptions(w http.ResponseWriter, r *http.Request) {
+	prefix := r.URL.Query().Get("streamPrefix")
+	out := []GrafanaOptionRow{}
+	for _, g := range sortedGroups(a.s.c.State().Groups()) {
+		if blank(prefix) || g.Key.StreamPrefix == prefix {
+			out = append(out, GrafanaOptionRow{Text: g.Key.StreamPrefix + " / " + g.Key.ConsumerGroup, Value: g.Key.ConsumerGroup})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleShardOptions serves GET /coord/v1/monitoring/grafana/options/shards:
+// ":<i>" per routed shard of the group; [] when either parameter is blank.
+func (a *grafanaAPI) handleShardOptions(w http.ResponseWriter, r *http.Request) {
+	g, ok := a.oneGroup(w, r)
+	if !ok || g == nil {
+		return
+	}
+	out := make([]GrafanaOptionRow, 0, g.ShardCount)
+	for i := 0; i < g.ShardCount; i++ {
+		out = append(out, GrafanaOptionRow{Text: shardLabel(i), Value: strconv.Itoa(i)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleMembers serves GET /coord/v1/monitoring/grafana/members: the group's
+// members sorted by id; [] when either parameter is blank.
+func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
+	g, ok := a.oneGroup(w, r)
+	if !ok || g == nil {
+		return
+	}
+	k := g.Key
+	out := []GrafanaMemberRow{}
+	for _, m := range MembersOf(g, a.s.c.MemberRuntimes(k), a.s.c.Config().RebalanceTimeout) {
+		out = append(out, GrafanaMemberRow{
+			StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, MemberID: m.MemberID, MemberName: m.MemberName,
+			State: m.State, MemberEpoch: m.MemberEpoch, MetadataVersion: m.MetadataVersion,
+			CurrentShardCount: len(m.CurrentAssignment), RevokingShardCount: len(m.Revoking),
+			RuntimeMaxConcurrency: m.RuntimeMaxConcurrency, ActiveConsumerWorkers: m.ActiveConsumerWorkers,
+			LastHeartbeatAt: m.LastHeartbeatAt, MemberLeaseExpiresAt: m.MemberLeaseExpiresAt,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleShards serves GET /coord/v1/monitoring/grafana/shards: a row per shard
+// stream of the selected groups. A blank streamPrefix or consumerGroup matches
+// any; both blank select every group.
+func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
+	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
+	if !ok {
+		return
+	}
+	var groups []*projection.Group
+	if blank(vals[0]) || blank(vals[1]) {
+		for _, g := range sortedGroups(a.s.c.State().Groups()) {
+			if (blank(vals[0]) || g.Key.StreamPrefix == vals[0]) && (blank(vals[1]) || g.Key.ConsumerGroup == vals[1]) {
+				groups = append(groups, g)
+			}
+		}
+	} else {
+		g, ok := a.s.groupNamed(w, r, vals[0], vals[1])
+		if !ok {
+			return
+		}
+		groups = append(groups, g)
+	}
+	out := []GrafanaShardRow{}
+	for _, g := range groups {
+		offs, err := a.s.readOffsets(r.Context(), g)
+		if err != nil {
+			a.s.writeError(w, r, err)
+			return
+		}
+		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
+		owners := ownersByShard(g)
+		for i, o := range offs.Shards {
+			ow := owners[o.Shard.ShardIndex]
+			out = append(out, GrafanaShardRow{
+				StreamPrefix: o.StreamPrefix, ConsumerGroup: o.ConsumerGroup, ShardCount: g.ShardCount,
+				ShardIndex: o.Shard.ShardIndex, ShardLabel: shardLabel(o.Shard.ShardIndex), StreamKey: o.StreamKey,
+				RedisSlot: o.RedisSlot, RedisNodeEndpoint: o.RedisNodeEndpoint, RedisNodeID: o.RedisNodeID,
+				RedisSlotRangeStart: o.RedisSlotRangeStart, RedisSlotRangeEnd: o.RedisSlotRangeEnd,
+				StreamLength: o.StreamLength, FirstRecordID: o.FirstRecordID, LastRecordID: o.LastRecordID,
+				LastGeneratedID: o.LastGeneratedID, GroupLastDeliveredID: o.GroupLastDeliveredID,
+				ConsumerLastDeliveredID: o.ConsumerLastDeliveredID, ConsumerLastAckedID: o.ConsumerLastAckedID,
+				PendingCount: o.PendingCount, Lag: nonNegative(o.Lag), LagKnown: o.Lag != nil,
+				ProducedPerSecond: rates[i].produced, ConsumedPerSecond: rates[i].consumed,
+				MemoryUsageBytes: o.MemoryUsageBytes, MemoryUsageKnown: o.MemoryUsageBytes != nil,
+				TargetOwnerMemberIDs: strings.Join(ow.target, ","), CurrentOwnerMemberIDs: strings.Join(ow.current, ","),
+				OwnerState: ownerState(ow.current, ow.target), OwnerMemberIDs: strings.Join(o.OwnerMemberIDs, ","),
+			})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleAssignments serves GET /coord/v1/monitoring/grafana/assignments: a row
+// per shard the group reads; [] when either parameter is blank.
+func (a *grafanaAPI) handleAssignments(w http.ResponseWriter, r *http.Request) {
+	g, ok := a.oneGroup(w, r)
+	if !ok || g == nil {
+		return
+	}
+	owners := ownersByShard(g)
+	out := []GrafanaAssignmentRow{}
+	for i := 0; i < shardSpan(g); i++ {
+		ow := owners[i]
+		out = append(out, GrafanaAssignmentRow{
+			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, ShardIndex: i,
+			TargetOwners: strings.Join(ow.target, ","), CurrentOwners: strings.Join(ow.current, ","),
+			RevokingOwners: strings.Join(ow.revoking, ","),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// oneGroup resolves the required streamPrefix and consumerGroup parameters.
+// It answers [] itself (and returns a nil group) when either is blank, and the
+// error when a parameter is missing or the group is unknown; false means it answered.
+func (a *grafanaAPI) oneGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
+	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
+	if !ok {
+		return nil, false
+	}
+	if blank(vals[0]) || blank(vals[1]) {
+		writeJSON(w, http.StatusOK, []any{})
+		return nil, true
+	}
+	return a.s.groupNamed(w, r, vals[0], vals[1])
+}
+
+// requiredParams reads query parameters that must be present (they may be
+// blank); a missing one is a 400.
+func (s *Server) requiredParams(w http.ResponseWriter, r *http.Request, names ...string) ([]string, bool) {
+	q := r.URL.Query()
+	out := make([]string, len(names))
+	for i, n := range names {
+		if !q.Has(n) {
+			s.badRequest(w, r, "Required request parameter '"+n+"' is not present")
+			return nil, false
+		}
+		out[i] = q.Get(n)
+	}
+	return out, true
+}
+
+// groupNamed resolves a group named by query parameters; false means it
+// answered (400 for an invalid key, 404 for an unknown group).
+func (s *Server) groupNamed(w http.ResponseWriter, r *http.Request, prefix, group string) (*projection.Group, bool) {
+	k := projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: group}
+	if err := commands.ValidateKey(k); err != nil {
+		s.writeError(w, r, err)
+		return nil, false
+	}
+	return s.findGroup(w, r, k)
+}
+
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+func shardLabel(i int) string { return ":" + strconv.Itoa(i) }
+
+// sortedGroups orders groups by stream prefix, then group.
+func sortedGroups(gs []*projection.Group) []*projection.Group {
+	sort.Slice(gs, func(i, j int) bool {
+		a, b := gs[i].Key, gs[j].Key
+		if a.StreamPrefix != b.StreamPrefix {
+			return a.StreamPrefix < b.StreamPrefix
+		}
+		return a.ConsumerGroup < b.ConsumerGroup
+	})
+	return gs
+}
+
+func nonNegative(v *int64) *int64 {
+	if v == nil || *v >= 0 {
+		return v
+	}
+	zero := int64(0)
+	return &zero
+}
+
+// shardOwners are the member ids, sorted, targeted at a shard and, among the
+// members whose shards still count (live or leaving), reading and revoking it.
+type shardOwners struct {
+	target, current, revoking []string
+}
+
+func ownersByShard(g *projection.Group) map[int]shardOwners {
+	out := map[int]shardOwners{}
+	add := func(s int, f func(*shardOwners)) {
+		o := out[s]
+		f(&o)
+		out[s] = o
+	}
+	targeted := make([]string, 0, len(g.Targets))
+	for id := range g.Targets {
+		targeted = append(targeted, id)
+	}
+	sort.Strings(targeted)
+	for _, id := range targeted {
+		for _, s := range g.Targets[id] {
+			add(s, func(o *shardOwners) { o.target = append(o.target, id) })
+		}
+	}
+	for _, id := range g.MemberIDs() {
+		m := g.Members[id]
+		if !m.CanHold() {
+			continue
+		}
+		for _, s := range m.Current {
+			add(s, func(o *shardOwners) { o.current = append(o.current, id) })
+		}
+		for _, s := range m.Revoking {
+			add(s, func(o *shardOwners) { o.revoking = append(o.revoking, id) })
+		}
+	}
+	return out
+}
+
+// ownerState compares who reads a shard with who is targeted at it.
+func ownerState(current, target []string) string {
+	switch {
+	case len(current) == 0 && len(target) == 0:
+		return ownerUnassigned
+	case len(current) == 0:
+		return ownerPendingAck
+	case sameSet(current, target):
+		return ownerCurrent
+	}
+	return ownerTransitioning
+}
+
+func sameSet(a, b []string) bool {
+	in := map[string]bool{}
+	for _, x := range a {
+		in[x] = true
+	}
+	seen := map[string]bool{}
+	for _, x := range b {
+		if !in[x] {
+			return false
+		}
+		seen[x] = true
+	}
+	return len(seen) == len(in)
+}
+
+// Rates. A stream's produced rate is its length growth between two
+// observations; its consumed rate is (length growth - lag growth) per second,
+// both floored at 0 and rounded to 2 decimals. The first observation of a
+// stream has no rate; consumed is also unknown while Redis cannot tell the lag.
+// Observations are kept per consumer group and stream key (lag is per group)
+// and forgotten after rateMemoryTTL without one.
+
+// rateMemoryTTL is how long an observation is kept without a newer one.
+const rateMemoryTTL = 10 * time.Minute
+
+type rateKey struct{ group, streamKey string }
+
+type rateSample struct {
+	at     time.Time
+	length int64
+	lag    *int64
+}
+
+type shardRate struct{ produced, consumed *float64 }
+
+// rateSweepEvery is how often observe forgets expired observations: a sweep
+// walks them all, and one overview request observes every shard of every group.
+const rateSweepEvery = time.Minute
+
+// rateMemory is the previous observation of every stream seen lately.
+type rateMemory struct {
+	mu        sync.Mutex
+	last      map[rateKey]rateSample
+	lastSweep time.Time
+}
+
+func newRateMemory() *rateMemory { return &rateMemory{last: map[rateKey]rateSample{}} }
+
+// observe records the offsets as seen at now and returns each shard's rate
+// since its previous observation, in the order of offs.
+func (m *rateMemory) observe(group string, offs []ShardOffset, now time.Time) []shardRate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now.Sub(m.lastSweep) >= rateSweepEvery {
+		for k, s := range m.last {
+			if now.Sub(s.at) > rateMemoryTTL {
+				delete(m.last, k)
+			}
+		}
+		m.lastSweep = now
+	}
+	out := make([]shardRate, len(offs))
+	for i, o := range offs {
+		k := rateKey{group: group, streamKey: o.StreamKey}
+		cur := rateSample{at: now, length: max(o.StreamLength, 0), lag: nonNegative(o.Lag)}
+		if prev, ok := m.last[k]; ok && now.Sub(prev.at) <= rateMemoryTTL {
+			out[i] = rateBetween(prev, cur)
+		}
+		m.last[k] = cur
+	}
+	return out
+}
+
+func rateBetween(prev, cur rateSample) shardRate {
+	secs := cur.at.Sub(prev.at).Seconds()
+	if secs <= 0 {
+		return shardRate{}
+	}
+	produced := max(cur.length-prev.length, 0)
+	r := shardRate{produced: roundRate(float64(produced) / secs)}
+	if cur.lag != nil && prev.lag != nil {
+		consumed := max(produced-(*cur.lag-*prev.lag), 0)
+		r.consumed = roundRate(float64(consumed) / secs)
+	}
+	return r
+}
+
+// sumRates adds the known rates of a group's shards (nil when none is known).
+func sumRates(rates []shardRate) (produced, consumed *float64) {
+	sum := func(pick func(shardRate) *float64) *float64 {
+		var total float64
+		known := false
+		for _, r := range rates {
+			if v := pick(r); v != nil {
+				total += *v
+				known = true
+			}
+		}
+		if !known {
+			return nil
+		}
+		return roundRate(total)
+	}
+	return sum(func(r shardRate) *float64 { return r.produced }), sum(func(r shardRate) *float64 { return r.consumed })
+}
+
+func roundRate(v float64) *float64 {
+	r := math.RoundToEven(v*100) / 100
+	return &r
+}
