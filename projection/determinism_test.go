@@ -48,6 +48,7 @@ type generator struct {
 	now    time.Time
 	groups []*genGroup
 	out    []events.Record // without ids
+	terms  int64           // coordinator.term_started written so far
 }
 
 func newGenerator(seed uint64) *generator {
@@ -223,6 +224,11 @@ func (g *generator) step() {
 			k = projection.GroupKey{StreamPrefix: "ghost", ConsumerGroup: "nobody"}
 		}
 		g.emit(k, "bob", &events.CommandRejected{Command: "group.delete", ErrorCode: "CONFLICT", Message: "generated", RequestedBy: "bob"})
+		if g.r.IntN(4) == 0 {
+			// A new leader's term marker belongs to no group.
+			g.terms++
+			g.emit(projection.GroupKey{}, "coordinator", &events.TermStarted{Term: g.terms, Holder: fmt.Sprintf("replica-%d#00ff", g.terms%3), URL: "http://replica:8080"})
+		}
 	case x < 97:
 		gr.exists = false
 		g.emit(gr.key, "alice", &events.GroupDeleted{RequestedBy: "alice", Reason: "generated", Force: g.r.IntN(2) == 0})
