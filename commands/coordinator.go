@@ -122,6 +122,7 @@ type Coordinator struct {
 	conflicts     atomic.Int64
 	lastAppendErr atomic.Value // string
 
+	writerWG sync.WaitGroup // the writer alone, so Close can hand over before the other loops end
 	lead     leadership
 	reloadMu sync.Mutex // one reload from a snapshot at a time (trim.go)
 }
@@ -239,7 +240,8 @@ func FoldLog(ctx context.Context, l events.Log, st *projection.State, until stri
 // at once; Close stops them.
 func (c *Coordinator) Run() {
 	c.wg.Add(3)
-	go func() { defer c.wg.Done(); c.writer() }()
+	c.writerWG.Add(1)
+	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.writer() }()
 	go func() { defer c.wg.Done(); c.ticker() }()
 	go func() { defer c.wg.Done(); c.follow() }()
 	if c.cfg.Lease != nil {
@@ -259,11 +261,15 @@ func (c *Coordinator) Close() {
 		return
 	}
 	close(c.stop)
-	c.wg.Wait()
+	// Once the writer finished the batch in progress nothing more is decided:
+	// snapshot and hand the lease over before waiting for the other loops (the
+	// follower's blocking read may take a second).
+	c.writerWG.Wait()
 	if c.IsLeader() {
 		c.saveSnapshot(context.Background())
 	}
 	c.releaseLease()
+	c.wg.Wait()
 }
 
 // request is one decision waiting for the writer.

@@ -104,23 +104,37 @@ func (c *Coordinator) LeaderNow(ctx context.Context) LeaderInfo {
 	return fresh
 }
 
-// elect runs the lease: renew while leading, try to acquire while following.
+// followerPoll bounds how often a follower tries the lease: a lease released
+// at shutdown is taken within it (an expired one within the lease plus it).
+const followerPoll = 250 * time.Millisecond
+
+// elect runs the lease: renew every third of the lease while leading, try to
+// acquire it every followerPoll (at most) while following.
 func (c *Coordinator) elect() {
-	period := c.cfg.LeaseTTL / 3
-	if period < 10*time.Millisecond {
-		period = 10 * time.Millisecond
+	renew := c.cfg.LeaseTTL / 3
+	if renew < 10*time.Millisecond {
+		renew = 10 * time.Millisecond
 	}
 	for {
+		period := renew
+		c.lead.mu.Lock()
+		if !c.lead.leading && period > followerPoll {
+			period = followerPoll
+		}
+		c.lead.mu.Unlock()
 		select {
 		case <-c.stop:
 			return
 		case <-time.After(period):
 		}
-		c.electOnce(period)
+		c.electOnce(renew)
 	}
 }
 
 func (c *Coordinator) electOnce(timeout time.Duration) {
+	if c.closing.Load() {
+		return
+	}
 	lease, ttl := c.cfg.Lease, c.cfg.LeaseTTL
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -157,7 +171,11 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	c.lead.mu.Lock()
 	c.lead.known = info
 	c.lead.mu.Unlock()
-	if !info.Self || c.closing.Load() {
+	if info.Self && c.closing.Load() {
+		_ = lease.Release(ctx) // won it while shutting down: hand it on at once
+		return
+	}
+	if !info.Self {
 		return
 	}
 	// A new term: fold what the previous leader appended before deciding.

@@ -551,3 +551,46 @@ func send(t *testing.T, method, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestIntegrationHAGracefulHandover: a leader stopped with SIGTERM writes its
+// snapshot and releases the lease, so a follower leads without waiting for the
+// lease to expire (the lease here is long: 30 s), opens term 2 and decides.
+func TestIntegrationHAGracefulHandover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs coordinator processes and redis-server")
+	}
+	ctx := context.Background()
+	rs := redistest.StartProcess(t)
+	rdb := rs.Client(t)
+	h := startHACluster(t, rs, 2, "--leader-lease", "30s")
+	old := h.waitLeader(20 * time.Second)
+	creds := client.BasicAuth{Username: "admin", Password: "password"}
+	if _, err := client.NewCoordinator(h.replicas[old].URL(), creds).CreateGroup(ctx, "handover", "g", 2, "ha-test"); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	h.replicas[old].Stop()
+	next := h.waitLeader(10 * time.Second) // well below the 30 s lease
+	t.Logf("replica-%d leads %.2fs after replica-%d stopped", next, time.Since(stopped).Seconds(), old)
+	if _, err := client.NewCoordinator(h.replicas[next].URL(), creds).Scale(ctx, "handover", "g", 3, "ha-test", "after the handover"); err != nil {
+		t.Fatalf("the new leader decides: %v", err)
+	}
+	if n, _ := rdb.Exists(ctx, h.log+":snapshot").Result(); n != 1 {
+		t.Error("the stopping leader wrote no snapshot")
+	}
+	entries, err := redisstore.NewLog(rdb, h.log).Read(ctx, events.ZeroID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terms []int64
+	for _, e := range entries {
+		if rec, err := events.Decode(e.ID, e.Data); err == nil {
+			if ts, ok := rec.Event.(*events.TermStarted); ok {
+				terms = append(terms, ts.Term)
+			}
+		}
+	}
+	if !slices.Equal(terms, []int64{1, 2}) {
+		t.Fatalf("terms in the log %v, want [1 2]", terms)
+	}
+}
