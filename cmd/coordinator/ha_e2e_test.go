@@ -64,6 +64,17 @@ func startHACluster(t *testing.T, rs *redistest.Server, n int, extra ...string) 
 	return h
 }
 
+// startHA is the common start of the HA tests (skipped with -short): a
+// redis-server and n replicas on it, with extra flags.
+func startHA(t *testing.T, n int, extra ...string) (*haCluster, redis.UniversalClient) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs coordinator processes and redis-server")
+	}
+	rs := redistest.StartProcess(t)
+	return startHACluster(t, rs, n, extra...), rs.Client(t)
+}
+
 // readiness is a replica's /readyz answer.
 type readiness struct {
 	Status, Role, Leader, LeaderURL, LastEventID string
@@ -150,13 +161,8 @@ func (h *haCluster) urls(except ...int) []string {
 // members saw it), the surviving replicas serve the same state as a fresh fold,
 // and the killed replica comes back as a follower.
 func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs three coordinator processes and redis-server for ~30s")
-	}
+	h, rdb := startHA(t, 3)
 	ctx := context.Background()
-	rs := redistest.StartProcess(t)
-	rdb := rs.Client(t)
-	h := startHACluster(t, rs, 3)
 	leader := h.waitLeader(20 * time.Second)
 	follower := (leader + 1) % 3
 	t.Logf("leader replica-%d", leader)
@@ -173,7 +179,7 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 	rec := chaos.NewRecorder()
 	mctx, stopMembers := context.WithCancel(ctx)
 	defer stopMembers()
-	rt, err := chaos.StartMembers(mctx, chaos.MemberSpec{CoordinatorURL: endpoints, RedisURL: rs.URL(), Prefix: prefix, Group: group,
+	rt, err := chaos.StartMembers(mctx, chaos.MemberSpec{CoordinatorURL: endpoints, RedisURL: h.replicas[0].RedisURL, Prefix: prefix, Group: group,
 		Base: "ha", Concurrency: 3, HandlerSleep: 2 * time.Millisecond, Lease: haLease}, rdb, rec, "in-process")
 	if err != nil {
 		t.Fatal(err)
@@ -279,13 +285,8 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 // its stale term: it steps down, the write is forwarded to the new leader, and
 // the log holds one linear history that every replica folds to the same state.
 func TestIntegrationHAPausedLeaderIsFenced(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs coordinator processes and redis-server")
-	}
+	h, rdb := startHA(t, 2)
 	ctx := context.Background()
-	rs := redistest.StartProcess(t)
-	rdb := rs.Client(t)
-	h := startHACluster(t, rs, 2)
 	old := h.waitLeader(20 * time.Second)
 	other := 1 - old
 	creds := client.BasicAuth{Username: "admin", Password: "password"}
@@ -470,13 +471,8 @@ func checkForwarding(t *testing.T, h *haCluster, leader, follower int, prefix, g
 // snapshot, instead of folding what follows the gap onto a state that misses
 // it: it serves exactly what the leader serves.
 func TestIntegrationHAFollowerBehindTrimPoint(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs coordinator processes and redis-server")
-	}
+	h, rdb := startHA(t, 2, "--trim-log", "--snapshot-every", "5", "--snapshot-keep", "2")
 	ctx := context.Background()
-	rs := redistest.StartProcess(t)
-	rdb := rs.Client(t)
-	h := startHACluster(t, rs, 2, "--trim-log", "--snapshot-every", "5", "--snapshot-keep", "2")
 	leader := h.waitLeader(20 * time.Second)
 	follower := 1 - leader
 	creds := client.BasicAuth{Username: "admin", Password: "password"}
@@ -556,13 +552,8 @@ func send(t *testing.T, method, url string) (int, string) {
 // snapshot and releases the lease, so a follower leads without waiting for the
 // lease to expire (the lease here is long: 30 s), opens term 2 and decides.
 func TestIntegrationHAGracefulHandover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: runs coordinator processes and redis-server")
-	}
+	h, rdb := startHA(t, 2, "--leader-lease", "30s")
 	ctx := context.Background()
-	rs := redistest.StartProcess(t)
-	rdb := rs.Client(t)
-	h := startHACluster(t, rs, 2, "--leader-lease", "30s")
 	old := h.waitLeader(20 * time.Second)
 	creds := client.BasicAuth{Username: "admin", Password: "password"}
 	if _, err := client.NewCoordinator(h.replicas[old].URL(), creds).CreateGroup(ctx, "handover", "g", 2, "ha-test"); err != nil {
