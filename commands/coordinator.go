@@ -41,9 +41,7 @@ type Config struct {
 	// LeaseTTL is how long a lease lasts without renewal (5s); it is renewed
 	// every LeaseTTL/3.
 	LeaseTTL time.Duration
-	// AdvertiseURL is the base URL other replicas forward writes to.
-	AdvertiseURL string
-	Logger       zerolog.Logger
+	Logger   zerolog.Logger
 	// AfterAppend, if set, is called with every appended record (metrics, test hooks).
 	AfterAppend func(rec events.Record)
 	// SnapshotKeep is how many snapshots the store keeps (2); start-up falls

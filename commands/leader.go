@@ -70,7 +70,7 @@ func (c *Coordinator) Role() string {
 // LeaseTTL/3); Holder is "" when nobody held it then.
 func (c *Coordinator) Leader() LeaderInfo {
 	if c.cfg.Lease == nil {
-		return LeaderInfo{Holder: c.cfg.CoordinatorID, URL: c.cfg.AdvertiseURL, Self: true}
+		return LeaderInfo{Holder: c.cfg.CoordinatorID, Self: true}
 	}
 	c.lead.mu.Lock()
 	defer c.lead.mu.Unlock()

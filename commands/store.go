@@ -62,9 +62,8 @@ type LeaderLease interface {
 
 // LeaderInfo describes the current holder of the leader lease.
 type LeaderInfo struct {
-	Holder string        // replica identity (coordinator id and a per-process nonce)
-	URL    string        // where that replica takes forwarded writes
-	Token  int64         // fencing token of the holder's term; increases with every new term
-	TTL    time.Duration // remaining lease time as Redis sees it
-	Self   bool          // the holder is this replica
+	Holder string // replica identity (coordinator id and a per-process nonce)
+	URL    string // where that replica takes forwarded writes
+	Token  int64  // fencing token of the holder's term; increases with every new term
+	Self   bool   // the holder is this replica
 }

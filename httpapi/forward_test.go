@@ -22,7 +22,7 @@ import (
 type otherLeader struct{ url string }
 
 func (o otherLeader) info() commands.LeaderInfo {
-	return commands.LeaderInfo{Holder: "replica-a#00ff", URL: o.url, Token: 7, TTL: time.Second}
+	return commands.LeaderInfo{Holder: "replica-a#00ff", URL: o.url, Token: 7}
 }
 func (o otherLeader) Acquire(context.Context, time.Duration) (commands.LeaderInfo, error) {
 	return o.info(), nil

@@ -12,7 +12,7 @@ import (
 type leaderLease struct{ l *redisstore.Lease }
 
 func info(i redisstore.LeaseInfo) commands.LeaderInfo {
-	return commands.LeaderInfo{Holder: i.Holder, URL: i.URL, Token: i.Token, TTL: i.TTL, Self: i.Self}
+	return commands.LeaderInfo{Holder: i.Holder, URL: i.URL, Token: i.Token, Self: i.Self}
 }
 
 func (a leaderLease) Acquire(ctx context.Context, ttl time.Duration) (commands.LeaderInfo, error) {

@@ -235,7 +235,7 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 type fixedLeader struct{ url string }
 
 func (f fixedLeader) info() commands.LeaderInfo {
-	return commands.LeaderInfo{Holder: "rscbench-leader", URL: f.url, Token: 1, TTL: benchLease}
+	return commands.LeaderInfo{Holder: "rscbench-leader", URL: f.url, Token: 1}
 }
 func (f fixedLeader) Acquire(context.Context, time.Duration) (commands.LeaderInfo, error) {
 	return f.info(), nil
