@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -123,9 +124,12 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 			pr.SetXForwarded()
 		},
 		Transport: &http.Transport{
-			Proxy:               nil,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     30 * time.Second,
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: ForwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout:   ForwardTLSHandshakeTimeout,
+			ResponseHeaderTimeout: ForwardResponseHeaderTimeout,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       30 * time.Second,
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set(headerForwardedTo, leaderName)
@@ -138,7 +142,8 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 				return
 			}
 			if f.warnable(leaderName) {
-				s.log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed (logged once a second)")
+				log := s.logFor(r)
+				log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed (logged once a second)")
 			}
 			w.Header().Set("Retry-After", "1")
 			s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: commands.ErrNotLeader.Code,

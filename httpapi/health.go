@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -69,7 +70,9 @@ type LoginResponse struct {
 }
 
 // handleLogin serves POST /coord/v1/auth/login: credentials from the body, or
-// the request's own Authorization header (a valid token buys a fresh one).
+// the request's own Authorization header (a valid token buys a fresh one that
+// expires no later than it does). Password checks are throttled: a user or an
+// address that failed too often gets 429 until its bucket refills.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var req LoginRequest
 	if !s.decodeBody(w, r, &req, false) {
@@ -78,18 +81,34 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var p *principal
 	var err error
 	if req.Username != "" {
-		p, err = s.auth.checkPassword(req.Username, req.Password)
+		p, err = s.auth.checkPassword(req.Username, req.Password, clientAddr(r))
 	} else {
-		p, err = s.auth.authenticate(r)
+		o := authOf(r) // ServeHTTP checked the header once
+		p, err = o.p, o.err
+	}
+	var te *throttledError
+	if errors.As(err, &te) {
+		s.tooManyFailures(w, r, te)
+		return
 	}
 	if err != nil || p == nil {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"timestamp": time.Now().UTC(), "status": 401, "error": "Unauthorized", "path": r.URL.Path})
+		loginFailed(w, r)
 		return
 	}
-	tok, exp, err := s.auth.issueToken(p, time.Now())
+	now := s.auth.now()
+	tok, exp, err := s.auth.issueToken(p, now)
 	if err != nil {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"timestamp": time.Now().UTC(), "status": 401, "error": "Unauthorized", "path": r.URL.Path})
+		loginFailed(w, r)
 		return
 	}
-	writeJSON(w, http.StatusOK, LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: int64(s.auth.cfg.TokenTTL.Seconds()), Roles: p.Roles})
+	ttl := int64(s.auth.cfg.TokenTTL.Seconds())
+	if left := exp.Unix() - now.Unix(); left < ttl {
+		ttl = max(left, 0) // an exchanged token, capped by the one presented
+	}
+	writeJSON(w, http.StatusOK, LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: ttl, Roles: p.Roles})
+}
+
+// loginFailed is the reference's 401 for a failed login (Spring's error body).
+func loginFailed(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusUnauthorized, map[string]any{"timestamp": time.Now().UTC(), "status": 401, "error": "Unauthorized", "path": r.URL.Path})
 }

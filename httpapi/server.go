@@ -21,9 +21,6 @@ import (
 	"github.com/rscoord/rsc/projection"
 )
 
-// MaxBodyBytes bounds every request body.
-const MaxBodyBytes = 1 << 20
-
 // Config configures the server.
 type Config struct {
 	Addr string
@@ -35,6 +32,12 @@ type Config struct {
 	Observe func(route, method string, status int, elapsed time.Duration)
 	// Extra routes (metrics, console) registered by cmd.
 	Mount func(r *mux.Router)
+	// Now is the clock of authentication (token expiry, failed-login
+	// throttling); time.Now when nil. Tests move it.
+	Now func() time.Time
+	// StateAt, if set, replaces the coordinator's StateAt in the replay
+	// endpoint (tests hold a replay in flight with it).
+	StateAt func(ctx context.Context, until string) (*projection.State, error)
 }
 
 // Server owns the router and the listener.
@@ -44,9 +47,13 @@ type Server struct {
 	streams StreamReader
 	auth    *authenticator
 	router  *mux.Router
-	log     zerolog.Logger
-	limiter *rateLimiter
-	fwd     forwarder
+	// catchAll holds the API's catch-all route (access.go).
+	catchAll *mux.Router
+	log      zerolog.Logger
+	limiter  *rateLimiter
+	fwd      forwarder
+	replays  chan struct{} // a slot per replay in flight
+	stateAt  func(ctx context.Context, until string) (*projection.State, error)
 
 	ln   net.Listener
 	srv  *http.Server
@@ -56,7 +63,14 @@ type Server struct {
 
 // NewServer builds the server; streams may be nil (offsets and messages then answer 503).
 func NewServer(cfg Config, c *commands.Coordinator, streams StreamReader) *Server {
-	s := &Server{cfg: cfg, c: c, streams: streams, auth: newAuthenticator(cfg.Auth), log: cfg.Logger, router: mux.NewRouter().UseEncodedPath().SkipClean(true)}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, c: c, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
+		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays), stateAt: cfg.StateAt}
+	if s.stateAt == nil {
+		s.stateAt = c.StateAt
+	}
 	if cfg.RateLimitPerMinute != 0 {
 		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)
 	}
@@ -80,54 +94,78 @@ func NewServer(cfg Config, c *commands.Coordinator, streams StreamReader) *Serve
 	return s
 }
 
+// SetUsers replaces the configured users (a reloaded users file): from the
+// next request on, passwords are checked against them and a bearer token is
+// accepted only while its user exists, with the roles the user still holds.
+// An empty list lets nobody in.
+func (s *Server) SetUsers(users []User) { s.auth.setUsers(users) }
+
 // Router exposes the router (tests walk it).
 func (s *Server) Router() *mux.Router { return s.router }
 
-// ServeHTTP runs the middleware chain: body limit, authentication, routing.
+// ServeHTTP runs the middleware chain: request id, header limits, body limit,
+// authentication and authorization by route, forwarding, routing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	match := s.resolve(r)
+	r = withRequestInfo(r, requestInfo{id: requestID(r), route: match.label()})
+	rec.Header().Set(headerRequestID, requestIDOf(r))
+	defer func() {
+		if s.cfg.Observe != nil {
+			s.cfg.Observe(match.label(), r.Method, rec.status, time.Since(start))
+		}
+	}()
+	if headerBytes(r) > MaxHeaderBytes {
+		writeJSON(rec, http.StatusRequestHeaderFieldsTooLarge, ErrorResponse{Status: "REQUEST_HEADER_FIELDS_TOO_LARGE", ErrorCode: "INVALID_REQUEST",
+			Message: fmt.Sprintf("request headers larger than %d bytes", MaxHeaderBytes), Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		return
+	}
+	if h := badTraceHeader(r); h != "" {
+		s.badRequest(rec, r, fmt.Sprintf("header %s: must be at most %d bytes without control characters", h, MaxTraceHeaderBytes))
+		return
+	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
 	}
-	route := "unmatched"
-	var match mux.RouteMatch
-	if s.router.Match(r, &match) && match.Route != nil {
-		if tpl, err := match.Route.GetPathTemplate(); err == nil {
-			route = tpl
-		}
-	}
-	defer func() {
-		if s.cfg.Observe != nil {
-			s.cfg.Observe(route, r.Method, rec.status, time.Since(start))
-		}
-	}()
-	required := s.auth.requiredRole(r)
+	required := s.auth.requiredRole(match, r.Method)
 	p, err := s.auth.authenticate(r)
 	if required != "" {
-		if err != nil || p == nil {
+		var te *throttledError
+		switch {
+		case errors.As(err, &te):
+			s.tooManyFailures(rec, r, te)
+			return
+		case err != nil || p == nil:
 			unauthorized(rec)
 			return
-		}
-		if !p.grants(required) {
+		case !p.grants(required):
 			rec.WriteHeader(http.StatusForbidden)
 			return
 		}
 	}
-	if p != nil {
-		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
-	}
-	if s.forward(rec, r, route) {
+	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, authOutcome{p, err}))
+	if s.forward(rec, r, match.template) {
 		return
 	}
 	s.router.ServeHTTP(rec, r)
 }
 
+// authOutcome is what the Authorization header proved: a principal, or why not.
+type authOutcome struct {
+	p   *principal
+	err error
+}
+
 type principalKey struct{}
 
 func principalOf(r *http.Request) *principal {
-	p, _ := r.Context().Value(principalKey{}).(*principal)
-	return p
+	return authOf(r).p
+}
+
+func authOf(r *http.Request) authOutcome {
+	o, _ := r.Context().Value(principalKey{}).(authOutcome)
+	return o
 }
 
 type statusRecorder struct {
@@ -156,7 +194,8 @@ func (s *Server) Open() error {
 	}
 	s.mu.Lock()
 	s.ln = ln
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
 	s.done = make(chan struct{})
 	s.mu.Unlock()
 	go func() {

@@ -1,0 +1,66 @@
+package httpapi
+
+import "time"
+
+// Every bound the HTTP transport puts on a caller, in one place. A caller that
+// can reach the port is not trusted to be kind: each request has a size, a time
+// and a cost it cannot exceed, and an answer never shows more than it must.
+
+// Request size.
+const (
+	// MaxBodyBytes bounds every request body (413 beyond).
+	MaxBodyBytes = 1 << 20
+	// MaxHeaderBytes bounds the request line and headers together (431 beyond).
+	// net/http enforces it with a few KiB of slack; ServeHTTP enforces it exactly.
+	MaxHeaderBytes = 32 << 10
+	// MaxTraceHeaderBytes bounds X-Request-Id, X-Correlation-Id and
+	// X-Amzn-Trace-Id, which end up in the audit log (400 beyond).
+	MaxTraceHeaderBytes = 128
+)
+
+// Server timeouts: a client that trickles its headers or body, or never reads
+// its answer, holds a connection for at most this long.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 30 * time.Second  // headers and body
+	WriteTimeout      = 60 * time.Second  // from the end of the headers to the end of the answer
+	IdleTimeout       = 120 * time.Second // keep-alive between requests
+)
+
+// Forwarding to the leader (--ha): a leader that does not accept, handshake or
+// answer in time fails the request with 503 and Retry-After instead of holding
+// the follower's goroutine and the caller's connection.
+const (
+	ForwardDialTimeout           = 2 * time.Second
+	ForwardTLSHandshakeTimeout   = 5 * time.Second
+	ForwardResponseHeaderTimeout = 15 * time.Second
+)
+
+// Expensive reads.
+const (
+	// MaxEntriesPerRequest bounds the shard stream entries one messages request
+	// reads from Redis, look-ahead entries included, over all the shards it
+	// reads: a merged page over N shards reads at most MaxEntriesPerRequest/N
+	// entries per shard (and so has at most that many rows less one), and a
+	// tail page that would need more is refused.
+	MaxEntriesPerRequest = 2000
+	// MaxConcurrentReplays bounds the replays (a fold of the log) running at
+	// once; more answer 429 with Retry-After: 1.
+	MaxConcurrentReplays = 2
+)
+
+// Failed logins (loginThrottle): token buckets, spent by failures only.
+// A username gets loginUserBurst failed password checks, then one more every
+// loginUserRefill; a client address (the TCP peer, not X-Forwarded-For)
+// loginAddrBurst failed password or bearer checks, then one more every
+// loginAddrRefill. While a bucket is empty, password checks for its key are
+// refused before the password is looked at (429, Retry-After). At most
+// loginMaxKeys buckets are kept: full ones are dropped first, then the least
+// recently used.
+const (
+	loginUserBurst  = 10
+	loginUserRefill = 6 * time.Second
+	loginAddrBurst  = 30
+	loginAddrRefill = 2 * time.Second
+	loginMaxKeys    = 10000
+)
