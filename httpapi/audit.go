@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -88,7 +89,7 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := s.c.HistoryLog().Read(r.Context(), after, limit)
 	if err != nil {
-		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "cannot read the event log: " + err.Error()})
+		s.writeError(w, r, logUnavailable(err))
 		return
 	}
 	next := ""
@@ -124,7 +125,7 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := s.c.HistoryLog().Get(r.Context(), ids)
 	if err != nil {
-		s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "cannot read the event log: " + err.Error()})
+		s.writeError(w, r, logUnavailable(err))
 		return
 	}
 	next := ""
@@ -145,10 +146,21 @@ type GroupReplay struct {
 
 // handleReplay serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/replay?until=<id>:
 // the log folded up to and including that event (on a trimmed log, from the
-// newest kept snapshot before it; 422 LOG_TRIMMED before the oldest one).
+// newest kept snapshot before it; 422 LOG_TRIMMED before the oldest one). A
+// fold reads the log from its start (or a snapshot), so at most
+// MaxConcurrentReplays run at once; more answer 429 with Retry-After: 1.
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	k, ok := s.groupKey(w, r)
 	if !ok {
+		return
+	}
+	select {
+	case s.replays <- struct{}{}:
+		defer func() { <-s.replays }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusTooManyRequests, ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: commands.ErrRateLimited.Code,
+			Message: "Too many replays in progress (at most " + strconv.Itoa(MaxConcurrentReplays) + "); retry", Timestamp: time.Now().UTC(), Path: r.URL.Path})
 		return
 	}
 	until := r.URL.Query().Get("until")
@@ -159,8 +171,13 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
 		return
 	}
-	st, err := s.c.StateAt(r.Context(), until)
+	st, err := s.stateAt(r.Context(), until)
 	if err != nil {
+		var ce *commands.Error
+		var de *events.DecodeError
+		if !errors.As(err, &ce) && !errors.As(err, &de) {
+			err = logUnavailable(err) // Redis failed the fold
+		}
 		s.writeError(w, r, err)
 		return
 	}

@@ -39,9 +39,38 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeError answers with the contract's error shape. Unknown errors are logged
-// with context and shown as a generic message.
+// unavailableError is a read that Redis (or the event log on it) failed. Its
+// detail (addresses, NOAUTH, internals) is for the coordinator's log; the
+// caller gets public, a 503 whose message also names the request id to look
+// for there.
+type unavailableError struct {
+	public *commands.Error
+	err    error
+}
+
+func (e *unavailableError) Error() string { return e.public.Message + ": " + e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// streamsUnavailable is the answer when Redis fails a shard stream read.
+func streamsUnavailable(err error) error {
+	return &unavailableError{&commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "Redis is unavailable"}, err}
+}
+
+// logUnavailable is the answer when the event log cannot be read.
+func logUnavailable(err error) error {
+	return &unavailableError{withMessage(commands.ErrUnavailable, "The event log cannot be read"), err}
+}
+
+// writeError answers with the contract's error shape. Unknown errors and
+// failures of Redis are logged with context and shown as a generic message
+// that names the request id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ue *unavailableError
+	if errors.As(err, &ue) && !errors.Is(err, r.Context().Err()) {
+		log := s.logFor(r)
+		log.Warn().Err(ue.err).Str("path", r.URL.Path).Msg(ue.public.Message)
+		err = withMessage(ue.public, ue.public.Message+"; see the coordinator log for request "+requestIDOf(r))
+	}
 	var ce *commands.Error
 	if errors.As(err, &ce) {
 		ks := kindStatus[ce.Kind]
@@ -55,8 +84,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Status: "SERVICE_UNAVAILABLE", ErrorCode: "COORDINATOR_TERMINATING", Message: "request cancelled", Timestamp: time.Now().UTC(), Path: r.URL.Path})
 		return
 	}
-	s.log.Error().Err(err).Str("path", r.URL.Path).Str("method", r.Method).Msg("internal error")
-	writeJSON(w, http.StatusInternalServerError, ErrorResponse{Status: "INTERNAL_SERVER_ERROR", ErrorCode: "INTERNAL_ERROR", Message: "Internal server error", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+	log := s.logFor(r)
+	log.Error().Err(err).Str("path", r.URL.Path).Msg("internal error")
+	writeJSON(w, http.StatusInternalServerError, ErrorResponse{Status: "INTERNAL_SERVER_ERROR", ErrorCode: "INTERNAL_ERROR",
+		Message: "Internal server error; see the coordinator log for request " + requestIDOf(r), Timestamp: time.Now().UTC(), Path: r.URL.Path})
 }
 
 func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, msg string) {

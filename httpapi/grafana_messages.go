@@ -13,6 +13,7 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/routing"
 )
 
 // Grafana's message table pages one shard or every shard merged by record id,
@@ -24,7 +25,10 @@ import (
 // (recordId, searched on every shard; cursor is then ignored). Cursors: a record
 // id on one shard, "all:<i>=<id>,..." across shards, and "__rsc_last__" or
 // "__rsc_tail__:<n>" for the last page or the n-th page before it. [] when
-// streamPrefix or consumerGroup is blank.
+// streamPrefix or consumerGroup is blank. A request reads at most
+// MaxEntriesPerRequest entries from Redis: a merged page holds at most
+// MaxEntriesPerRequest/shards-1 rows (its pageLimit says so), and a tail page
+// deeper than that allows is a 400.
 func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 	g, ok := a.oneGroup(w, r)
 	if !ok || g == nil {
@@ -49,13 +53,25 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, r, err)
 		return
 	}
-	pr := pageRead{s: a.s, k: g.Key, shards: shards, forward: direction == "FORWARD", limit: limit}
+	cursor := strings.TrimSpace(q.Get("cursor"))
+	if recordID == "" {
+		if err := checkGrafanaCursor(cursor, g.Key, shards); err != nil {
+			a.s.writeError(w, r, err)
+			return
+		}
+	}
+	limit, err = pageLimit(limit, len(shards))
+	if err != nil {
+		a.s.writeError(w, r, err)
+		return
+	}
+	pr := pageRead{s: a.s, k: g.Key, shards: shards, forward: direction == "FORWARD", limit: limit, budget: &readBudget{left: MaxEntriesPerRequest}}
 	var recs []StreamRecord
 	var next *string
 	var total int64
 	if len(shards) > 0 {
 		if total, err = a.s.totalLength(r.Context(), g.Key, shards); err == nil {
-			recs, next, err = pr.read(r.Context(), recordID, strings.TrimSpace(q.Get("cursor")), total)
+			recs, next, err = pr.read(r.Context(), recordID, cursor, total)
 		}
 	}
 	if err != nil {
@@ -136,6 +152,61 @@ type pageRead struct {
 	shards  []int
 	forward bool
 	limit   int
+	budget  *readBudget
+}
+
+// readBudget is what is left of a request's MaxEntriesPerRequest.
+type readBudget struct{ left int }
+
+// errReadBudget: the request would read more than MaxEntriesPerRequest entries.
+var errReadBudget = &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
+	Message: "this page would read more than " + strconv.Itoa(MaxEntriesPerRequest) + " entries from Redis; select one shard, or page from the start with cursors"}
+
+// page reads one shard through readPage, charging limit+1 entries (the page
+// and the look-ahead that tells whether more follow) to the budget.
+func (p pageRead) page(ctx context.Context, idx int, forward bool, cursor string, limit int) ([]StreamRecord, *string, error) {
+	if p.budget.left < limit+1 {
+		return nil, nil, errReadBudget
+	}
+	p.budget.left -= limit + 1
+	return p.s.readPage(ctx, p.k, idx, forward, cursor, limit)
+}
+
+// pageLimit is the page size for limit rows over n shards: a merged page
+// reads a page of every shard, so it holds at most MaxEntriesPerRequest/n-1
+// rows (a page plus its look-ahead per shard).
+func pageLimit(limit, n int) (int, error) {
+	if n <= 1 {
+		return min(limit, MaxEntriesPerRequest-1), nil
+	}
+	per := MaxEntriesPerRequest/n - 1
+	if per < 1 {
+		return 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
+			Message: "cannot merge " + strconv.Itoa(n) + " shards in one page (at most " + strconv.Itoa(MaxEntriesPerRequest/2) + "); select one shard"}
+	}
+	return min(limit, per), nil
+}
+
+// checkGrafanaCursor checks a cursor's syntax before anything is read: a
+// record id, a tail cursor, or (over several shards) a merged cursor.
+func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int) error {
+	if cursor == "" || validStreamID(cursor) {
+		return nil
+	}
+	if _, ok := parseTailCursor(cursor); ok {
+		return nil
+	}
+	if len(shards) <= 1 {
+		key := "the selection"
+		if len(shards) == 1 {
+			key = routing.StreamKey(k.StreamPrefix, shards[0])
+		}
+		return badCursor(cursor, key, "a record id <ms>-<seq> or <ms>, "+lastPageCursor+" or "+tailCursorPrefix+"<n>")
+	}
+	if _, ok := parseMergedCursor(cursor); !ok {
+		return badCursor(cursor, "the merged shards", "a record id, "+mergedPrefix+"<shard>=<id>,..., "+lastPageCursor+" or "+tailCursorPrefix+"<n>")
+	}
+	return nil
 }
 
 // read answers a recordId search, a tail page, a one-shard page or a merged
@@ -149,7 +220,7 @@ func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64
 		return p.tail(ctx, total, distance)
 	}
 	if len(p.shards) == 1 {
-		return p.s.readPage(ctx, p.k, p.shards[0], p.forward, cursor, p.limit)
+		return p.page(ctx, p.shards[0], p.forward, cursor, p.limit)
 	}
 	return p.merged(ctx, cursor)
 }
@@ -166,7 +237,7 @@ func (p pageRead) search(ctx context.Context, recordID string) ([]StreamRecord, 
 	}
 	before := idBefore(ms, seq)
 	for _, idx := range p.shards {
-		recs, _, err := p.s.readPage(ctx, p.k, idx, true, before, 1)
+		recs, _, err := p.page(ctx, idx, true, before, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -180,11 +251,11 @@ func (p pageRead) search(ctx context.Context, recordID string) ([]StreamRecord, 
 // merged reads the next limit records across shards, ordered by id (then shard
 // index); the cursor keeps the last id read of every shard.
 func (p pageRead) merged(ctx context.Context, cursor string) ([]StreamRecord, *string, error) {
-	after := parseMergedCursor(cursor)
+	after, _ := parseMergedCursor(cursor)
 	var all []StreamRecord
 	more := false
 	for _, idx := range p.shards {
-		recs, next, err := p.s.readPage(ctx, p.k, idx, p.forward, after[idx], p.limit)
+		recs, next, err := p.page(ctx, idx, p.forward, after[idx], p.limit)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -210,9 +281,13 @@ func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]Stream
 	if win.size == 0 {
 		return []StreamRecord{}, nil, nil
 	}
+	if len(p.shards)*(win.read+1) > p.budget.left {
+		return nil, nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
+			Message: "this tail page lies deeper than " + strconv.Itoa(MaxEntriesPerRequest) + " entries read from Redis reach; page from the start with cursors, or select one shard"}
+	}
 	var all []StreamRecord
 	for _, idx := range p.shards {
-		recs, _, err := p.s.readPage(ctx, p.k, idx, !p.forward, "", win.read)
+		recs, _, err := p.page(ctx, idx, !p.forward, "", win.read)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -273,22 +348,23 @@ func parseTailCursor(cursor string) (int, bool) {
 	return max(n, 0), true
 }
 
-// parseMergedCursor reads "all:<i>=<id>,..."; anything else starts every shard
-// from its beginning, and tokens that do not parse are skipped.
-func parseMergedCursor(cursor string) map[int]string {
+// parseMergedCursor reads "all:<i>=<id>,..." (ok false when it is not one);
+// anything else, a record id included, starts every shard from its beginning.
+func parseMergedCursor(cursor string) (map[int]string, bool) {
 	out := map[int]string{}
 	rest, ok := strings.CutPrefix(cursor, mergedPrefix)
 	if !ok {
-		return out
+		return out, false
 	}
 	for _, tok := range strings.Split(rest, ",") {
 		i, id, ok := strings.Cut(tok, "=")
 		idx, err := strconv.Atoi(strings.TrimSpace(i))
-		if ok && err == nil && !blank(id) {
-			out[idx] = id
+		if !ok || err != nil || idx < 0 || !validStreamID(id) {
+			return map[int]string{}, false
 		}
+		out[idx] = id
 	}
-	return out
+	return out, true
 }
 
 func encodeMergedCursor(after map[int]string) string {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -307,11 +308,6 @@ func shardSpan(g *projection.Group) int {
 	return max(g.ShardCount, g.AssignableCount)
 }
 
-// streamsUnavailable is the answer when Redis fails a monitoring read.
-func streamsUnavailable(err error) error {
-	return &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "cannot read shard streams: " + err.Error()}
-}
-
 // readOffsets reads every shard of shardSpan from Redis, with its live owners.
 func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (groupOffsets, error) {
 	if s.streams == nil {
@@ -376,7 +372,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	recs, next, err := s.readPage(r.Context(), k, idx, direction == "FORWARD", r.URL.Query().Get("cursor"), limit)
+	cursor := r.URL.Query().Get("cursor")
+	if cursor != "" && !validStreamID(cursor) {
+		s.writeError(w, r, badCursor(cursor, routing.StreamKey(k.StreamPrefix, idx), "a record id <ms>-<seq> or <ms>"))
+		return
+	}
+	recs, next, err := s.readPage(r.Context(), k, idx, direction == "FORWARD", cursor, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -420,8 +421,9 @@ func parsePaging(q url.Values) (direction string, limit int, err error) {
 }
 
 // readPage reads up to limit records of shard idx after cursor (exclusive; ""
-// from the end the direction starts at). next is the last record's id when
-// more records follow.
+// from the end the direction starts at; the caller checked its syntax). next
+// is the last record's id when more records follow. Any error of Redis is a
+// 503 that does not show it.
 func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, forward bool, cursor string, limit int) (recs []StreamRecord, next *string, err error) {
 	if s.streams == nil {
 		return nil, nil, commands.ErrRedisNotConfigured
@@ -429,7 +431,7 @@ func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, f
 	key := routing.StreamKey(k.StreamPrefix, idx)
 	recs, more, err := s.streams.Messages(ctx, key, forward, cursor, limit)
 	if err != nil {
-		return nil, nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "read " + key + ": " + err.Error()}
+		return nil, nil, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
 	}
 	for i := range recs {
 		recs[i].StreamPrefix, recs[i].ConsumerGroup, recs[i].Shard = k.StreamPrefix, k.ConsumerGroup, shardRef{ShardIndex: idx}
@@ -442,6 +444,28 @@ func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, f
 		recs = []StreamRecord{}
 	}
 	return recs, next, nil
+}
+
+// validStreamID reports a stream id as a cursor may give it: "<ms>-<seq>" or "<ms>".
+func validStreamID(id string) bool {
+	ms, seq, hasSeq := strings.Cut(id, "-")
+	if _, err := strconv.ParseUint(ms, 10, 64); err != nil {
+		return false
+	}
+	if hasSeq {
+		if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// badCursor is the 400 of a cursor that is not one of the forms wanted.
+func badCursor(cursor, of, wanted string) error {
+	if len(cursor) > 64 {
+		cursor = cursor[:64] + "..."
+	}
+	return &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "cursor " + strconv.Quote(cursor) + " of " + of + " is not " + wanted}
 }
 
 func groupKeyOf(p, g string) projection.GroupKey {

@@ -119,6 +119,7 @@ func newDocServer(tb testing.TB, auth httpapi.AuthConfig) (*httpapi.Server, *com
 	}
 	c.Run()
 	tb.Cleanup(c.Close)
+	auth.AuthenticateMemberAPI = true // as the coordinator binary by default
 	return httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Auth: auth}, c, nil), c
 }
 
@@ -272,6 +273,13 @@ func TestOpenAPIAuthMatchesServer(t *testing.T) {
 			}
 			if reader.Code == http.StatusUnauthorized || reader.Code == http.StatusForbidden {
 				t.Errorf("%s needs READ but refuses a reader with %d", key, reader.Code)
+			}
+		case "MEMBER":
+			if anon.Code != http.StatusUnauthorized {
+				t.Errorf("%s needs MEMBER but answers %d without credentials", key, anon.Code)
+			}
+			if reader.Code != http.StatusForbidden {
+				t.Errorf("%s needs MEMBER but answers %d to a reader", key, reader.Code)
 			}
 		case "WRITE":
 			if anon.Code != http.StatusUnauthorized {
