@@ -51,6 +51,13 @@ func sampleEvents() map[string]events.Event {
 		"assignment.computed": &events.AssignmentComputed{AssignmentEpoch: 7, Targets: map[string][]int{
 			"m-1": {0, 2}, "m-2": {1, 3}, "m-3": {},
 		}},
+		"assignment.changed": &events.AssignmentChanged{AssignmentEpoch: 8, Targets: map[string][]int{
+			"m-1": {0, 2}, "m-3": {},
+		}, Removed: []string{"m-2"}},
+		"group.shards_repaired": &events.ShardsRepaired{Shards: []events.ShardRepair{
+			{ShardIndex: 1, StreamKey: "orders:1", StreamMissing: true, GroupMissing: true},
+			{ShardIndex: 2, StreamKey: "orders:2", StreamMissing: false, GroupMissing: true},
+		}},
 		"member.joined":              &events.MemberJoined{MemberID: "m-1", MemberName: "worker-1", MaxConcurrency: 8, Rejoin: true, Epochs: epochs},
 		"member.updated":             &events.MemberUpdated{MemberID: "m-1", MemberName: "worker-1b", MaxConcurrency: 16},
 		"member.synced":              &events.MemberSynced{MemberID: "m-1", MemberEpoch: 7, Granted: []int{0, 2}},
@@ -76,6 +83,17 @@ func sampleEvents() map[string]events.Event {
 			RequestedBy: "bob", Reason: "new shards overloaded", Epochs: epochs,
 		},
 		"resharding.retired": &events.ShardsRetired{ReshardingID: "rsh-1", StreamKeys: []string{"orders:4", "orders:5"}, Kept: true},
+	}
+}
+
+// sampleVariants are samples of event types whose fields were added after the
+// type's golden file was written: that file (encoded without the field, which
+// is omitempty) must never change, so the new field is pinned by a golden file
+// of its own under testdata/golden/variants, named <type>.<variant>.
+func sampleVariants() map[string]events.Event {
+	epochs := events.Epochs{GroupEpoch: 7, MetadataVersion: 9}
+	return map[string]events.Event{
+		"member.joined.principal": &events.MemberJoined{MemberID: "m-1", MemberName: "worker-1", MaxConcurrency: 8, Rejoin: true, Principal: "svc-orders", Epochs: epochs},
 	}
 }
 

@@ -83,6 +83,42 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestGoldenVariants is TestGolden for sampleVariants: fields added to a type
+// after its golden file was written.
+func TestGoldenVariants(t *testing.T) {
+	dir := filepath.Join(goldenDir, "variants")
+	if *update {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, sample := range sampleVariants() {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name+".msgpack")
+			encoded := MustEncode(t, sampleMeta, sample)
+			if *update {
+				if err := os.WriteFile(path, encoded, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			golden, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden variant (new variant? run with -update): %v", err)
+			}
+			rec, err := events.Decode("1714564800123-0", golden)
+			if err != nil {
+				t.Fatalf("golden variant no longer decodes: %v", err)
+			}
+			if !reflect.DeepEqual(rec.Event, sample) {
+				t.Errorf("golden variant decodes to\n %#v\nwant\n %#v", rec.Event, sample)
+			}
+			if !bytes.Equal(encoded, golden) {
+				t.Errorf("encoding the sample differs from %s", path)
+			}
+		})
+	}
+}
+
 // TestGoldenFilesAreRegisteredTypes: an event type is never removed, or the
 // logs holding it stop folding.
 func TestGoldenFilesAreRegisteredTypes(t *testing.T) {

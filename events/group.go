@@ -35,21 +35,58 @@ type CommandRejected struct {
 	Detail      string `msgpack:"detail,omitempty" json:"detail"`
 }
 
-// AssignmentComputed is written whenever the target assignment is recomputed: it
-// carries the whole target (member id to shard indexes) and the new assignment epoch.
+// AssignmentComputed carried the whole target assignment (member id to shard
+// indexes) and the new assignment epoch. Builds before assignment.changed wrote
+// it on every recomputation; it is no longer written (its size grew with the
+// group), but old logs keep folding it.
 type AssignmentComputed struct {
 	AssignmentEpoch int64   `msgpack:"assignmentEpoch" json:"assignmentEpoch"`
 	Targets         Targets `msgpack:"targets" json:"targets"`
+}
+
+// AssignmentChanged is written whenever the target assignment is recomputed and
+// differs from the recorded one, or its epoch lags the group epoch. It names
+// only what changed: Targets holds the new target of every member whose target
+// changed (possibly empty), Removed the members that left the target
+// assignment (no longer live). The fold keeps the whole map, so the bytes a
+// join appends do not grow with the group.
+type AssignmentChanged struct {
+	AssignmentEpoch int64    `msgpack:"assignmentEpoch" json:"assignmentEpoch"`
+	Targets         Targets  `msgpack:"targets" json:"targets"`
+	Removed         []string `msgpack:"removed" json:"removed"`
+}
+
+// ShardRepair is one routed shard that Redis had lost: its stream, or the
+// group's consumer group on it.
+type ShardRepair struct {
+	ShardIndex    int    `msgpack:"shardIndex" json:"shardIndex"`
+	StreamKey     string `msgpack:"streamKey" json:"streamKey"`
+	StreamMissing bool   `msgpack:"streamMissing" json:"streamMissing"`
+	GroupMissing  bool   `msgpack:"groupMissing" json:"groupMissing"`
+}
+
+// ShardsRepaired is written when the maintenance check found routed shards of
+// the group whose stream or consumer group Redis no longer has (a restart
+// without persistence, an operator's mistake), just before it recreates them.
+// A lost stream comes back empty; a lost consumer group on a surviving stream
+// is recreated at the stream's start, so what is still in the stream is read
+// again (at least once). It changes no state; retired shards are never repaired.
+type ShardsRepaired struct {
+	Shards []ShardRepair `msgpack:"shards" json:"shards"`
 }
 
 func (GroupCreated) EventType() string       { return "group.created" }
 func (GroupDeleted) EventType() string       { return "group.deleted" }
 func (CommandRejected) EventType() string    { return "command.rejected" }
 func (AssignmentComputed) EventType() string { return "assignment.computed" }
+func (AssignmentChanged) EventType() string  { return "assignment.changed" }
+func (ShardsRepaired) EventType() string     { return "group.shards_repaired" }
 
 func init() {
 	Register("group.created", func() Event { return &GroupCreated{} })
 	Register("group.deleted", func() Event { return &GroupDeleted{} })
 	Register("command.rejected", func() Event { return &CommandRejected{} })
 	Register("assignment.computed", func() Event { return &AssignmentComputed{} })
+	Register("assignment.changed", func() Event { return &AssignmentChanged{} })
+	Register("group.shards_repaired", func() Event { return &ShardsRepaired{} })
 }

@@ -2,11 +2,14 @@ package events
 
 // MemberJoined is written when a member joins with epoch 0, or rejoins after it
 // expired, was fenced or left. It bumps the group epoch and metadata version.
+// Principal is the authenticated user that joined it ("" when the member API
+// is anonymous): from then on only that principal may heartbeat for the id.
 type MemberJoined struct {
 	MemberID       string `msgpack:"memberId" json:"memberId"`
 	MemberName     string `msgpack:"memberName" json:"memberName"`
 	MaxConcurrency int    `msgpack:"maxConcurrency" json:"maxConcurrency"`
 	Rejoin         bool   `msgpack:"rejoin" json:"rejoin"`
+	Principal      string `msgpack:"principal,omitempty" json:"principal,omitempty"`
 	Epochs
 }
 

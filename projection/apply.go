@@ -64,13 +64,21 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
 		return nil
-	case *events.CommandRejected:
+	case *events.CommandRejected, *events.ShardsRepaired:
 		// Audit only.
 	case *events.AssignmentComputed:
 		g.AssignmentEpoch = ev.AssignmentEpoch
 		g.Targets = make(map[string][]int, len(ev.Targets))
 		for id, t := range ev.Targets {
 			g.Targets[id] = SortedInts(t)
+		}
+	case *events.AssignmentChanged:
+		g.AssignmentEpoch = ev.AssignmentEpoch
+		for id, t := range ev.Targets {
+			g.Targets[id] = SortedInts(t)
+		}
+		for _, id := range ev.Removed {
+			delete(g.Targets, id)
 		}
 
 	case *events.MemberJoined:
@@ -81,6 +89,7 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		m.Epoch = 0
 		m.Current, m.Revoking, m.Granted = nil, nil, nil
 		m.JoinedAt = rec.Time
+		m.Principal = ev.Principal
 		setEpochs(ev.Epochs)
 	case *events.MemberUpdated:
 		m := member(ev.MemberID)

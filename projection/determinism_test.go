@@ -115,6 +115,7 @@ func (g *generator) subset(s []int) []int {
 // assign recomputes the target round robin over live members.
 func (g *generator) assign(gr *genGroup) {
 	live := gr.ids(projection.MemberActive)
+	prev := gr.targets
 	gr.targets = map[string][]int{}
 	for _, id := range live {
 		gr.targets[id] = []int{}
@@ -126,7 +127,29 @@ func (g *generator) assign(gr *genGroup) {
 		}
 	}
 	gr.assignEpoch = gr.groupEpoch
-	g.emit(gr.key, "coordinator", &events.AssignmentComputed{AssignmentEpoch: gr.assignEpoch, Targets: gr.copyTargets()})
+	if g.r.IntN(4) == 0 {
+		// What builds before assignment.changed wrote: the whole target.
+		g.emit(gr.key, "coordinator", &events.AssignmentComputed{AssignmentEpoch: gr.assignEpoch, Targets: gr.copyTargets()})
+		return
+	}
+	g.emit(gr.key, "coordinator", gr.assignmentChanged(prev))
+}
+
+// assignmentChanged is the delta from prev to the model's target.
+func (gr *genGroup) assignmentChanged(prev map[string][]int) *events.AssignmentChanged {
+	ev := &events.AssignmentChanged{AssignmentEpoch: gr.assignEpoch, Targets: events.Targets{}}
+	for id, t := range gr.targets {
+		if p, ok := prev[id]; !ok || fmt.Sprint(p) != fmt.Sprint(t) {
+			ev.Targets[id] = append([]int{}, t...)
+		}
+	}
+	for id := range prev {
+		if _, ok := gr.targets[id]; !ok {
+			ev.Removed = append(ev.Removed, id)
+		}
+	}
+	sort.Strings(ev.Removed)
+	return ev
 }
 
 // copyTargets copies the target, so an emitted event never shares the model's map.
@@ -232,6 +255,10 @@ func (g *generator) step() {
 	case x < 97:
 		gr.exists = false
 		g.emit(gr.key, "alice", &events.GroupDeleted{RequestedBy: "alice", Reason: "generated", Force: g.r.IntN(2) == 0})
+	case x < 98:
+		g.emit(gr.key, "coordinator", &events.ShardsRepaired{Shards: []events.ShardRepair{
+			{ShardIndex: 0, StreamKey: gr.key.StreamPrefix + ":0", StreamMissing: g.r.IntN(2) == 0, GroupMissing: true},
+		}})
 	default:
 		g.emit(gr.key, "coordinator", &events.AssignmentComputed{AssignmentEpoch: gr.assignEpoch, Targets: gr.copyTargets()})
 	}

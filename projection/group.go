@@ -48,6 +48,9 @@ type Member struct {
 	Granted        []int     `msgpack:"granted"`
 	JoinedAt       time.Time `msgpack:"joinedAt"`
 	UpdatedAt      time.Time `msgpack:"updatedAt"`
+	// Principal is the authenticated user that joined the member ("" when the
+	// member API was anonymous); only it may heartbeat for this id.
+	Principal string `msgpack:"principal,omitempty"`
 }
 
 // Live reports whether the member takes part in assignment (ACTIVE or STARTING).
