@@ -35,6 +35,23 @@ func ValidateKey(k projection.GroupKey) error {
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
+// checkAudit validates an admin command's requestedBy (never blank) and reason
+// (never blank when required): both reach the log.
+func checkAudit(requestedBy, reason string, reasonRequired bool) []string {
+	var problems []string
+	if blank(requestedBy) {
+		problems = append(problems, "requestedBy: must not be blank")
+	} else {
+		problems = appendProblem(problems, checkText("requestedBy", requestedBy))
+	}
+	if reasonRequired && blank(reason) {
+		problems = append(problems, "reason: must not be blank")
+	} else {
+		problems = appendProblem(problems, checkText("reason", reason))
+	}
+	return problems
+}
+
 // CreateGroup creates a group: verify it does not exist, validate the shard count,
 // provision every shard stream and consumer group, then record group.created.
 func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
@@ -47,10 +64,7 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
-		var problems []string
-		if blank(in.RequestedBy) {
-			problems = append(problems, "requestedBy: must not be blank")
-		}
+		problems := checkAudit(in.RequestedBy, in.Reason, false)
 		count := c.cfg.DefaultShardCount
 		if in.InitialShardCount != nil {
 			count = *in.InitialShardCount
@@ -124,14 +138,7 @@ type DeleteGroupInput struct {
 // Stream keys and Redis consumer groups are left in place.
 func (c *Coordinator) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
 	v, err := c.admin(ctx, meta, k, "group.delete", in.RequestedBy, func(t *tx) (any, error) {
-		var problems []string
-		if blank(in.RequestedBy) {
-			problems = append(problems, "requestedBy: must not be blank")
-		}
-		if blank(in.Reason) {
-			problems = append(problems, "reason: must not be blank")
-		}
-		if len(problems) > 0 {
+		if problems := checkAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
 		g := t.group(k)
@@ -157,7 +164,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, meta events.Meta, k proje
 // admin runs an operator command exclusively and records a refusal in the audit log.
 func (c *Coordinator) admin(ctx context.Context, meta events.Meta, k projection.GroupKey, command, requestedBy string, fn func(t *tx) (any, error)) (any, error) {
 	if meta.Actor == "" {
-		meta.Actor = requestedBy
+		meta.Actor = truncate(requestedBy, MaxTextBytes)
 	}
 	v, err := c.submit(ctx, meta, true, fn)
 	var ce *Error
@@ -174,7 +181,7 @@ func (c *Coordinator) recordRejection(ctx context.Context, meta events.Meta, k p
 		k = projection.GroupKey{}
 	}
 	_, err := c.submit(ctx, meta, false, func(t *tx) (any, error) {
-		t.emit(k, &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: ce.Message, RequestedBy: requestedBy})
+		t.emit(k, &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: truncate(ce.Message, 4*MaxTextBytes), RequestedBy: truncate(requestedBy, MaxTextBytes)})
 		return nil, nil
 	})
 	if err != nil {

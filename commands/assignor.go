@@ -1,6 +1,10 @@
 package commands
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/rscoord/rsc/events"
+)
 
 // Assign computes a sticky, balanced target assignment of shards 0..shardCount-1
 // over the live members:
@@ -75,20 +79,33 @@ func Assign(prev map[string][]int, live []string, shardCount int) map[string][]i
 	return out
 }
 
-// sameAssignment reports whether two assignments are equal.
-func sameAssignment(a, b map[string][]int) bool {
+// diffAssignment names what turns prev into next: the members whose target
+// differs (with their new target, possibly empty) and the members prev has and
+// next does not, sorted.
+func diffAssignment(prev, next map[string][]int) (changed events.Targets, removed []string) {
+	changed = events.Targets{}
+	for id, sn := range next {
+		sp, ok := prev[id]
+		if !ok || !equalInts(sp, sn) {
+			changed[id] = sn
+		}
+	}
+	for id := range prev {
+		if _, ok := next[id]; !ok {
+			removed = append(removed, id)
+		}
+	}
+	sort.Strings(removed)
+	return changed, removed
+}
+
+func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	for id, sa := range a {
-		sb, ok := b[id]
-		if !ok || len(sa) != len(sb) {
+	for i := range a {
+		if a[i] != b[i] {
 			return false
-		}
-		for i := range sa {
-			if sa[i] != sb[i] {
-				return false
-			}
 		}
 	}
 	return true

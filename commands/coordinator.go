@@ -24,6 +24,13 @@ type Config struct {
 	StaleMemberRetention time.Duration // 10m: pruning of terminal members (<0 disables)
 	DefaultShardCount    int           // 12
 	MaxShardCount        int           // 1024
+	// MaxMembersPerGroup bounds a group's member records (4096): a join into a
+	// full group first prunes terminal records, then is refused (ErrGroupFull).
+	MaxMembersPerGroup int
+	// ShardCheckInterval is how often the leader checks that Redis still has
+	// every routed shard stream and consumer group, and recreates what it lost
+	// (10s; <0 disables; repair.go).
+	ShardCheckInterval time.Duration
 	// DisableProvisioning turns off stream and consumer-group creation (on by default).
 	DisableProvisioning bool
 	// KeepRetiredStreams keeps removed shard streams after a resharding finishes
@@ -76,6 +83,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxShardCount <= 0 {
 		c.MaxShardCount = 1024
+	}
+	if c.MaxMembersPerGroup <= 0 {
+		c.MaxMembersPerGroup = 4096
+	}
+	if c.ShardCheckInterval == 0 {
+		c.ShardCheckInterval = 10 * time.Second
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 10000
@@ -237,11 +250,12 @@ func FoldLog(ctx context.Context, l events.Log, st *projection.State, until stri
 // Run starts the writer, the maintenance ticker and the log follower. It returns
 // at once; Close stops them.
 func (c *Coordinator) Run() {
-	c.wg.Add(3)
+	c.wg.Add(4)
 	c.writerWG.Add(1)
 	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.writer() }()
 	go func() { defer c.wg.Done(); c.ticker() }()
 	go func() { defer c.wg.Done(); c.follow() }()
+	go func() { defer c.wg.Done(); c.repairer() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
 		// leads by the time its first request arrives.
@@ -636,6 +650,9 @@ func (t *tx) group(k projection.GroupKey) *projection.Group { return t.b.ov.Grou
 func (t *tx) emit(k projection.GroupKey, ev events.Event) *projection.Group {
 	m := t.meta
 	m.StreamPrefix, m.ConsumerGroup = k.StreamPrefix, k.ConsumerGroup
+	// Callers validate what they pass; this is the last line of defence for
+	// what every event carries.
+	m.Actor, m.RequestID = truncate(m.Actor, MaxTextBytes), truncate(m.RequestID, MaxTextBytes)
 	data, err := events.Encode(m, ev)
 	if err != nil {
 		panic(fmt.Sprintf("encode %s: %v", ev.EventType(), err))

@@ -15,6 +15,7 @@ const (
 	KindNotAllowed                  // 422
 	KindUnavailable                 // 503
 	KindRateLimited                 // 429
+	KindForbidden                   // 403
 )
 
 // Error is a decision's refusal with the contract's errorCode.
@@ -52,6 +53,11 @@ var (
 	ErrShardCountUnchanged   = &Error{KindNotAllowed, "SHARD_COUNT_UNCHANGED", "Target shard count equals the current shard count"}
 	ErrRollbackNotAllowed    = &Error{KindNotAllowed, "ROLLBACK_NOT_ALLOWED", "Migration cannot be rolled back"}
 	ErrRateLimited           = &Error{KindRateLimited, "RATE_LIMIT_EXCEEDED", "Coordinator API rate limit exceeded"}
+	// ErrMemberPrincipal: a heartbeat for a member id that another principal
+	// joined (the member API is authenticated; ids are bound to principals).
+	ErrMemberPrincipal = &Error{KindForbidden, "MEMBER_PRINCIPAL_MISMATCH", "This member id belongs to another principal"}
+	// ErrGroupFull: a new member would exceed --max-members-per-group.
+	ErrGroupFull = &Error{KindConflict, "GROUP_MAX_SIZE_REACHED", "The group has reached its maximum number of members"}
 	ErrProvisioningFailed    = &Error{KindUnavailable, "REDIS_STREAM_PROVISIONING_FAILED", "Failed to provision Redis Stream consumer group"}
 	ErrRedisNotConfigured    = &Error{KindUnavailable, "REDIS_NOT_CONFIGURED", "Redis Stream provisioning is enabled but Redis is not configured"}
 	ErrUnavailable           = &Error{KindUnavailable, "COORDINATOR_STATE_MUTEX_UNAVAILABLE", "Coordinator state is unavailable: the event log cannot be read or appended"}

@@ -3,10 +3,13 @@ package commands
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/routing"
 )
 
 // Heartbeat statuses, as on the wire.
@@ -75,8 +78,15 @@ type AssignmentResponse struct {
 	MetadataVersion int64                 `json:"metadataVersion"`
 }
 
-// ValidateHeartbeat checks the body; a failure is HTTP 400.
-func ValidateHeartbeat(req *HeartbeatRequest) error {
+// ValidateHeartbeat checks the body with the default shard-count limit; a
+// failure is HTTP 400. Coordinator.Heartbeat also checks the arrays against the
+// group's shard span.
+func ValidateHeartbeat(req *HeartbeatRequest) error { return validateHeartbeat(req, 1024) }
+
+// validateHeartbeat checks the body; a failure is HTTP 400. Every string that
+// can reach the log or monitoring is bounded, and no array may hold more
+// entries than maxShards or the same shard twice.
+func validateHeartbeat(req *HeartbeatRequest, maxShards int) error {
 	var p []string
 	if req.ProtocolVersion == nil {
 		p = append(p, "protocolVersion: must not be null")
@@ -85,9 +95,16 @@ func ValidateHeartbeat(req *HeartbeatRequest) error {
 	}
 	if blank(req.RequestID) {
 		p = append(p, "requestId: must not be blank")
+	} else {
+		p = appendProblem(p, checkText("requestId", req.RequestID))
 	}
 	if blank(req.MemberID) {
 		p = append(p, "memberId: must not be blank")
+	} else {
+		p = appendProblem(p, checkMemberID("memberId", req.MemberID))
+	}
+	if req.MemberName != nil {
+		p = appendProblem(p, checkText("memberName", *req.MemberName))
 	}
 	if req.MemberEpoch == nil {
 		p = append(p, "memberEpoch: must not be null")
@@ -105,6 +122,9 @@ func ValidateHeartbeat(req *HeartbeatRequest) error {
 			p = append(p, "runtimeConsumerCapacity.availableConcurrency: must be greater than or equal to 0")
 		}
 	}
+	p = append(p, checkShardList("ownedShards", len(req.OwnedShards), maxShards, func(i int) *ShardID { return &req.OwnedShards[i] })...)
+	p = append(p, checkShardList("revokingShards", len(req.RevokingShards), maxShards, func(i int) *ShardID { return req.RevokingShards[i].Shard })...)
+	p = append(p, checkShardList("shardProgress", len(req.ShardProgress), maxShards, func(i int) *ShardID { return &req.ShardProgress[i].Shard })...)
 	for i, r := range req.RevokingShards {
 		if r.Shard == nil {
 			p = append(p, fmt.Sprintf("revokingShards[%d].shard: must not be null", i))
@@ -114,10 +134,67 @@ func ValidateHeartbeat(req *HeartbeatRequest) error {
 		default:
 			p = append(p, fmt.Sprintf("revokingShards[%d].state: must be one of REVOKING, DRAINING, REVOKED", i))
 		}
+		if r.InFlight < 0 {
+			p = append(p, fmt.Sprintf("revokingShards[%d].inFlight: must be greater than or equal to 0", i))
+		}
+		if r.AckedAt != nil {
+			p = appendProblem(p, checkText(fmt.Sprintf("revokingShards[%d].ackedAt", i), *r.AckedAt))
+		}
 	}
 	for i, sp := range req.ShardProgress {
 		if blank(sp.StreamKey) {
 			p = append(p, fmt.Sprintf("shardProgress[%d].streamKey: must not be blank", i))
+		} else {
+			p = appendProblem(p, checkText(fmt.Sprintf("shardProgress[%d].streamKey", i), sp.StreamKey))
+		}
+		if sp.LastDeliveredID != nil {
+			p = appendProblem(p, checkStreamID(fmt.Sprintf("shardProgress[%d].lastDeliveredId", i), *sp.LastDeliveredID))
+		}
+		if sp.LastAckedID != nil {
+			p = appendProblem(p, checkStreamID(fmt.Sprintf("shardProgress[%d].lastAckedId", i), *sp.LastAckedID))
+		}
+		if sp.PendingCount < 0 {
+			p = append(p, fmt.Sprintf("shardProgress[%d].pendingCount: must be greater than or equal to 0", i))
+		}
+	}
+	if len(p) > 0 {
+		return withMsg(ErrInvalid, "%s", strings.Join(p, "; "))
+	}
+	return nil
+}
+
+// checkShardList refuses a shard array longer than max or naming a shard twice
+// (shard(i) is nil for an entry without a shard, reported elsewhere).
+func checkShardList(field string, n, max int, shard func(i int) *ShardID) []string {
+	if n > max {
+		return []string{fmt.Sprintf("%s: must not hold more than %d shards (got %d)", field, max, n)}
+	}
+	seen := make(map[int]bool, n)
+	for i := 0; i < n; i++ {
+		s := shard(i)
+		if s == nil {
+			continue
+		}
+		if seen[s.ShardIndex] {
+			return []string{fmt.Sprintf("%s: shard %d is listed twice", field, s.ShardIndex)}
+		}
+		seen[s.ShardIndex] = true
+	}
+	return nil
+}
+
+// checkSpan refuses a heartbeat whose arrays are longer than the group's shard
+// span (routed shards plus removed shards still assigned): no member can hold
+// more. Claims on shards outside the member's authority are not refused here;
+// the decision fences the member for them, as the contract says.
+func checkSpan(req *HeartbeatRequest, span int) error {
+	var p []string
+	for _, a := range []struct {
+		field string
+		n     int
+	}{{"ownedShards", len(req.OwnedShards)}, {"revokingShards", len(req.RevokingShards)}, {"shardProgress", len(req.ShardProgress)}} {
+		if a.n > span {
+			p = append(p, fmt.Sprintf("%s: must not hold more shards than the group has (%d, got %d)", a.field, span, a.n))
 		}
 	}
 	if len(p) > 0 {
@@ -149,9 +226,12 @@ func (c *Coordinator) respond(req *HeartbeatRequest, pathID, status string, g *p
 
 // Heartbeat runs the member protocol: join, leave, fencing, ownership validation,
 // revoke before assign. A heartbeat that changes nothing is answered from the
-// projection without touching the log.
-func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, pathID string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
-	if err := ValidateHeartbeat(req); err != nil {
+// projection without touching the log. principal is the authenticated user that
+// sent it ("" when the member API is anonymous): a member id is bound to the
+// principal that joined it, and a heartbeat for it from anyone else is refused
+// (ErrMemberPrincipal, HTTP 403) before it can release or claim anything.
+func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+	if err := validateHeartbeat(req, c.cfg.MaxShardCount); err != nil {
 		return nil, err
 	}
 	if *req.ProtocolVersion != ProtocolVersion {
@@ -165,16 +245,60 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 		// may already be stale.
 		return nil, ErrNotLeader
 	}
+	if err := c.admissible(k, pathID, principal, req); err != nil {
+		return nil, err
+	}
 	if resp := c.steadyHeartbeat(k, pathID, req); resp != nil {
 		return resp, nil
 	}
 	v, err := c.submit(ctx, events.Meta{Actor: pathID, RequestID: req.RequestID}, false, func(t *tx) (any, error) {
-		return t.heartbeat(k, pathID, req), nil
+		return t.heartbeat(k, pathID, principal, req)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return v.(*HeartbeatResponse), nil
+}
+
+// admissible refuses, from the recorded state, a heartbeat whose arrays exceed
+// the group's span or that comes from another principal than the member's.
+// The decision checks both again against the state it decides on.
+func (c *Coordinator) admissible(k projection.GroupKey, id, principal string, req *HeartbeatRequest) error {
+	c.state.RLock()
+	defer c.state.RUnlock()
+	g := c.state.GroupLocked(k)
+	if g == nil {
+		return nil
+	}
+	return checkCaller(g, id, principal, req)
+}
+
+func checkCaller(g *projection.Group, id, principal string, req *HeartbeatRequest) error {
+	m := g.Members[id]
+	if m != nil && m.Principal != "" && m.Principal != principal {
+		return withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
+	}
+	span := shardSpan(g)
+	if m != nil {
+		// A member that stalled through the end of a resharding (expired, say)
+		// still lists what it held; it gets the contract's answer (FENCED), not
+		// a 400.
+		span = max(span, len(m.Current)+len(m.Revoking))
+	}
+	return checkSpan(req, span)
+}
+
+// shardSpan is how many shards a group's members can legitimately report: the
+// routed ones, the removed ones still assigned until drained, and the ones
+// the last resharding took out of use until they are retired (members release
+// them after a rollback or a drain; retirement waits until nobody holds them).
+func shardSpan(g *projection.Group) int {
+	span := max(g.ShardCount, g.AssignableCount)
+	if n := len(g.Migrations); n > 0 && !g.Migrations[n-1].Retired {
+		_, hi := g.Migrations[n-1].RemovedRange()
+		span = max(span, hi)
+	}
+	return span
 }
 
 type report struct {
@@ -229,8 +353,23 @@ func authority(g *projection.Group, m *projection.Member) map[int]bool {
 	return a
 }
 
+// progressWithin keeps the progress reports on shards within auth (nil auth:
+// none), with the stream key the coordinator knows for the shard: nothing a
+// member reports about a shard it may not hold is stored.
+func progressWithin(k projection.GroupKey, req *HeartbeatRequest, auth map[int]bool) []ShardProgress {
+	var out []ShardProgress
+	for _, sp := range req.ShardProgress {
+		if !auth[sp.Shard.ShardIndex] {
+			continue
+		}
+		sp.StreamKey = routing.StreamKey(k.StreamPrefix, sp.Shard.ShardIndex)
+		out = append(out, sp)
+	}
+	return out
+}
+
 // renew records the in-memory part of a heartbeat: lease, capacity, progress.
-func (c *Coordinator) renew(k projection.GroupKey, id string, req *HeartbeatRequest, available int) {
+func (c *Coordinator) renew(k projection.GroupKey, id string, req *HeartbeatRequest, available int, progress []ShardProgress) {
 	now := c.now()
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
@@ -239,7 +378,7 @@ func (c *Coordinator) renew(k projection.GroupKey, id string, req *HeartbeatRequ
 	mr.lastHeartbeatAt = now
 	mr.reportedMV = *req.MetadataVersion
 	mr.available = available
-	mr.progress = append(mr.progress[:0:0], req.ShardProgress...)
+	mr.progress = progress
 }
 
 // steadyHeartbeat answers a heartbeat that changes nothing under the read lock.
@@ -281,18 +420,22 @@ func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *Hea
 	if due {
 		return nil
 	}
-	c.renew(k, id, req, r.available)
+	c.renew(k, id, req, r.available, progressWithin(k, req, auth))
 	return c.respond(req, id, StatusOK, g, m.Epoch, assigned, pending)
 }
 
 // heartbeat is the decision procedure inside the writer.
-func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) *HeartbeatResponse {
+func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
 	c := t.c
 	g := t.group(k)
 	if g == nil {
-		return c.rejected(req, id, StatusUnknownMember)
+		return c.rejected(req, id, StatusUnknownMember), nil
+	}
+	if err := checkCaller(g, id, principal, req); err != nil {
+		return nil, err
 	}
 	t.expireLapsed(k)
+	t.endOverdueRound(k)
 	g = t.group(k)
 	m := g.Members[id]
 	// A correction round concerns members that carry state; a join or rejoin
@@ -304,19 +447,28 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 
 	// Metadata correction: a member that saw a newer metadata version than the log
 	// holds means metadata was lost; the coordinator never raises its version to match.
+	// A member (or principal) whose earlier round had to be ended by fencing it
+	// does not open another: its higher version is taken for the stored one, and
+	// ownership validation still fences it for any shard it may not hold.
 	c.rt.mu.Lock()
 	gr := c.rt.group(k)
 	if syncable && reqMV > g.MetadataVersion {
-		if gr.correction == nil {
-			gr.correction = &correctionRound{acked: map[string]bool{}}
-			c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Str("member", id).Int64("reported", reqMV).Int64("stored", g.MetadataVersion).Msg("member reports a newer metadata version: correction round opened")
+		if gr.correction == nil && gr.isQuarantined(id, principal, t.now) {
+			reqMV = g.MetadataVersion
+		} else {
+			if gr.correction == nil {
+				gr.correction = &correctionRound{acked: map[string]bool{}, openedAt: t.now}
+				c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Str("member", id).Int64("reported", reqMV).Int64("stored", g.MetadataVersion).Msg("member reports a newer metadata version: correction round opened")
+			}
+			gr.correction.targetMV = g.MetadataVersion
 		}
-		gr.correction.targetMV = g.MetadataVersion
 	}
 	round := gr.correction
 	c.rt.mu.Unlock()
 	if syncable && round != nil && reqMV != g.MetadataVersion {
-		c.renew(k, id, req, r.available)
+		// During the round, reports on shards outside the member's authority
+		// are dropped (the contract), never stored.
+		c.renew(k, id, req, r.available, progressWithin(k, req, authority(g, m)))
 		target := g.Target(id)
 		assignedNow, _ := g.Grantable(id)
 		kept := intersect(r.owned, assignedNow)
@@ -328,33 +480,38 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 		if m.Live() && !projection.EqualSets(grant, m.Granted) && *req.MemberEpoch == m.Epoch {
 			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
 		}
-		return c.respond(req, id, StatusSyncMetadata, g, m.Epoch, kept, minus(target, kept))
+		return c.respond(req, id, StatusSyncMetadata, g, m.Epoch, kept, minus(target, kept)), nil
 	}
 
+	var progress []ShardProgress
 	switch {
 	case epoch < -1:
-		return c.rejected(req, id, StatusInvalidRequest)
+		return c.rejected(req, id, StatusInvalidRequest), nil
 	case m == nil && epoch != 0:
-		return c.rejected(req, id, StatusUnknownMember)
+		return c.rejected(req, id, StatusUnknownMember), nil
 	case m == nil:
-		g = t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Epochs: bump(g)})
+		if err := t.makeRoom(k); err != nil {
+			return nil, err
+		}
+		g = t.group(k)
+		g = t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: principal, Epochs: bump(g)})
 		g = t.reconcile(k)
 	case epoch == 0 && !m.Live():
-		g = t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Epochs: bump(g)})
+		g = t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: principal, Epochs: bump(g)})
 		g = t.reconcile(k)
 	case epoch == 0:
 		if len(m.Current) > 0 || len(m.Revoking) > 0 || len(r.owned) > 0 || len(req.RevokingShards) > 0 || len(req.ShardProgress) > 0 {
-			return c.rejected(req, id, StatusInvalidRequest)
+			return c.rejected(req, id, StatusInvalidRequest), nil
 		}
 		// Initial-join replay: the member lost our answer to its join.
 	case m.State == projection.MemberFenced || m.State == projection.MemberExpired:
-		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil)
+		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
 	case epoch == -1:
-		return t.leave(k, id, req, r)
+		return t.leave(k, id, req, r), nil
 	case epoch > m.Epoch:
-		return c.rejected(req, id, StatusInvalidRequest)
+		return c.rejected(req, id, StatusInvalidRequest), nil
 	case epoch < m.Epoch:
-		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil)
+		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
 	default:
 		// Accepted: validate what the member says it holds.
 		auth := authority(g, m)
@@ -376,9 +533,14 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 		}
 		if len(bad) > 0 {
 			g = t.fence(k, id, fmt.Sprintf("reported shards it may not hold: %v", projection.SortedInts(bad)))
-			return c.respond(req, id, StatusFenced, g, g.Members[id].Epoch, nil, nil)
+			return c.respond(req, id, StatusFenced, g, g.Members[id].Epoch, nil, nil), nil
 		}
-		g = t.recordOwnership(k, id, r.owned, r.revoking)
+		progress = progressWithin(k, req, auth)
+		revoking := r.revoking
+		if round != nil {
+			revoking = intersect(revoking, keys(auth))
+		}
+		g = t.recordOwnership(k, id, r.owned, revoking)
 	}
 
 	g = t.group(k)
@@ -386,14 +548,14 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 	if r.name != m.Name || r.maxConc != m.MaxConcurrency {
 		g = t.emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
 	}
-	c.renew(k, id, req, r.available)
+	c.renew(k, id, req, r.available, progress)
 	g = t.reconcile(k)
 	t.enforceRebalance(k)
 	t.advance(k)
 	g = t.group(k)
 	m = g.Members[id]
 	if m.State == projection.MemberFenced {
-		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil)
+		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
 	}
 
 	if round != nil {
@@ -401,19 +563,20 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 		if reqMV == g.MetadataVersion || epoch == 0 {
 			round.acked[id] = true
 		}
-		closed := t.roundClosed(g, round)
+		closed := round == gr.correction && t.roundClosed(g, round)
 		if closed {
 			gr.correction = nil
 			c.cfg.Logger.Info().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("metadata correction round closed")
 		}
+		open := gr.correction == round
 		c.rt.mu.Unlock()
-		if !closed {
+		if open {
 			assignedNow, _ := g.Grantable(id)
 			kept := intersect(m.Current, assignedNow)
 			if m.Epoch != g.AssignmentEpoch || !projection.EqualSets(kept, m.Granted) {
 				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 			}
-			return c.respond(req, id, StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept))
+			return c.respond(req, id, StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept)), nil
 		}
 	}
 
@@ -421,14 +584,21 @@ func (t *tx) heartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) 
 	if m.Epoch != g.AssignmentEpoch || !projection.EqualSets(assigned, m.Granted) {
 		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
 	}
-	return c.respond(req, id, StatusOK, g, g.AssignmentEpoch, assigned, pending)
+	return c.respond(req, id, StatusOK, g, g.AssignmentEpoch, assigned, pending), nil
+}
+
+func keys(set map[int]bool) []int {
+	out := make([]int, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	return projection.SortedInts(out)
 }
 
 func (t *tx) roundClosed(g *projection.Group, round *correctionRound) bool {
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
-		participant := m.Live() || (m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0))
-		if participant && !round.acked[id] {
+		if roundParticipant(m) && !round.acked[id] {
 			return false
 		}
 		if m.CanHold() && (len(m.Revoking) > 0 || len(g.Blocked(id)) > 0) {
@@ -436,6 +606,97 @@ func (t *tx) roundClosed(g *projection.Group, round *correctionRound) bool {
 		}
 	}
 	return true
+}
+
+// roundParticipant reports whether a correction round waits for the member:
+// live members, and leaving members that still hold shards.
+func roundParticipant(m *projection.Member) bool {
+	return m.Live() || (m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0))
+}
+
+// endOverdueRound ends a correction round that stayed open for the rebalance
+// timeout: every participant that has not converged (never heartbeat with the
+// stored metadata version, or still revoking) is fenced with a reason, and
+// quarantined so that it cannot open another round for a while; the others
+// proceed. One member, buggy or hostile, cannot hold the group in
+// REVOKE_PENDING for longer than that.
+func (t *tx) endOverdueRound(k projection.GroupKey) {
+	c := t.c
+	c.rt.mu.Lock()
+	gr := c.rt.groups[k]
+	if gr == nil || gr.correction == nil || t.now.Before(gr.correction.openedAt.Add(c.cfg.RebalanceTimeout)) {
+		c.rt.mu.Unlock()
+		return
+	}
+	round := gr.correction
+	gr.correction = nil
+	c.rt.mu.Unlock()
+	g := t.group(k)
+	var late []string
+	for _, id := range g.MemberIDs() {
+		m := g.Members[id]
+		if roundParticipant(m) && (!round.acked[id] || len(m.Revoking) > 0) {
+			late = append(late, id)
+		}
+	}
+	for _, id := range late {
+		principal := g.Members[id].Principal
+		t.fence(k, id, fmt.Sprintf("metadata correction round: did not converge on metadata version %d within the rebalance timeout (%s)", round.targetMV, c.cfg.RebalanceTimeout))
+		c.rt.mu.Lock()
+		c.rt.group(k).quarantine(id, principal, t.now.Add(c.quarantineFor()))
+		c.rt.mu.Unlock()
+	}
+	c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Strs("fenced", late).Msg("metadata correction round ended at the rebalance timeout")
+}
+
+// quarantineFor is how long a member fenced by an overdue correction round
+// cannot open another one.
+func (c *Coordinator) quarantineFor() time.Duration {
+	if c.cfg.StaleMemberRetention > 0 {
+		return c.cfg.StaleMemberRetention
+	}
+	return 10 * c.cfg.RebalanceTimeout
+}
+
+// makeRoom keeps a group within MaxMembersPerGroup member records: before a
+// new member joins a full group, the terminal records (expired, fenced, or left
+// holding nothing) are pruned, oldest first; if every record is a member that
+// still takes part, the join is refused.
+func (t *tx) makeRoom(k projection.GroupKey) error {
+	g := t.group(k)
+	limit := t.c.cfg.MaxMembersPerGroup
+	if len(g.Members) < limit {
+		return nil
+	}
+	var terminal []*projection.Member
+	for _, m := range g.Members {
+		if terminalMember(m) {
+			terminal = append(terminal, m)
+		}
+	}
+	need := len(g.Members) - limit + 1
+	if len(terminal) < need {
+		return withMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, len(g.Members)-len(terminal), limit)
+	}
+	sort.Slice(terminal, func(i, j int) bool {
+		if !terminal[i].UpdatedAt.Equal(terminal[j].UpdatedAt) {
+			return terminal[i].UpdatedAt.Before(terminal[j].UpdatedAt)
+		}
+		return terminal[i].ID < terminal[j].ID
+	})
+	gone := make([]string, 0, need)
+	for _, m := range terminal[:need] {
+		gone = append(gone, m.ID)
+	}
+	t.pruneMembers(k, gone)
+	return nil
+}
+
+// terminalMember reports whether a member record only remains for monitoring:
+// expired, fenced, or left holding nothing.
+func terminalMember(m *projection.Member) bool {
+	return m.State == projection.MemberExpired || m.State == projection.MemberFenced ||
+		(m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0)
 }
 
 // recordOwnership records a changed owned/revoking report and acknowledges
@@ -462,18 +723,20 @@ func (t *tx) recordOwnership(k projection.GroupKey, id string, owned, revoking [
 	return g
 }
 
-// leave handles memberEpoch -1: the member is LEAVING; what it still reads (owned
-// without a REVOKED report, or reported as draining) stays blocked for its new
-// owners until released.
+// leave handles memberEpoch -1 (the contract's §3.2): the member is LEAVING and
+// what it owned is released at once; only the shards it reports as still
+// draining (a revoke report that is not REVOKED with nothing in flight) stay
+// blocked for their new owners until released or the rebalance timeout. A
+// report on a shard outside the member's authority is dropped.
 func (t *tx) leave(k projection.GroupKey, id string, req *HeartbeatRequest, r report) *HeartbeatResponse {
 	g := t.group(k)
 	m := g.Members[id]
-	held := projection.SortedInts(append(minus(r.owned, r.terminal), r.revoking...))
+	held := intersect(r.revoking, keys(authority(g, m)))
 	if m.State != projection.MemberLeaving {
 		g = t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
 	}
 	g = t.recordOwnership(k, id, []int{}, held)
-	t.c.renew(k, id, req, 0)
+	t.c.renew(k, id, req, 0, nil)
 	g = t.reconcile(k)
 	t.advance(k)
 	g = t.group(k)

@@ -37,6 +37,7 @@ func (c *Coordinator) Tick(ctx context.Context) {
 				return nil, nil
 			}
 			t.expireLapsed(k)
+			t.endOverdueRound(k)
 			t.enforceRebalance(k)
 			t.prune(k)
 			t.reconcile(k)
@@ -63,6 +64,9 @@ func (c *Coordinator) groupsNeedingTick() []projection.GroupKey {
 	for _, k := range c.state.GroupKeysLocked() {
 		g := c.state.GroupLocked(k)
 		need := g.ActiveMigration != "" || g.AssignmentEpoch != g.GroupEpoch
+		if gr := c.rt.groups[k]; gr != nil && gr.correction != nil && !now.Before(gr.correction.openedAt.Add(c.cfg.RebalanceTimeout)) {
+			need = true
+		}
 		if n := len(g.Migrations); n > 0 && g.Migrations[n-1].Terminal() && !g.Migrations[n-1].Retired {
 			lo, hi := g.Migrations[n-1].RemovedRange()
 			need = need || hi > lo
@@ -166,15 +170,19 @@ func (t *tx) prune(k projection.GroupKey) {
 	g := t.group(k)
 	var gone []string
 	for id, m := range g.Members {
-		terminal := m.State == projection.MemberExpired || m.State == projection.MemberFenced ||
-			(m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0)
-		if terminal && t.now.Sub(m.UpdatedAt) > t.c.cfg.StaleMemberRetention {
+		if terminalMember(m) && t.now.Sub(m.UpdatedAt) > t.c.cfg.StaleMemberRetention {
 			gone = append(gone, id)
 		}
 	}
+	t.pruneMembers(k, gone)
+}
+
+// pruneMembers removes member records (and their runtime).
+func (t *tx) pruneMembers(k projection.GroupKey, gone []string) {
 	if len(gone) == 0 {
 		return
 	}
+	g := t.group(k)
 	sort.Strings(gone)
 	t.emitAs(Actor, k, &events.MembersPruned{MemberIDs: gone, MetadataVersion: g.MetadataVersion + 1})
 	t.c.rt.mu.Lock()

@@ -28,12 +28,7 @@ func (c *Coordinator) validateScale(in ScaleInput) error {
 	} else if *in.TargetShardCount > c.cfg.MaxShardCount {
 		problems = append(problems, fmt.Sprintf("targetShardCount: must be less than or equal to %d", c.cfg.MaxShardCount))
 	}
-	if blank(in.RequestedBy) {
-		problems = append(problems, "requestedBy: must not be blank")
-	}
-	if blank(in.Reason) {
-		problems = append(problems, "reason: must not be blank")
-	}
+	problems = append(problems, checkAudit(in.RequestedBy, in.Reason, true)...)
 	if len(problems) > 0 {
 		return withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 	}
@@ -212,13 +207,7 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
-		var problems []string
-		if blank(in.RequestedBy) {
-			problems = append(problems, "requestedBy: must not be blank")
-		}
-		if blank(in.Reason) {
-			problems = append(problems, "reason: must not be blank")
-		}
+		problems := checkAudit(in.RequestedBy, in.Reason, true)
 		if in.Policy != "" && in.Policy != "metadata" && in.Policy != "drain" {
 			problems = append(problems, `policy: must be "metadata" or "drain"`)
 		}
@@ -323,10 +312,11 @@ func (t *tx) reconcile(k projection.GroupKey) *projection.Group {
 		return nil
 	}
 	targets := Assign(g.Targets, g.LiveMemberIDs(), g.AssignableCount)
-	if sameAssignment(targets, g.Targets) && g.AssignmentEpoch == g.GroupEpoch {
+	changed, removed := diffAssignment(g.Targets, targets)
+	if len(changed) == 0 && len(removed) == 0 && g.AssignmentEpoch == g.GroupEpoch {
 		return g
 	}
-	return t.emitAs(Actor, k, &events.AssignmentComputed{AssignmentEpoch: g.GroupEpoch, Targets: targets})
+	return t.emitAs(Actor, k, &events.AssignmentChanged{AssignmentEpoch: g.GroupEpoch, Targets: changed, Removed: removed})
 }
 
 // advance moves the active resharding along the steps that need no Redis: a

@@ -42,6 +42,7 @@ type memberRuntime struct {
 type correctionRound struct {
 	targetMV int64
 	acked    map[string]bool
+	openedAt time.Time // the round ends by fencing at openedAt + RebalanceTimeout
 }
 
 type groupRuntime struct {
@@ -49,6 +50,51 @@ type groupRuntime struct {
 	correction *correctionRound
 	evidence   []events.ShardDrain
 	evidenceAt time.Time
+	// quarantined holds, per "m:<member id>" and "p:<principal>", until when a
+	// member fenced by an overdue correction round may not open another.
+	quarantined map[string]time.Time
+}
+
+// maxQuarantined bounds a group's quarantine list (the oldest entry goes).
+const maxQuarantined = 1024
+
+// quarantine records that member id (and its principal, if any) may not open
+// a correction round until until.
+func (g *groupRuntime) quarantine(id, principal string, until time.Time) {
+	if g.quarantined == nil {
+		g.quarantined = map[string]time.Time{}
+	}
+	for _, key := range []string{"m:" + id, "p:" + principal} {
+		if key == "p:" {
+			continue
+		}
+		if len(g.quarantined) >= maxQuarantined {
+			oldest := ""
+			for k, t := range g.quarantined {
+				if oldest == "" || t.Before(g.quarantined[oldest]) {
+					oldest = k
+				}
+			}
+			delete(g.quarantined, oldest)
+		}
+		g.quarantined[key] = until
+	}
+}
+
+// isQuarantined reports whether member id or its principal may not open a
+// correction round at now (and forgets entries that lapsed).
+func (g *groupRuntime) isQuarantined(id, principal string, now time.Time) bool {
+	hit := false
+	for key, until := range g.quarantined {
+		if !now.Before(until) {
+			delete(g.quarantined, key)
+			continue
+		}
+		if key == "m:"+id || (principal != "" && key == "p:"+principal) {
+			hit = true
+		}
+	}
+	return hit
 }
 
 type runtimeState struct {

@@ -33,7 +33,7 @@ var (
 	simSteps   = flag.Int("sim.steps", 0, "random steps per seed (default 2000; 500 with -short)")
 	simSeeds   = flag.Int("sim.seeds", 0, "number of seeds (default 20; 3 with -short)")
 	simVerbose = flag.Bool("sim.v", false, "log every simulated action")
-	simOff     = flag.String("sim.off", "", "comma-separated faults to switch off: loss,late,crash,leave,join,scale,rollback,lagnull,stall,restart,bogusmv,outage,slow,early; or recordcheck (the check that a holder reads only what the log records it holding)")
+	simOff     = flag.String("sim.off", "", "comma-separated faults to switch off: loss,late,crash,leave,join,scale,rollback,lagnull,stall,restart,bogusmv,outage,slow,early,lose; or recordcheck (the check that a holder reads only what the log records it holding)")
 )
 
 // on reports whether a fault (or check) is switched on (see -sim.off).
@@ -213,6 +213,12 @@ func (h *simHook) summarize(rec events.Record) string {
 			parts = append(parts, fmt.Sprintf("%s:%v", id, ev.Targets[id]))
 		}
 		return fmt.Sprintf("%s AE=%d {%s}", rec.Type, ev.AssignmentEpoch, strings.Join(parts, " "))
+	case *events.AssignmentChanged:
+		var parts []string
+		for _, id := range sortedKeys(ev.Targets) {
+			parts = append(parts, fmt.Sprintf("%s:%v", id, ev.Targets[id]))
+		}
+		return fmt.Sprintf("%s AE=%d {%s} removed=%v", rec.Type, ev.AssignmentEpoch, strings.Join(parts, " "), ev.Removed)
 	case *events.GroupCreated:
 		return fmt.Sprintf("%s shards=%d", rec.Type, ev.ShardCount)
 	case *events.CommandRejected:
@@ -294,13 +300,14 @@ type sim struct {
 	c      *commands.Coordinator
 	closed sync.WaitGroup
 
-	members   []*simMember
-	nextID    int
-	producers []*simProducer
-	step      int
-	calm      bool
-	lastTick  time.Time
-	reqN      int
+	members    []*simMember
+	nextID     int
+	producers  []*simProducer
+	step       int
+	calm       bool
+	lastTick   time.Time
+	lastRepair time.Time
+	reqN       int
 
 	// knobs drawn from the seed
 	lossRate, lateRate, springShare float64
@@ -393,6 +400,7 @@ func newSim(t testing.TB, seed int64, off string) *sim {
 func (s *sim) startCoordinator() {
 	cfg := commands.Config{
 		TickInterval:         time.Hour, // the simulation ticks by itself
+		ShardCheckInterval:   -1,        // and checks shard streams by itself
 		MemberLease:          15 * time.Second,
 		RebalanceTimeout:     60 * time.Second,
 		HeartbeatInterval:    3 * time.Second,
@@ -595,7 +603,7 @@ func (s *sim) consume(m *simMember) {
 	}
 	if !m.paused {
 		for _, sh := range setList(m.reading) {
-			if !s.fake.consume(simKey.StreamPrefix, simKey.ConsumerGroup, sh) {
+			if !s.fake.consume(simKey.StreamPrefix, simKey.ConsumerGroup, sh) && !s.fake.isLost(simKey.StreamPrefix, sh) {
 				if g, ok := s.c.State().Group(simKey); ok {
 					if pm := g.Members[m.id]; pm != nil && pm.CanHold() {
 						s.fail("member %s (a holder per the coordinator) reads shard %d whose stream or consumer group does not exist", m.id, sh)
@@ -719,7 +727,7 @@ func (s *sim) heartbeat(m *simMember, lose bool) {
 	}
 	req, lastLeave := s.buildRequest(m)
 	s.act(" hb %s/%s#%d %s", m.id, m.kind, m.incarnation, reportString(req))
-	resp, err := s.c.Heartbeat(context.Background(), simKey, m.id, req)
+	resp, err := s.c.Heartbeat(context.Background(), simKey, m.id, "", req)
 	if err != nil {
 		s.fail("heartbeat of %s returned an error: %v", m.id, err)
 	}
@@ -903,6 +911,13 @@ func (s *sim) advance(d time.Duration) {
 func (s *sim) tick() {
 	s.c.Tick(context.Background())
 	s.lastTick = s.now()
+	if s.now().Sub(s.lastRepair) >= 10*time.Second {
+		s.lastRepair = s.now()
+		if n := s.c.RepairShards(context.Background()); n > 0 {
+			s.stats["shards-repaired"] += n
+			s.act(" [repaired %d shard(s)]", n)
+		}
+	}
 }
 
 func (s *sim) earliestDue() *simMember {
@@ -1061,6 +1076,18 @@ func (s *sim) randomStep() {
 			m.slowUntil = s.now().Add(time.Duration(10000+s.rng.IntN(110000)) * time.Millisecond)
 			s.stats["slow-handler"]++
 			s.act(" %s handler stuck until %s", m.id, s.elapsed(m.slowUntil))
+		}
+	case r < 0.9535:
+		if n := s.routedCount(); n > 0 && s.on("lose") {
+			sh, whole := s.rng.IntN(n), s.rng.IntN(2) == 0
+			if s.fake.lose(simKey.StreamPrefix, simKey.ConsumerGroup, sh, whole) {
+				s.stats["redis-lost-shard"]++
+				what := "consumer group on"
+				if whole {
+					what = "stream"
+				}
+				s.act(" shard Redis lost the %s %s", what, streamKey(simKey.StreamPrefix, sh))
+			}
 		}
 	case r < 0.955:
 		if !s.on("outage") {
@@ -1364,6 +1391,14 @@ func (s *sim) finalChecks() {
 	if st := g.State(); st != "STABLE" {
 		s.fail("invariant 4: after %d calm seconds the group is %s, not STABLE", simCalmSteps, st)
 	}
+	// 6. Self-healing: every routed shard has its stream and consumer group again.
+	routed := make([]int, g.ShardCount)
+	for i := range routed {
+		routed[i] = i
+	}
+	if d, _ := s.fake.Damage(context.Background(), simKey.StreamPrefix, simKey.ConsumerGroup, routed); len(d) > 0 {
+		s.fail("invariant 6: after %d calm seconds Redis still lacks routed shards %+v", simCalmSteps, d)
+	}
 	readers := map[int][]string{}
 	for _, m := range s.members {
 		if !m.alive {
@@ -1466,7 +1501,7 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 		t.Helper()
 		n++
 		clock.Advance(100 * time.Millisecond)
-		resp, err := c.Heartbeat(ctx, simKey, id, &commands.HeartbeatRequest{
+		resp, err := c.Heartbeat(ctx, simKey, id, "", &commands.HeartbeatRequest{
 			ProtocolVersion: ptr(commands.ProtocolVersion), RequestID: fmt.Sprintf("r%d", n), MemberID: id, MemberName: ptr(id),
 			MemberEpoch: ptr(epoch), MetadataVersion: ptr(mv),
 			RuntimeConsumerCapacity: &commands.Capacity{RuntimeMaxConcurrency: ptr(1), AvailableConcurrency: ptr(1)},

@@ -68,14 +68,20 @@ type fakeShards struct {
 	downUntil  time.Time            // every operation fails before this time
 	ops        int
 	deleted    int
-	// violations: streams deleted while a group still had entries to consume.
+	// violations: streams deleted while a group still had entries to consume,
+	// retired streams recreated by a repair.
 	violations []string
+	// retired: streams deleted by retirement and not provisioned since.
+	retired map[string]bool
+	// lost: routed streams (or their group) Redis lost and nobody recreated yet.
+	lost    map[string]bool
+	repairs int
 }
 
 var _ commands.ShardStore = (*fakeShards)(nil)
 
 func newFakeShards(clock *simClock) *fakeShards {
-	return &fakeShards{clock: clock, streams: map[string]*fakeStream{}, unknownLag: map[string]time.Time{}}
+	return &fakeShards{clock: clock, streams: map[string]*fakeStream{}, unknownLag: map[string]time.Time{}, retired: map[string]bool{}, lost: map[string]bool{}}
 }
 
 func streamKey(prefix string, i int) string { return fmt.Sprintf("%s:%d", prefix, i) }
@@ -91,6 +97,8 @@ func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, 
 	}
 	for i := from; i < to; i++ {
 		k := streamKey(prefix, i)
+		delete(f.retired, k)
+		delete(f.lost, k)
 		st := f.streams[k]
 		if st == nil {
 			st = &fakeStream{groups: map[string]*fakeGroup{}}
@@ -186,8 +194,76 @@ func (f *fakeShards) Delete(ctx context.Context, keys []string) error {
 		}
 		delete(f.streams, k)
 		delete(f.unknownLag, k)
+		f.retired[k] = true
 	}
 	return nil
+}
+
+func (f *fakeShards) Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return nil, errFakeRedis
+	}
+	var out []events.ShardRepair
+	for _, s := range shards {
+		k := streamKey(prefix, s)
+		st := f.streams[k]
+		if st != nil && st.groups[group] != nil {
+			continue
+		}
+		out = append(out, events.ShardRepair{ShardIndex: s, StreamKey: k, StreamMissing: st == nil, GroupMissing: true})
+	}
+	return out, nil
+}
+
+// Repair recreates a lost stream (empty) or a lost group at the stream's
+// start (everything in the stream is to be read again).
+func (f *fakeShards) Repair(ctx context.Context, prefix, group string, shards []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return errFakeRedis
+	}
+	for _, s := range shards {
+		k := streamKey(prefix, s)
+		if f.retired[k] {
+			f.violations = append(f.violations, fmt.Sprintf("retired stream %s recreated by a repair", k))
+		}
+		delete(f.lost, k)
+		st := f.streams[k]
+		if st == nil {
+			st = &fakeStream{groups: map[string]*fakeGroup{}}
+			f.streams[k] = st
+		}
+		if st.groups[group] == nil {
+			st.groups[group] = &fakeGroup{lag: st.added}
+			f.repairs++
+		}
+	}
+	return nil
+}
+
+// lose drops a stream (lost with its entries) or only the group's consumer
+// group on it, as a Redis restart without persistence or an operator would.
+func (f *fakeShards) lose(prefix, group string, shard int, wholeStream bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := streamKey(prefix, shard)
+	st := f.streams[k]
+	if st == nil {
+		return false
+	}
+	f.lost[k] = true
+	if wholeStream {
+		delete(f.streams, k)
+		delete(f.unknownLag, k)
+		return true
+	}
+	delete(st.groups, group)
+	return true
 }
 
 func (f *fakeShards) takeViolations() []string {
@@ -250,6 +326,14 @@ func (f *fakeShards) pending(prefix, group string, shard int) int64 {
 		return st.groups[group].pending
 	}
 	return 0
+}
+
+// isLost reports whether Redis lost the shard's stream or group and nobody
+// recreated it yet.
+func (f *fakeShards) isLost(prefix string, shard int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost[streamKey(prefix, shard)]
 }
 
 func (f *fakeShards) exists(prefix string, shard int) bool {

@@ -22,6 +22,12 @@ type ShardStore interface {
 	// Delete removes shard streams, atomically refusing any stream that is not
 	// drained (an error names them; the others are deleted).
 	Delete(ctx context.Context, keys []string) error
+	// Damage reports which of the shards lost their stream or the group's
+	// consumer group (healthy shards are not listed).
+	Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error)
+	// Repair recreates lost streams (empty, group at the end) and lost
+	// consumer groups (at the stream's start: what is left is read again).
+	Repair(ctx context.Context, prefix, group string, shards []int) error
 }
 
 // SnapshotStore keeps the newest few projection snapshots next to the log, each

@@ -38,9 +38,9 @@ type LogTrimmer interface {
 
 // ArchivedType reports whether trimming keeps entries of this event type in
 // the archive: everything but membership (member.*) and the assignments
-// computed from it.
+// computed from it (assignment.*).
 func ArchivedType(typ string) bool {
-	return !strings.HasPrefix(typ, "member.") && typ != "assignment.computed"
+	return !strings.HasPrefix(typ, "member.") && !strings.HasPrefix(typ, "assignment.")
 }
 
 // archived is the trim's keep function: an entry that does not decode is kept,

@@ -29,6 +29,7 @@ var kindStatus = map[commands.Kind]struct {
 	commands.KindConflict:    {http.StatusConflict, "CONFLICT"},
 	commands.KindNotAllowed:  {http.StatusUnprocessableEntity, "UNPROCESSABLE_ENTITY"},
 	commands.KindRateLimited: {http.StatusTooManyRequests, "TOO_MANY_REQUESTS"},
+	commands.KindForbidden:   {http.StatusForbidden, "FORBIDDEN"},
 	commands.KindUnavailable: {http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE"},
 }
 

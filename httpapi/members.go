@@ -24,7 +24,11 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	resp, err := s.c.Heartbeat(r.Context(), groupKeyOf(p, g), id, &req)
+	principal := ""
+	if pr := principalOf(r); pr != nil {
+		principal = pr.Username
+	}
+	resp, err := s.c.Heartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

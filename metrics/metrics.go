@@ -44,6 +44,7 @@ type Metrics struct {
 	httpDuration   *prometheus.HistogramVec
 	heartbeats     *prometheus.CounterVec
 	eventsAppended *prometheus.CounterVec
+	shardsRepaired *prometheus.CounterVec
 	refreshErrors  *prometheus.CounterVec
 
 	mu      sync.Mutex
@@ -83,11 +84,15 @@ func New(cfg Config) *Metrics {
 		Name: "rsc_events_appended_total",
 		Help: "Events this process appended to the log, by event type.",
 	}, []string{"type"})
+	m.shardsRepaired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rsc_shards_repaired_total",
+		Help: "Routed shards whose stream or consumer group Redis had lost and the coordinator recreated (group.shards_repaired events this process appended).",
+	}, groupLabels)
 	m.refreshErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rsc_metrics_refresh_errors_total",
 		Help: "Failed reads of the periodic metrics refresh, by source (log, shards); the affected gauges are dropped until a read succeeds.",
 	}, []string{"source"})
-	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.heartbeats, m.eventsAppended, m.refreshErrors,
+	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.heartbeats, m.eventsAppended, m.shardsRepaired, m.refreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -126,6 +131,9 @@ func (m *Metrics) Observe(route, method string, status int, elapsed time.Duratio
 // AfterAppend is commands' Config.AfterAppend.
 func (m *Metrics) AfterAppend(rec events.Record) {
 	m.eventsAppended.WithLabelValues(rec.Type).Inc()
+	if ev, ok := rec.Event.(*events.ShardsRepaired); ok {
+		m.shardsRepaired.WithLabelValues(rec.StreamPrefix, rec.ConsumerGroup).Add(float64(len(ev.Shards)))
+	}
 }
 
 // normalizeMethod keeps the method label bounded: clients can send any token.

@@ -273,3 +273,71 @@ func toInt(v any) int64 {
 	}
 	return 0
 }
+
+// healthScript reports whether KEYS[1] exists and has consumer group ARGV[1]:
+// {exists, hasGroup} as 0/1.
+var healthScript = redis.NewScript("#!lua flags=no-writes\n" + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  for i = 1, #g, 2 do
+    if g[i] == 'name' and g[i+1] == ARGV[1] then return {1, 1} end
+  end
+end
+return {1, 0}
+`)
+
+// Damage reports the shards whose stream, or the group's consumer group on
+// it, Redis no longer has (one pipelined script per key); healthy shards are
+// not listed.
+func (s *Shards) Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error) {
+	keys := make([]string, len(shards))
+	for i, sh := range shards {
+		keys[i] = routing.StreamKey(prefix, sh)
+	}
+	cmds := s.runEach(ctx, healthScript, keys, group)
+	var out []events.ShardRepair
+	for i, sh := range shards {
+		res, err := cmds[i].Int64Slice()
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", keys[i], err)
+		}
+		if len(res) != 2 {
+			return nil, fmt.Errorf("inspect %s: unexpected answer %v", keys[i], res)
+		}
+		if res[0] == 1 && res[1] == 1 {
+			continue
+		}
+		out = append(out, events.ShardRepair{ShardIndex: sh, StreamKey: keys[i], StreamMissing: res[0] == 0, GroupMissing: res[1] == 0})
+	}
+	return out, nil
+}
+
+// repairScript recreates what Redis lost of a routed shard: a missing stream
+// comes back (empty) with the consumer group at its end; a consumer group
+// missing on a surviving stream is created at the stream's start, so whatever
+// is still in the stream is read again (at least once, never lost). An
+// existing group is left alone (BUSYGROUP).
+var repairScript = redis.NewScript(`
+local created
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  created = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[1], ARGV[1], '$', 'MKSTREAM', 'ENTRIESREAD', 0)
+else
+  created = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[1], ARGV[1], '0')
+end
+return created and 1 or 0
+`)
+
+// Repair recreates the lost streams and consumer groups of the given shards
+// (see repairScript); it reports the first failure.
+func (s *Shards) Repair(ctx context.Context, prefix, group string, shards []int) error {
+	keys := make([]string, len(shards))
+	for i, sh := range shards {
+		keys[i] = routing.StreamKey(prefix, sh)
+	}
+	for i, c := range s.runEach(ctx, repairScript, keys, group) {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("repair %s group %s: %w", keys[i], group, err)
+		}
+	}
+	return nil
+}

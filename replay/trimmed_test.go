@@ -15,7 +15,7 @@ import (
 // historyType is what the coordinator's trim keeps in the archive
 // (commands.ArchivedType): everything but membership.
 func historyType(typ string) bool {
-	return !strings.HasPrefix(typ, "member.") && typ != "assignment.computed"
+	return !strings.HasPrefix(typ, "member.") && !strings.HasPrefix(typ, "assignment.")
 }
 
 // trimAt is b's log as the coordinator leaves it after trimming behind a

@@ -150,7 +150,7 @@ func (sim *rebalanceSim) roundsUntilStable(ctx context.Context, members []*membe
 			}
 			leave := leaving[m.id]
 			req := m.request(leave)
-			resp, err := sim.c.Heartbeat(ctx, sim.k, m.id, req)
+			resp, err := sim.c.Heartbeat(ctx, sim.k, m.id, "", req)
 			if err != nil {
 				return round, fmt.Errorf("heartbeat of %s: %w", m.id, err)
 			}

@@ -1,0 +1,106 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+)
+
+// Self-healing shards. Redis can lose a routed shard's stream or the group's
+// consumer group on it (a restart without persistence, an operator's DEL or
+// XGROUP DESTROY); producers then fail their XADD NOMKSTREAM and members their
+// XREADGROUP until somebody recreates it. Every ShardCheckInterval the leader
+// reads the routed shards of every provisioned group (outside the writer),
+// hands what Redis lost to a decision that re-checks the shards are still
+// routed and records group.shards_repaired, and only then recreates them.
+// Removed shards (draining, retired) are never touched: retired streams stay
+// deleted.
+
+func (c *Coordinator) repairer() {
+	if c.cfg.ShardCheckInterval < 0 || c.cfg.DisableProvisioning || c.shards == nil {
+		return
+	}
+	tk := time.NewTicker(c.cfg.ShardCheckInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tk.C:
+			if c.ready.Load() && c.IsLeader() {
+				c.RepairShards(context.Background())
+			}
+		}
+	}
+}
+
+// RepairShards runs the check once (tests call it directly) and returns how
+// many shards it repaired.
+func (c *Coordinator) RepairShards(ctx context.Context) int {
+	if c.shards == nil || c.cfg.DisableProvisioning {
+		return 0
+	}
+	repaired := 0
+	for _, g := range c.state.Groups() {
+		if g.ShardCount == 0 {
+			continue
+		}
+		routed := make([]int, g.ShardCount)
+		for i := range routed {
+			routed[i] = i
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		damage, err := c.shards.Damage(rctx, g.Key.StreamPrefix, g.Key.ConsumerGroup, routed)
+		cancel()
+		if err != nil {
+			c.cfg.Logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Str("group", g.Key.ConsumerGroup).Msg("check shard streams")
+			continue
+		}
+		if len(damage) == 0 {
+			continue
+		}
+		repaired += c.repairGroup(ctx, g.Key, damage)
+	}
+	return repaired
+}
+
+// repairGroup records the repair of the damaged shards that are still routed,
+// then recreates them.
+func (c *Coordinator) repairGroup(ctx context.Context, k projection.GroupKey, damage []events.ShardRepair) int {
+	v, err := c.submit(ctx, events.Meta{Actor: Actor}, false, func(t *tx) (any, error) {
+		g := t.group(k)
+		if g == nil {
+			return []int(nil), nil
+		}
+		var still []events.ShardRepair
+		var shards []int
+		for _, d := range damage {
+			if d.ShardIndex < g.ShardCount {
+				still = append(still, d)
+				shards = append(shards, d.ShardIndex)
+			}
+		}
+		if len(still) > 0 {
+			t.emitAs(Actor, k, &events.ShardsRepaired{Shards: still})
+		}
+		return shards, nil
+	})
+	if err != nil {
+		c.cfg.Logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("record shard repair")
+		return 0
+	}
+	shards := v.([]int)
+	if len(shards) == 0 {
+		return 0
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.shards.Repair(rctx, k.StreamPrefix, k.ConsumerGroup, shards); err != nil {
+		c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("repair shard streams (retried at the next check)")
+		return 0
+	}
+	c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("recreated shard streams or consumer groups Redis had lost")
+	return len(shards)
+}
