@@ -826,7 +826,7 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 	}
 	for _, c := range rejected {
 		t.Run(c.name, func(t *testing.T) {
-			hb := apiHeartbeat(t, tc, apiNoAuth, "hb", c.group, c.path, c.body)
+			hb := apiHeartbeat(t, tc, apiMember, "hb", c.group, c.path, c.body)
 			apiCheckRejected(t, hb, c.status, c.epoch, c.path)
 			if hb.JSON["responseTo"] != "req-fixed-1" || hb.JSON["heartbeatIntervalMs"] != 3000.0 || hb.JSON["rebalanceTimeoutMs"] != 60000.0 {
 				t.Fatalf("responseTo/interval/timeout: %s", hb.Body)
@@ -862,7 +862,7 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 	}
 	for _, c := range bad {
 		t.Run(c.name+" is HTTP 400", func(t *testing.T) {
-			apiSend(t, tc, apiNoAuth, "POST", apiHBPath("hb", "g", "m1"), c.body, nil).apiWantError(t, 400, "INVALID_REQUEST")
+			apiSend(t, tc, apiMember, "POST", apiHBPath("hb", "g", "m1"), c.body, nil).apiWantError(t, 400, "INVALID_REQUEST")
 		})
 	}
 	if g := apiGroup(t, tc, "hb", "g"); g["groupEpoch"] != 1.0 || len(apiObj(t, g, "targetAssignmentSummary")) != 0 {
@@ -1298,7 +1298,7 @@ func TestIntegrationAPIMonitoring(t *testing.T) {
 	beatA := func(b apiHBBody) apiHB {
 		m := b.toMap()
 		m["runtimeConsumerCapacity"] = capA
-		return apiHeartbeat(t, tc, apiNoAuth, "orders", "oc", "A", m)
+		return apiHeartbeat(t, tc, apiMember, "orders", "oc", "A", m)
 	}
 	a := beatA(apiHBBody{Member: "A"})
 	a = beatA(apiHBBody{Member: "A", Epoch: a.MemberEpoch, MV: a.MetadataVersion, Owned: a.Assigned})

@@ -43,6 +43,10 @@ var apiAdmin = apiBasic("admin", "password")
 // apiNoAuth sends no Authorization header.
 const apiNoAuth apiAuth = ""
 
+// apiMember authenticates heartbeats: they need the MEMBER role by default,
+// which the harness admin holds.
+var apiMember = apiAdmin
+
 // apiSend sends a request with the given Authorization value (and extra headers)
 // and decodes a JSON object answer when there is one.
 func apiSend(tb testing.TB, tc *testCoordinator, auth apiAuth, method, path string, body any, hdr map[string]string) apiResp {
@@ -250,7 +254,7 @@ func apiHeartbeat(tb testing.TB, tc *testCoordinator, auth apiAuth, prefix, grou
 // apiBeat is a plain heartbeat of member in its own path.
 func apiBeat(tb testing.TB, tc *testCoordinator, prefix, group string, b apiHBBody) apiHB {
 	tb.Helper()
-	return apiHeartbeat(tb, tc, apiNoAuth, prefix, group, b.Member, b.toMap())
+	return apiHeartbeat(tb, tc, apiMember, prefix, group, b.Member, b.toMap())
 }
 
 // apiJoinSteady joins a single member and makes it report its assignment, so

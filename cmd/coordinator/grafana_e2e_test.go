@@ -700,12 +700,12 @@ func TestIntegrationGrafanaMessages(t *testing.T) {
 		apiDo(t, tc, "GET", q("recordId", "nope"), nil).apiWantError(t, 400, "INVALID_REQUEST")
 	})
 
-	t.Run("limit is clamped to 1..1000", func(t *testing.T) {
+	t.Run("limit is clamped to 1..1000, and to 2000 entries read over the shards", func(t *testing.T) {
 		for _, c := range []struct {
 			limit     string
 			pageLimit float64
 			rows      int
-		}{{"0", 1, 1}, {"-3", 1, 1}, {"5000", 1000, 15}, {"1000", 1000, 15}} {
+		}{{"0", 1, 1}, {"-3", 1, 1}, {"5000", 2000/3 - 1, 15}, {"1000", 2000/3 - 1, 15}, {"600", 600, 15}} {
 			rows := gfRows(t, tc, q("shardIndex", "all", "limit", c.limit))
 			if len(rows) != c.rows || rows[0]["pageLimit"] != c.pageLimit {
 				t.Errorf("limit=%s: %d rows, pageLimit %v", c.limit, len(rows), rows[0]["pageLimit"])

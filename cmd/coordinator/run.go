@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,6 +49,10 @@ type Main struct {
 	CoordinatorID        string
 	LogFormat            string
 	LogLevel             string
+	// Escape hatches from the secure defaults, and the token lifetime (security.go).
+	AllowAnonymousMembers      bool // heartbeats without credentials (as --authenticate-member-api=false)
+	InsecureDefaultCredentials bool // the default admin password on an address other hosts can reach
+	TokenTTL                   time.Duration
 	// CrashAfterEvent (test hook, env RSC_CRASH_AFTER_EVENT): exit the process with
 	// status 137 right after an event of this type was appended.
 	CrashAfterEvent string
@@ -71,10 +74,14 @@ type Main struct {
 	cancel context.CancelFunc
 
 	metrics *metrics.Metrics
+	// usersPoll is how often --users-file is checked for changes, and clock
+	// the clock of authentication (nil: time.Now); tests change both.
+	usersPoll time.Duration
+	clock     func() time.Time
 }
 
 // NewMain returns a Main with the defaults.
-func NewMain() *Main { return &Main{Stderr: os.Stderr} }
+func NewMain() *Main { return &Main{Stderr: os.Stderr, usersPoll: usersPollInterval} }
 
 type flagSpec struct {
 	name, usage string
@@ -85,14 +92,17 @@ type flagSpec struct {
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	fs.StringVar(&m.Listen, "listen", ":8080", "HTTP listen address")
+	fs.StringVar(&m.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (an address other hosts can reach needs a non-default --admin-password or --users-file)")
 	fs.StringVar(&m.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL: redis://[user:pass@]host:port/db (rediss:// for TLS), or a cluster: redis+cluster://h1:p1,h2:p2")
 	fs.StringVar(&m.LogStream, "log-stream", redisstore.DefaultLogStream, "key of the coordinator's event log stream")
 	fs.StringVar(&m.AdminUser, "admin-user", "admin", "admin user name")
 	fs.StringVar(&m.AdminPassword, "admin-password", "password", "admin password")
-	fs.StringVar(&m.TokenSecret, "token-secret", "", "HMAC secret for bearer tokens (default derives from the admin credentials)")
-	fs.StringVar(&m.UsersFile, "users-file", "", "JSON file of users [{username,password,roles}] replacing the admin user")
-	fs.BoolVar(&m.AuthenticateMembers, "authenticate-member-api", false, "require the MEMBER role for heartbeats")
+	fs.StringVar(&m.TokenSecret, "token-secret", "", "HMAC secret for bearer tokens (default: derived from the admin credentials; with --users-file, a random one kept in Redis next to the log)")
+	fs.StringVar(&m.UsersFile, "users-file", "", "JSON file of users [{username,password,roles}] replacing the admin user; reloaded when it changes and on SIGHUP")
+	fs.BoolVar(&m.AuthenticateMembers, "authenticate-member-api", true, "require the MEMBER role for heartbeats (false: as --allow-anonymous-members)")
+	fs.BoolVar(&m.AllowAnonymousMembers, "allow-anonymous-members", false, "accept heartbeats without credentials: anyone who can reach the port can heartbeat as any member id")
+	fs.BoolVar(&m.InsecureDefaultCredentials, "insecure-default-credentials", false, "allow the default admin password on a --listen address other hosts can reach (throwaway setups only)")
+	fs.DurationVar(&m.TokenTTL, "token-ttl", httpapi.DefaultTokenTTL, "bearer token lifetime; a token exchanged for a fresh one never outlives the first")
 	fs.IntVar(&m.DefaultShardCount, "default-shard-count", 12, "shard count of a group created without initialShardCount")
 	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted")
 	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
@@ -125,7 +135,7 @@ func (m *Main) ParseFlags(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	given := map[string]bool{}
+	given := map[string]bool{} // on the command line or in the environment
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -134,6 +144,7 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 		env := "RSC_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
+			given[f.Name] = true
 			if err := f.Value.Set(v); err != nil && envErr == nil {
 				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
 			}
@@ -141,6 +152,15 @@ func (m *Main) ParseFlags(args []string) error {
 	})
 	if envErr != nil {
 		return envErr
+	}
+	if given["authenticate-member-api"] && m.AuthenticateMembers && m.AllowAnonymousMembers {
+		return fmt.Errorf("--authenticate-member-api=true contradicts --allow-anonymous-members")
+	}
+	if m.TokenTTL < time.Second {
+		return fmt.Errorf("--token-ttl must be at least 1s")
+	}
+	if err := m.checkExposure(); err != nil {
+		return err
 	}
 	if m.DefaultShardCount < 1 || m.MaxShardCount < 1 || m.DefaultShardCount > m.MaxShardCount {
 		return fmt.Errorf("--default-shard-count must be between 1 and --max-shard-count")
@@ -170,12 +190,20 @@ func (m *Main) buildLogger() zerolog.Logger {
 // the snapshot and folds the log tail, then starts deciding.
 func (m *Main) Run(ctx context.Context) error {
 	m.logger = m.buildLogger()
+	if err := m.checkExposure(); err != nil {
+		return err
+	}
+	usersStamp, _ := stampOf(m.UsersFile) // before reading: a change after it is reloaded
+	users, usersData, err := m.loadUsers()
+	if err != nil {
+		return err
+	}
 	rdb, err := redisstore.NewClient(m.RedisURL)
 	if err != nil {
 		return fmt.Errorf("--redis: %w", err)
 	}
 	m.rdb = rdb
-	users, err := m.loadUsers()
+	tokenSecret, err := m.resolveTokenSecret(ctx)
 	if err != nil {
 		return err
 	}
@@ -215,11 +243,14 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = httpapi.NewServer(httpapi.Config{
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute,
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
-		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: m.TokenSecret, Users: users, AuthenticateMemberAPI: m.AuthenticateMembers},
+		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
+			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth()},
+		Now: m.clock,
 	}, m.coord, streamReader{shards})
 	if err := m.server.Open(); err != nil {
 		return err
 	}
+	m.warnInsecure()
 	if lease != nil {
 		if m.AdvertiseURL == "" {
 			m.AdvertiseURL = m.server.URL()
@@ -234,6 +265,10 @@ func (m *Main) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.metrics.Run(lctx)
+	if m.UsersFile != "" {
+		w := &usersWatcher{path: m.UsersFile, apply: m.server.SetUsers, log: m.logger, loaded: usersData, stamp: usersStamp}
+		go w.run(lctx, m.usersPoll, watchSIGHUP())
+	}
 	loaded := make(chan error, 1)
 	go func() { loaded <- m.load(lctx) }()
 	select {
@@ -305,19 +340,15 @@ func (m *Main) Close() error {
 	return err
 }
 
-func (m *Main) loadUsers() ([]httpapi.User, error) {
+func (m *Main) loadUsers() ([]httpapi.User, []byte, error) {
 	if m.UsersFile == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	data, err := os.ReadFile(m.UsersFile)
+	users, data, err := readUsers(m.UsersFile)
 	if err != nil {
-		return nil, fmt.Errorf("--users-file: %w", err)
+		return nil, nil, fmt.Errorf("--users-file %s: %w", m.UsersFile, err)
 	}
-	var users []httpapi.User
-	if err := json.Unmarshal(data, &users); err != nil {
-		return nil, fmt.Errorf("--users-file: %w", err)
-	}
-	return users, nil
+	return users, data, nil
 }
 
 func redactURL(u string) string {

@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,9 +119,105 @@ func apiWantForbidden(t *testing.T, r apiResp, what string) {
 	}
 }
 
+// apiRequiredRole is the contract's rule (§1.3) as our design applies it to a
+// route template and method: "" is public.
+func apiRequiredRole(rt apiRoute) string {
+	mutation := rt.Method == "POST" || rt.Method == "PUT" || rt.Method == "PATCH" || rt.Method == "DELETE"
+	switch {
+	case rt.Method == "POST" && rt.Template == apiHeartbeatTemplate:
+		return "MEMBER"
+	case rt.Method == "POST" && rt.Template == "/coord/v1/auth/login":
+		return ""
+	case rt.Template != "/coord/v1" && !strings.HasPrefix(rt.Template, "/coord/v1/"):
+		return "" // probes, /metrics, the console
+	case strings.HasPrefix(rt.Template, "/coord/v1/monitoring/"):
+		return "READ"
+	case mutation:
+		return "WRITE"
+	}
+	return "READ"
+}
+
+// apiGrants is the role table (§1.3): which held roles grant a required one.
+var apiGrants = map[string][]string{
+	"READ":   {"READ", "WRITE", "MONITOR", "ADMIN"},
+	"WRITE":  {"WRITE", "ADMIN"},
+	"MEMBER": {"MEMBER", "ADMIN"},
+}
+
+// apiNames are path values to fill templates with: sample ones, and hostile
+// ones that look like the routes the old path-text rule looked for.
+var apiNames = []struct{ prefix, group, member string }{
+	{"orders", "oc", "m1"},
+	{"members", "heartbeat", "heartbeat"},
+	{"heartbeat", "members", "members"},
+	{"auth", "login", "login"},
+	{"metrics", "monitoring", "metrics"},
+	{"monitoring", "members", "auth"},
+}
+
+// apiFillNamed fills a template with one set of names; the member id carries
+// who sends it, so that no two principals heartbeat as the same member.
+func apiFillNamed(tpl string, n int, who string) string {
+	v := apiNames[n]
+	r := strings.NewReplacer("{streamPrefix}", apiEsc(v.prefix), "{consumerGroup}", apiEsc(v.group), "{memberId}", apiEsc(v.member+"-"+who),
+		"{reshardingId}", "reshard-"+v.member, "{shardIndex}", "0")
+	return r.Replace(tpl)
+}
+
+// apiRouteBody is a body the route accepts (names n, sent by who).
+func apiRouteBody(rt apiRoute, n int, who string) any {
+	switch {
+	case rt.Method == "GET" || rt.Method == "HEAD":
+		return nil
+	case rt.Template == apiHeartbeatTemplate:
+		return apiHBBody{Member: apiNames[n].member + "-" + who}.toMap()
+	}
+	return map[string]any{"initialShardCount": 1, "targetShardCount": 2, "requestedBy": "x", "reason": "y", "force": true}
+}
+
+// apiManualClock is a settable clock for the coordinator's authentication.
+type apiManualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *apiManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *apiManualClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// apiRoleUsers are one user per role.
+var apiRoleUsers = []map[string]any{
+	{"username": "reader", "password": "r-pw", "roles": []string{"READ"}},
+	{"username": "writer", "password": "w-pw", "roles": []string{"WRITE"}},
+	{"username": "member", "password": "m-pw", "roles": []string{"MEMBER"}},
+	{"username": "monitor", "password": "mo-pw", "roles": []string{"MONITOR"}},
+	{"username": "boss", "password": "b-pw", "roles": []string{"ADMIN"}},
+}
+
+// TestIntegrationAuthEveryRoute walks every route of the router and calls it,
+// on sample names and on names that look like other routes (a prefix
+// "members" with a group "heartbeat", "auth"/"login", "metrics",
+// "monitoring"), without credentials, with bad ones, and as a user of each
+// role: the required role is decided by the route, never by the path text.
+// First every refused request, then a check that they changed nothing, then
+// the users of each role.
 func TestIntegrationAuthEveryRoute(t *testing.T) {
-	tc := startCoordinator(t, redistest.StartProcess(t), nil)
-	apiCreate(t, tc, "orders", "oc", 2)
+	clock := &apiManualClock{t: time.Now()}
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
+		m.UsersFile = apiUsersFile(t, apiRoleUsers)
+		m.clock = clock.Now
+	})
+	boss := apiBasic("boss", "b-pw")
+	apiSend(t, tc, boss, "POST", apiGroupPath("orders", "oc"), map[string]any{"initialShardCount": 2, "requestedBy": "setup"}, nil).apiWant(t, 201)
 	routes := apiWalkRoutes(t, tc)
 
 	registered := map[apiRoute]bool{}
@@ -130,61 +229,119 @@ func TestIntegrationAuthEveryRoute(t *testing.T) {
 			t.Errorf("route %s %s is not registered", want.Method, want.Template)
 		}
 	}
+	// Paths no route serves: under /coord/v1 they need credentials before
+	// they answer 404 or 405.
+	unmatched := []struct {
+		rt   apiRoute
+		want int // with credentials of the right role
+	}{
+		{apiRoute{"GET", "/coord/v1/streams/members/groups/heartbeat/members/x"}, 404},
+		{apiRoute{"POST", "/coord/v1/streams/members/groups/heartbeat/members/heartbeat"}, 404},
+		{apiRoute{"POST", "/coord/v1/auth/login/members/m/heartbeat"}, 404},
+		{apiRoute{"DELETE", "/coord/v1/auth/login"}, 405},
+		{apiRoute{"GET", "/coord/v1/auth/login"}, 405},
+		{apiRoute{"PUT", "/coord/v1/streams/members/groups/heartbeat"}, 405},
+		{apiRoute{"GET", "/coord/v1/monitoring/nothing"}, 404},
+		{apiRoute{"GET", "/coord/v1"}, 404},
+	}
+	wantUnmatchedRole := func(rt apiRoute) string {
+		if rt.Method == "GET" {
+			return "READ"
+		}
+		return "WRITE"
+	}
 
-	// Public by the contract (login, heartbeat by default) and by our README
-	// (probes, Prometheus metrics, the console's static files: the page holds no
-	// data and logs in through the API). Every other route needs credentials.
-	public := map[apiRoute]bool{
-		{"GET", "/healthz"}: true, {"GET", "/readyz"}: true, {"POST", "/coord/v1/auth/login"}: true,
-		{"POST", apiHeartbeatTemplate}: true,
-		{"GET", "/metrics"}:            true,
-		{"GET", "/console"}:            true, {"HEAD", "/console"}: true, {"GET", "/console/"}: true, {"HEAD", "/console/"}: true,
+	logBefore := apiLogLen(t, tc, apiRedis(t, tc))
+	keysBefore := apiKeys(t, tc, apiRedis(t, tc))
+	bad := map[string]apiAuth{
+		"no credentials": apiNoAuth,
+		"bad password":   apiBasic("boss", "wrong"),
+		"unknown user":   apiBasic("nobody", "b-pw"),
+		"bad bearer":     "Bearer not-a-token",
+		"unknown scheme": "Digest abc",
+		"default admin":  apiAdmin, // not a user once a users file is given
 	}
-	for _, rt := range routes {
-		rt := rt
-		path := apiFill(rt.Template)
-		t.Run(rt.Method+" "+rt.Template, func(t *testing.T) {
-			var body any
-			if rt.Method != "GET" {
-				body = map[string]any{"requestedBy": "x", "reason": "y"}
-			}
-			if rt.Template == apiHeartbeatTemplate {
-				body = apiHBBody{Member: "m1"}.toMap()
-			}
-			if !public[rt] {
-				for name, auth := range map[string]apiAuth{
-					"no credentials": apiNoAuth,
-					"bad password":   apiBasic("admin", "wrong"),
-					"unknown user":   apiBasic("nobody", "password"),
-					"bad bearer":     "Bearer not-a-token",
-					"unknown scheme": "Digest abc",
-				} {
-					apiWantUnauthorized(t, apiSendNoRedirect(t, tc, auth, rt.Method, path, body), name)
+	t.Run("refused", func(t *testing.T) {
+		for _, rt := range routes {
+			role := apiRequiredRole(rt)
+			for n := range apiNames {
+				path := apiFillNamed(rt.Template, n, "anon")
+				if n > 0 && path == apiFillNamed(rt.Template, 0, "anon") {
+					continue // no names in this template
 				}
-				if r := apiSend(t, tc, apiAdmin, rt.Method, path, body, nil); r.Status == 401 || r.Status == 403 {
-					t.Errorf("admin: HTTP %d", r.Status)
+				body := apiRouteBody(rt, n, "anon")
+				if role == "" {
+					r := apiSendNoRedirect(t, tc, apiNoAuth, rt.Method, path, body)
+					if rt.Template == "/coord/v1/auth/login" {
+						// A failed login: the Spring default error body (§1.3), not the interceptor's.
+						if r.Status != 401 || r.JSON == nil || r.JSON["status"] != 401.0 {
+							t.Errorf("%s %s without credentials: HTTP %d body %s", rt.Method, path, r.Status, r.Body)
+						}
+					} else if r.Status == 401 || r.Status == 403 || r.Status >= 500 {
+						t.Errorf("public %s %s: HTTP %d body %.300s", rt.Method, path, r.Status, r.Body)
+					}
+					continue
 				}
-				return
-			}
-			r := apiSendNoRedirect(t, tc, apiNoAuth, rt.Method, path, body)
-			switch rt.Template {
-			case "/coord/v1/auth/login":
-				// Public route; no credentials means a failed login with the
-				// Spring default error body (§1.3), not the interceptor's.
-				if r.Status != 401 || r.JSON == nil || r.JSON["status"] != 401.0 {
-					t.Errorf("login without credentials: HTTP %d body %s", r.Status, r.Body)
-				}
-			case apiHeartbeatTemplate:
-				if st, _ := r.JSON["status"].(string); r.Status != 200 || st == "" {
-					t.Errorf("heartbeat is public by default: HTTP %d body %s", r.Status, r.Body)
-				}
-			default:
-				if r.Status != 200 && r.Status != 301 {
-					t.Errorf("HTTP %d body %.300s", r.Status, r.Body)
+				for name, auth := range bad {
+					clock.Add(time.Minute) // refill the failed-login buckets: this test is not about them
+					apiWantUnauthorized(t, apiSendNoRedirect(t, tc, auth, rt.Method, path, body), rt.Method+" "+path+" with "+name)
 				}
 			}
-		})
-	}
+		}
+		for _, u := range unmatched {
+			for name, auth := range bad {
+				clock.Add(time.Minute)
+				apiWantUnauthorized(t, apiSendNoRedirect(t, tc, auth, u.rt.Method, u.rt.Template, map[string]any{"initialShardCount": 3, "requestedBy": "x"}), u.rt.Method+" "+u.rt.Template+" with "+name)
+			}
+		}
+	})
+	t.Run("refused requests changed nothing", func(t *testing.T) {
+		rdb := apiRedis(t, tc)
+		if after := apiLogLen(t, tc, rdb); after != logBefore {
+			t.Errorf("the event log grew from %d to %d entries", logBefore, after)
+		}
+		if after := apiKeys(t, tc, rdb); strings.Join(after, " ") != strings.Join(keysBefore, " ") {
+			t.Errorf("Redis keys changed:\nbefore %q\nafter  %q", keysBefore, after)
+		}
+		r := apiSend(t, tc, boss, "GET", "/coord/v1/monitoring/groups", nil, nil).apiWant(t, 200)
+		if groups := apiArr(t, r.JSON, "groups"); len(groups) != 1 {
+			t.Errorf("%d groups, want only orders/oc: %s", len(groups), r.Body)
+		}
+		apiSend(t, tc, boss, "GET", apiGroupPath("members", "heartbeat"), nil, nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
+	})
+	t.Run("roles", func(t *testing.T) {
+		for _, u := range apiRoleUsers {
+			name := u["username"].(string)
+			held := u["roles"].([]string)[0]
+			auth := apiBasic(name, u["password"].(string))
+			grants := func(required string) bool { return required == "" || slices.Contains(apiGrants[required], held) }
+			for _, rt := range routes {
+				role := apiRequiredRole(rt)
+				for n := range apiNames {
+					path := apiFillNamed(rt.Template, n, name)
+					if n > 0 && path == apiFillNamed(rt.Template, 0, name) {
+						continue
+					}
+					r := apiSendNoRedirect(t, tc, auth, rt.Method, path, apiRouteBody(rt, n, name))
+					authRefusal := r.Status == 401 || (r.Status == 403 && len(r.Body) == 0)
+					switch {
+					case grants(role) && authRefusal:
+						t.Errorf("%s (%s) on %s %s (needs %q): HTTP %d", name, held, rt.Method, path, role, r.Status)
+					case !grants(role):
+						apiWantForbidden(t, r, fmt.Sprintf("%s (%s) on %s %s (needs %s)", name, held, rt.Method, path, role))
+					}
+				}
+			}
+			for _, um := range unmatched {
+				r := apiSendNoRedirect(t, tc, auth, um.rt.Method, um.rt.Template, map[string]any{"requestedBy": "x"})
+				if !grants(wantUnmatchedRole(um.rt)) {
+					apiWantForbidden(t, r, name+" on "+um.rt.Method+" "+um.rt.Template)
+				} else if r.Status != um.want {
+					t.Errorf("%s on %s %s: HTTP %d, want %d", name, um.rt.Method, um.rt.Template, r.Status, um.want)
+				}
+			}
+		}
+	})
 }
 
 // apiSendNoRedirect is apiSend without following redirects.
@@ -239,10 +396,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 		{"username": "writer", "password": "w-pw", "roles": []string{"WRITE"}},
 		{"username": "boss", "password": "b-pw", "roles": []string{"ADMIN"}},
 	})
-	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
-		m.UsersFile = users
-		m.AuthenticateMembers = true
-	})
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.UsersFile = users })
 	reader, monitor, member := apiBasic("reader", "r-pw"), apiBasic("monitor", "mo-pw"), apiBasic("member", "m-pw")
 	writer, boss := apiBasic("writer", "w-pw"), apiBasic("boss", "b-pw")
 	createBody := func() map[string]any { return map[string]any{"initialShardCount": 2, "requestedBy": "x"} }
@@ -292,7 +446,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 			r.apiWant(t, c.want)
 		})
 	}
-	t.Run("heartbeat needs credentials with --authenticate-member-api", func(t *testing.T) {
+	t.Run("heartbeat needs credentials by default", func(t *testing.T) {
 		apiWantUnauthorized(t, apiSend(t, tc, apiNoAuth, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil), "heartbeat")
 		apiWantUnauthorized(t, apiSend(t, tc, apiBasic("member", "bad"), "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil), "heartbeat, bad password")
 	})
@@ -416,7 +570,7 @@ func TestIntegrationSecretsStayOutOfLogs(t *testing.T) {
 	apiSend(t, tc, admin, "POST", apiGroupPath("orders", "oc", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, nil).apiWant(t, 202)
 	apiSend(t, tc, bearer, "POST", apiGroupPath("orders", "bad{"), map[string]any{"requestedBy": "x"}, nil).apiWant(t, 400)
 	apiSend(t, tc, admin, "GET", apiGroupPath("orders", "nope"), nil, nil).apiWant(t, 404)
-	apiSend(t, tc, apiNoAuth, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil).apiWant(t, 200)
+	apiSend(t, tc, admin, "POST", apiHBPath("orders", "oc", "m1"), apiHBBody{Member: "m1"}.toMap(), nil).apiWant(t, 200)
 	apiSend(t, tc, admin, "GET", apiMonPath("orders", "oc", "offsets"), nil, nil).apiWant(t, 200)
 	apiSend(t, tc, admin, "DELETE", apiGroupPath("orders", "oc"), map[string]any{"requestedBy": "x", "reason": "y", "force": true}, nil).apiWant(t, 200)
 	time.Sleep(1200 * time.Millisecond) // a maintenance tick
@@ -509,7 +663,7 @@ func TestIntegrationRateLimit(t *testing.T) {
 	apiDo(t, tc, "POST", apiGroupPath("rl", "other"), body).apiWant(t, 201)
 	// Heartbeats and reads are never limited.
 	for i := 0; i < 5; i++ {
-		apiSend(t, tc, apiNoAuth, "POST", apiHBPath("rl", "g", "m1"), apiHBBody{Member: "m1", Epoch: 7}.toMap(), nil).apiWant(t, 200)
+		apiSend(t, tc, apiMember, "POST", apiHBPath("rl", "g", "m1"), apiHBBody{Member: "m1", Epoch: 7}.toMap(), nil).apiWant(t, 200)
 		apiDo(t, tc, "GET", apiGroupPath("rl", "g"), nil).apiWant(t, 200)
 	}
 	// Stream-level creates share principal:prefix:*.
@@ -539,7 +693,7 @@ func TestIntegrationPathInjection(t *testing.T) {
 			apiDo(t, tc, "GET", apiGroupPath(bad, "g", "producer-routing"), nil).apiWantError(t, 400, "INVALID_REQUEST")
 			apiDo(t, tc, "GET", apiMonPath(bad, "g", "offsets"), nil).apiWantError(t, 400, "INVALID_REQUEST")
 			apiDo(t, tc, "GET", apiMonPath(bad, "g", "shards", "0", "messages"), nil).apiWantError(t, 400, "INVALID_REQUEST")
-			hb := apiHeartbeat(t, tc, apiNoAuth, bad, "g", "m1", apiHBBody{Member: "m1"}.toMap())
+			hb := apiHeartbeat(t, tc, apiMember, bad, "g", "m1", apiHBBody{Member: "m1"}.toMap())
 			if hb.Status != "UNKNOWN_MEMBER_ID" && hb.Status != "INVALID_REQUEST" {
 				t.Errorf("heartbeat for prefix %q: %s", bad, hb.Body)
 			}
