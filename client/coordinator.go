@@ -68,9 +68,10 @@ func (t BearerToken) AuthorizationHeader() string {
 // than 503) is returned at once. When no replica answers, the error names each
 // failure and unwraps to the last one (an *APIError for a 503).
 //
-// Producer routing needs the READ role; heartbeats need none unless the
-// coordinator runs with --authenticate-member-api (then MEMBER); the admin
-// calls need WRITE.
+// Producer routing needs the READ role; heartbeats need the MEMBER role
+// (none only when the coordinator runs with --allow-anonymous-members); the
+// admin calls need WRITE, the monitoring calls READ. Give members credentials
+// that hold MEMBER (a user with only that role is enough).
 type Coordinator struct {
 	// BaseURL is the coordinator's address, e.g. "http://127.0.0.1:8080", or
 	// the addresses of several replicas separated by commas,

@@ -155,8 +155,11 @@ func (c *cluster) dumpLog() {
 	c.tb.Logf("coordinator log (tail):\n%s", strings.Join(lines, "\n"))
 }
 
-// Member is a coordinator client without credentials (heartbeats need none).
-func (c *cluster) Member() *client.Coordinator { return client.NewCoordinator(c.URL, nil) }
+// memberCreds hold the MEMBER role heartbeats need (the default admin holds every role).
+var memberCreds = client.BasicAuth{Username: "admin", Password: "password"}
+
+// Member is a coordinator client with credentials that hold the MEMBER role.
+func (c *cluster) Member() *client.Coordinator { return client.NewCoordinator(c.URL, memberCreds) }
 
 // Reader is a coordinator client with the READ role's credentials (admin here).
 func (c *cluster) Reader() *client.Coordinator {
@@ -371,7 +374,7 @@ func runHelperMember() int {
 	}
 	rdb := redis.NewClient(opts)
 	cfg := member.Config{
-		Coordinator: client.NewCoordinator(os.Getenv("RSC_T_COORDINATOR"), nil), Redis: rdb,
+		Coordinator: client.NewCoordinator(os.Getenv("RSC_T_COORDINATOR"), memberCreds), Redis: rdb,
 		StreamPrefix: os.Getenv("RSC_T_PREFIX"), ConsumerGroup: os.Getenv("RSC_T_GROUP"),
 		MemberIDBase: os.Getenv("RSC_T_BASE"), Concurrency: conc, MemberLease: 2500 * time.Millisecond,
 		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: time.Second,

@@ -202,11 +202,12 @@ func TestIntegrationRoutingNeedsCredentials(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t)
 	c.createGroup("p", "g", 1)
-	_, err := c.Member().ProducerRouting(context.Background(), "p", "g")
+	anonymous := client.NewCoordinator(c.URL, nil)
+	_, err := anonymous.ProducerRouting(context.Background(), "p", "g")
 	if !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("routing without credentials: %v, want ErrUnauthorized", err)
 	}
-	tok, _, err := c.Member().Login(context.Background(), "admin", "password")
+	tok, _, err := anonymous.Login(context.Background(), "admin", "password")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,8 @@ func (m Message) Field(name string) string {
 
 // Config configures Listen.
 type Config struct {
-	// Coordinator answers heartbeats.
+	// Coordinator answers heartbeats. Its Credentials need the MEMBER role
+	// (unless the coordinator runs with --allow-anonymous-members).
 	Coordinator *client.Coordinator
 	// Redis holds the shard streams. Every owned shard keeps one connection
 	// in a blocking read: size the pool above the shards a process may own.

@@ -423,13 +423,24 @@ func waitServedEqualsFold(t *testing.T, api *client.Coordinator, rdb redis.Unive
 	})
 }
 
+// haMemberPost posts a heartbeat with credentials holding the MEMBER role.
+func haMemberPost(url, body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("admin", "password")
+	return http.DefaultClient.Do(req)
+}
+
 // checkForwarding: a follower relays writes to the leader (the answer names
 // it) and serves reads itself; /metrics tells leader from follower.
 func checkForwarding(t *testing.T, h *haCluster, leader, follower int, prefix, group string) {
 	t.Helper()
 	hb := `{"protocolVersion":1,"requestId":"r1","memberId":"probe","memberEpoch":0,"metadataVersion":0,` +
 		`"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1}}`
-	resp, err := http.Post(h.replicas[follower].URL()+apiHBPath(prefix, group, "probe"), "application/json", strings.NewReader(hb))
+	resp, err := haMemberPost(h.replicas[follower].URL()+apiHBPath(prefix, group, "probe"), hb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +460,7 @@ func checkForwarding(t *testing.T, h *haCluster, leader, follower int, prefix, g
 	}
 	// The probe leaves again, so the load below starts from a clean group.
 	leave := strings.Replace(strings.Replace(hb, `"memberEpoch":0`, `"memberEpoch":-1`, 1), `"requestId":"r1"`, `"requestId":"r2"`, 1)
-	if resp, err = http.Post(h.replicas[follower].URL()+apiHBPath(prefix, group, "probe"), "application/json", strings.NewReader(leave)); err == nil {
+	if resp, err = haMemberPost(h.replicas[follower].URL()+apiHBPath(prefix, group, "probe"), leave); err == nil {
 		resp.Body.Close()
 	}
 	for i, want := range map[int]string{leader: "rsc_leader 1", follower: "rsc_leader 0"} {

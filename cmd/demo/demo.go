@@ -206,7 +206,7 @@ func (d *demo) startMember() error {
 		return err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = memberEnv(d.coordURL, d.redisURL, d.o.prefix, d.o.group, "worker", d.o.concurrency, d.consumedKey, d.memberLease)
+	cmd.Env = memberEnv(d.coordURL, d.o.adminUser, d.o.adminPassword, d.redisURL, d.o.prefix, d.o.group, "worker", d.o.concurrency, d.consumedKey, d.memberLease)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

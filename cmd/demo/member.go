@@ -34,10 +34,13 @@ type memberEvent struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// memberEnv is the member process's configuration.
-func memberEnv(coordinatorURL, redisURL, prefix, group, base string, concurrency int, consumedKey string, lease time.Duration) []string {
+// memberEnv is the member process's configuration. Heartbeats need the
+// MEMBER role: the member authenticates as user (the demo's admin, who holds
+// every role).
+func memberEnv(coordinatorURL, user, password, redisURL, prefix, group, base string, concurrency int, consumedKey string, lease time.Duration) []string {
 	return append(os.Environ(), roleEnv+"=member", "RSC_DEMO_MEMBER_LEASE="+lease.String(),
-		"RSC_DEMO_COORDINATOR="+coordinatorURL, "RSC_DEMO_REDIS="+redisURL, "RSC_DEMO_PREFIX="+prefix,
+		"RSC_DEMO_COORDINATOR="+coordinatorURL, "RSC_DEMO_USER="+user, "RSC_DEMO_PASSWORD="+password,
+		"RSC_DEMO_REDIS="+redisURL, "RSC_DEMO_PREFIX="+prefix,
 		"RSC_DEMO_GROUP="+group, "RSC_DEMO_BASE="+base, "RSC_DEMO_CONCURRENCY="+strconv.Itoa(concurrency),
 		"RSC_DEMO_CONSUMED="+consumedKey)
 }
@@ -58,7 +61,8 @@ func runMember() int {
 	var outMu sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	cfg := member.Config{
-		Coordinator:  client.NewCoordinator(os.Getenv("RSC_DEMO_COORDINATOR"), nil),
+		Coordinator: client.NewCoordinator(os.Getenv("RSC_DEMO_COORDINATOR"),
+			client.BasicAuth{Username: os.Getenv("RSC_DEMO_USER"), Password: os.Getenv("RSC_DEMO_PASSWORD")}),
 		Redis:        rdb,
 		StreamPrefix: os.Getenv("RSC_DEMO_PREFIX"), ConsumerGroup: os.Getenv("RSC_DEMO_GROUP"),
 		MemberIDBase: os.Getenv("RSC_DEMO_BASE"), Concurrency: conc,

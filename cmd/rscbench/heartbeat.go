@@ -81,7 +81,7 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 		}
 	}
 
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop()}, coord, nil)
+	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, coord, nil)
 	if err := srv.Open(); err != nil {
 		return err
 	}
@@ -260,7 +260,7 @@ func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.
 	if follower.Role() != commands.RoleFollower {
 		return fmt.Errorf("the follower reports role %s", follower.Role())
 	}
-	fsrv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop()}, follower, nil)
+	fsrv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, follower, nil)
 	if err := fsrv.Open(); err != nil {
 		return err
 	}
@@ -444,6 +444,11 @@ func newHTTPClient(conns int) *http.Client {
 	}
 }
 
+// benchAuth is the coordinator's default: heartbeats need the MEMBER role,
+// which the default admin holds; every heartbeat sends its credentials, as
+// members do.
+var benchAuth = httpapi.AuthConfig{AuthenticateMemberAPI: true}
+
 // post sends one heartbeat and decodes the answer; it returns the body size.
 func post(ctx context.Context, client *http.Client, url string, body []byte, into *commands.HeartbeatResponse) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -451,6 +456,7 @@ func post(ctx context.Context, client *http.Client, url string, body []byte, int
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("admin", "password")
 	res, err := client.Do(req)
 	if err != nil {
 		return 0, err

@@ -48,9 +48,13 @@ type MemberSpec struct {
 	Lease time.Duration
 }
 
+// adminCredentials are those of the coordinators the scenario starts: the
+// default admin, who holds every role (heartbeats need MEMBER).
+var adminCredentials = client.BasicAuth{Username: "admin", Password: "password"}
+
 func (s MemberSpec) config(rdb redis.UniversalClient, onEvent func(member.Event)) member.Config {
 	return member.Config{
-		Coordinator: client.NewCoordinator(s.CoordinatorURL, nil), Redis: rdb,
+		Coordinator: client.NewCoordinator(s.CoordinatorURL, adminCredentials), Redis: rdb,
 		StreamPrefix: s.Prefix, ConsumerGroup: s.Group, MemberIDBase: s.Base, Concurrency: s.Concurrency,
 		MemberLease: s.Lease, Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: time.Second,
 		ShutdownTimeout: 10 * time.Second, OnEvent: onEvent,

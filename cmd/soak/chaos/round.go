@@ -145,7 +145,7 @@ func NewRound(ctx context.Context, o Options) (*Round, error) {
 	mopts.PoolSize = 64
 	r.mrdb = redis.NewClient(&mopts)
 	// Short timeouts: calls to a killed coordinator fail fast.
-	r.admin = &client.Coordinator{BaseURL: o.Coordinator.URL(), Credentials: client.BasicAuth{Username: "admin", Password: "password"},
+	r.admin = &client.Coordinator{BaseURL: o.Coordinator.URL(), Credentials: adminCredentials,
 		HTTPClient: &http.Client{Timeout: 3 * time.Second}}
 
 	if err := r.retry(ctx, "create the group", func() error {
