@@ -21,5 +21,12 @@ RUN set -eu; \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /
 USER 65532:65532
+# The coordinator listens on 127.0.0.1 by default, which nothing outside the
+# container reaches: the image listens on every interface (RSC_LISTEN, the
+# environment twin of --listen, so a command that gives other flags keeps it).
+# On such an address the coordinator refuses the default admin password: run
+# the image with RSC_ADMIN_PASSWORD (or --users-file), or, for a throwaway
+# setup, RSC_INSECURE_DEFAULT_CREDENTIALS=true.
+ENV RSC_LISTEN=:8080
 EXPOSE 8080
 ENTRYPOINT ["/coordinator"]

@@ -6,6 +6,9 @@
 # static binaries (CGO_ENABLED=0) of cmd/coordinator, cmd/replay and, when it
 # exists, cmd/demo, lays them in a tiny root file system with an /etc/passwd entry
 # for uid 65532 and the host's CA bundle (for rediss://), and `docker import`s it.
+# Like the Dockerfile's, the image listens on :8080 (RSC_LISTEN), where the
+# coordinator refuses the default admin password unless RSC_ADMIN_PASSWORD (or
+# RSC_INSECURE_DEFAULT_CREDENTIALS=true) is given.
 #
 #   bash docker/build-image.sh            # tags rsc-coordinator:local
 #   RSC_COORDINATOR_IMAGE=name:tag bash docker/build-image.sh
@@ -51,6 +54,7 @@ revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 old="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 new="$(docker import \
   --change 'USER 65532' \
+  --change 'ENV RSC_LISTEN=:8080' \
   --change 'ENTRYPOINT ["/coordinator"]' \
   --change 'EXPOSE 8080' \
   --change 'WORKDIR /' \
