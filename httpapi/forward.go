@@ -103,6 +103,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) b
 		return true
 	}
 	r.Header.Set(headerForwardedBy, s.c.Config().CoordinatorID)
+	// The leader serves the request under this replica's id (it is valid) and
+	// answers with it: one id in both logs and in the answer.
+	r.Header.Set(headerRequestID, requestIDOf(r))
+	w.Header().Del(headerRequestID)
 	proxy.ServeHTTP(w, r)
 	return true
 }
@@ -133,9 +137,13 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set(headerForwardedTo, leaderName)
+			if resp.Header.Get(headerRequestID) == "" && resp.Request != nil {
+				resp.Header.Set(headerRequestID, resp.Request.Header.Get(headerRequestID))
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set(headerRequestID, requestIDOf(r))
 			if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback {
 				w.Header().Set("X-Rsc-Leader-Unreachable", leaderName)
 				s.router.ServeHTTP(w, r)

@@ -178,3 +178,26 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 		t.Fatalf("members read with the leader down: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
 }
+
+// TestForwardedRequestKeepsItsID: the leader serves a forwarded request under
+// the follower's request id, and the caller sees that one id.
+func TestForwardedRequestKeepsItsID(t *testing.T) {
+	leader := &fakeLeader{}
+	ls := httptest.NewServer(leader)
+	defer ls.Close()
+	fs, _ := startFollower(t, ls.URL)
+	for _, given := range []string{"", "client-id-1"} {
+		hdr := map[string]string{}
+		if given != "" {
+			hdr["X-Request-Id"] = given
+		}
+		resp, _ := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g/scale", `{"targetShardCount":3}`, hdr)
+		leader.mu.Lock()
+		seen := leader.hits[len(leader.hits)-1].Header.Get("X-Request-Id")
+		leader.mu.Unlock()
+		ids := resp.Header.Values("X-Request-Id")
+		if len(ids) != 1 || ids[0] != seen || seen == "" || (given != "" && seen != given) {
+			t.Errorf("X-Request-Id %q: the leader saw %q, the caller got %q", given, seen, ids)
+		}
+	}
+}
