@@ -249,6 +249,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 		return nil, err
 	}
 	if resp := c.steadyHeartbeat(k, pathID, req); resp != nil {
+		c.issued(k, pathID, resp)
 		return resp, nil
 	}
 	v, err := c.submit(ctx, events.Meta{Actor: pathID, RequestID: req.RequestID}, false, func(t *tx) (any, error) {
@@ -257,7 +258,24 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 	if err != nil {
 		return nil, err
 	}
-	return v.(*HeartbeatResponse), nil
+	resp := v.(*HeartbeatResponse)
+	c.issued(k, pathID, resp)
+	return resp, nil
+}
+
+// issued remembers the member epoch an accepted heartbeat was answered with
+// (monitoring shows it; the log records epochs only with grants).
+func (c *Coordinator) issued(k projection.GroupKey, id string, resp *HeartbeatResponse) {
+	switch resp.Status {
+	case StatusOK, StatusSyncMetadata, StatusRevokePending:
+	default:
+		return
+	}
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	if g := c.rt.groups[k]; g != nil && g.members[id] != nil {
+		g.members[id].epoch = resp.MemberEpoch
+	}
 }
 
 // admissible refuses, from the recorded state, a heartbeat whose arrays exceed
@@ -390,7 +408,7 @@ func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *Hea
 		return nil
 	}
 	m := g.Members[id]
-	if m == nil || !m.Live() || *req.MemberEpoch != m.Epoch || m.Epoch != g.AssignmentEpoch || *req.MetadataVersion > g.MetadataVersion {
+	if m == nil || !m.Live() || !currentEpoch(g, m, *req.MemberEpoch) || *req.MetadataVersion > g.MetadataVersion {
 		return nil
 	}
 	if c.CorrectionOpen(k) {
@@ -421,7 +439,18 @@ func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *Hea
 		return nil
 	}
 	c.renew(k, id, req, r.available, progressWithin(k, req, auth))
-	return c.respond(req, id, StatusOK, g, m.Epoch, assigned, pending)
+	return c.respond(req, id, StatusOK, g, g.AssignmentEpoch, assigned, pending)
+}
+
+// currentEpoch reports whether epoch is one the coordinator may have issued to
+// the live member m: at least its recorded epoch and at most the assignment
+// epoch. An accepted heartbeat is answered with the assignment epoch, but only
+// a change of the granted set is recorded (member.synced): recording every
+// member's adoption of a new epoch would append an event per member for every
+// join, leave or expiry in the group. A stale epoch (below the recorded one)
+// is fenced; one above the assignment epoch was never issued.
+func currentEpoch(g *projection.Group, m *projection.Member, epoch int64) bool {
+	return epoch >= 1 && epoch >= m.Epoch && epoch <= g.AssignmentEpoch
 }
 
 // heartbeat is the decision procedure inside the writer.
@@ -477,10 +506,14 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		// still reads (or drains) stays held until a heartbeat shows it released.
 		stillRead := intersect(m.Granted, append(append([]int{}, r.owned...), r.revoking...))
 		grant := projection.SortedInts(append(append([]int{}, kept...), stillRead...))
-		if m.Live() && !projection.EqualSets(grant, m.Granted) && *req.MemberEpoch == m.Epoch {
-			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
+		effective := m.Epoch
+		if m.Live() && currentEpoch(g, m, epoch) {
+			effective = epoch
+			if !projection.EqualSets(grant, m.Granted) {
+				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
+			}
 		}
-		return c.respond(req, id, StatusSyncMetadata, g, m.Epoch, kept, minus(target, kept)), nil
+		return c.respond(req, id, StatusSyncMetadata, g, effective, kept, minus(target, kept)), nil
 	}
 
 	var progress []ShardProgress
@@ -508,7 +541,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
 	case epoch == -1:
 		return t.leave(k, id, req, r), nil
-	case epoch > m.Epoch:
+	case epoch > g.AssignmentEpoch:
 		return c.rejected(req, id, StatusInvalidRequest), nil
 	case epoch < m.Epoch:
 		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
@@ -573,7 +606,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		if open {
 			assignedNow, _ := g.Grantable(id)
 			kept := intersect(m.Current, assignedNow)
-			if m.Epoch != g.AssignmentEpoch || !projection.EqualSets(kept, m.Granted) {
+			if !projection.EqualSets(kept, m.Granted) {
 				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 			}
 			return c.respond(req, id, StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept)), nil
@@ -581,7 +614,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 	}
 
 	assigned, pending := g.Grantable(id)
-	if m.Epoch != g.AssignmentEpoch || !projection.EqualSets(assigned, m.Granted) {
+	if !projection.EqualSets(assigned, m.Granted) {
 		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
 	}
 	return c.respond(req, id, StatusOK, g, g.AssignmentEpoch, assigned, pending), nil

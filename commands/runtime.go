@@ -37,6 +37,7 @@ type memberRuntime struct {
 	reportedMV        int64
 	available         int
 	progress          []ShardProgress
+	epoch             int64 // the member epoch the last accepted heartbeat was answered with
 }
 
 type correctionRound struct {
@@ -150,6 +151,9 @@ type MemberRuntime struct {
 	ReportedMV        int64
 	Available         int
 	Progress          []ShardProgress
+	// Epoch is the member epoch the last accepted heartbeat was answered with
+	// (0 when none since this process started).
+	Epoch int64
 }
 
 // MemberRuntimes returns the in-memory state of every member of a group.
@@ -162,7 +166,7 @@ func (c *Coordinator) MemberRuntimes(k projection.GroupKey) map[string]MemberRun
 		return out
 	}
 	for id, m := range g.members {
-		mr := MemberRuntime{LeaseExpiresAt: m.leaseExpiresAt, LastHeartbeatAt: m.lastHeartbeatAt, ReportedMV: m.reportedMV, Available: m.available, Progress: append([]ShardProgress(nil), m.progress...)}
+		mr := MemberRuntime{LeaseExpiresAt: m.leaseExpiresAt, LastHeartbeatAt: m.lastHeartbeatAt, ReportedMV: m.reportedMV, Available: m.available, Progress: append([]ShardProgress(nil), m.progress...), Epoch: m.epoch}
 		if !m.rebalanceDeadline.IsZero() {
 			d := m.rebalanceDeadline
 			mr.RebalanceDeadline = &d

@@ -184,6 +184,15 @@ type MemberMetadata struct {
 	JoinedAt              time.Time                `json:"joinedAt"`
 }
 
+// memberEpoch is the epoch a live member was last answered with (the log
+// records a member's epoch only when its granted set changes).
+func memberEpoch(m *projection.Member, mr commands.MemberRuntime) int64 {
+	if m.Live() && mr.Epoch > m.Epoch {
+		return mr.Epoch
+	}
+	return m.Epoch
+}
+
 // MembersOf renders a group's members with their in-memory runtime.
 func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebalance time.Duration) []MemberMetadata {
 	out := []MemberMetadata{}
@@ -195,7 +204,7 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 			active = 0
 		}
 		mm := MemberMetadata{
-			MemberID: id, MemberName: m.Name, State: m.State, MemberEpoch: m.Epoch, MetadataVersion: mr.ReportedMV,
+			MemberID: id, MemberName: m.Name, State: m.State, MemberEpoch: memberEpoch(m, mr), MetadataVersion: mr.ReportedMV,
 			RuntimeMaxConcurrency: m.MaxConcurrency, ActiveConsumerWorkers: active,
 			CurrentAssignment: projection.Shards(m.Current), GrantedAssignment: projection.Shards(m.Granted),
 			TargetAssignment: projection.Shards(g.Targets[id]), Revoking: projection.Shards(m.Revoking),

@@ -9,6 +9,8 @@
 //	rscbench heartbeat  steady heartbeats over the real HTTP server vs a bare
 //	                    net/http JSON handler, then rebalance
 //	rscbench rebalance  rounds and shard moves when members join and leave
+//	rscbench joins      log bytes a member join appends as the group grows,
+//	                    early vs late in the growth
 //	rscbench all        everything
 //
 // It starts a throwaway redis-server (--save "" --appendonly no) on a free
@@ -44,6 +46,7 @@ commands:
   heartbeat  steady heartbeats over HTTP vs a bare net/http JSON handler
              (throughput, p50/p99, events per steady heartbeat), then rebalance
   rebalance  rounds until stable and shards moved when members join and leave
+  joins      log bytes per member join at 0->100 vs 100->1000 members
   all        everything
 
 common flags: --quick (smaller sizes), -json, --redis URL (instead of a
@@ -89,14 +92,20 @@ type options struct {
 	rbMembers int
 	rbShards  int
 	rbLeavers int
+
+	// joins
+	joins      int
+	joinsEarly int
+	joinShards int
 }
 
-var commandNames = []string{"log", "heartbeat", "rebalance", "all"}
+var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "all"}
 
 // newOptions returns the defaults that do not depend on --quick; a command's
 // flags start from them, and the flags it does not have keep them.
 func newOptions() *options {
-	return &options{seed: 1, appendRounds: 3, reps: 3, shards: 128, concurrency: 64, passes: 2, rbMembers: 100, rbShards: 256, rbLeavers: 10}
+	return &options{seed: 1, appendRounds: 3, reps: 3, shards: 128, concurrency: 64, passes: 2, rbMembers: 100, rbShards: 256, rbLeavers: 10,
+		joins: 1000, joinsEarly: 100, joinShards: 128}
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
@@ -120,6 +129,11 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "concurrent client goroutines")
 		fs.IntVar(&o.requests, "requests", 0, "steady heartbeats measured, and as many baseline requests (default 100000; quick 10000)")
 		fs.IntVar(&o.passes, "passes", o.passes, "alternating baseline/coordinator passes the requests are split into")
+	}
+	if cmd == "joins" || cmd == "all" {
+		fs.IntVar(&o.joins, "joins", o.joins, "members that join the group, one at a time")
+		fs.IntVar(&o.joinsEarly, "joins-early", o.joinsEarly, "joins of the early phase the later bytes per join are compared with")
+		fs.IntVar(&o.joinShards, "join-shards", o.joinShards, "shards of the joined group")
 	}
 	if cmd == "heartbeat" || cmd == "rebalance" || cmd == "all" {
 		fs.IntVar(&o.rbMembers, "rebalance-members", o.rbMembers, "members joining the rebalance group")
@@ -160,6 +174,7 @@ func (o *options) resolve() error {
 	check(o.shards > 0 && o.concurrency > 0 && o.passes > 0 && o.requests >= o.passes, "--shards, --concurrency, --passes and --requests must be positive")
 	check(o.rbMembers > 0 && o.rbShards > 0, "--rebalance-members and --rebalance-shards must be positive")
 	check(o.rbLeavers >= 0 && o.rbLeavers < o.rbMembers, "--leavers must be between 0 and --rebalance-members-1")
+	check(o.joinsEarly > 0 && o.joins > o.joinsEarly && o.joinShards > 0, "--joins must exceed --joins-early, both and --join-shards positive")
 	return errors.Join(problems...)
 }
 
@@ -265,11 +280,16 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runRebalance(ctx, rep)
 	case "rebalance":
 		return b.runRebalance(ctx, rep)
+	case "joins":
+		return b.runJoins(ctx, rep)
 	case "all":
 		if err := b.runLog(ctx, rep); err != nil {
 			return err
 		}
 		if err := b.runHeartbeat(ctx, rep); err != nil {
+			return err
+		}
+		if err := b.runJoins(ctx, rep); err != nil {
 			return err
 		}
 		return b.runRebalance(ctx, rep)
