@@ -91,14 +91,14 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 			if len(prefixGroups) == 0 && !c.prefixKnown(k.StreamPrefix) {
 				keys, err := c.shards.ExistingKeys(ctx, k.StreamPrefix, count)
 				if err != nil {
-					return nil, withMsg(ErrProvisioningFailed, "check existing stream keys: %v", err)
+					return nil, failed(ErrProvisioningFailed, err, "could not check Redis for existing stream keys of %s", k.StreamPrefix)
 				}
 				if len(keys) > 0 {
 					return nil, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(keys, ", "))
 				}
 			}
 			if err := c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, count); err != nil {
-				return nil, withMsg(ErrProvisioningFailed, "provision %s shards 0..%d for group %s: %v", k.StreamPrefix, count-1, k.ConsumerGroup, err)
+				return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, count-1, k.ConsumerGroup)
 			}
 		}
 		g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: !c.cfg.DisableProvisioning, RequestedBy: in.RequestedBy, Reason: in.Reason})

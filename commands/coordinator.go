@@ -131,7 +131,6 @@ type Coordinator struct {
 	lastSnapshot  time.Time
 	snapMu        sync.Mutex
 	conflicts     atomic.Int64
-	lastAppendErr atomic.Value // string
 
 	writerWG sync.WaitGroup // the writer alone, so Close can hand over before the other loops end
 	lead     leadership
@@ -157,7 +156,6 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 		reqs:  make(chan *request, 4096),
 		stop:  make(chan struct{}),
 	}
-	c.lastAppendErr.Store("")
 	return c
 }
 
@@ -465,7 +463,7 @@ func (c *Coordinator) runBatch(batch []*request) {
 				r.done <- result{err: withMsg(ErrUnavailable, "event log append failed: the decision was not recorded; retry")}
 				continue
 			} else if err != nil {
-				r.done <- result{err: withMsg(ErrUnavailable, "event log unavailable: %v", err)}
+				r.done <- result{err: failed(ErrUnavailable, err, "the event log is unavailable: the decision was not recorded; retry")}
 				continue
 			}
 			r.done <- results[i]
@@ -495,7 +493,6 @@ func (c *Coordinator) commitLocked(b *batchCtx) error {
 	if err != nil {
 		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrFenced) {
 			c.healthy.Store(false)
-			c.lastAppendErr.Store(err.Error())
 			c.cfg.Logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
 		}
 		return err

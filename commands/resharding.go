@@ -178,7 +178,7 @@ func (t *tx) provisionAndActivate(ctx context.Context, k projection.GroupKey, id
 			return ErrRedisNotConfigured
 		}
 		if err := t.c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, m.To); err != nil {
-			return withMsg(ErrProvisioningFailed, "provision %s shards 0..%d: %v (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, m.To-1, err)
+			return failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d in Redis (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, m.To-1)
 		}
 	}
 	t.emitAs(Actor, k, &events.ReshardingProvisioned{ReshardingID: id, Shards: m.To})
@@ -246,7 +246,7 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 				var err error
 				written, err = c.shards.EntriesAdded(ctx, k.StreamPrefix, newShards)
 				if err != nil {
-					return nil, withMsg(ErrUnavailable, "check new shards for entries: %v", err)
+					return nil, failed(ErrUnavailable, err, "could not read the new shards from Redis to check them for entries")
 				}
 			}
 			var used []string
@@ -285,7 +285,8 @@ func (c *Coordinator) RollbackEligibility(ctx context.Context, g *projection.Gro
 	}
 	written, err := c.shards.EntriesAdded(ctx, g.Key.StreamPrefix, newShards)
 	if err != nil {
-		return projection.RollbackInfo{Eligible: false, Reason: "cannot read new shards from Redis: " + err.Error()}
+		c.cfg.Logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Msg("read new shards for rollback eligibility")
+		return projection.RollbackInfo{Eligible: false, Reason: "cannot read the new shards from Redis right now"}
 	}
 	var used []string
 	for _, s := range newShards {

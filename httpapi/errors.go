@@ -73,7 +73,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		err = withMessage(ue.public, ue.public.Message+"; see the coordinator log for request "+requestIDOf(r))
 	}
 	var ce *commands.Error
-	if errors.As(err, &ce) {
+	if errors.As(err, &ce) && ce.Cause != nil {
+		// A decision that failed on Redis: the cause is for the log only.
+		log := s.logFor(r)
+		log.Warn().Err(ce.Cause).Str("path", r.URL.Path).Str("errorCode", ce.Code).Msg(ce.Message)
+		ce = &commands.Error{Kind: ce.Kind, Code: ce.Code, Message: ce.Message + "; see the coordinator log for request " + requestIDOf(r)}
+	}
+	if ce != nil {
 		ks := kindStatus[ce.Kind]
 		if ks.code == 0 {
 			ks.code, ks.name = http.StatusInternalServerError, "INTERNAL_SERVER_ERROR"

@@ -7,7 +7,7 @@ import (
 )
 
 func (s *Server) registerMemberRoutes() {
-	s.router.HandleFunc(groupPath+"/members/{memberId}/heartbeat", s.handleHeartbeat).Methods(http.MethodPost)
+	s.router.HandleFunc(heartbeatRoute, s.handleHeartbeat).Methods(http.MethodPost)
 }
 
 // handleHeartbeat serves POST .../groups/{consumerGroup}/members/{memberId}/heartbeat.

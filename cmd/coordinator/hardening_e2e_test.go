@@ -334,6 +334,25 @@ func TestIntegrationRedisErrorsDoNotLeak(t *testing.T) {
 			t.Errorf("%s: the answer does not name request trace-7: %s", c.path, r.Body)
 		}
 	}
+	// Decisions that fail on Redis (provisioning, the append) do not show it either.
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{apiGroupPath("orders", "new"), map[string]any{"initialShardCount": 2, "requestedBy": "alice"}},
+		{apiGroupPath("orders", "oc", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "alice", "reason": "r"}},
+	} {
+		r := apiSend(t, tc, apiAdmin, "POST", c.path, c.body, map[string]string{"X-Request-Id": "trace-8"})
+		if r.Status != 503 {
+			t.Errorf("%s with Redis down: HTTP %d, want 503: %s", c.path, r.Status, r.Body)
+		}
+		body := strings.ToLower(string(r.Body))
+		for _, leak := range []string{rs.Addr(), ":" + port, "dial", "refused", "127.0.0.1"} {
+			if strings.Contains(body, leak) {
+				t.Errorf("%s: the answer shows %q: %s", c.path, leak, r.Body)
+			}
+		}
+	}
 	for _, p := range []string{
 		apiMonPath("orders", "oc", "shards", "0", "messages") + "?cursor=nope",
 		gf + "&shardIndex=0&cursor=1-2-3",
