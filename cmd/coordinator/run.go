@@ -25,16 +25,20 @@ var errHelp = errors.New("help requested")
 // Main is the coordinator program: ParseFlags, Run, Close. End-to-end tests run it
 // in-process on port 0.
 type Main struct {
-	Listen               string
-	RedisURL             string
-	LogStream            string
-	AdminUser            string
-	AdminPassword        string
-	TokenSecret          string
-	UsersFile            string
-	AuthenticateMembers  bool
-	DefaultShardCount    int
-	MaxShardCount        int
+	Listen              string
+	RedisURL            string
+	LogStream           string
+	AdminUser           string
+	AdminPassword       string
+	TokenSecret         string
+	UsersFile           string
+	AuthenticateMembers bool
+	DefaultShardCount   int
+	MaxShardCount       int
+	// MaxMembersPerGroup bounds a group's member records; ShardCheckInterval
+	// spaces the checks that recreate lost shard streams (negative: off).
+	MaxMembersPerGroup   int
+	ShardCheckInterval   time.Duration
 	HeartbeatInterval    time.Duration
 	MemberLease          time.Duration
 	RebalanceTimeout     time.Duration
@@ -105,6 +109,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.TokenTTL, "token-ttl", httpapi.DefaultTokenTTL, "bearer token lifetime; a token exchanged for a fresh one never outlives the first")
 	fs.IntVar(&m.DefaultShardCount, "default-shard-count", 12, "shard count of a group created without initialShardCount")
 	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted")
+	fs.IntVar(&m.MaxMembersPerGroup, "max-members-per-group", 4096, "most member records a group keeps: a join into a full group prunes left/expired/fenced records first, else is refused (409 GROUP_MAX_SIZE_REACHED)")
+	fs.DurationVar(&m.ShardCheckInterval, "shard-check-interval", 10*time.Second, "how often the leader checks that Redis still has every routed shard stream and consumer group, and recreates what it lost (negative: never)")
 	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
 	fs.DurationVar(&m.MemberLease, "member-lease", 15*time.Second, "member lease: a member silent this long expires")
 	fs.DurationVar(&m.RebalanceTimeout, "rebalance-timeout", 60*time.Second, "time a member has to release a revoked shard before it is fenced")
@@ -162,6 +168,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := m.checkExposure(); err != nil {
 		return err
 	}
+	if m.MaxMembersPerGroup < 1 {
+		return fmt.Errorf("--max-members-per-group must be at least 1")
+	}
 	if m.DefaultShardCount < 1 || m.MaxShardCount < 1 || m.DefaultShardCount > m.MaxShardCount {
 		return fmt.Errorf("--default-shard-count must be between 1 and --max-shard-count")
 	}
@@ -214,6 +223,7 @@ func (m *Main) Run(ctx context.Context) error {
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
+		MaxMembersPerGroup: m.MaxMembersPerGroup, ShardCheckInterval: m.ShardCheckInterval,
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
