@@ -1096,9 +1096,22 @@ func (m *apiSimMember) adopt(hb apiHB) {
 // must converge to a balanced STABLE group, and no heartbeat may ever grant a shard
 // that another member's last heartbeat still listed.
 func TestIntegrationAPIPythonAndSpringMembers(t *testing.T) {
-	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	// Each client authenticates as it does by default, with a principal of
+	// its own: Python with the bearer token from /auth/login, Spring with
+	// Basic credentials on every call.
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
+		m.UsersFile = apiUsersFile(t, []map[string]any{
+			{"username": "admin", "password": "password", "roles": []string{"ADMIN"}},
+			{"username": "py-svc", "password": "py-pw", "roles": []string{"MEMBER", "READ"}},
+			{"username": "spring-svc", "password": "sp-pw", "roles": []string{"MEMBER", "READ"}},
+		})
+		m.TokenSecret = "py-and-spring"
+	})
 	const shards = 12
 	apiCreate(t, tc, "sim", "g", shards)
+	login := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "py-svc", "password": "py-pw"}, nil).apiWant(t, 200)
+	pyAuth := apiAuth("Bearer " + login.JSON["accessToken"].(string))
+	springAuth := apiBasic("spring-svc", "sp-pw")
 	rng := rand.New(rand.NewSource(7))
 	members := map[string]*apiSimMember{}
 	listed := map[string][]int{} // what each member's last heartbeat listed as held
@@ -1107,7 +1120,11 @@ func TestIntegrationAPIPythonAndSpringMembers(t *testing.T) {
 	beat := func(m *apiSimMember) {
 		t.Helper()
 		b, l := m.next()
-		hb := apiBeat(t, tc, "sim", "g", b)
+		auth := pyAuth
+		if m.spring {
+			auth = springAuth
+		}
+		hb := apiHeartbeat(t, tc, auth, "sim", "g", b.Member, b.toMap())
 		if hb.Status != "OK" {
 			t.Fatalf("%s: status %s: %s", m.id, hb.Status, hb.Body)
 		}
