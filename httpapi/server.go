@@ -53,6 +53,7 @@ type Server struct {
 	limiter  *rateLimiter
 	fwd      forwarder
 	replays  chan struct{} // a slot per replay in flight
+	refusals everySecond   // rate of the refused-request log lines
 	stateAt  func(ctx context.Context, until string) (*projection.State, error)
 
 	ln   net.Listener
@@ -137,9 +138,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.tooManyFailures(rec, r, te)
 			return
 		case err != nil || p == nil:
+			s.logRefusal(r, match.label(), required, p, "no valid credentials")
 			unauthorized(rec)
 			return
 		case !p.grants(required):
+			s.logRefusal(r, match.label(), required, p, "missing role")
 			rec.WriteHeader(http.StatusForbidden)
 			return
 		}
@@ -338,4 +341,38 @@ func meta(r *http.Request) events.Meta {
 		m.Actor = p.Username
 	}
 	return m
+}
+
+// logRefusal logs a request refused by authentication or authorization, at
+// most once a second per route and reason: a member whose credentials expired
+// or are missing (its client may give up silently) shows in the log.
+func (s *Server) logRefusal(r *http.Request, route, required string, p *principal, why string) {
+	if !s.refusals.allow(route+"|"+why, time.Now()) {
+		return
+	}
+	log := s.logFor(r)
+	ev := log.Warn().Str("route", route).Str("method", r.Method).Str("required", required).Str("remote", r.RemoteAddr)
+	if p != nil {
+		ev = ev.Str("principal", p.Username)
+	}
+	ev.Msg("request refused: " + why + " (logged at most once a second per route)")
+}
+
+// everySecond lets one event per key through per second (bounded keys).
+type everySecond struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (e *everySecond) allow(key string, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil || len(e.last) > 1024 {
+		e.last = map[string]time.Time{}
+	}
+	if now.Sub(e.last[key]) < time.Second {
+		return false
+	}
+	e.last[key] = now
+	return true
 }
