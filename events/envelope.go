@@ -92,39 +92,21 @@ func Encode(m Meta, ev Event) ([]byte, error) {
 
 // Decode turns a log entry back into a Record. A corrupt entry, an unknown type or
 // a newer schema is an error that names the entry id; Decode never panics.
+//
+// It accepts exactly the bytes that msgpack.Unmarshal into envelope and into
+// the event struct accepted, and gives the same values (see reader), but reads
+// the envelope and every event type with a hand-written decoder
+// (payloaddecode.go) without reflection.
 func Decode(id string, data []byte) (rec Record, err error) {
+	st := decodeStates.Get().(*decodeState)
 	defer func() {
+		*st = decodeState{} // keep no reference to data
+		decodeStates.Put(st)
 		if r := recover(); r != nil {
 			err = &DecodeError{ID: id, Err: fmt.Errorf("%w: %v", ErrCorrupt, r)}
 		}
 	}()
-	var env envelope
-	if err := msgpack.Unmarshal(data, &env); err != nil {
-		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)}
-	}
-	if env.Type == "" {
-		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope has no type", ErrCorrupt)}
-	}
-	if env.Schema > SchemaVersion || env.Schema < 1 {
-		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.Schema, SchemaVersion)}
-	}
-	ctor, ok := registry[env.Type]
-	if !ok {
-		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: ErrUnknownType}
-	}
-	ev := ctor()
-	if err := msgpack.Unmarshal(env.Payload, ev); err != nil {
-		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
-	}
-	rec = Record{ID: id, Type: env.Type, Schema: env.Schema, Event: ev}
-	rec.StreamPrefix = env.StreamPrefix
-	rec.ConsumerGroup = env.ConsumerGroup
-	if env.TimeNanos != 0 {
-		rec.Time = time.Unix(0, env.TimeNanos).UTC()
-	}
-	rec.Actor = env.Actor
-	rec.RequestID = env.RequestID
-	return rec, nil
+	return st.decode(id, data)
 }
 
 // DecodeError names the log entry that could not be decoded.
