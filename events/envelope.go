@@ -51,17 +51,17 @@ type Record struct {
 // maps of basic values, and the repository's other maps (Targets, MemberMap) sort
 // their own keys, so equal values give equal bytes.
 func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetSortMapKeys(true)
-	enc.SetOmitEmpty(false)
-	if err := enc.Encode(v); err != nil {
+	p := getEncoder()
+	defer putEncoder(p)
+	if err := p.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return bytes.Clone(p.buf.Bytes()), nil
 }
 
-// Encode turns an event and its meta into the bytes stored in the log.
+// Encode turns an event and its meta into the bytes stored in the log: the
+// payload as Marshal writes it, in an envelope written by hand (appendEnvelope)
+// byte for byte as Marshal would write it.
 func Encode(m Meta, ev Event) ([]byte, error) {
 	if ev == nil {
 		return nil, fmt.Errorf("encode event: nil event")
@@ -70,24 +70,16 @@ func Encode(m Meta, ev Event) ([]byte, error) {
 	if _, ok := registry[typ]; !ok {
 		return nil, fmt.Errorf("encode event %q: %w", typ, ErrUnknownType)
 	}
-	payload, err := Marshal(ev)
-	if err != nil {
+	p := getEncoder()
+	defer putEncoder(p)
+	if err := p.enc.Encode(ev); err != nil {
 		return nil, fmt.Errorf("encode event %q: %w", typ, err)
 	}
 	var nanos int64
 	if !m.Time.IsZero() {
 		nanos = m.Time.UnixNano()
 	}
-	return Marshal(envelope{
-		Type:          typ,
-		Schema:        SchemaVersion,
-		StreamPrefix:  m.StreamPrefix,
-		ConsumerGroup: m.ConsumerGroup,
-		TimeNanos:     nanos,
-		Actor:         m.Actor,
-		RequestID:     m.RequestID,
-		Payload:       payload,
-	})
+	return appendEnvelope(nil, typ, m, nanos, p.buf.Bytes()), nil
 }
 
 // Decode turns a log entry back into a Record. A corrupt entry, an unknown type or

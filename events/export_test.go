@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -66,3 +67,48 @@ func WireFields(v any) []string {
 
 // EnvelopeWireFields is WireFields of the envelope.
 func EnvelopeWireFields() []string { return envelopeFields.names }
+
+// EncodeReflect is Encode as it was before the envelope was written by hand:
+// the payload and then the envelope through a new msgpack encoder each.
+func EncodeReflect(m Meta, ev Event) ([]byte, error) {
+	if ev == nil {
+		return nil, fmt.Errorf("encode event: nil event")
+	}
+	typ := ev.EventType()
+	if _, ok := registry[typ]; !ok {
+		return nil, fmt.Errorf("encode event %q: %w", typ, ErrUnknownType)
+	}
+	payload, err := marshalUnpooled(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %q: %w", typ, err)
+	}
+	var nanos int64
+	if !m.Time.IsZero() {
+		nanos = m.Time.UnixNano()
+	}
+	return marshalUnpooled(envelope{
+		Type:          typ,
+		Schema:        SchemaVersion,
+		StreamPrefix:  m.StreamPrefix,
+		ConsumerGroup: m.ConsumerGroup,
+		TimeNanos:     nanos,
+		Actor:         m.Actor,
+		RequestID:     m.RequestID,
+		Payload:       payload,
+	})
+}
+
+// marshalUnpooled is Marshal with a new encoder and buffer, as it was.
+func marshalUnpooled(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.SetOmitEmpty(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// AppendInt is the envelope writer's int encoding.
+func AppendInt(b []byte, n int64) []byte { return appendInt(b, n) }
