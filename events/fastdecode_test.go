@@ -190,16 +190,39 @@ func entryWith(typ string, payload []byte) []byte {
 // encoder writes, and what it refused, case by case. Each case must decode the
 // same both ways; want, when set, is what it decodes to.
 func TestFastDecodeLeniency(t *testing.T) {
+	for _, tc := range leniencyCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			assertSameDecode(t, tc.data)
+			rec, err := events.Decode("1-0", tc.data)
+			if tc.fail {
+				if err == nil {
+					t.Fatalf("decoded %#v, want an error", rec.Event)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if tc.want != nil && !reflect.DeepEqual(rec.Event, tc.want) {
+				t.Errorf("event = %#v, want %#v", rec.Event, tc.want)
+			}
+		})
+	}
+}
+
+type leniencyCase struct {
+	name string
+	data []byte
+	want events.Event // if set, what data decodes to
+	fail bool         // data does not decode
+}
+
+func leniencyCases() []leniencyCase {
 	var (
 		nilv   = byte(0xc0)
 		synced = func(fields ...any) []byte { return entryWith("member.synced", mp(fields...)) }
 	)
-	tests := []struct {
-		name string
-		data []byte
-		want events.Event // nil: an error, or whatever both decoders agree on (see wantErr)
-		fail bool
-	}{
+	return []leniencyCase{
 		// Integers: every width decodes into int and int64 fields; nil is 0.
 		{"int as negative fixint", synced(fixmap(1), "memberEpoch", byte(0xff)), &events.MemberSynced{MemberEpoch: -1}, false},
 		{"int as uint8", synced(fixmap(1), "memberEpoch", []byte{0xcc, 0xff}), &events.MemberSynced{MemberEpoch: 255}, false},
@@ -261,6 +284,7 @@ func TestFastDecodeLeniency(t *testing.T) {
 		// ext's data for the map.)
 		{"map inside a fixext", entryWith("assignment.changed", mp(fixmap(1), "targets", []byte{0xd4, 0x05}, fixmap(0))), &events.AssignmentChanged{Targets: events.Targets{}}, false},
 		{"map inside an ext8", entryWith("assignment.changed", mp(fixmap(1), "targets", []byte{0xc7, 0x04, 0x09}, fixmap(1), "a", fixarray(0))), &events.AssignmentChanged{Targets: events.Targets{"a": {}}}, false},
+		{"map inside an empty ext8 (the map is past the ext's end)", entryWith("assignment.changed", mp(fixmap(1), "targets", []byte{0xc7, 0x00, 0x09}, fixmap(0))), nil, true},
 		{"map as map16", entryWith("assignment.changed", mp(fixmap(1), "targets", []byte{0xde, 0, 1}, "a", fixarray(0))), &events.AssignmentChanged{Targets: events.Targets{"a": {}}}, false},
 		{"map as array", entryWith("assignment.changed", mp(fixmap(1), "targets", fixarray(0))), nil, true},
 		// Structs: nil or an empty array is the zero value; an array of exactly
@@ -302,6 +326,9 @@ func TestFastDecodeLeniency(t *testing.T) {
 		{"envelope type as bin", mp(fixmap(3), "type", bin("member.synced"), "v", byte(1), "payload", fixmap(0)), &events.MemberSynced{}, false},
 		{"envelope schema as uint16", mp(fixmap(3), "type", "member.synced", "v", []byte{0xcd, 0, 1}, "payload", fixmap(0)), &events.MemberSynced{}, false},
 		{"envelope repeated type", mp(fixmap(4), "type", "nope", "v", byte(1), "payload", fixmap(0), "type", "member.synced"), &events.MemberSynced{}, false},
+		{"envelope type repeated after the payload", mp(fixmap(4), "type", "member.synced", "v", byte(1), "payload", fixmap(1), "memberId", "m", "type", "member.left"), &events.MemberLeft{MemberID: "m"}, false},
+		{"envelope actor after the payload", mp(fixmap(4), "type", "member.synced", "v", byte(1), "payload", fixmap(1), "memberId", "m", "actor", "m"), &events.MemberSynced{MemberID: "m"}, false},
+		{"envelope payload fails, then an envelope field fails", mp(fixmap(4), "type", "member.synced", "v", byte(1), "payload", fixmap(1), "memberId", byte(1), "time", "x"), nil, true},
 		{"envelope nil", mp(nilv), nil, true},
 		{"envelope payload nil", mp(fixmap(3), "type", "member.synced", "v", byte(1), "payload", nilv), nil, true},
 		{"envelope payload repeated, then nil", mp(fixmap(4), "type", "member.synced", "v", byte(1), "payload", fixmap(0), "payload", nilv), nil, true},
@@ -309,24 +336,6 @@ func TestFastDecodeLeniency(t *testing.T) {
 		{"envelope time as timestamp ext", mp(fixmap(4), "type", "member.synced", "v", byte(1), "time", []byte{0xd6, 0xff, 0, 0, 0, 1}, "payload", fixmap(0)), nil, true},
 		{"envelope with trailing bytes", append(entryWith("member.synced", mp(fixmap(0))), 0xc1, 0xc1), &events.MemberSynced{}, false},
 		{"envelope meta strings long and bin", mp(fixmap(7), "type", "member.synced", "v", byte(1), "prefix", str16(strings.Repeat("p", 200)), "group", bin("g"), "actor", str32("a"), "req", nilv, "payload", fixmap(0)), &events.MemberSynced{}, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assertSameDecode(t, tc.data)
-			rec, err := events.Decode("1-0", tc.data)
-			if tc.fail {
-				if err == nil {
-					t.Fatalf("decoded %#v, want an error", rec.Event)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Decode: %v", err)
-			}
-			if tc.want != nil && !reflect.DeepEqual(rec.Event, tc.want) {
-				t.Errorf("event = %#v, want %#v", rec.Event, tc.want)
-			}
-		})
 	}
 }
 
@@ -504,6 +513,9 @@ func TestDecodeFallsBackToReflection(t *testing.T) {
 func FuzzDecodeFast(f *testing.F) {
 	for _, data := range decodeCorpus(f) {
 		f.Add(data)
+	}
+	for _, tc := range leniencyCases() {
+		f.Add(tc.data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		assertSameDecode(t, data)
