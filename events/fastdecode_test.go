@@ -138,7 +138,10 @@ func TestFastDecodeMatchesReflect(t *testing.T) {
 			mutated := bytes.Clone(data)
 			for i := range mutated {
 				orig := mutated[i]
-				for _, b := range replacements {
+				for j, b := range replacements {
+					if raceEnabled && (i+j)%4 != 0 {
+						continue // a quarter of the changes, a different quarter at each position
+					}
 					mutated[i] = b
 					assertSameDecode(t, mutated)
 				}
