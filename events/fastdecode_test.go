@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,14 +21,46 @@ import (
 // (msgpack.Unmarshal, kept as events.DecodeReflect) read: these tests and
 // FuzzDecodeFast decode the same bytes both ways and compare.
 
-// assertSameDecode decodes data with Decode and with DecodeReflect: both give
+// TestDecodeDoesNotTrustLengths: a corrupt entry that claims a string, an array,
+// a map or an ext far longer than itself is refused without allocating for the
+// claim. (The reflection decoder allocated up to the claimed length, a megabyte
+// more with every such entry: 200 decodes of a 12-byte entry took 14 GB.)
+func TestDecodeDoesNotTrustLengths(t *testing.T) {
+	huge := []byte{0xff, 0xff, 0xff, 0xf0}
+	inputs := map[string][]byte{
+		"str32 type":      mp(fixmap(1), "type", []byte{0xdb}, huge, "x"),
+		"bin32 key":       mp(fixmap(1), []byte{0xc6}, huge, "x"),
+		"ext32 value":     mp(fixmap(1), "z", []byte{0xc9}, huge, byte(1)),
+		"array32 payload": entryWith("member.synced", mp(fixmap(1), "granted", []byte{0xdd}, huge, byte(1))),
+		"map32 payload":   entryWith("assignment.changed", mp(fixmap(1), "targets", []byte{0xdf}, huge, "m", fixarray(0))),
+		"array32 structs": entryWith("resharding.drained", mp(fixmap(1), "evidence", []byte{0xdd}, huge, fixmap(0))),
+		"map32 envelope":  mp([]byte{0xdf}, huge, "type", "member.synced"),
+	}
+	for name, data := range inputs {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := 0; i < 100; i++ {
+				if _, err := events.Decode("1-0", data); !errors.Is(err, events.ErrCorrupt) {
+					t.Fatalf("Decode error = %v, want ErrCorrupt", err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Errorf("100 decodes allocated %d bytes", n)
+			}
+		})
+	}
+}
+
+// assertSameDecode decodes data with Decode and with DecodeReflectUnpooled: both give
 // the same Record, or both fail with the same kind of error naming the same
 // entry and type.
 func assertSameDecode(tb testing.TB, data []byte) {
 	tb.Helper()
 	const id = "1714564800123-5"
 	fast, fastErr := events.Decode(id, data)
-	slow, slowErr := events.DecodeReflect(id, data)
+	slow, slowErr := events.DecodeReflectUnpooled(id, data)
 	switch {
 	case fastErr != nil && slowErr != nil:
 		var fe, se *events.DecodeError
