@@ -52,15 +52,17 @@ func checkAudit(requestedBy, reason string, reasonRequired bool) []string {
 	return problems
 }
 
-// CreateGroup creates a group: verify it does not exist, validate the shard count,
-// provision every shard stream and consumer group, then record group.created.
+// CreateGroup creates a group: verify it does not exist, validate the shard
+// count, provision every shard stream and consumer group (outside the writer,
+// after checking Redis holds no stranger's keys for a new prefix), then record
+// group.created in a decision that checks everything again.
 func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix, ConsumerGroup: in.ConsumerGroup}
 	command := "group.create"
 	if in.StreamLevel {
 		command = "stream.create"
 	}
-	v, err := c.admin(ctx, meta, k, command, in.RequestedBy, func(t *tx) (any, error) {
+	v, err := c.admin(ctx, meta, k, command, in.RequestedBy, func(meta events.Meta) (any, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
@@ -77,32 +79,40 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 		if len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		prefixGroups := t.groupsWithPrefix(k.StreamPrefix)
-		if in.StreamLevel && len(prefixGroups) > 0 {
-			return nil, withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", k.StreamPrefix)
+		check := func(t *tx) error {
+			prefixGroups := t.groupsWithPrefix(k.StreamPrefix)
+			if in.StreamLevel && len(prefixGroups) > 0 {
+				return withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", k.StreamPrefix)
+			}
+			if t.group(k) != nil {
+				return ErrGroupExists
+			}
+			return nil
 		}
-		if t.group(k) != nil {
-			return nil, ErrGroupExists
+		// Refuse what the committed state refuses before touching Redis.
+		if err := c.peek(func(t *tx) error { return check(t) }); err != nil {
+			return nil, err
 		}
+		var foreign []string
 		if !c.cfg.DisableProvisioning {
-			if c.shards == nil {
-				return nil, ErrRedisNotConfigured
-			}
-			if len(prefixGroups) == 0 && !c.prefixKnown(k.StreamPrefix) {
-				keys, err := c.shards.ExistingKeys(ctx, k.StreamPrefix, count)
-				if err != nil {
-					return nil, failed(ErrProvisioningFailed, err, "could not check Redis for existing stream keys of %s", k.StreamPrefix)
-				}
-				if len(keys) > 0 {
-					return nil, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(keys, ", "))
-				}
-			}
-			if err := c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, count); err != nil {
-				return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, count-1, k.ConsumerGroup)
+			unlock := c.rec.lockPrefix(k.StreamPrefix)
+			defer unlock()
+			known := c.prefixInUse(k.StreamPrefix)
+			var err error
+			if foreign, err = c.rec.provisionGroup(ctx, k, count, known); err != nil {
+				return nil, err
 			}
 		}
-		g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: !c.cfg.DisableProvisioning, RequestedBy: in.RequestedBy, Reason: in.Reason})
-		return projection.ViewGroup(g), nil
+		return c.submit(ctx, meta, func(t *tx) (any, error) {
+			if err := check(t); err != nil {
+				return nil, err
+			}
+			if len(foreign) > 0 && len(t.groupsWithPrefix(k.StreamPrefix)) == 0 && !t.c.state.PrefixSeenLocked(k.StreamPrefix) {
+				return nil, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(foreign, ", "))
+			}
+			g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: !c.cfg.DisableProvisioning, RequestedBy: in.RequestedBy, Reason: in.Reason})
+			return projection.ViewGroup(g), nil
+		})
 	})
 	if err != nil {
 		return projection.GroupView{}, err
@@ -110,11 +120,41 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 	return v.(projection.GroupView), nil
 }
 
-// prefixKnown reports whether the log ever held a group with this prefix: its
-// leftover streams are ours, not a stranger's.
-// The writer holds the state lock.
-func (c *Coordinator) prefixKnown(prefix string) bool {
+// prefixInUse reports whether a group of the prefix exists now or ever did:
+// its leftover streams are the coordinator's own, not a stranger's.
+func (c *Coordinator) prefixInUse(prefix string) bool {
+	c.state.RLock()
+	defer c.state.RUnlock()
+	for _, k := range c.state.GroupKeysLocked() {
+		if k.StreamPrefix == prefix {
+			return true
+		}
+	}
 	return c.state.PrefixSeenLocked(prefix)
+}
+
+// peek runs a read-only check against the committed state, as a decision
+// would see it, without the writer: a command refused by the state it would
+// find is refused before anything touches Redis. The decision checks again.
+func (c *Coordinator) peek(check func(t *tx) error) error {
+	c.state.RLock()
+	defer c.state.RUnlock()
+	t := &tx{c: c, b: &batchCtx{ov: c.state.NewOverlayLocked()}, now: c.now()}
+	return check(t)
+}
+
+// canDecide refuses a command before its side effects when this coordinator
+// could not decide it anyway.
+func (c *Coordinator) canDecide() error {
+	switch {
+	case c.closing.Load():
+		return ErrTerminating
+	case !c.ready.Load():
+		return withMsg(ErrUnavailable, "coordinator is still loading the event log")
+	case !c.IsLeader():
+		return ErrNotLeader
+	}
+	return nil
 }
 
 func (t *tx) groupsWithPrefix(prefix string) []*projection.Group {
@@ -137,36 +177,40 @@ type DeleteGroupInput struct {
 // DeleteGroup removes a group (refused while members are live unless forced).
 // Stream keys and Redis consumer groups are left in place.
 func (c *Coordinator) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
-	v, err := c.admin(ctx, meta, k, "group.delete", in.RequestedBy, func(t *tx) (any, error) {
+	v, err := c.admin(ctx, meta, k, "group.delete", in.RequestedBy, func(meta events.Meta) (any, error) {
 		if problems := checkAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		g := t.group(k)
-		if g == nil {
-			return nil, ErrGroupNotFound
-		}
-		if len(g.LiveMemberIDs()) > 0 && !in.Force {
-			return nil, ErrGroupHasActiveMembers
-		}
-		view := projection.ViewGroup(g)
-		t.emit(k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
-		return view, nil
+		return c.submit(ctx, meta, func(t *tx) (any, error) {
+			g := t.group(k)
+			if g == nil {
+				return nil, ErrGroupNotFound
+			}
+			if len(g.LiveMemberIDs()) > 0 && !in.Force {
+				return nil, ErrGroupHasActiveMembers
+			}
+			view := projection.ViewGroup(g)
+			t.emit(k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
+			return view, nil
+		})
 	})
 	if err != nil {
 		return projection.GroupView{}, err
 	}
-	c.rt.mu.Lock()
-	delete(c.rt.groups, k)
-	c.rt.mu.Unlock()
+	c.rt.dropGroup(k)
 	return v.(projection.GroupView), nil
 }
 
-// admin runs an operator command exclusively and records a refusal in the audit log.
-func (c *Coordinator) admin(ctx context.Context, meta events.Meta, k projection.GroupKey, command, requestedBy string, fn func(t *tx) (any, error)) (any, error) {
+// admin runs an operator command (its evidence gathering and decisions) and
+// records a refusal in the audit log.
+func (c *Coordinator) admin(ctx context.Context, meta events.Meta, k projection.GroupKey, command, requestedBy string, do func(meta events.Meta) (any, error)) (any, error) {
 	if meta.Actor == "" {
 		meta.Actor = truncate(requestedBy, MaxTextBytes)
 	}
-	v, err := c.submit(ctx, meta, true, fn)
+	if err := c.canDecide(); err != nil {
+		return nil, err
+	}
+	v, err := do(meta)
 	var ce *Error
 	if err != nil && errors.As(err, &ce) && ce.Kind != KindUnavailable {
 		c.recordRejection(ctx, meta, k, command, requestedBy, ce)
@@ -180,7 +224,7 @@ func (c *Coordinator) recordRejection(ctx context.Context, meta events.Meta, k p
 	if ValidateKey(k) != nil {
 		k = projection.GroupKey{}
 	}
-	_, err := c.submit(ctx, meta, false, func(t *tx) (any, error) {
+	_, err := c.submit(ctx, meta, func(t *tx) (any, error) {
 		t.emit(k, &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: truncate(ce.Message, 4*MaxTextBytes), RequestedBy: truncate(requestedBy, MaxTextBytes)})
 		return nil, nil
 	})

@@ -1,10 +1,6 @@
 package commands
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +106,18 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Coordinator owns the projection and is the only writer of the log in this process.
+// Coordinator wires the parts of the coordinator together and is what the
+// HTTP server calls:
+//   - the decider (decider.go): the single writer, decisions, group commit;
+//   - the reconciler (reconciler.go, repair.go): every side effect on shard
+//     streams and every Redis read a decision needs, outside the writer;
+//   - the replica (replica.go): load, follow, snapshots, trimming;
+//   - the runtime (runtime.go): what lives only in memory (leases, progress,
+//     correction rounds, the latest Redis evidence);
+//   - the leadership (leader.go): the leader lease among --ha replicas.
+//
+// The public methods that serve a command (CreateGroup, Scale, Rollback, ...)
+// gather the evidence the command needs and submit its decision.
 type Coordinator struct {
 	cfg    Config
 	log    events.Log
@@ -119,22 +126,17 @@ type Coordinator struct {
 	clock  Clock
 	state  *projection.State
 	rt     *runtimeState
+	dec    *decider
+	rep    *replica
+	rec    *reconciler
+	lead   leadership
 
-	reqs    chan *request
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	ready   atomic.Bool
-	healthy atomic.Bool
-	closing atomic.Bool
-
-	sinceSnapshot int
-	lastSnapshot  time.Time
-	snapMu        sync.Mutex
-	conflicts     atomic.Int64
-
+	stop     chan struct{}
+	wg       sync.WaitGroup
 	writerWG sync.WaitGroup // the writer alone, so Close can hand over before the other loops end
-	lead     leadership
-	reloadMu sync.Mutex // one reload from a snapshot at a time (trim.go)
+	ready    atomic.Bool
+	healthy  atomic.Bool
+	closing  atomic.Bool
 }
 
 type systemClock struct{}
@@ -153,9 +155,11 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 		cfg: cfg, log: log, shards: shards, snaps: snaps, clock: clock,
 		state: projection.New(),
 		rt:    newRuntimeState(),
-		reqs:  make(chan *request, 4096),
 		stop:  make(chan struct{}),
 	}
+	c.dec = newDecider(c)
+	c.rep = &replica{c: c}
+	c.rec = newReconciler(c)
 	return c
 }
 
@@ -175,85 +179,18 @@ func (c *Coordinator) Ready() bool { return c.ready.Load() && c.healthy.Load() &
 func (c *Coordinator) Healthy() bool { return c.healthy.Load() }
 
 // Conflicts is the number of compare-and-append conflicts seen.
-func (c *Coordinator) Conflicts() int64 { return c.conflicts.Load() }
+func (c *Coordinator) Conflicts() int64 { return c.dec.conflicts.Load() }
 
-// Load builds the projection: the newest usable kept snapshot (if any, and if
-// fromSnapshot; see restoreSnapshot) plus every entry after it, or the whole
-// log. A log trimmed at its head cannot be folded from zero: without a usable
-// snapshot Load fails. An undecodable entry stops the load with an error
-// naming its id.
-func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
-	trimmed, err := c.TrimmedTo(ctx)
-	if err != nil {
-		return fmt.Errorf("read log trim point: %w", err)
-	}
-	st := projection.New()
-	restored := false
-	if fromSnapshot && c.snaps != nil {
-		snap, err := c.restoreSnapshot(ctx, trimmed)
-		if err != nil {
-			return err
-		}
-		if snap != nil {
-			st, restored = snap, true
-		}
-	}
-	if !restored {
-		if err := c.checkFoldable(trimmed, fromSnapshot); err != nil {
-			return err
-		}
-	}
-	n, err := FoldLog(ctx, c.log, st, "")
-	if err != nil {
-		return err
-	}
-	c.state.Swap(st)
-	c.rearm()
-	c.healthy.Store(true)
-	c.ready.Store(true)
-	c.cfg.Logger.Info().Str("lastId", c.state.LastID()).Int("tail", n).Msg("projection loaded")
-	return nil
-}
-
-// FoldLog applies every entry of l after st's last id (up to until, inclusive, when
-// not empty) and returns how many it applied.
-func FoldLog(ctx context.Context, l events.Log, st *projection.State, until string) (int, error) {
-	n := 0
-	for {
-		entries, err := l.Read(ctx, st.LastID(), 2000)
-		if err != nil {
-			return n, fmt.Errorf("read log: %w", err)
-		}
-		if len(entries) == 0 {
-			return n, nil
-		}
-		for _, e := range entries {
-			if until != "" {
-				if cmp, err := events.CompareIDs(e.ID, until); err == nil && cmp > 0 {
-					return n, nil
-				}
-			}
-			rec, err := events.Decode(e.ID, e.Data)
-			if err != nil {
-				return n, err
-			}
-			if err := st.Apply(rec); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-}
-
-// Run starts the writer, the maintenance ticker and the log follower. It returns
-// at once; Close stops them.
+// Run starts the writer, the maintenance ticker, the reconciler, the shard
+// check and the log follower. It returns at once; Close stops them.
 func (c *Coordinator) Run() {
-	c.wg.Add(4)
+	c.wg.Add(5)
 	c.writerWG.Add(1)
-	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.writer() }()
+	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.dec.run() }()
 	go func() { defer c.wg.Done(); c.ticker() }()
-	go func() { defer c.wg.Done(); c.follow() }()
-	go func() { defer c.wg.Done(); c.repairer() }()
+	go func() { defer c.wg.Done(); c.rec.run() }()
+	go func() { defer c.wg.Done(); c.rec.repairLoop() }()
+	go func() { defer c.wg.Done(); c.rep.follow() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
 		// leads by the time its first request arrives.
@@ -276,410 +213,10 @@ func (c *Coordinator) Close() {
 	// follower's blocking read may take a second).
 	c.writerWG.Wait()
 	if c.IsLeader() {
-		c.saveSnapshot(context.Background())
+		c.rep.saveSnapshot()
 	}
 	c.releaseLease()
 	c.wg.Wait()
 }
 
-// request is one decision waiting for the writer.
-type request struct {
-	fn        func(t *tx) (any, error)
-	exclusive bool
-	meta      events.Meta
-	done      chan result
-}
-
-type result struct {
-	v   any
-	err error
-}
-
-// submit queues a decision and waits for its result. Decisions for every group
-// are serialised by the single writer; consecutive non-exclusive decisions are
-// folded into one append.
-func (c *Coordinator) submit(ctx context.Context, meta events.Meta, exclusive bool, fn func(t *tx) (any, error)) (any, error) {
-	if c.closing.Load() {
-		return nil, ErrTerminating
-	}
-	if !c.ready.Load() {
-		return nil, withMsg(ErrUnavailable, "coordinator is still loading the event log")
-	}
-	if !c.IsLeader() {
-		return nil, ErrNotLeader
-	}
-	r, err := c.enqueue(ctx, meta, exclusive, fn)
-	if err != nil {
-		return nil, err
-	}
-	return c.await(r)
-}
-
-// enqueue hands a decision to the writer, in order, without the checks of submit.
-func (c *Coordinator) enqueue(ctx context.Context, meta events.Meta, exclusive bool, fn func(t *tx) (any, error)) (*request, error) {
-	r := &request{fn: fn, exclusive: exclusive, meta: meta, done: make(chan result, 1)}
-	select {
-	case c.reqs <- r:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.stop:
-		return nil, ErrTerminating
-	}
-}
-
-// await waits for the writer's result of r.
-func (c *Coordinator) await(r *request) (any, error) {
-	select {
-	case res := <-r.done:
-		return res.v, res.err
-	case <-c.stop:
-		// The writer finishes the batch in progress before stopping.
-		select {
-		case res := <-r.done:
-			return res.v, res.err
-		case <-time.After(10 * time.Second):
-			return nil, ErrTerminating
-		}
-	}
-}
-
-func (c *Coordinator) writer() {
-	var carry *request
-	for {
-		var first *request
-		if carry != nil {
-			first, carry = carry, nil
-		} else {
-			select {
-			case first = <-c.reqs:
-			case <-c.stop:
-				c.drainRejected()
-				return
-			}
-		}
-		batch := []*request{first}
-		if !first.exclusive {
-		fill:
-			for len(batch) < c.cfg.MaxBatch {
-				select {
-				case r := <-c.reqs:
-					if r.exclusive {
-						carry = r
-						break fill
-					}
-					batch = append(batch, r)
-				default:
-					break fill
-				}
-			}
-		}
-		c.runBatch(batch)
-	}
-}
-
-func (c *Coordinator) drainRejected() {
-	for {
-		select {
-		case r := <-c.reqs:
-			r.done <- result{err: ErrTerminating}
-		default:
-			return
-		}
-	}
-}
-
-// batchCtx accumulates the events of one batch before they are appended.
-type batchCtx struct {
-	ov   *projection.Overlay
-	data [][]byte
-	recs []events.Record
-}
-
-const maxConflictRetries = 3
-
-func (c *Coordinator) runBatch(batch []*request) {
-	for attempt := 0; ; attempt++ {
-		c.state.Lock()
-		b := &batchCtx{ov: c.state.NewOverlayLocked()}
-		results := make([]result, len(batch))
-		panicked := -1
-		for i, r := range batch {
-			t := &tx{c: c, b: b, meta: r.meta, now: c.now()}
-			t.meta.Time = t.now
-			v, err, p := runSafely(r.fn, t)
-			if p != nil {
-				c.cfg.Logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
-				panicked = i
-				break
-			}
-			results[i] = result{v, err}
-		}
-		if panicked >= 0 {
-			c.state.Unlock()
-			batch[panicked].done <- result{err: fmt.Errorf("internal error")}
-			batch = append(batch[:panicked:panicked], batch[panicked+1:]...)
-			if len(batch) == 0 {
-				return
-			}
-			continue
-		}
-		err := c.commitLocked(b)
-		c.state.Unlock()
-		fenced := c.fenced(err)
-		for _, r := range results {
-			fenced = c.fenced(r.err) || fenced
-		}
-		if fenced {
-			// Nothing of this batch was appended or applied; the new leader
-			// decides. Catch up so reads see what it appended.
-			_ = c.catchUp()
-			for _, r := range batch {
-				r.done <- result{err: ErrNotLeader}
-			}
-			return
-		}
-		conflict := errors.Is(err, events.ErrConflict)
-		for _, r := range results {
-			if errors.Is(r.err, events.ErrConflict) {
-				conflict = true
-			}
-		}
-		if conflict {
-			c.conflicts.Add(1)
-			if cerr := c.catchUp(); cerr != nil {
-				err = cerr
-			} else if attempt+1 < maxConflictRetries {
-				continue
-			} else {
-				for _, r := range batch {
-					r.done <- result{err: ErrStateConflict}
-				}
-				return
-			}
-		}
-		for i, r := range batch {
-			if err != nil && !conflict {
-				r.done <- result{err: withMsg(ErrUnavailable, "event log append failed: the decision was not recorded; retry")}
-				continue
-			} else if err != nil {
-				r.done <- result{err: failed(ErrUnavailable, err, "the event log is unavailable: the decision was not recorded; retry")}
-				continue
-			}
-			r.done <- results[i]
-		}
-		return
-	}
-}
-
-func runSafely(fn func(t *tx) (any, error), t *tx) (v any, err error, p any) {
-	defer func() {
-		if r := recover(); r != nil {
-			p = r
-		}
-	}()
-	v, err = fn(t)
-	return v, err, nil
-}
-
-// commitLocked appends the batch's events and applies them to the projection.
-func (c *Coordinator) commitLocked(b *batchCtx) error {
-	if len(b.data) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ids, err := c.log.Append(ctx, c.state.LastIDLocked(), b.data)
-	if err != nil {
-		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrFenced) {
-			c.healthy.Store(false)
-			c.cfg.Logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
-		}
-		return err
-	}
-	c.healthy.Store(true)
-	for i := range b.recs {
-		rec := b.recs[i]
-		rec.ID = ids[i]
-		if err := c.state.ApplyLocked(rec); err != nil {
-			// The log is ahead of the projection now; reload it from the log.
-			c.cfg.Logger.Error().Err(err).Str("id", rec.ID).Msg("apply after append failed")
-			c.healthy.Store(false)
-			return err
-		}
-		if c.cfg.AfterAppend != nil {
-			c.cfg.AfterAppend(rec)
-		}
-	}
-	c.sinceSnapshot += len(b.data)
-	// A snapshot holds the whole state (with the history index it grows with
-	// the log), so periodic snapshots are also spaced in time.
-	if c.cfg.SnapshotEvery > 0 && c.sinceSnapshot >= c.cfg.SnapshotEvery && time.Since(c.lastSnapshot) >= c.cfg.SnapshotMinInterval {
-		c.sinceSnapshot = 0
-		c.lastSnapshot = time.Now()
-		capture := c.state.CaptureLocked()
-		go c.saveCapture(capture)
-	}
-	b.data, b.recs = nil, nil
-	b.ov = c.state.NewOverlayLocked()
-	return nil
-}
-
-// catchUp applies entries another writer appended.
-func (c *Coordinator) catchUp() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.reloadIfTrimmedPast(ctx); err != nil {
-		c.healthy.Store(false)
-		return err
-	}
-	c.state.Lock()
-	defer c.state.Unlock()
-	for {
-		entries, err := c.log.Read(ctx, c.state.LastIDLocked(), 1000)
-		if err != nil {
-			c.healthy.Store(false)
-			return err
-		}
-		if len(entries) == 0 {
-			c.healthy.Store(true)
-			return nil
-		}
-		for _, e := range entries {
-			rec, err := events.Decode(e.ID, e.Data)
-			if err != nil {
-				c.healthy.Store(false)
-				c.cfg.Logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
-				return err
-			}
-			if err := c.state.ApplyLocked(rec); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// follow tails the log so entries appended by another coordinator process reach
-// this projection, and re-checks Redis after an outage.
-func (c *Coordinator) follow() {
-	for {
-		select {
-		case <-c.stop:
-			return
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		entries, err := c.log.Tail(ctx, c.state.LastID(), 1, time.Second)
-		cancel()
-		if err != nil {
-			c.healthy.Store(false)
-			select {
-			case <-c.stop:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			continue
-		}
-		foreign := false
-		if len(entries) > 0 {
-			// Our own appends are applied before the writer lets go of the lock;
-			// only entries beyond our position came from another process.
-			cmp, _ := events.CompareIDs(entries[len(entries)-1].ID, c.state.LastID())
-			foreign = cmp > 0
-		}
-		if foreign || !c.healthy.Load() {
-			if err := c.catchUp(); err != nil {
-				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")
-			}
-		}
-	}
-}
-
-func (c *Coordinator) saveSnapshot(ctx context.Context) {
-	if c.snaps == nil || !c.ready.Load() {
-		return
-	}
-	c.saveCapture(c.state.Capture())
-}
-
-func (c *Coordinator) saveCapture(capture *projection.Capture) {
-	if c.snaps == nil {
-		return
-	}
-	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
-	data, err := capture.Encode()
-	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("encode snapshot")
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.snaps.Save(ctx, capture.LastID(), data, c.cfg.SnapshotKeep); err != nil {
-		if errors.Is(err, events.ErrConflict) {
-			c.cfg.Logger.Info().Err(err).Msg("snapshot not saved: a newer one is stored")
-			return
-		}
-		c.cfg.Logger.Warn().Err(err).Msg("save snapshot")
-		return
-	}
-	c.cfg.Logger.Debug().Str("lastId", capture.LastID()).Int("bytes", len(data)).Msg("snapshot saved")
-	c.trimLog()
-}
-
-// SaveSnapshot writes a snapshot now.
-func (c *Coordinator) SaveSnapshot() { c.saveSnapshot(context.Background()) }
-
 func (c *Coordinator) now() time.Time { return time.Unix(0, c.clock.Now().UnixNano()).UTC() }
-
-// tx is one decision in progress.
-type tx struct {
-	c    *Coordinator
-	b    *batchCtx
-	meta events.Meta
-	now  time.Time
-}
-
-func (t *tx) group(k projection.GroupKey) *projection.Group { return t.b.ov.Group(k) }
-
-// emit records an event for group k (encoded now, appended with the batch) and
-// folds it into the overlay; it returns the group as it is after the event.
-func (t *tx) emit(k projection.GroupKey, ev events.Event) *projection.Group {
-	m := t.meta
-	m.StreamPrefix, m.ConsumerGroup = k.StreamPrefix, k.ConsumerGroup
-	// Callers validate what they pass; this is the last line of defence for
-	// what every event carries.
-	m.Actor, m.RequestID = truncate(m.Actor, MaxTextBytes), truncate(m.RequestID, MaxTextBytes)
-	data, err := events.Encode(m, ev)
-	if err != nil {
-		panic(fmt.Sprintf("encode %s: %v", ev.EventType(), err))
-	}
-	rec := events.Record{Type: ev.EventType(), Schema: events.SchemaVersion, Meta: m, Event: ev}
-	t.b.data = append(t.b.data, data)
-	t.b.recs = append(t.b.recs, rec)
-	t.b.ov.Apply(rec)
-	return t.b.ov.Group(k)
-}
-
-// emitAs is emit with another actor (the coordinator's own follow-up decisions).
-func (t *tx) emitAs(actor string, k projection.GroupKey, ev events.Event) *projection.Group {
-	saved := t.meta.Actor
-	t.meta.Actor = actor
-	defer func() { t.meta.Actor = saved }()
-	return t.emit(k, ev)
-}
-
-// flush appends what the decision emitted so far, before a step with side effects
-// outside the log (provisioning) that must follow a recorded intent.
-func (t *tx) flush() error {
-	if err := t.c.commitLocked(t.b); err != nil {
-		return err
-	}
-	// What follows (provisioning) takes time: later events carry their own.
-	t.now = t.c.now()
-	t.meta.Time = t.now
-	return nil
-}
-
-// Actor names the coordinator's own decisions in the log.
-const Actor = "coordinator"

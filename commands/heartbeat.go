@@ -252,7 +252,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 		c.issued(k, pathID, resp)
 		return resp, nil
 	}
-	v, err := c.submit(ctx, events.Meta{Actor: pathID, RequestID: req.RequestID}, false, func(t *tx) (any, error) {
+	v, err := c.submit(ctx, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (any, error) {
 		return t.heartbeat(k, pathID, principal, req)
 	})
 	if err != nil {
@@ -271,11 +271,7 @@ func (c *Coordinator) issued(k projection.GroupKey, id string, resp *HeartbeatRe
 	default:
 		return
 	}
-	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
-	if g := c.rt.groups[k]; g != nil && g.members[id] != nil {
-		g.members[id].epoch = resp.MemberEpoch
-	}
+	c.rt.issued(k, id, resp.MemberEpoch)
 }
 
 // admissible refuses, from the recorded state, a heartbeat whose arrays exceed
@@ -388,15 +384,7 @@ func progressWithin(k projection.GroupKey, req *HeartbeatRequest, auth map[int]b
 
 // renew records the in-memory part of a heartbeat: lease, capacity, progress.
 func (c *Coordinator) renew(k projection.GroupKey, id string, req *HeartbeatRequest, available int, progress []ShardProgress) {
-	now := c.now()
-	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
-	mr := c.rt.member(k, id, now, c.cfg.MemberLease)
-	mr.leaseExpiresAt = now.Add(c.cfg.MemberLease)
-	mr.lastHeartbeatAt = now
-	mr.reportedMV = *req.MetadataVersion
-	mr.available = available
-	mr.progress = progress
+	c.rt.renew(k, id, c.now(), c.cfg.MemberLease, *req.MetadataVersion, available, progress)
 }
 
 // steadyHeartbeat answers a heartbeat that changes nothing under the read lock.
@@ -428,14 +416,7 @@ func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *Hea
 			return nil
 		}
 	}
-	c.rt.mu.Lock()
-	mr := c.rt.groups[k]
-	var due bool
-	if mr != nil && mr.members[id] != nil && !mr.members[id].rebalanceDeadline.IsZero() && !c.now().Before(mr.members[id].rebalanceDeadline) {
-		due = true
-	}
-	c.rt.mu.Unlock()
-	if due {
+	if c.rt.deadlinePassed(k, id, c.now()) {
 		return nil
 	}
 	c.renew(k, id, req, r.available, progressWithin(k, req, auth))
@@ -479,22 +460,15 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 	// A member (or principal) whose earlier round had to be ended by fencing it
 	// does not open another: its higher version is taken for the stored one, and
 	// ownership validation still fences it for any shard it may not hold.
-	c.rt.mu.Lock()
-	gr := c.rt.group(k)
 	if syncable && reqMV > g.MetadataVersion {
-		if gr.correction == nil && gr.isQuarantined(id, principal, t.now) {
+		if !c.rt.round(k).open && c.rt.isQuarantined(k, id, principal, t.now) {
 			reqMV = g.MetadataVersion
-		} else {
-			if gr.correction == nil {
-				gr.correction = &correctionRound{acked: map[string]bool{}, openedAt: t.now}
-				c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Str("member", id).Int64("reported", reqMV).Int64("stored", g.MetadataVersion).Msg("member reports a newer metadata version: correction round opened")
-			}
-			gr.correction.targetMV = g.MetadataVersion
+		} else if c.rt.openRound(k, t.now, g.MetadataVersion) {
+			c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Str("member", id).Int64("reported", reqMV).Int64("stored", g.MetadataVersion).Msg("member reports a newer metadata version: correction round opened")
 		}
 	}
-	round := gr.correction
-	c.rt.mu.Unlock()
-	if syncable && round != nil && reqMV != g.MetadataVersion {
+	round := c.rt.round(k).open
+	if syncable && round && reqMV != g.MetadataVersion {
 		// During the round, reports on shards outside the member's authority
 		// are dropped (the contract), never stored.
 		c.renew(k, id, req, r.available, progressWithin(k, req, authority(g, m)))
@@ -555,12 +529,12 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 			}
 		}
 		for _, s := range r.revoking {
-			if !auth[s] && round == nil {
+			if !auth[s] && !round {
 				bad = append(bad, s)
 			}
 		}
 		for _, s := range r.progress {
-			if !auth[s] && round == nil {
+			if !auth[s] && !round {
 				bad = append(bad, s)
 			}
 		}
@@ -570,7 +544,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		}
 		progress = progressWithin(k, req, auth)
 		revoking := r.revoking
-		if round != nil {
+		if round {
 			revoking = intersect(revoking, keys(auth))
 		}
 		g = t.recordOwnership(k, id, r.owned, revoking)
@@ -591,19 +565,15 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
 	}
 
-	if round != nil {
-		c.rt.mu.Lock()
+	if round && c.rt.round(k).open {
 		if reqMV == g.MetadataVersion || epoch == 0 {
-			round.acked[id] = true
+			c.rt.ackRound(k, id)
 		}
-		closed := round == gr.correction && t.roundClosed(g, round)
+		closed := t.roundClosed(k, g) && c.rt.closeRound(k)
 		if closed {
-			gr.correction = nil
 			c.cfg.Logger.Info().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("metadata correction round closed")
 		}
-		open := gr.correction == round
-		c.rt.mu.Unlock()
-		if open {
+		if !closed {
 			assignedNow, _ := g.Grantable(id)
 			kept := intersect(m.Current, assignedNow)
 			if !projection.EqualSets(kept, m.Granted) {
@@ -628,10 +598,10 @@ func keys(set map[int]bool) []int {
 	return projection.SortedInts(out)
 }
 
-func (t *tx) roundClosed(g *projection.Group, round *correctionRound) bool {
+func (t *tx) roundClosed(k projection.GroupKey, g *projection.Group) bool {
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
-		if roundParticipant(m) && !round.acked[id] {
+		if roundParticipant(m) && !t.c.rt.roundAcked(k, id) {
 			return false
 		}
 		if m.CanHold() && (len(m.Revoking) > 0 || len(g.Blocked(id)) > 0) {
@@ -655,29 +625,23 @@ func roundParticipant(m *projection.Member) bool {
 // REVOKE_PENDING for longer than that.
 func (t *tx) endOverdueRound(k projection.GroupKey) {
 	c := t.c
-	c.rt.mu.Lock()
-	gr := c.rt.groups[k]
-	if gr == nil || gr.correction == nil || t.now.Before(gr.correction.openedAt.Add(c.cfg.RebalanceTimeout)) {
-		c.rt.mu.Unlock()
+	round := c.rt.round(k)
+	if !round.open || t.now.Before(round.openedAt.Add(c.cfg.RebalanceTimeout)) {
 		return
 	}
-	round := gr.correction
-	gr.correction = nil
-	c.rt.mu.Unlock()
 	g := t.group(k)
 	var late []string
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
-		if roundParticipant(m) && (!round.acked[id] || len(m.Revoking) > 0) {
+		if roundParticipant(m) && (!c.rt.roundAcked(k, id) || len(m.Revoking) > 0) {
 			late = append(late, id)
 		}
 	}
+	c.rt.closeRound(k)
 	for _, id := range late {
 		principal := g.Members[id].Principal
 		t.fence(k, id, fmt.Sprintf("metadata correction round: did not converge on metadata version %d within the rebalance timeout (%s)", round.targetMV, c.cfg.RebalanceTimeout))
-		c.rt.mu.Lock()
-		c.rt.group(k).quarantine(id, principal, t.now.Add(c.quarantineFor()))
-		c.rt.mu.Unlock()
+		c.rt.quarantine(k, id, principal, t.now.Add(c.quarantineFor()))
 	}
 	c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Strs("fenced", late).Msg("metadata correction round ended at the rebalance timeout")
 }
@@ -785,11 +749,7 @@ func (t *tx) fence(k projection.GroupKey, id, reason string) *projection.Group {
 		epoch = m.Epoch + 1
 	}
 	t.emitAs(Actor, k, &events.MemberFenced{MemberID: id, Reason: reason, MemberEpoch: epoch, Epochs: bump(g)})
-	t.c.rt.mu.Lock()
-	if gr := t.c.rt.groups[k]; gr != nil && gr.members[id] != nil {
-		gr.members[id].rebalanceDeadline = timeZero
-	}
-	t.c.rt.mu.Unlock()
+	t.c.rt.clearDeadline(k, id)
 	return t.reconcile(k)
 }
 

@@ -179,14 +179,24 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 		return
 	}
 	// A new term: fold what the previous leader appended before deciding.
-	if err := c.catchUp(); err != nil {
+	var cerr error
+	if err := c.dec.runInWriter(ctx, func() { cerr = c.dec.catchUp() }); err != nil || cerr != nil {
+		if err == nil {
+			err = cerr
+		}
 		c.cfg.Logger.Warn().Err(err).Msg("won the leader lease but cannot catch up with the log; releasing it")
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = lease.Release(rctx)
 		rcancel()
 		return
 	}
-	c.rearm()
+	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = c.rep.backfillIndex(bctx)
+	bcancel()
+	if err != nil {
+		c.cfg.Logger.Warn().Err(err).Msg("won the leader lease but cannot index the log's history; deciding anyway")
+	}
+	c.rt.rearm(c.state, c.now(), c.cfg.MemberLease)
 	c.lead.mu.Lock()
 	newTerm := c.lead.ownToken != info.Token
 	c.lead.mu.Unlock()
@@ -195,10 +205,10 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	// it. A failure (the term already over) is the next decision's problem.
 	var marker *request
 	if newTerm {
-		marker, err = c.enqueue(ctx, events.Meta{Actor: Actor}, true, func(t *tx) (any, error) {
+		marker, err = c.dec.enqueue(ctx, &request{meta: events.Meta{Actor: Actor}, fn: func(t *tx) (any, error) {
 			t.emit(projection.GroupKey{}, &events.TermStarted{Term: info.Token, Holder: info.Holder, URL: info.URL})
 			return nil, nil
-		})
+		}})
 		if err != nil {
 			return
 		}
@@ -210,7 +220,7 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 	c.lead.mu.Unlock()
 	c.cfg.Logger.Info().Int64("term", info.Token).Str("lastId", c.state.LastID()).Msg("leading: holds the leader lease")
 	if marker != nil {
-		if _, err := c.await(marker); err != nil {
+		if _, err := c.dec.await(marker); err != nil {
 			c.cfg.Logger.Warn().Err(err).Int64("term", info.Token).Msg("record the start of the term")
 		}
 	}

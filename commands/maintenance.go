@@ -9,8 +9,6 @@ import (
 	"github.com/rscoord/rsc/projection"
 )
 
-var timeZero time.Time
-
 func (c *Coordinator) ticker() {
 	tk := time.NewTicker(c.cfg.TickInterval)
 	defer tk.Stop()
@@ -20,19 +18,29 @@ func (c *Coordinator) ticker() {
 			return
 		case <-tk.C:
 			if c.ready.Load() && c.IsLeader() {
-				c.Tick(context.Background())
+				c.maintain(context.Background())
 			}
 		}
 	}
 }
 
-// Tick runs maintenance once: member expiry, rebalance timeouts, pruning, and
-// resharding progress (provisioning, drain checks, revoke, completion,
-// retirement). Simulations call it directly with a virtual clock.
+// Tick runs maintenance once and then one reconciler pass: member expiry,
+// rebalance timeouts, overdue correction rounds, pruning, and the steps of a
+// resharding that need no Redis; then resharding progress from Redis evidence
+// (provisioning, drain checks, completion, retirement). A running coordinator
+// does the two in separate loops, so a slow Redis never delays expiry;
+// simulations call Tick with a virtual clock.
 func (c *Coordinator) Tick(ctx context.Context) {
+	c.maintain(ctx)
+	c.rec.pass(ctx)
+}
+
+// maintain submits, for every group with something to do, the maintenance
+// decision: it reads nothing but the projection and the runtime.
+func (c *Coordinator) maintain(ctx context.Context) {
 	for _, k := range c.groupsNeedingTick() {
 		k := k
-		_, err := c.submit(ctx, events.Meta{Actor: Actor}, false, func(t *tx) (any, error) {
+		_, err := c.submit(ctx, events.Meta{Actor: Actor}, func(t *tx) (any, error) {
 			if t.group(k) == nil {
 				return nil, nil
 			}
@@ -42,9 +50,6 @@ func (c *Coordinator) Tick(ctx context.Context) {
 			t.prune(k)
 			t.reconcile(k)
 			t.advance(k)
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			t.advanceWithRedis(rctx, k)
 			return nil, nil
 		})
 		if err != nil {
@@ -58,13 +63,11 @@ func (c *Coordinator) groupsNeedingTick() []projection.GroupKey {
 	now := c.now()
 	c.state.RLock()
 	defer c.state.RUnlock()
-	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
 	var out []projection.GroupKey
 	for _, k := range c.state.GroupKeysLocked() {
 		g := c.state.GroupLocked(k)
 		need := g.ActiveMigration != "" || g.AssignmentEpoch != g.GroupEpoch
-		if gr := c.rt.groups[k]; gr != nil && gr.correction != nil && !now.Before(gr.correction.openedAt.Add(c.cfg.RebalanceTimeout)) {
+		if r := c.rt.round(k); r.open && !now.Before(r.openedAt.Add(c.cfg.RebalanceTimeout)) {
 			need = true
 		}
 		if n := len(g.Migrations); n > 0 && g.Migrations[n-1].Terminal() && !g.Migrations[n-1].Retired {
@@ -77,8 +80,7 @@ func (c *Coordinator) groupsNeedingTick() []projection.GroupKey {
 			}
 			switch {
 			case m.CanHold():
-				mr := c.rt.member(k, id, now, c.cfg.MemberLease)
-				if now.After(mr.leaseExpiresAt) || !mr.rebalanceDeadline.IsZero() || holdsOutsideTarget(g, m) {
+				if c.rt.needsTick(k, id, now, c.cfg.MemberLease) || holdsOutsideTarget(g, m) {
 					need = true
 				}
 				if m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0 && c.cfg.StaleMemberRetention > 0 {
@@ -114,19 +116,15 @@ func holdsOutsideTarget(g *projection.Group, m *projection.Member) bool {
 func (t *tx) expireLapsed(k projection.GroupKey) {
 	g := t.group(k)
 	var expired []string
-	t.c.rt.mu.Lock()
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
 		if !m.Live() && !(m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0)) {
 			continue
 		}
-		mr := t.c.rt.member(k, id, t.now, t.c.cfg.MemberLease)
-		if t.now.After(mr.leaseExpiresAt) {
+		if t.c.rt.leaseLapsed(k, id, t.now, t.c.cfg.MemberLease) {
 			expired = append(expired, id)
-			mr.rebalanceDeadline = timeZero
 		}
 	}
-	t.c.rt.mu.Unlock()
 	if len(expired) == 0 {
 		return
 	}
@@ -139,24 +137,19 @@ func (t *tx) expireLapsed(k projection.GroupKey) {
 func (t *tx) enforceRebalance(k projection.GroupKey) {
 	g := t.group(k)
 	var late []string
-	t.c.rt.mu.Lock()
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
 		if !m.CanHold() {
 			continue
 		}
-		mr := t.c.rt.member(k, id, t.now, t.c.cfg.MemberLease)
 		if !holdsOutsideTarget(g, m) {
-			mr.rebalanceDeadline = timeZero
+			t.c.rt.clearDeadline(k, id)
 			continue
 		}
-		if mr.rebalanceDeadline.IsZero() {
-			mr.rebalanceDeadline = t.now.Add(t.c.cfg.RebalanceTimeout)
-		} else if !t.now.Before(mr.rebalanceDeadline) {
+		if t.c.rt.rebalanceDue(k, id, t.now, t.c.cfg.MemberLease, t.c.cfg.RebalanceTimeout) {
 			late = append(late, id)
 		}
 	}
-	t.c.rt.mu.Unlock()
 	for _, id := range late {
 		t.fence(k, id, "did not release revoked shards within the rebalance timeout")
 	}
@@ -185,11 +178,5 @@ func (t *tx) pruneMembers(k projection.GroupKey, gone []string) {
 	g := t.group(k)
 	sort.Strings(gone)
 	t.emitAs(Actor, k, &events.MembersPruned{MemberIDs: gone, MetadataVersion: g.MetadataVersion + 1})
-	t.c.rt.mu.Lock()
-	if gr := t.c.rt.groups[k]; gr != nil {
-		for _, id := range gone {
-			delete(gr.members, id)
-		}
-	}
-	t.c.rt.mu.Unlock()
+	t.c.rt.dropMembers(k, gone)
 }

@@ -18,7 +18,9 @@ import (
 // Removed shards (draining, retired) are never touched: retired streams stay
 // deleted.
 
-func (c *Coordinator) repairer() {
+// repairLoop checks the routed shards every ShardCheckInterval while leading.
+func (r *reconciler) repairLoop() {
+	c := r.c
 	if c.cfg.ShardCheckInterval < 0 || c.cfg.DisableProvisioning || c.shards == nil {
 		return
 	}
@@ -69,7 +71,7 @@ func (c *Coordinator) RepairShards(ctx context.Context) int {
 // repairGroup records the repair of the damaged shards that are still routed,
 // then recreates them.
 func (c *Coordinator) repairGroup(ctx context.Context, k projection.GroupKey, damage []events.ShardRepair) int {
-	v, err := c.submit(ctx, events.Meta{Actor: Actor}, false, func(t *tx) (any, error) {
+	v, err := c.submit(ctx, events.Meta{Actor: Actor}, func(t *tx) (any, error) {
 		g := t.group(k)
 		if g == nil {
 			return []int(nil), nil
@@ -95,6 +97,8 @@ func (c *Coordinator) repairGroup(ctx context.Context, k projection.GroupKey, da
 	if len(shards) == 0 {
 		return 0
 	}
+	unlock := c.rec.lockPrefix(k.StreamPrefix)
+	defer unlock()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.shards.Repair(rctx, k.StreamPrefix, k.ConsumerGroup, shards); err != nil {

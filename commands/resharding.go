@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
@@ -35,24 +36,43 @@ func (c *Coordinator) validateScale(in ScaleInput) error {
 	return nil
 }
 
-// Scale starts a resharding of one group: record PREPARING, provision the target's
-// shard streams, activate the new count (producers switch at once; members
-// converge through heartbeats) and answer with the resharding.
+// Scale starts a resharding of one group: record PREPARING, provision the
+// target's shard streams (outside the writer), activate the new count
+// (producers switch at once; members converge through heartbeats) and answer
+// with the resharding. A provisioning failure leaves it PREPARING; repeating
+// the request, or the reconciler's next pass, resumes it.
 func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.MigrationView, error) {
-	v, err := c.admin(ctx, meta, k, "group.scale", in.RequestedBy, func(t *tx) (any, error) {
+	v, err := c.admin(ctx, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (any, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
 		if err := c.validateScale(in); err != nil {
 			return nil, err
 		}
-		if t.group(k) == nil {
-			return nil, ErrGroupNotFound
-		}
-		if err := t.checkScalable(k, *in.TargetShardCount, false); err != nil {
+		prepared, err := c.submit(ctx, meta, func(t *tx) (any, error) {
+			if t.group(k) == nil {
+				return nil, ErrGroupNotFound
+			}
+			if err := t.checkScalable(k, *in.TargetShardCount, false); err != nil {
+				return nil, err
+			}
+			return t.prepare(k, in), nil
+		})
+		if err != nil {
 			return nil, err
 		}
-		return t.scaleGroup(ctx, k, in)
+		id := prepared.(string)
+		if err := c.rec.provisionFor(ctx, k, *in.TargetShardCount); err != nil {
+			return nil, err
+		}
+		return c.submit(ctx, meta, func(t *tx) (any, error) {
+			t.activate(k, id)
+			g := t.group(k)
+			if g == nil || g.Migration(id) == nil {
+				return nil, ErrMigrationNotFound
+			}
+			return projection.ViewMigration(g, g.Migration(id)), nil
+		})
 	})
 	if err != nil {
 		return projection.MigrationView{}, err
@@ -68,55 +88,90 @@ type StreamScaleResult struct {
 	Migrations             []projection.MigrationView `json:"migrations"`
 }
 
-// ScaleStream scales every group of a prefix to the same count, all or none.
+// ScaleStream scales every group of a prefix to the same count, all or none:
+// one decision validates every group and records their PREPARING reshardings,
+// the target's streams are provisioned for each, and one decision activates
+// them all.
 func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
 	k := projection.GroupKey{StreamPrefix: prefix}
-	v, err := c.admin(ctx, meta, k, "stream.scale", in.RequestedBy, func(t *tx) (any, error) {
+	type plan struct {
+		res     StreamScaleResult
+		prepped map[projection.GroupKey]string
+		order   []projection.GroupKey
+	}
+	v, err := c.admin(ctx, meta, k, "stream.scale", in.RequestedBy, func(meta events.Meta) (any, error) {
 		if err := routing.ValidatePrefix(prefix); err != nil {
 			return nil, withMsg(ErrInvalid, "%s", err.Error())
 		}
 		if err := c.validateScale(in); err != nil {
 			return nil, err
 		}
-		groups := t.groupsWithPrefix(prefix)
-		if len(groups) == 0 {
-			return nil, withMsg(ErrStreamNotFound, "No coordinator groups exist for stream prefix %s", prefix)
-		}
-		sort.Slice(groups, func(i, j int) bool { return groups[i].Key.ConsumerGroup < groups[j].Key.ConsumerGroup })
 		target := *in.TargetShardCount
-		unchanged := 0
-		for _, g := range groups {
-			if g.ShardCount == target && g.Active() == nil {
-				unchanged++
-				continue
+		pv, err := c.submit(ctx, meta, func(t *tx) (any, error) {
+			groups := t.groupsWithPrefix(prefix)
+			if len(groups) == 0 {
+				return nil, withMsg(ErrStreamNotFound, "No coordinator groups exist for stream prefix %s", prefix)
 			}
-			if err := t.checkScalable(g.Key, target, true); err != nil {
-				return nil, err
+			sort.Slice(groups, func(i, j int) bool { return groups[i].Key.ConsumerGroup < groups[j].Key.ConsumerGroup })
+			unchanged := 0
+			for _, g := range groups {
+				if g.ShardCount == target && g.Active() == nil {
+					unchanged++
+					continue
+				}
+				if err := t.checkScalable(g.Key, target, true); err != nil {
+					return nil, err
+				}
+			}
+			if unchanged == len(groups) {
+				return nil, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
+			}
+			p := plan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Migrations: []projection.MigrationView{}}, prepped: map[projection.GroupKey]string{}}
+			for _, g := range groups {
+				p.res.AffectedConsumerGroups = append(p.res.AffectedConsumerGroups, g.Key.ConsumerGroup)
+				p.order = append(p.order, g.Key)
+				if g.ShardCount == target && g.Active() == nil {
+					continue
+				}
+				p.prepped[g.Key] = t.prepare(g.Key, in)
+			}
+			return p, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		p := pv.(plan)
+		for _, gk := range p.order {
+			if _, ok := p.prepped[gk]; ok {
+				if err := c.rec.provisionFor(ctx, gk, target); err != nil {
+					return nil, err
+				}
 			}
 		}
-		if unchanged == len(groups) {
-			return nil, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
-		}
-		res := StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Migrations: []projection.MigrationView{}}
-		for _, g := range groups {
-			res.AffectedConsumerGroups = append(res.AffectedConsumerGroups, g.Key.ConsumerGroup)
-			if g.ShardCount == target && g.Active() == nil {
-				res.Migrations = append(res.Migrations, projection.MigrationView{
-					ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
-					CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
-					Drain: []projection.ShardDrainRow{}, RemovedShards: []projection.ShardRef{},
-					Revoke:   projection.RevokeProgress{Holding: map[string][]projection.ShardRef{}},
-					Rollback: projection.RollbackInfo{Reason: "no-op: the group already had this shard count"},
-				})
-				continue
+		return c.submit(ctx, meta, func(t *tx) (any, error) {
+			res := p.res
+			res.Migrations = []projection.MigrationView{}
+			for _, gk := range p.order {
+				id, ok := p.prepped[gk]
+				if !ok {
+					res.Migrations = append(res.Migrations, projection.MigrationView{
+						ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
+						CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
+						Drain: []projection.ShardDrainRow{}, RemovedShards: []projection.ShardRef{},
+						Revoke:   projection.RevokeProgress{Holding: map[string][]projection.ShardRef{}},
+						Rollback: projection.RollbackInfo{Reason: "no-op: the group already had this shard count"},
+					})
+					continue
+				}
+				t.activate(gk, id)
+				g := t.group(gk)
+				if g == nil || g.Migration(id) == nil {
+					return nil, ErrMigrationNotFound
+				}
+				res.Migrations = append(res.Migrations, projection.ViewMigration(g, g.Migration(id)))
 			}
-			mv, err := t.scaleGroup(ctx, g.Key, in)
-			if err != nil {
-				return nil, err
-			}
-			res.Migrations = append(res.Migrations, mv)
-		}
-		return res, nil
+			return res, nil
+		})
 	})
 	if err != nil {
 		return StreamScaleResult{}, err
@@ -145,51 +200,34 @@ func (t *tx) checkScalable(k projection.GroupKey, target int, streamLevel bool) 
 	return nil
 }
 
-func (t *tx) scaleGroup(ctx context.Context, k projection.GroupKey, in ScaleInput) (projection.MigrationView, error) {
+// prepare records a PREPARING resharding of k to the requested count, or
+// returns the PREPARING one with the same target that it resumes.
+func (t *tx) prepare(k projection.GroupKey, in ScaleInput) string {
 	g := t.group(k)
-	target := *in.TargetShardCount
-	m := g.Active()
-	if m == nil {
-		id := "reshard-" + newUUID()
-		g = t.emit(k, &events.ReshardingPreparing{ReshardingID: id, FromShardCount: g.ShardCount, ToShardCount: target, RequestedBy: in.RequestedBy, Reason: in.Reason})
-		if err := t.flush(); err != nil {
-			return projection.MigrationView{}, err
-		}
-		g = t.group(k)
-		m = g.Migration(id)
+	if m := g.Active(); m != nil {
+		return m.ReshardingID // PREPARING with the same target (checkScalable)
 	}
-	if err := t.provisionAndActivate(ctx, k, m.ReshardingID); err != nil {
-		return projection.MigrationView{}, err
-	}
-	g = t.group(k)
-	return projection.ViewMigration(g, g.Migration(m.ReshardingID)), nil
+	id := "reshard-" + newUUID()
+	t.emit(k, &events.ReshardingPreparing{ReshardingID: id, FromShardCount: g.ShardCount, ToShardCount: *in.TargetShardCount, RequestedBy: in.RequestedBy, Reason: in.Reason})
+	return id
 }
 
-// provisionAndActivate moves a PREPARING resharding to ACTIVE. Provisioning is
-// idempotent, so a crash between the two steps is resumed by doing both again.
-func (t *tx) provisionAndActivate(ctx context.Context, k projection.GroupKey, id string) error {
+// activate moves a PREPARING resharding whose streams were provisioned to
+// ACTIVE (nothing when it is not PREPARING any more: somebody else did).
+func (t *tx) activate(k projection.GroupKey, id string) {
 	g := t.group(k)
+	if g == nil {
+		return
+	}
 	m := g.Migration(id)
 	if m == nil || m.State != projection.Preparing {
-		return nil
-	}
-	if m.To > 0 && !t.c.cfg.DisableProvisioning {
-		if t.c.shards == nil {
-			return ErrRedisNotConfigured
-		}
-		if err := t.c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, m.To); err != nil {
-			return failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d in Redis (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, m.To-1)
-		}
+		return
 	}
 	t.emitAs(Actor, k, &events.ReshardingProvisioned{ReshardingID: id, Shards: m.To})
 	g = t.group(k)
-	assignable := m.To
-	if m.From > assignable {
-		assignable = m.From
-	}
+	assignable := max(m.From, m.To)
 	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g)})
 	t.reconcile(k)
-	return nil
 }
 
 // RollbackInput is an operator's rollback request.
@@ -201,9 +239,11 @@ type RollbackInput struct {
 	Policy string
 }
 
-// Rollback reverses a resharding while metadata alone can reverse it.
+// Rollback reverses a resharding while metadata alone can reverse it. For a
+// scale-out past PREPARING, the entries added to its new shards are read from
+// Redis first and handed to the decision.
 func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.MigrationView, error) {
-	v, err := c.admin(ctx, meta, k, "resharding.rollback", in.RequestedBy, func(t *tx) (any, error) {
+	v, err := c.admin(ctx, meta, k, "resharding.rollback", in.RequestedBy, func(meta events.Meta) (any, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
@@ -214,58 +254,13 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 		if len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		g := t.group(k)
-		if g == nil {
-			return nil, ErrGroupNotFound
+		written, err := c.rec.entriesForRollback(ctx, k, id)
+		if err != nil {
+			return nil, err
 		}
-		if c.CorrectionOpen(k) {
-			return nil, ErrMetadataSync
-		}
-		m := g.Migration(id)
-		if m == nil {
-			return nil, ErrMigrationNotFound
-		}
-		if m.State == projection.RolledBack || m.State == projection.RollingBack {
-			return projection.ViewMigration(g, m), nil
-		}
-		if m.State == projection.Deprecated {
-			return nil, withMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
-		}
-		if g.ActiveMigration != id {
-			return nil, withMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
-		}
-		policy, state := "metadata", projection.RolledBack
-		shardCount, assignable := m.From, m.From
-		if m.To > m.From && m.State != projection.Preparing {
-			var newShards []int
-			for i := m.From; i < m.To; i++ {
-				newShards = append(newShards, i)
-			}
-			written := map[int]int64{}
-			if c.shards != nil {
-				var err error
-				written, err = c.shards.EntriesAdded(ctx, k.StreamPrefix, newShards)
-				if err != nil {
-					return nil, failed(ErrUnavailable, err, "could not read the new shards from Redis to check them for entries")
-				}
-			}
-			var used []string
-			for _, s := range newShards {
-				if written[s] > 0 {
-					used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(k.StreamPrefix, s), written[s]))
-				}
-			}
-			if len(used) > 0 {
-				if in.Policy != "drain" {
-					return nil, withMsg(ErrRollbackNotAllowed, "entries were already written to new shards: %s; metadata alone cannot reverse this scale-out. Repeat with \"policy\": \"drain\" to route back to %d shards and drain the new ones first", strings.Join(used, ", "), m.From)
-				}
-				policy, state = "drain", projection.RollingBack
-				assignable = m.To
-			}
-		}
-		g = t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
-		g = t.reconcile(k)
-		return projection.ViewMigration(g, g.Migration(id)), nil
+		return c.submit(ctx, meta, func(t *tx) (any, error) {
+			return t.rollback(k, id, in, written)
+		})
 	})
 	if err != nil {
 		return projection.MigrationView{}, err
@@ -273,31 +268,82 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 	return v.(projection.MigrationView), nil
 }
 
-// RollbackEligibility refines the log's answer with Redis for a scale-out.
+// rollback decides a rollback with the entries written to the new shards
+// (nil: not read, because the resharding was not an active scale-out when the
+// evidence was gathered).
+func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, written map[int]int64) (any, error) {
+	c := t.c
+	g := t.group(k)
+	if g == nil {
+		return nil, ErrGroupNotFound
+	}
+	if c.CorrectionOpen(k) {
+		return nil, ErrMetadataSync
+	}
+	m := g.Migration(id)
+	if m == nil {
+		return nil, ErrMigrationNotFound
+	}
+	if m.State == projection.RolledBack || m.State == projection.RollingBack {
+		return projection.ViewMigration(g, m), nil
+	}
+	if m.State == projection.Deprecated {
+		return nil, withMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
+	}
+	if g.ActiveMigration != id {
+		return nil, withMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
+	}
+	policy, state := "metadata", projection.RolledBack
+	shardCount, assignable := m.From, m.From
+	if m.To > m.From && m.State != projection.Preparing {
+		var used []string
+		for s := m.From; s < m.To; s++ {
+			n, known := written[s]
+			if !known && c.shards != nil {
+				// The resharding changed between reading Redis and deciding.
+				return nil, withMsg(ErrStateConflict, "resharding %s changed while its new shards were read; retry", id)
+			}
+			if n > 0 {
+				used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(k.StreamPrefix, s), n))
+			}
+		}
+		if len(used) > 0 {
+			if in.Policy != "drain" {
+				return nil, withMsg(ErrRollbackNotAllowed, "entries were already written to new shards: %s; metadata alone cannot reverse this scale-out. Repeat with \"policy\": \"drain\" to route back to %d shards and drain the new ones first", strings.Join(used, ", "), m.From)
+			}
+			policy, state = "drain", projection.RollingBack
+			assignable = m.To
+		}
+	}
+	g = t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
+	g = t.reconcile(k)
+	return projection.ViewMigration(g, g.Migration(id)), nil
+}
+
+// RollbackEligibility refines the log's answer for a scale-out with what the
+// reconciler last read of its new shards (it never waits for Redis).
 func (c *Coordinator) RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Migration) projection.RollbackInfo {
 	info := projection.StaticRollbackInfo(g, m)
 	if !info.Eligible || m.To <= m.From || m.State == projection.Preparing || c.shards == nil {
 		return info
 	}
-	var newShards []int
-	for i := m.From; i < m.To; i++ {
-		newShards = append(newShards, i)
-	}
-	written, err := c.shards.EntriesAdded(ctx, g.Key.StreamPrefix, newShards)
-	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Msg("read new shards for rollback eligibility")
+	ev, ok := c.rt.entriesAdded(g.Key, m.ReshardingID)
+	switch {
+	case !ok:
+		return projection.RollbackInfo{Eligible: true, Reason: "no entry seen on a new shard yet (the new shards are read from Redis every tick; the rollback itself reads them again)", Policy: "metadata"}
+	case ev.err:
 		return projection.RollbackInfo{Eligible: false, Reason: "cannot read the new shards from Redis right now"}
 	}
 	var used []string
-	for _, s := range newShards {
-		if written[s] > 0 {
-			used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(g.Key.StreamPrefix, s), written[s]))
+	for s := m.From; s < m.To; s++ {
+		if n := ev.written[s]; n > 0 {
+			used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(g.Key.StreamPrefix, s), n))
 		}
 	}
 	if len(used) > 0 {
-		return projection.RollbackInfo{Eligible: false, Reason: "entries already written to new shards: " + strings.Join(used, ", ") + `; only "policy": "drain" can roll back`, Policy: "drain"}
+		return projection.RollbackInfo{Eligible: false, Reason: "entries already written to new shards: " + strings.Join(used, ", ") + ` (as of ` + ev.at.UTC().Format(time.RFC3339Nano) + `); only "policy": "drain" can roll back`, Policy: "drain"}
 	}
-	return projection.RollbackInfo{Eligible: true, Reason: "no entry reached a new shard yet", Policy: "metadata"}
+	return projection.RollbackInfo{Eligible: true, Reason: "no entry reached a new shard as of " + ev.at.UTC().Format(time.RFC3339Nano) + " (read every tick)", Policy: "metadata"}
 }
 
 // bump is the next group epoch and metadata version.
@@ -342,26 +388,6 @@ func (t *tx) advance(k projection.GroupKey) {
 	t.reconcile(k)
 }
 
-// advanceWithRedis runs the steps that need Redis: resume provisioning, prove
-// removed shards drained, revoke them, complete, and retire their streams.
-func (t *tx) advanceWithRedis(ctx context.Context, k projection.GroupKey) {
-	g := t.group(k)
-	if g == nil {
-		return
-	}
-	if m := g.Active(); m != nil {
-		switch m.State {
-		case projection.Preparing:
-			if err := t.provisionAndActivate(ctx, k, m.ReshardingID); err != nil {
-				t.c.cfg.Logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("resume provisioning")
-			}
-		case projection.Draining, projection.RollingBack:
-			t.drainStep(ctx, k, m)
-		}
-	}
-	t.retire(ctx, k)
-}
-
 func removedShards(m *projection.Migration) []int {
 	lo, hi := m.RemovedRange()
 	var out []int
@@ -380,38 +406,52 @@ func allDrained(ev []events.ShardDrain) bool {
 	return true
 }
 
-func (t *tx) evidence(ctx context.Context, k projection.GroupKey, shards []int) ([]events.ShardDrain, bool) {
-	if t.c.shards == nil {
-		return nil, true // nothing to prove against: no Redis for shard streams
-	}
-	ev, err := t.c.shards.DrainEvidence(ctx, k.StreamPrefix, shards)
-	if err != nil {
-		t.c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Msg("read drain evidence")
-		return nil, false
-	}
-	t.c.rt.mu.Lock()
-	gr := t.c.rt.group(k)
-	gr.evidence, gr.evidenceAt = ev, t.now
-	t.c.rt.mu.Unlock()
-	return ev, allDrained(ev)
+// drainProof is the Redis evidence about a resharding's removed shards the
+// reconciler read just before a decision: ev per shard, and whether it proves
+// every one drained (always, without a Redis for shard streams: nothing to
+// prove against).
+type drainProof struct {
+	shards []int
+	ev     []events.ShardDrain
+	ok     bool
 }
 
-func (t *tx) drainStep(ctx context.Context, k projection.GroupKey, m *projection.Migration) {
+// covers reports whether the proof is about exactly these shards.
+func (p drainProof) covers(shards []int) bool {
+	return projection.EqualSets(projection.SortedInts(p.shards), projection.SortedInts(shards))
+}
+
+// drainStep advances a DRAINING (or ROLLING_BACK) resharding with the proof
+// read for its removed shards: once drained they are revoked; once nobody
+// holds them and the proof still says drained, the resharding completes; if
+// entries appeared again they are reopened. A proof about other shards (the
+// resharding changed since it was read) decides nothing.
+func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 	g := t.group(k)
+	if g == nil {
+		return
+	}
+	m := g.Migration(id)
+	if m == nil || g.ActiveMigration != id || (m.State != projection.Draining && m.State != projection.RollingBack) {
+		return
+	}
 	removed := removedShards(m)
+	if !p.covers(removed) {
+		return
+	}
 	final := projection.Deprecated
 	if m.State == projection.RollingBack {
 		final = projection.RolledBack
 	}
+	justDrained := false
 	if !m.Drained {
-		ev, ok := t.evidence(ctx, k, removed)
-		if !ok {
+		if !p.ok {
 			return
 		}
-		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: m.ReshardingID, AssignableCount: g.ShardCount, Evidence: ev, Epochs: bump(g)})
+		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
 		t.reconcile(k)
 		g = t.group(k)
-		m = g.Migration(m.ReshardingID)
+		justDrained = true
 	}
 	for _, mem := range g.Members {
 		for _, s := range removed {
@@ -420,24 +460,22 @@ func (t *tx) drainStep(ctx context.Context, k projection.GroupKey, m *projection
 			}
 		}
 	}
-	ev, ok := t.evidence(ctx, k, removed)
-	if !ok {
-		if ev != nil {
-			hi := m.From
-			if m.To > hi {
-				hi = m.To
-			}
-			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: m.ReshardingID, AssignableCount: hi, Evidence: ev, Epochs: bump(g)})
+	if !p.ok {
+		if p.ev != nil && !justDrained {
+			hi := max(m.From, m.To)
+			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
 			t.reconcile(k)
 		}
 		return
 	}
-	t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: m.ReshardingID, State: final, Evidence: ev, MetadataVersion: g.MetadataVersion + 1})
+	t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: id, State: final, Evidence: p.ev, MetadataVersion: g.MetadataVersion + 1})
 }
 
-// retire deletes (or, by policy, keeps) the streams a finished resharding took out
-// of use, once nobody holds them, no group of the prefix routes to them and Redis
-// shows nothing left on them.
+// retireStep decides what happens to the streams a finished resharding took
+// out of use, with a proof read just before: once nobody holds them, no group
+// of the prefix routes to them and Redis shows nothing left on them, it
+// returns their keys for the reconciler to delete (shards.retired is recorded
+// after the deletion); kept by policy, they are recorded as kept at once.
 //
 // A producer with stale routing can still write to a removed shard after the
 // resharding finished (or, for a scale-out rolled back by metadata, after the
@@ -446,24 +484,25 @@ func (t *tx) drainStep(ctx context.Context, k projection.GroupKey, m *projection
 // left on a removed shard, the removed shards become assignable again
 // (resharding.reopened) so members read them, and once Redis proves them
 // drained they are revoked (resharding.drained) and retired as usual.
-func (t *tx) retire(ctx context.Context, k projection.GroupKey) {
+func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string {
 	g := t.group(k)
 	if g == nil || len(g.Migrations) == 0 {
-		return
+		return nil
 	}
 	m := g.Migrations[len(g.Migrations)-1]
-	if !m.Terminal() || m.Retired {
-		return
+	if m.ReshardingID != id || !m.Terminal() || m.Retired {
+		return nil
 	}
 	removed := removedShards(m)
-	if len(removed) == 0 {
-		return
+	if len(removed) == 0 || !p.covers(removed) {
+		return nil
 	}
-	lo, hi := removed[0], removed[len(removed)-1]+1
+	lo := removed[0]
+	hi := removed[len(removed)-1] + 1
 	reopened := g.AssignableCount > lo
 	for _, other := range t.groupsWithPrefix(k.StreamPrefix) {
 		if other.ShardCount > lo || (other.Key != k && other.AssignableCount > lo) {
-			return
+			return nil
 		}
 	}
 	keys := make([]string, len(removed))
@@ -471,8 +510,8 @@ func (t *tx) retire(ctx context.Context, k projection.GroupKey) {
 		keys[i] = routing.StreamKey(k.StreamPrefix, s)
 	}
 	if !reopened && (t.c.cfg.KeepRetiredStreams || t.c.shards == nil) {
-		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: m.ReshardingID, StreamKeys: keys, Kept: true})
-		return
+		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys, Kept: true})
+		return nil
 	}
 	held := false
 	for _, mem := range g.Members {
@@ -481,28 +520,37 @@ func (t *tx) retire(ctx context.Context, k projection.GroupKey) {
 		}
 	}
 	if held && !reopened {
-		return // revoke in progress
+		return nil // revoke in progress
 	}
-	ev, ok := t.evidence(ctx, k, removed)
 	switch {
-	case reopened && ok:
-		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: m.ReshardingID, AssignableCount: g.ShardCount, Evidence: ev, Epochs: bump(g)})
+	case reopened && p.ok:
+		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
 		t.reconcile(k)
-		return
+		return nil
 	case reopened:
-		return // members are reading them
-	case !ok:
-		if ev != nil && unreadBy(ev, k.ConsumerGroup) {
-			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: m.ReshardingID, AssignableCount: hi, Evidence: ev, Epochs: bump(g)})
+		return nil // members are reading them
+	case !p.ok:
+		if p.ev != nil && unreadBy(p.ev, k.ConsumerGroup) {
+			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
 			t.reconcile(k)
 		}
+		return nil
+	}
+	return keys
+}
+
+// retired records that the reconciler deleted a finished resharding's
+// streams (nothing when somebody recorded it already).
+func (t *tx) retired(k projection.GroupKey, id string, keys []string) {
+	g := t.group(k)
+	if g == nil || len(g.Migrations) == 0 {
 		return
 	}
-	if err := t.c.shards.Delete(ctx, keys); err != nil {
-		t.c.cfg.Logger.Warn().Err(err).Strs("keys", keys).Msg("retire shard streams")
+	m := g.Migrations[len(g.Migrations)-1]
+	if m.ReshardingID != id || !m.Terminal() || m.Retired {
 		return
 	}
-	t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: m.ReshardingID, StreamKeys: keys})
+	t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys})
 }
 
 // unreadBy reports whether consumer group name has entries pending or left to

@@ -12,8 +12,12 @@ import (
 // re-armed for every member when the coordinator starts from the log; consumption
 // progress, available concurrency and the metadata version a member last reported
 // are re-reported with every heartbeat; the metadata-correction round is reopened
-// by the next member that reports a newer metadata version; Redis drain evidence
-// is re-read every tick. None of it is needed to rebuild a decision from the log.
+// by the next member that reports a newer metadata version; Redis evidence (drain
+// state, entries added to a scale-out's new shards) is re-read by the reconciler
+// every pass. None of it is needed to rebuild a decision from the log.
+//
+// runtimeState holds all of it behind one mutex; everything reads and changes
+// it through the methods below.
 
 // ShardProgress is a member's consumption progress on one shard (monitoring only).
 type ShardProgress struct {
@@ -46,14 +50,226 @@ type correctionRound struct {
 	openedAt time.Time // the round ends by fencing at openedAt + RebalanceTimeout
 }
 
+// entriesEvidence is what the reconciler last read of a scale-out's new shards.
+type entriesEvidence struct {
+	reshardingID string
+	written      map[int]int64
+	at           time.Time
+	err          bool
+}
+
 type groupRuntime struct {
 	members    map[string]*memberRuntime
 	correction *correctionRound
 	evidence   []events.ShardDrain
 	evidenceAt time.Time
+	entries    *entriesEvidence
 	// quarantined holds, per "m:<member id>" and "p:<principal>", until when a
 	// member fenced by an overdue correction round may not open another.
 	quarantined map[string]time.Time
+}
+
+type runtimeState struct {
+	mu     sync.Mutex
+	groups map[projection.GroupKey]*groupRuntime
+}
+
+func newRuntimeState() *runtimeState {
+	return &runtimeState{groups: map[projection.GroupKey]*groupRuntime{}}
+}
+
+// group returns the runtime of a group; the caller holds r.mu.
+func (r *runtimeState) group(k projection.GroupKey) *groupRuntime {
+	g := r.groups[k]
+	if g == nil {
+		g = &groupRuntime{members: map[string]*memberRuntime{}}
+		r.groups[k] = g
+	}
+	return g
+}
+
+// member returns a member's runtime, arming a lease from now if the member was
+// never seen by this process (joined before a restart or via another
+// coordinator); the caller holds r.mu.
+func (r *runtimeState) member(k projection.GroupKey, id string, now time.Time, lease time.Duration) *memberRuntime {
+	g := r.group(k)
+	m := g.members[id]
+	if m == nil {
+		m = &memberRuntime{leaseExpiresAt: now.Add(lease), lastHeartbeatAt: now}
+		g.members[id] = m
+	}
+	return m
+}
+
+// rearm forgets everything and gives every member of st a fresh lease from now:
+// after a load (or a new term) the coordinator cannot know when it last heard
+// from them.
+func (r *runtimeState) rearm(st *projection.State, now time.Time, lease time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.groups = map[projection.GroupKey]*groupRuntime{}
+	for _, g := range st.Groups() {
+		for _, id := range g.MemberIDs() {
+			r.member(g.Key, id, now, lease)
+		}
+	}
+}
+
+// renew records the in-memory part of an accepted heartbeat.
+func (r *runtimeState) renew(k projection.GroupKey, id string, now time.Time, lease time.Duration, reportedMV int64, available int, progress []ShardProgress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.member(k, id, now, lease)
+	m.leaseExpiresAt = now.Add(lease)
+	m.lastHeartbeatAt = now
+	m.reportedMV = reportedMV
+	m.available = available
+	m.progress = progress
+}
+
+// issued remembers the member epoch a heartbeat was answered with.
+func (r *runtimeState) issued(k projection.GroupKey, id string, epoch int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil && g.members[id] != nil {
+		g.members[id].epoch = epoch
+	}
+}
+
+// leaseLapsed reports whether the member's lease passed at now (arming one from
+// now for a member never seen); a lapsed member's rebalance deadline is cleared.
+func (r *runtimeState) leaseLapsed(k projection.GroupKey, id string, now time.Time, lease time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.member(k, id, now, lease)
+	if now.After(m.leaseExpiresAt) {
+		m.rebalanceDeadline = time.Time{}
+		return true
+	}
+	return false
+}
+
+// rebalanceDue arms the member's rebalance deadline (now + timeout) when it has
+// none, and reports whether an armed one passed.
+func (r *runtimeState) rebalanceDue(k projection.GroupKey, id string, now time.Time, lease, timeout time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.member(k, id, now, lease)
+	if m.rebalanceDeadline.IsZero() {
+		m.rebalanceDeadline = now.Add(timeout)
+		return false
+	}
+	return !now.Before(m.rebalanceDeadline)
+}
+
+// clearDeadline forgets the member's rebalance deadline.
+func (r *runtimeState) clearDeadline(k projection.GroupKey, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil && g.members[id] != nil {
+		g.members[id].rebalanceDeadline = time.Time{}
+	}
+}
+
+// deadlinePassed reports whether the member has a rebalance deadline that passed.
+func (r *runtimeState) deadlinePassed(k projection.GroupKey, id string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[k]
+	if g == nil || g.members[id] == nil {
+		return false
+	}
+	d := g.members[id].rebalanceDeadline
+	return !d.IsZero() && !now.Before(d)
+}
+
+// needsTick reports whether the member's lease passed or it has a deadline.
+func (r *runtimeState) needsTick(k projection.GroupKey, id string, now time.Time, lease time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.member(k, id, now, lease)
+	return now.After(m.leaseExpiresAt) || !m.rebalanceDeadline.IsZero()
+}
+
+// dropMembers forgets members (pruned).
+func (r *runtimeState) dropMembers(k projection.GroupKey, ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil {
+		for _, id := range ids {
+			delete(g.members, id)
+		}
+	}
+}
+
+// dropGroup forgets a group (deleted).
+func (r *runtimeState) dropGroup(k projection.GroupKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.groups, k)
+}
+
+// --- metadata-correction rounds ---
+
+// roundInfo is a copy of a group's open correction round.
+type roundInfo struct {
+	open     bool
+	targetMV int64
+	openedAt time.Time
+}
+
+// round returns the group's correction round, if one is open.
+func (r *runtimeState) round(k projection.GroupKey) roundInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[k]
+	if g == nil || g.correction == nil {
+		return roundInfo{}
+	}
+	return roundInfo{open: true, targetMV: g.correction.targetMV, openedAt: g.correction.openedAt}
+}
+
+// openRound opens a correction round targeting targetMV (or re-targets the
+// open one); it reports whether it opened a new one.
+func (r *runtimeState) openRound(k projection.GroupKey, now time.Time, targetMV int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(k)
+	opened := g.correction == nil
+	if opened {
+		g.correction = &correctionRound{acked: map[string]bool{}, openedAt: now}
+	}
+	g.correction.targetMV = targetMV
+	return opened
+}
+
+// ackRound records that member id converged on the round's version.
+func (r *runtimeState) ackRound(k projection.GroupKey, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil && g.correction != nil {
+		g.correction.acked[id] = true
+	}
+}
+
+// roundAcked reports whether member id converged in the open round.
+func (r *runtimeState) roundAcked(k projection.GroupKey, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[k]
+	return g != nil && g.correction != nil && g.correction.acked[id]
+}
+
+// closeRound ends the open round; it reports whether one was open.
+func (r *runtimeState) closeRound(k projection.GroupKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[k]
+	if g == nil || g.correction == nil {
+		return false
+	}
+	g.correction = nil
+	return true
 }
 
 // maxQuarantined bounds a group's quarantine list (the oldest entry goes).
@@ -61,7 +277,10 @@ const maxQuarantined = 1024
 
 // quarantine records that member id (and its principal, if any) may not open
 // a correction round until until.
-func (g *groupRuntime) quarantine(id, principal string, until time.Time) {
+func (r *runtimeState) quarantine(k projection.GroupKey, id, principal string, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(k)
 	if g.quarantined == nil {
 		g.quarantined = map[string]time.Time{}
 	}
@@ -84,7 +303,13 @@ func (g *groupRuntime) quarantine(id, principal string, until time.Time) {
 
 // isQuarantined reports whether member id or its principal may not open a
 // correction round at now (and forgets entries that lapsed).
-func (g *groupRuntime) isQuarantined(id, principal string, now time.Time) bool {
+func (r *runtimeState) isQuarantined(k projection.GroupKey, id, principal string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[k]
+	if g == nil {
+		return false
+	}
 	hit := false
 	for key, until := range g.quarantined {
 		if !now.Before(until) {
@@ -98,49 +323,33 @@ func (g *groupRuntime) isQuarantined(id, principal string, now time.Time) bool {
 	return hit
 }
 
-type runtimeState struct {
-	mu     sync.Mutex
-	groups map[projection.GroupKey]*groupRuntime
-}
+// --- Redis evidence the reconciler read last ---
 
-func newRuntimeState() *runtimeState {
-	return &runtimeState{groups: map[projection.GroupKey]*groupRuntime{}}
-}
-
-// group returns the runtime of a group; the caller holds rt.mu.
-func (r *runtimeState) group(k projection.GroupKey) *groupRuntime {
-	g := r.groups[k]
-	if g == nil {
-		g = &groupRuntime{members: map[string]*memberRuntime{}}
-		r.groups[k] = g
-	}
-	return g
-}
-
-// member returns a member's runtime, arming a lease from now if the member was
-// never seen by this process (joined before a restart or via another coordinator).
-func (r *runtimeState) member(k projection.GroupKey, id string, now time.Time, lease time.Duration) *memberRuntime {
+// setEvidence keeps the drain evidence read for a group's removed shards.
+func (r *runtimeState) setEvidence(k projection.GroupKey, ev []events.ShardDrain, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	g := r.group(k)
-	m := g.members[id]
-	if m == nil {
-		m = &memberRuntime{leaseExpiresAt: now.Add(lease), lastHeartbeatAt: now}
-		g.members[id] = m
-	}
-	return m
+	g.evidence, g.evidenceAt = ev, at
 }
 
-// rearm gives every live or leaving member a fresh lease after a load: the
-// coordinator cannot know when it last heard from them.
-func (c *Coordinator) rearm() {
-	now := c.now()
-	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
-	c.rt.groups = map[projection.GroupKey]*groupRuntime{}
-	for _, g := range c.state.Groups() {
-		for _, id := range g.MemberIDs() {
-			c.rt.member(g.Key, id, now, c.cfg.MemberLease)
-		}
+// setEntriesAdded keeps what the reconciler read of a scale-out's new shards
+// (failed: it could not read them).
+func (r *runtimeState) setEntriesAdded(k projection.GroupKey, reshardingID string, written map[int]int64, at time.Time, failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.group(k).entries = &entriesEvidence{reshardingID: reshardingID, written: written, at: at, err: failed}
+}
+
+// entriesAdded returns the last read of a resharding's new shards.
+func (r *runtimeState) entriesAdded(k projection.GroupKey, reshardingID string) (entriesEvidence, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.groups[k]
+	if g == nil || g.entries == nil || g.entries.reshardingID != reshardingID {
+		return entriesEvidence{}, false
 	}
+	return *g.entries, true
 }
 
 // MemberRuntime is the in-memory view of a member for monitoring.
@@ -189,9 +398,4 @@ func (c *Coordinator) DrainEvidence(k projection.GroupKey) ([]events.ShardDrain,
 }
 
 // CorrectionOpen reports whether a metadata-correction round is open for the group.
-func (c *Coordinator) CorrectionOpen(k projection.GroupKey) bool {
-	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
-	g := c.rt.groups[k]
-	return g != nil && g.correction != nil
-}
+func (c *Coordinator) CorrectionOpen(k projection.GroupKey) bool { return c.rt.round(k).open }

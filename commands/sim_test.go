@@ -1256,8 +1256,10 @@ func (s *sim) checkInvariants() {
 		}
 	}
 	// A drained resharding's removed shards stay out of everyone's hands (a
-	// rollback by metadata alone revokes them the ordinary way, after the fact).
-	if n := len(g.Migrations); n > 0 && g.Migrations[n-1].Terminal() && g.Migrations[n-1].RollbackPolicy != "metadata" {
+	// rollback by metadata alone revokes them the ordinary way, after the fact,
+	// and so does a resharding whose removed shards were reopened for entries
+	// a stale producer wrote after it finished).
+	if n := len(g.Migrations); n > 0 && g.Migrations[n-1].Terminal() && g.Migrations[n-1].RollbackPolicy != "metadata" && !reopenedAfter(g.Migrations[n-1]) {
 		lo, hi := g.Migrations[n-1].RemovedRange()
 		for sh := max(lo, g.AssignableCount); sh < hi; sh++ {
 			for _, id := range g.MemberIDs() {
@@ -1539,4 +1541,19 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 	if r := hb("a", 2, 2, 0, 1); r.Status == commands.StatusFenced {
 		t.Errorf("a was fenced for reporting shards it was granted (the answer telling it to drop 1 was lost)")
 	}
+}
+
+// reopenedAfter reports whether a finished resharding's removed shards were
+// reopened (resharding.reopened after its terminal state).
+func reopenedAfter(m *projection.Migration) bool {
+	terminal := false
+	for _, h := range m.History {
+		if h.State == projection.Deprecated || h.State == projection.RolledBack {
+			terminal = true
+		}
+		if terminal && strings.HasPrefix(h.Phase, "reopened") {
+			return true
+		}
+	}
+	return false
 }

@@ -20,6 +20,26 @@ func (a *archived) Append(ctx context.Context, after string, batch [][]byte) ([]
 	return a.log.Append(ctx, after, batch)
 }
 
+// AppendIndexed is the log's (Indexed), or Append without the index.
+func (a *archived) AppendIndexed(ctx context.Context, after string, batch []Draft) ([]string, error) {
+	if ix, ok := a.log.(Indexed); ok {
+		return ix.AppendIndexed(ctx, after, batch)
+	}
+	data := make([][]byte, len(batch))
+	for i, d := range batch {
+		data[i] = d.Data
+	}
+	return a.log.Append(ctx, after, data)
+}
+
+// History is the log's index: it keeps the ids of archived entries too.
+func (a *archived) History(ctx context.Context, index, after string, limit int) ([]string, error) {
+	if ix, ok := a.log.(Indexed); ok {
+		return ix.History(ctx, index, after, limit)
+	}
+	return nil, nil
+}
+
 // Read reads the log first: every archived entry between after and the log's
 // first entry after it was trimmed from the log by then, so a trim running
 // concurrently can hide nothing from the page.

@@ -87,3 +87,39 @@ func CompareIDs(a, b string) (int, error) {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// Draft is an entry to append with the group history index it belongs to.
+type Draft struct {
+	Data []byte
+	// Index names the group's history index (IndexName); "" for an entry of
+	// no group.
+	Index string
+	// Membership marks member.* and assignment.* entries (Membership): a log
+	// trimmed at its head drops them from the index with the entries.
+	Membership bool
+}
+
+// Indexed is a Log that keeps a history index per group beside it, written
+// atomically with every append, so a group's audit history pages in time
+// proportional to the page, whatever the length of the log.
+type Indexed interface {
+	Log
+	// AppendIndexed is Append that also adds every drafted entry's id to its
+	// group's index.
+	AppendIndexed(ctx context.Context, after string, batch []Draft) ([]string, error)
+	// History returns up to limit ids of the index's entries after after, in
+	// order.
+	History(ctx context.Context, index, after string, limit int) ([]string, error)
+}
+
+// IndexName is the history index of a group: its prefix's length, the prefix
+// and the group, so that no two groups share one (a prefix may hold ':').
+func IndexName(prefix, group string) string {
+	return strconv.Itoa(len(prefix)) + ":" + prefix + ":" + group
+}
+
+// Membership reports whether an event type is membership chatter (member.*,
+// assignment.*) rather than resharding and admin history: trimming drops it.
+func Membership(typ string) bool {
+	return strings.HasPrefix(typ, "member.") || strings.HasPrefix(typ, "assignment.")
+}

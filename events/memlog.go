@@ -15,10 +15,13 @@ type MemLog struct {
 	entries []Entry
 	last    ID
 	notify  chan struct{}
+	index   map[string][]string // group history index: name -> ids
 }
 
+var _ Indexed = (*MemLog)(nil)
+
 // NewMemLog returns an empty log.
-func NewMemLog() *MemLog { return &MemLog{notify: make(chan struct{})} }
+func NewMemLog() *MemLog { return &MemLog{notify: make(chan struct{}), index: map[string][]string{}} }
 
 // LoadEntries returns a log holding exactly the given entries (ids kept as they are).
 func LoadEntries(entries []Entry) (*MemLog, error) {
@@ -38,6 +41,15 @@ func LoadEntries(entries []Entry) (*MemLog, error) {
 }
 
 func (l *MemLog) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
+	drafts := make([]Draft, len(batch))
+	for i, d := range batch {
+		drafts[i] = Draft{Data: d}
+	}
+	return l.AppendIndexed(ctx, after, drafts)
+}
+
+// AppendIndexed implements Indexed.
+func (l *MemLog) AppendIndexed(ctx context.Context, after string, batch []Draft) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -51,10 +63,13 @@ func (l *MemLog) Append(ctx context.Context, after string, batch [][]byte) ([]st
 		return nil, fmt.Errorf("%w: log is at %s, caller at %s", ErrConflict, l.last, after)
 	}
 	ids := make([]string, len(batch))
-	for i, data := range batch {
+	for i, d := range batch {
 		l.last = ID{Ms: l.last.Ms + 1}
 		ids[i] = l.last.String()
-		l.entries = append(l.entries, Entry{ID: ids[i], Data: append([]byte(nil), data...)})
+		l.entries = append(l.entries, Entry{ID: ids[i], Data: append([]byte(nil), d.Data...)})
+		if d.Index != "" {
+			l.index[d.Index] = append(l.index[d.Index], ids[i])
+		}
 	}
 	if len(batch) > 0 {
 		close(l.notify)
@@ -139,6 +154,26 @@ func (l *MemLog) Len(ctx context.Context) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return int64(len(l.entries)), nil
+}
+
+// History implements Indexed.
+func (l *MemLog) History(ctx context.Context, index, after string, limit int) ([]string, error) {
+	from, err := ParseID(after)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := l.index[index]
+	i := sort.Search(len(ids), func(i int) bool {
+		id, _ := ParseID(ids[i])
+		return from.Less(id)
+	})
+	end := len(ids)
+	if limit > 0 && i+limit < end {
+		end = i + limit
+	}
+	return append([]string(nil), ids[i:end]...), nil
 }
 
 // Entries returns a copy of every entry.

@@ -112,25 +112,16 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	items := s.c.State().History(k, after, limit)
-	if len(items) == 0 {
-		if _, exists := s.c.State().Group(k); !exists && after == events.ZeroID {
-			s.writeError(w, r, commands.ErrGroupNotFound)
-			return
-		}
-	}
-	ids := make([]string, len(items))
-	for i, it := range items {
-		ids[i] = it.ID
-	}
-	entries, err := s.c.HistoryLog().Get(r.Context(), ids)
+	entries, next, err := s.c.GroupHistory(r.Context(), k, after, limit)
 	if err != nil {
 		s.writeError(w, r, logUnavailable(err))
 		return
 	}
-	next := ""
-	if len(items) == limit {
-		next = items[len(items)-1].ID
+	if len(entries) == 0 && next == "" && after == events.ZeroID {
+		if _, exists := s.c.State().Group(k); !exists {
+			s.writeError(w, r, commands.ErrGroupNotFound)
+			return
+		}
 	}
 	s.decodeEntries(w, r, entries, next)
 }

@@ -4,11 +4,11 @@ import (
 	"github.com/rscoord/rsc/events"
 )
 
-// apply folds one record into the state: the group's fold plus the history index.
+// apply folds one record into the state.
 func (s *State) apply(rec events.Record) {
 	k := KeyOf(rec)
-	if k.StreamPrefix != "" || k.ConsumerGroup != "" {
-		s.history[k] = append(s.history[k], HistoryItem{ID: rec.ID, Type: rec.Type, Time: rec.Time, Actor: rec.Actor, RequestID: rec.RequestID})
+	if _, ok := rec.Event.(*events.GroupCreated); ok {
+		s.prefixes[k.StreamPrefix] = true
 	}
 	old := s.groups[k]
 	g := foldGroup(old, k, rec)

@@ -119,15 +119,6 @@ func (m *Migration) RemovedRange() (lo, hi int) {
 	return 0, 0
 }
 
-// HistoryItem indexes one event of a group's audit history; the payload stays in the log.
-type HistoryItem struct {
-	ID        string    `msgpack:"id"`
-	Type      string    `msgpack:"type"`
-	Time      time.Time `msgpack:"time"`
-	Actor     string    `msgpack:"actor"`
-	RequestID string    `msgpack:"req"`
-}
-
 // Group is a coordinator group. Callers outside this package get it from State
 // methods and must treat it as read-only.
 type Group struct {

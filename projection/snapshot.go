@@ -2,26 +2,33 @@ package projection
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rscoord/rsc/events"
 )
 
-// snapshotVersion is bumped if the snapshot layout ever changes incompatibly; a
-// snapshot of another version is ignored and the log is folded from the start.
-const snapshotVersion = 1
+// snapshotVersion is bumped if the snapshot layout ever changes incompatibly.
+// Version 2 holds state only; version 1 (read, never written) also carried the
+// per-group history index, which now lives beside the log.
+const snapshotVersion = 2
 
 type snapshot struct {
-	Version int               `msgpack:"v"`
-	LastID  string            `msgpack:"lastId"`
-	Groups  []*Group          `msgpack:"groups"`
-	History []historySnapshot `msgpack:"history"`
+	Version  int      `msgpack:"v"`
+	LastID   string   `msgpack:"lastId"`
+	Groups   []*Group `msgpack:"groups"`
+	Prefixes []string `msgpack:"prefixes"`
+	// History is what version 1 kept (read only: which prefixes were ever
+	// created).
+	History []historySnapshotV1 `msgpack:"history,omitempty"`
 }
 
-type historySnapshot struct {
-	Key   GroupKey      `msgpack:"key"`
-	Items []HistoryItem `msgpack:"items"`
+type historySnapshotV1 struct {
+	Key   GroupKey `msgpack:"key"`
+	Items []struct {
+		Type string `msgpack:"type"`
+	} `msgpack:"items"`
 }
 
 // Capture takes a cheap, consistent copy of the state to encode outside the lock.
@@ -34,20 +41,16 @@ func (s *State) Capture() *Capture {
 	return s.CaptureLocked()
 }
 
-// CaptureLocked is Capture for a caller holding the lock.
+// CaptureLocked is Capture for a caller holding the lock (or the writer).
 func (s *State) CaptureLocked() *Capture {
 	c := &Capture{snap: snapshot{Version: snapshotVersion, LastID: s.lastID}}
 	for _, k := range s.order {
 		c.snap.Groups = append(c.snap.Groups, s.groups[k].Clone())
 	}
-	keys := make([]GroupKey, 0, len(s.history))
-	for k := range s.history {
-		keys = append(keys, k)
+	for p := range s.prefixes {
+		c.snap.Prefixes = append(c.snap.Prefixes, p)
 	}
-	sortKeys(keys)
-	for _, k := range keys {
-		c.snap.History = append(c.snap.History, historySnapshot{Key: k, Items: append([]HistoryItem(nil), s.history[k]...)})
-	}
+	sort.Strings(c.snap.Prefixes)
 	return c
 }
 
@@ -60,14 +63,14 @@ func (c *Capture) Encode() ([]byte, error) { return events.Marshal(c.snap) }
 // Encode captures and serialises the whole state (snapshot bytes).
 func (s *State) Encode() ([]byte, error) { return s.Capture().Encode() }
 
-// Restore builds a fresh state from snapshot bytes.
+// Restore builds a fresh state from snapshot bytes (version 2, or 1).
 func Restore(data []byte) (*State, error) {
 	var snap snapshot
 	if err := msgpack.Unmarshal(data, &snap); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
-	if snap.Version != snapshotVersion {
-		return nil, fmt.Errorf("restore snapshot: version %d, this build reads %d", snap.Version, snapshotVersion)
+	if snap.Version != snapshotVersion && snap.Version != 1 {
+		return nil, fmt.Errorf("restore snapshot: version %d, this build reads 1 and %d", snap.Version, snapshotVersion)
 	}
 	if _, err := events.ParseID(snap.LastID); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
@@ -84,8 +87,15 @@ func Restore(data []byte) (*State, error) {
 		s.groups[g.Key] = g
 		s.order = append(s.order, g.Key)
 	}
+	for _, p := range snap.Prefixes {
+		s.prefixes[p] = true
+	}
 	for _, h := range snap.History {
-		s.history[h.Key] = h.Items
+		for _, it := range h.Items {
+			if it.Type == "group.created" {
+				s.prefixes[h.Key.StreamPrefix] = true
+			}
+		}
 	}
 	return s, nil
 }
@@ -97,20 +107,5 @@ func (s *State) Swap(other *State) {
 	defer other.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.groups, s.order, s.history, s.lastID, s.applied = other.groups, other.order, other.history, other.lastID, other.applied
-}
-
-func sortKeys(keys []GroupKey) {
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && less(keys[j], keys[j-1]); j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-}
-
-func less(a, b GroupKey) bool {
-	if a.StreamPrefix != b.StreamPrefix {
-		return a.StreamPrefix < b.StreamPrefix
-	}
-	return a.ConsumerGroup < b.ConsumerGroup
+	s.groups, s.order, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.prefixes, other.lastID, other.applied
 }

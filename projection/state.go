@@ -2,28 +2,29 @@ package projection
 
 import (
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/rscoord/rsc/events"
 )
 
-// State is the whole projection: every group, per-group history and the id of the
-// last applied entry. Its methods are safe for concurrent use; the commands
-// package additionally serialises decisions with Lock/Unlock so that a decision
-// and the Apply of its events see one consistent state.
+// State is the whole projection: every group, the stream prefixes groups were
+// ever created with, and the id of the last applied entry. It holds state, not
+// history: a group's audit history is indexed beside the log (events.Indexed),
+// so the projection and its snapshots do not grow with the log. Its methods
+// are safe for concurrent use; the coordinator's writer is its only mutator and
+// may read it without the lock (the *Locked methods).
 type State struct {
-	mu      sync.RWMutex
-	groups  map[GroupKey]*Group
-	order   []GroupKey // creation order, for listing
-	history map[GroupKey][]HistoryItem
-	lastID  string
-	applied int64
+	mu       sync.RWMutex
+	groups   map[GroupKey]*Group
+	order    []GroupKey      // creation order, for listing
+	prefixes map[string]bool // every prefix a group was created with
+	lastID   string
+	applied  int64
 }
 
 // New returns an empty projection.
 func New() *State {
-	return &State{groups: map[GroupKey]*Group{}, history: map[GroupKey][]HistoryItem{}, lastID: events.ZeroID}
+	return &State{groups: map[GroupKey]*Group{}, prefixes: map[string]bool{}, lastID: events.ZeroID}
 }
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.
@@ -78,58 +79,6 @@ func (s *State) Groups() []*Group {
 	return out
 }
 
-// History returns up to limit history items of a group with ids after the given
-// id (events.ZeroID or "" for the start). A deleted group keeps its history.
-func (s *State) History(k GroupKey, after string, limit int) []HistoryItem {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	h := s.history[k]
-	i := 0
-	if after != "" && after != events.ZeroID {
-		if aid, err := events.ParseID(after); err == nil {
-			i = sort.Search(len(h), func(i int) bool {
-				id, _ := events.ParseID(h[i].ID)
-				return aid.Less(id)
-			})
-		}
-	}
-	end := len(h)
-	if limit > 0 && i+limit < end {
-		end = i + limit
-	}
-	return append([]HistoryItem(nil), h[i:end]...)
-}
-
-// ReplaceGroupLocked puts back a group pre-image (nil removes the group). The
-// commands package uses it to undo tentatively applied events whose append failed.
-func (s *State) ReplaceGroupLocked(k GroupKey, g *Group, lastID string, historyLen int) {
-	if g == nil {
-		if _, ok := s.groups[k]; ok {
-			delete(s.groups, k)
-			s.removeOrder(k)
-		}
-	} else {
-		if _, ok := s.groups[k]; !ok {
-			s.order = append(s.order, k)
-		}
-		s.groups[k] = g
-	}
-	if h := s.history[k]; len(h) > historyLen {
-		s.history[k] = h[:historyLen]
-		if historyLen == 0 {
-			delete(s.history, k)
-		}
-	}
-	s.lastID = lastID
-}
-
-// HistoryLenLocked is the number of history items of a group.
-func (s *State) HistoryLenLocked(k GroupKey) int { return len(s.history[k]) }
-
-// SetLastIDLocked moves the applied position without applying (used with
-// ReplaceGroupLocked to restore a pre-image).
-func (s *State) SetLastIDLocked(id string) { s.lastID = id }
-
 func (s *State) removeOrder(k GroupKey) {
 	for i, o := range s.order {
 		if o == k {
@@ -145,6 +94,19 @@ func (s *State) Apply(rec events.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ApplyLocked(rec)
+}
+
+// ApplyAll folds records under one lock (the writer applying a batch that
+// landed). It stops at the first error, with the records before it applied.
+func (s *State) ApplyAll(recs []events.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rec := range recs {
+		if err := s.ApplyLocked(rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ApplyLocked is Apply for a caller holding the lock.
@@ -165,16 +127,4 @@ func (s *State) ApplyLocked(rec events.Record) error {
 
 // PrefixSeenLocked reports whether any group with this stream prefix was ever
 // created (its leftover streams are the coordinator's own).
-func (s *State) PrefixSeenLocked(prefix string) bool {
-	for k, items := range s.history {
-		if k.StreamPrefix != prefix {
-			continue
-		}
-		for _, it := range items {
-			if it.Type == "group.created" {
-				return true
-			}
-		}
-	}
-	return false
-}
+func (s *State) PrefixSeenLocked(prefix string) bool { return s.prefixes[prefix] }

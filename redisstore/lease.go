@@ -254,6 +254,44 @@ type fencedLog struct {
 	lease *Lease
 }
 
+// fencedIndexedAppendScript is the indexed compare-and-append behind the lease
+// check: KEYS[1] log, KEYS[2] lease, KEYS[3] index hash, KEYS[4..] index
+// streams; ARGV[1] token, ARGV[2] position, then as indexedAppendLua.
+var fencedIndexedAppendScript = redis.NewScript(leaseClock + `
+local h = redis.call('HMGET', KEYS[2], 'token', 'expires')
+if h[1] ~= ARGV[1] or (tonumber(h[2] or '0') or 0) <= now then
+  return redis.error_reply('RSCFENCED ' .. tostring(h[1]))
+end
+` + indexedAppendLua(2, 3))
+
+// AppendIndexed is the fenced, indexed append (events.Indexed).
+func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []events.Draft) ([]string, error) {
+	pos, err := events.ParseID(after)
+	if err != nil {
+		return nil, err
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	tok := f.lease.Token()
+	if tok == 0 {
+		return nil, fmt.Errorf("%w: this replica does not hold the leader lease", events.ErrFenced)
+	}
+	keys, args := f.indexedArgs(batch, 2)
+	res, err := fencedIndexedAppendScript.Run(ctx, f.rdb, append([]string{f.key, f.lease.key}, keys...), append([]any{tok, pos.String()}, args...)...).StringSlice()
+	if err != nil {
+		msg := err.Error()
+		switch {
+		case strings.HasPrefix(msg, "RSCFENCED"):
+			return nil, fmt.Errorf("%w: term %d is over (lease token now %s)", events.ErrFenced, tok, strings.TrimPrefix(msg, "RSCFENCED "))
+		case strings.HasPrefix(msg, "RSCCONFLICT"):
+			return nil, fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(msg, "RSCCONFLICT "), after)
+		}
+		return nil, fmt.Errorf("append %d events to %s: %w", len(batch), f.key, err)
+	}
+	return res, nil
+}
+
 func (f *fencedLog) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
 	pos, err := events.ParseID(after)
 	if err != nil {

@@ -118,5 +118,8 @@ func (l *Log) TrimBefore(ctx context.Context, id string, keep func(events.Entry)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return archived, 0, fmt.Errorf("trim %s before %s: %w", l.key, before, err)
 	}
+	if err := l.trimIndex(ctx, before); err != nil {
+		return archived, removed, err
+	}
 	return archived, removed, nil
 }

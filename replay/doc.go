@@ -6,13 +6,13 @@
 // also moves a log in and out of a JSON-lines file (Export, Import), so the same
 // questions can be asked offline about a copy of a production log.
 //
-// Everything here is a fold of the log into a fresh projection.State with the
-// same Apply the coordinator uses, so the answers are exactly what the
-// coordinator would have believed. An entry that does not decode stops the
+// Everything here is a fold of the log into a fresh projection.State through
+// projection.Fold, the one fold the coordinator itself uses at start-up, in
+// catch-up and as a follower, so the answers are exactly what the coordinator
+// would have believed. An entry that does not decode stops the
 // work with an error naming its id; nothing is ever skipped.
 //
 // It imports events and projection and nothing else from the repository: it
-// must not import commands or httpapi (it folds the log itself rather than
-// borrow commands.FoldLog), so the HTTP layer and cmd/replay can both build on
-// it without a cycle. The Redis log is handed in as an events.Log by cmd/replay.
+// must not import commands or httpapi, so the HTTP layer and cmd/replay can
+// both build on it without a cycle. The Redis log is handed in as an events.Log by cmd/replay.
 package replay

@@ -48,10 +48,10 @@ func scan(ctx context.Context, log events.Log, after, end string, fn func(events
 	}
 }
 
-// folder folds a log into a projection with the coordinator's own Apply. It is
-// the small fold loop of commands.FoldLog, kept here so that replay depends on
-// events and projection only, plus hooks that let a question look at the state
-// around chosen records.
+// folder folds a log into a projection through projection.Fold, the one
+// fold the coordinator uses too, with hooks that let a question look at the
+// state around chosen records; the end of the log is pinned when the folder is
+// made, so a log that keeps growing is read as of one moment.
 type folder struct {
 	log events.Log
 	st  *projection.State
@@ -92,26 +92,9 @@ func (f *folder) fold(ctx context.Context, o foldOptions) error {
 			end = o.until
 		}
 	}
-	return scan(ctx, f.log, f.st.LastID(), end, func(e events.Entry) (bool, error) {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			return false, err
-		}
-		if o.stop != nil && o.stop(rec) {
-			return false, nil
-		}
-		if o.before != nil {
-			o.before(rec)
-		}
-		if err := f.st.Apply(rec); err != nil {
-			return false, err
-		}
-		f.n++
-		if o.after != nil {
-			o.after(rec)
-		}
-		return true, nil
-	})
+	n, err := projection.Fold(ctx, f.log, f.st, projection.FoldOptions{Until: end, Stop: o.stop, Before: o.before, After: o.after, PageSize: pageSize})
+	f.n += n
+	return err
 }
 
 // parseUserID checks an id given by the caller; a bad one is ErrInvalidArgument.

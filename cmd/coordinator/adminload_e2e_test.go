@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/projection"
@@ -121,7 +120,7 @@ func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 	// Ticks may still append (completions): compare once the log is quiet.
 	eventually(t, 10*time.Second, "served state equals a fresh fold of the log", func() bool {
 		fresh := projection.New()
-		if _, err := commands.FoldLog(ctx, log, fresh, ""); err != nil {
+		if _, err := projection.Fold(ctx, log, fresh, projection.FoldOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		want, _ := fresh.Encode()

@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -212,7 +211,7 @@ func TestIntegrationCrashAtEveryStep(t *testing.T) {
 			log := redisstore.NewLog(rdb, logStream)
 			eventually(t, 5*time.Second, "served state equals a fresh fold", func() bool {
 				st := projection.New()
-				if _, err := commands.FoldLog(ctx, log, st, ""); err != nil {
+				if _, err := projection.Fold(ctx, log, st, projection.FoldOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				fresh, ok := st.Group(projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: "g"})

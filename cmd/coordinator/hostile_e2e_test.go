@@ -522,7 +522,9 @@ func TestIntegrationJoinLogGrowthFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 joins")
 	}
-	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	// Long leases: 2,000 requests under the race detector on a busy machine
+	// must not expire the first members.
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MemberLease = 10 * time.Minute })
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
 	apiCreate(t, tc, "joins", "g", 128).apiWant(t, 201)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -84,7 +83,7 @@ func TestIntegrationTwoCoordinatorsOneLog(t *testing.T) {
 	log := redisstore.NewLog(rdb, stream)
 	eventually(t, 10*time.Second, "both coordinators equal a fresh fold", func() bool {
 		fresh := projection.New()
-		if _, err := commands.FoldLog(context.Background(), log, fresh, ""); err != nil {
+		if _, err := projection.Fold(context.Background(), log, fresh, projection.FoldOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		want, _ := fresh.Encode()

@@ -196,7 +196,7 @@ func (b *bench) appendSlice(ctx context.Context, key string, v appendVariant, pa
 }
 
 // logFold times the fold from memory: Apply of decoded records alone, decode
-// alone, and commands.FoldLog over a MemLog (read, decode and Apply).
+// alone, and projection.Fold over a MemLog (read, decode and Apply).
 func (b *bench) logFold(ctx context.Context, rep *Report, ml *events.MemLog, counts map[string]int, genTime time.Duration) error {
 	entries := ml.Entries()
 	n := len(entries)
@@ -216,10 +216,10 @@ func (b *bench) logFold(ctx context.Context, rep *Report, ml *events.MemLog, cou
 			func() error {
 				runtime.GC()
 				t0 := time.Now()
-				folded, err := commands.FoldLog(ctx, ml, projection.New(), "")
+				folded, err := projection.Fold(ctx, ml, projection.New(), projection.FoldOptions{})
 				foldTime = best(foldTime, time.Since(t0))
 				if err == nil && folded != n {
-					err = fmt.Errorf("FoldLog applied %d of %d events", folded, n)
+					err = fmt.Errorf("Fold applied %d of %d events", folded, n)
 				}
 				return err
 			},
@@ -229,7 +229,7 @@ func (b *bench) logFold(ctx context.Context, rep *Report, ml *events.MemLog, cou
 		}
 	}
 
-	s := rep.section("log.fold", "fold from memory: Apply of decoded records vs decode, and FoldLog over an events.MemLog")
+	s := rep.section("log.fold", "fold from memory: Apply of decoded records vs decode, and projection.Fold over an events.MemLog")
 	s.param("events", n)
 	s.param("avgEventBytes", bytesTotal/n)
 	s.param("groups", genGroups)
@@ -237,7 +237,7 @@ func (b *bench) logFold(ctx context.Context, rep *Report, ml *events.MemLog, cou
 	s.param("reps", fmt.Sprintf("best of %d, alternating", b.o.reps))
 	s.baseline("Apply, decoded records", rate(n, applyTime), "events/s")
 	s.measured("events.Decode alone", rate(n, decodeTime), "events/s", "Apply, decoded records")
-	s.measured("FoldLog(MemLog): read+decode+Apply", rate(n, foldTime), "events/s", "Apply, decoded records")
+	s.measured("Fold(MemLog): read+decode+Apply", rate(n, foldTime), "events/s", "Apply, decoded records")
 	s.info("log generation (encode + shadow fold)", rate(n, genTime), "events/s")
 	return nil
 }
@@ -308,8 +308,8 @@ func mixString(counts map[string]int, n int) string {
 }
 
 // logReplay copies the generated log into a Redis stream with Log.Append in
-// batches of 1000, then times FoldLog over redisstore.Log against a raw XRANGE
-// read of the same stream in pages of 2000 (FoldLog's page size).
+// batches of 1000, then times projection.Fold over redisstore.Log against a raw XRANGE
+// read of the same stream in pages of 2000 (the fold's page size).
 func (b *bench) logReplay(ctx context.Context, rep *Report, ml *events.MemLog) (*redisstore.Log, *projection.State, error) {
 	rdb := b.st.rdb
 	key := b.st.key("events")
@@ -358,10 +358,10 @@ func (b *bench) logReplay(ctx context.Context, rep *Report, ml *events.MemLog) (
 				st = projection.New() // drops the previous repetition's state before the GC
 				runtime.GC()
 				t0 := time.Now()
-				folded, err := commands.FoldLog(ctx, rlog, st, "")
+				folded, err := projection.Fold(ctx, rlog, st, projection.FoldOptions{})
 				foldTime = best(foldTime, time.Since(t0))
 				if err == nil && folded != n {
-					err = fmt.Errorf("FoldLog applied %d of %d events", folded, n)
+					err = fmt.Errorf("Fold applied %d of %d events", folded, n)
 				}
 				return err
 			},
@@ -371,12 +371,12 @@ func (b *bench) logReplay(ctx context.Context, rep *Report, ml *events.MemLog) (
 		}
 	}
 
-	s := rep.section("log.replay", "replay from Redis: FoldLog over redisstore.Log vs raw XRANGE of the same stream, pages of 2000")
+	s := rep.section("log.replay", "replay from Redis: projection.Fold over redisstore.Log vs raw XRANGE of the same stream, pages of 2000")
 	s.param("events", n)
 	s.param("streamBytes", bytesRead)
 	s.param("reps", fmt.Sprintf("best of %d, alternating", b.o.reps))
 	s.baseline("raw XRANGE pages of 2000", rate(n, rawTime), "events/s")
-	s.measured("FoldLog(redisstore.Log)", rate(n, foldTime), "events/s", "raw XRANGE pages of 2000")
+	s.measured("Fold(redisstore.Log)", rate(n, foldTime), "events/s", "raw XRANGE pages of 2000")
 	s.info("build: Log.Append batch=1000", rate(n, buildTime), "events/s")
 	return rlog, st, nil
 }

@@ -15,9 +15,56 @@ import (
 )
 
 // RunLogSuite runs the acceptance suite. newLog must return an empty log.
+// Logs that keep a history index (events.Indexed) also run its part.
 func RunLogSuite(t *testing.T, newLog func(t *testing.T) events.Log) {
 	ctx := context.Background()
 	payload := func(i int) []byte { return []byte(fmt.Sprintf("entry-%d", i)) }
+
+	t.Run("history index", func(t *testing.T) {
+		l, ok := newLog(t).(events.Indexed)
+		if !ok {
+			t.Skip("the log keeps no history index")
+		}
+		a, b := events.IndexName("orders", "billing"), events.IndexName("orders:billing", "")
+		if a == b {
+			t.Fatalf("index names collide: %q", a)
+		}
+		ids, err := l.AppendIndexed(ctx, events.ZeroID, []events.Draft{
+			{Data: payload(1), Index: a},
+			{Data: payload(2), Index: b, Membership: true},
+			{Data: payload(3)},
+			{Data: payload(4), Index: a, Membership: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := l.AppendIndexed(ctx, ids[3], []events.Draft{{Data: payload(5), Index: a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.History(ctx, a, events.ZeroID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{ids[0], ids[3], more[0]}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("History(a) = %v, want %v (both classes, in order)", got, want)
+		}
+		if page, _ := l.History(ctx, a, ids[0], 1); len(page) != 1 || page[0] != ids[3] {
+			t.Fatalf("History(a) after %s, limit 1 = %v, want [%s]", ids[0], page, ids[3])
+		}
+		if got, _ := l.History(ctx, b, events.ZeroID, 10); len(got) != 1 || got[0] != ids[1] {
+			t.Fatalf("History(b) = %v, want [%s]", got, ids[1])
+		}
+		if got, _ := l.History(ctx, events.IndexName("none", "x"), events.ZeroID, 10); len(got) != 0 {
+			t.Fatalf("History of an unknown group = %v", got)
+		}
+		if _, err := l.AppendIndexed(ctx, ids[3], []events.Draft{{Data: payload(6), Index: a}}); !errors.Is(err, events.ErrConflict) {
+			t.Fatalf("stale indexed append: %v, want ErrConflict", err)
+		}
+		if got, _ := l.History(ctx, a, events.ZeroID, 10); len(got) != 3 {
+			t.Fatalf("a refused append indexed something: %v", got)
+		}
+	})
 
 	t.Run("empty log is at ZeroID", func(t *testing.T) {
 		l := newLog(t)

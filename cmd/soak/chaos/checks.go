@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/client"
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -75,7 +74,7 @@ func CompareServed(ctx context.Context, admin *client.Coordinator, rdb redis.Uni
 		return false, "", err
 	}
 	st := projection.New()
-	if _, err := commands.FoldLog(ctx, redisstore.NewLog(rdb, logStream), st, ""); err != nil {
+	if _, err := projection.Fold(ctx, redisstore.NewLog(rdb, logStream), st, projection.FoldOptions{}); err != nil {
 		return false, "", err
 	}
 	g, ok := st.Group(k)

@@ -5,11 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
+
+// The replica keeps this process's projection in step with the log: it loads
+// it at start (the newest usable kept snapshot plus the tail), follows the log
+// for entries another process appended (a --ha leader's, seen by a follower),
+// saves snapshots, trims the log behind the oldest kept one (--trim-log) and
+// reloads from a snapshot when the log was trimmed past its position. Every
+// fold goes through projection.Fold, and every change to a running projection
+// goes through the writer (decider.go).
+
+// replica holds what keeping up with the log needs besides the Coordinator's
+// shared pieces.
+type replica struct {
+	c        *Coordinator
+	snapMu   sync.Mutex // one snapshot save at a time
+	reloadMu sync.Mutex // one reload from a snapshot at a time
+}
 
 // Log growth. Every snapshot makes the entries before it unnecessary for
 // start-up, and the store keeps the newest few (Config.SnapshotKeep) so that an
@@ -20,7 +37,7 @@ import (
 // selects) is copied to an archive under the same ids; membership chatter is
 // dropped. What is lost is the ability to fold the state at a point before the
 // oldest kept snapshot; the audit history of what operators and reshardings
-// did, and every migration's stateHistory (it is part of the projection),
+// did, and every resharding's stateHistory (it is part of the projection),
 // stay.
 
 // LogTrimmer trims the log's head and reads what it archived (redisstore.Log).
@@ -59,6 +76,63 @@ func (c *Coordinator) TrimmedTo(ctx context.Context) (string, error) {
 	return c.cfg.Trimmer.TrimmedTo(ctx)
 }
 
+// GroupHistory pages a group's audit history (every event recorded for it,
+// refused commands included, also after the group was deleted): up to limit
+// entries after after, and the id to page on from when the page was full. It
+// reads the group's history index beside the log, so its cost does not grow
+// with the log. On a trimmed log the membership events before the trim point
+// are gone: the page skips them.
+func (c *Coordinator) GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error) {
+	hl := c.HistoryLog()
+	ix, ok := hl.(events.Indexed)
+	if !ok {
+		return nil, "", fmt.Errorf("the event log keeps no history index")
+	}
+	ids, err := ix.History(ctx, events.IndexName(k.StreamPrefix, k.ConsumerGroup), after, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if limit > 0 && len(ids) == limit {
+		next = ids[len(ids)-1]
+	}
+	entries, err := hl.Get(ctx, ids)
+	return entries, next, err
+}
+
+// indexBackfiller is a log whose history index can catch up with entries it
+// does not cover yet (redisstore.Log).
+type indexBackfiller interface {
+	BackfillIndex(ctx context.Context) (indexed, skipped int, err error)
+}
+
+// backfillIndex brings the history index up to the log's end before this
+// process appends: after an upgrade from a build without the index it indexes
+// the whole log once.
+func (r *replica) backfillIndex(ctx context.Context) error {
+	b, ok := r.indexLog().(indexBackfiller)
+	if !ok {
+		return nil
+	}
+	n, skipped, err := b.BackfillIndex(ctx)
+	if err != nil {
+		return fmt.Errorf("index the log's history: %w", err)
+	}
+	if n > 0 || skipped > 0 {
+		r.c.cfg.Logger.Info().Int("indexed", n).Int("skipped", skipped).Msg("history index caught up with the log")
+	}
+	return nil
+}
+
+// indexLog is the log that keeps the index: the trimmer's (the unfenced log)
+// or the log itself.
+func (r *replica) indexLog() any {
+	if r.c.cfg.Trimmer != nil {
+		return r.c.cfg.Trimmer
+	}
+	return r.c.log
+}
+
 // HistoryLog is the log to read the audit history from: the archive below the
 // log's first entry, then the log (just the log when nothing archives).
 func (c *Coordinator) HistoryLog() events.Log {
@@ -72,7 +146,8 @@ func (c *Coordinator) HistoryLog() events.Log {
 // the log: it decodes, it is not ahead of the log (a log that was reset), and
 // it is not behind the trim point (the log holds its whole tail). Snapshots
 // that cannot are logged and the next older one is tried. nil when none can.
-func (c *Coordinator) restoreSnapshot(ctx context.Context, trimmed string) (*projection.State, error) {
+func (r *replica) restoreSnapshot(ctx context.Context, trimmed string) (*projection.State, error) {
+	c := r.c
 	last, err := c.log.LastID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read log position: %w", err)
@@ -125,7 +200,7 @@ func (c *Coordinator) restoreSnapshot(ctx context.Context, trimmed string) (*pro
 var errTrimmedNoSnapshot = errors.New("the log was trimmed (--trim-log) and no kept snapshot reaches its trim point")
 
 // checkFoldable refuses to fold a trimmed log from zero.
-func (c *Coordinator) checkFoldable(trimmed string, fromSnapshot bool) error {
+func (r *replica) checkFoldable(trimmed string, fromSnapshot bool) error {
 	if trimmed == events.ZeroID {
 		return nil
 	}
@@ -137,7 +212,8 @@ func (c *Coordinator) checkFoldable(trimmed string, fromSnapshot bool) error {
 
 // trimLog trims the log behind the oldest kept snapshot (Config.TrimLog), after
 // a snapshot was saved.
-func (c *Coordinator) trimLog() {
+func (r *replica) trimLog() {
+	c := r.c
 	if !c.cfg.TrimLog || c.cfg.Trimmer == nil || c.snaps == nil {
 		return
 	}
@@ -170,7 +246,7 @@ func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.St
 	}
 	if trimmed == events.ZeroID || c.snaps == nil {
 		st := projection.New()
-		if _, err := FoldLog(ctx, c.log, st, until); err != nil {
+		if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{Until: until}); err != nil {
 			return nil, err
 		}
 		return st, nil
@@ -199,7 +275,7 @@ func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.St
 		if err != nil || st.LastID() != id {
 			continue
 		}
-		if _, err := FoldLog(ctx, c.log, st, until); err != nil {
+		if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{Until: until}); err != nil {
 			return nil, err
 		}
 		return st, nil
@@ -214,12 +290,13 @@ func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.St
 // the log was trimmed past its position: a follower that fell more than
 // SnapshotKeep-1 snapshot intervals behind the leader would otherwise fold the
 // entries after the gap onto a state that misses the ones in it.
-func (c *Coordinator) reloadIfTrimmedPast(ctx context.Context) error {
+func (r *replica) reloadIfTrimmedPast(ctx context.Context) error {
+	c := r.c
 	if c.cfg.Trimmer == nil || c.snaps == nil {
 		return nil
 	}
-	c.reloadMu.Lock()
-	defer c.reloadMu.Unlock()
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
 	trimmed, err := c.TrimmedTo(ctx)
 	if err != nil {
 		return err
@@ -229,17 +306,146 @@ func (c *Coordinator) reloadIfTrimmedPast(ctx context.Context) error {
 		return nil
 	}
 	c.cfg.Logger.Warn().Str("lastId", at).Str("trimmedTo", trimmed).Msg("the log was trimmed past this projection; reloading from the newest snapshot")
-	st, err := c.restoreSnapshot(ctx, trimmed)
+	st, err := r.restoreSnapshot(ctx, trimmed)
 	if err != nil {
 		return err
 	}
 	if st == nil {
 		return fmt.Errorf("the log was trimmed past this projection (at %s, trimmed to %s) and no kept snapshot covers the gap", at, trimmed)
 	}
-	if _, err := FoldLog(ctx, c.log, st, ""); err != nil {
+	if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{}); err != nil {
+		return err
+	}
+	// Runs in the writer (catch-up): swapping is the one change to the
+	// running projection that is not an Apply.
+	c.state.Swap(st)
+	c.rt.rearm(c.state, c.now(), c.cfg.MemberLease)
+	return nil
+}
+
+// Load builds the projection before Run: the newest usable kept snapshot (if
+// any, and if fromSnapshot; see restoreSnapshot) plus every entry after it, or
+// the whole log. A log trimmed at its head cannot be folded from zero: without a
+// usable snapshot Load fails. An undecodable entry stops the load with an error
+// naming its id.
+func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
+	r := c.rep
+	trimmed, err := c.TrimmedTo(ctx)
+	if err != nil {
+		return fmt.Errorf("read log trim point: %w", err)
+	}
+	st := projection.New()
+	restored := false
+	if fromSnapshot && c.snaps != nil {
+		snap, err := r.restoreSnapshot(ctx, trimmed)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			st, restored = snap, true
+		}
+	}
+	if !restored {
+		if err := r.checkFoldable(trimmed, fromSnapshot); err != nil {
+			return err
+		}
+	}
+	n, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{})
+	if err != nil {
+		return err
+	}
+	if err := r.backfillIndex(ctx); err != nil {
 		return err
 	}
 	c.state.Swap(st)
-	c.rearm()
+	c.rt.rearm(c.state, c.now(), c.cfg.MemberLease)
+	c.healthy.Store(true)
+	c.ready.Store(true)
+	c.cfg.Logger.Info().Str("lastId", c.state.LastID()).Int("tail", n).Bool("fromSnapshot", restored).Msg("projection loaded")
 	return nil
 }
+
+// follow tails the log so entries appended by another coordinator process reach
+// this projection (through the writer), and re-checks Redis after an outage.
+func (r *replica) follow() {
+	c := r.c
+	for {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		entries, err := c.log.Tail(ctx, c.state.LastID(), 1, time.Second)
+		cancel()
+		if err != nil {
+			c.healthy.Store(false)
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		foreign := false
+		if len(entries) > 0 {
+			// Our own appends are applied right after they land; only entries
+			// beyond our position can have come from another process.
+			cmp, _ := events.CompareIDs(entries[len(entries)-1].ID, c.state.LastID())
+			foreign = cmp > 0
+		}
+		if foreign || !c.healthy.Load() {
+			var cerr error
+			jctx, jcancel := context.WithTimeout(context.Background(), 15*time.Second)
+			err := c.dec.runInWriter(jctx, func() { cerr = c.dec.catchUp() })
+			jcancel()
+			if err == nil {
+				err = cerr
+			}
+			if err != nil && !errors.Is(err, ErrTerminating) {
+				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")
+			}
+		}
+	}
+}
+
+// saveSnapshot writes a snapshot of the projection now.
+func (r *replica) saveSnapshot() {
+	if r.c.snaps == nil || !r.c.ready.Load() {
+		return
+	}
+	r.saveCapture(r.c.state.Capture())
+}
+
+// saveCapture encodes and stores a capture (outside every lock), then trims
+// the log behind the oldest kept snapshot when configured.
+func (r *replica) saveCapture(capture *projection.Capture) {
+	c := r.c
+	if c.snaps == nil {
+		return
+	}
+	r.snapMu.Lock()
+	defer r.snapMu.Unlock()
+	data, err := capture.Encode()
+	if err != nil {
+		c.cfg.Logger.Error().Err(err).Msg("encode snapshot")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.snaps.Save(ctx, capture.LastID(), data, c.cfg.SnapshotKeep); err != nil {
+		if errors.Is(err, events.ErrConflict) {
+			c.cfg.Logger.Info().Err(err).Msg("snapshot not saved: a newer one is stored")
+			return
+		}
+		c.cfg.Logger.Warn().Err(err).Msg("save snapshot")
+		return
+	}
+	c.cfg.Logger.Debug().Str("lastId", capture.LastID()).Int("bytes", len(data)).Msg("snapshot saved")
+	r.trimLog()
+}
+
+// SaveSnapshot writes a snapshot now.
+func (c *Coordinator) SaveSnapshot() { c.rep.saveSnapshot() }
+
+var _ = strings.HasPrefix

@@ -1,0 +1,196 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rscoord/rsc/events"
+)
+
+// FoldOptions bounds one fold and hooks into it. Every field is optional.
+type FoldOptions struct {
+	// Until stops after this id (inclusive); entries beyond it are not decoded.
+	Until string
+	// Stop is asked about each decoded record; true stops before applying it.
+	Stop func(events.Record) bool
+	// Before and After see each record around its Apply.
+	Before, After func(events.Record)
+	// PageSize is how many entries one Read asks for (2000).
+	PageSize int
+}
+
+// errStopped ends a fold that Stop or Until ended (not an error to the caller).
+var errStopped = errors.New("fold stopped")
+
+// Fold is the one fold of the log: start-up, catch-up, the follower, the
+// replay library and tools all bring a projection up to date through it. It
+// applies every entry of log after st's last id, in order, with State.Apply,
+// and returns how many it applied; an undecodable entry stops it with the
+// *events.DecodeError naming the entry.
+//
+// Reading, decoding and applying overlap: one goroutine reads the next page
+// while a second decodes the previous one and the caller's goroutine applies,
+// so a fold from Redis runs at about the speed of the slowest of the three
+// rather than their sum.
+func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, error) {
+	if o.PageSize <= 0 {
+		o.PageSize = 2000
+	}
+	var until events.ID
+	bounded := o.Until != ""
+	if bounded {
+		id, err := events.ParseID(o.Until)
+		if err != nil {
+			return 0, fmt.Errorf("fold until %q: %w", o.Until, err)
+		}
+		until = id
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	pages := make(chan foldPage, 2)
+	batches := make(chan foldBatch, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // read
+		defer wg.Done()
+		defer close(pages)
+		after := st.LastID()
+		for {
+			entries, err := log.Read(ctx, after, o.PageSize)
+			if err != nil {
+				select {
+				case pages <- foldPage{err: fmt.Errorf("read log after %s: %w", after, err)}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			if len(entries) == 0 {
+				return
+			}
+			last := entries[len(entries)-1].ID
+			done := false
+			if bounded {
+				for i, e := range entries {
+					if id, err := events.ParseID(e.ID); err == nil && until.Less(id) {
+						entries, done = entries[:i], true
+						break
+					}
+				}
+			}
+			if len(entries) > 0 {
+				select {
+				case pages <- foldPage{entries: entries}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if done {
+				return
+			}
+			after = last
+		}
+	}()
+	go func() { // decode
+		defer wg.Done()
+		defer close(batches)
+		send := func(b foldBatch) bool {
+			select {
+			case batches <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for p := range pages {
+			if p.err != nil {
+				send(foldBatch{err: p.err})
+				return
+			}
+			recs := make([]events.Record, 0, len(p.entries))
+			for _, e := range p.entries {
+				rec, err := events.Decode(e.ID, e.Data)
+				if err != nil {
+					if len(recs) > 0 && !send(foldBatch{recs: recs}) {
+						return
+					}
+					send(foldBatch{err: err})
+					return
+				}
+				recs = append(recs, rec)
+			}
+			if !send(foldBatch{recs: recs}) {
+				return
+			}
+		}
+	}()
+	n, err := applyBatches(st, batches, o)
+	cancel()
+	for range batches { // let the decoder end
+	}
+	wg.Wait()
+	if errors.Is(err, errStopped) {
+		err = nil
+	}
+	return n, err
+}
+
+type foldPage struct {
+	entries []events.Entry
+	err     error
+}
+
+type foldBatch struct {
+	recs []events.Record
+	err  error
+}
+
+// applyBatches applies decoded pages in order; it takes the state's lock once
+// per page.
+func applyBatches(st *State, batches <-chan foldBatch, o FoldOptions) (int, error) {
+	n := 0
+	for b := range batches {
+		if b.err != nil {
+			return n, b.err
+		}
+		applied, err := st.applyPage(b.recs, o)
+		n += applied
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// applyPage applies records in order. Without hooks it takes the state's lock
+// once for the page; with hooks (which may read the state) once per record,
+// calling the hooks outside it.
+func (s *State) applyPage(recs []events.Record, o FoldOptions) (int, error) {
+	if o.Stop == nil && o.Before == nil && o.After == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, rec := range recs {
+			if err := s.ApplyLocked(rec); err != nil {
+				return i, err
+			}
+		}
+		return len(recs), nil
+	}
+	for i, rec := range recs {
+		if o.Stop != nil && o.Stop(rec) {
+			return i, errStopped
+		}
+		if o.Before != nil {
+			o.Before(rec)
+		}
+		if err := s.Apply(rec); err != nil {
+			return i, err
+		}
+		if o.After != nil {
+			o.After(rec)
+		}
+	}
+	return len(recs), nil
+}
