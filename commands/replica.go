@@ -10,6 +10,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/replay"
 )
 
 // The replica keeps this process's projection in step with the log: it loads
@@ -26,6 +27,8 @@ type replica struct {
 	c        *Coordinator
 	snapMu   sync.Mutex // one snapshot save at a time
 	reloadMu sync.Mutex // one reload from a snapshot at a time
+	stateMu  sync.Mutex // the replayed states cache
+	states   []cachedState
 }
 
 // Log growth. Every snapshot makes the entries before it unnecessary for
@@ -235,55 +238,65 @@ func (r *replica) trimLog() {
 	c.cfg.Logger.Info().Str("before", oldest).Int64("archived", n).Int64("removed", removed).Msg("log trimmed behind the oldest kept snapshot")
 }
 
-// StateAt folds the log up to and including until into a fresh projection. On
-// a trimmed log the fold starts from the newest kept snapshot at or before
-// until; a point before the oldest such snapshot is ErrLogTrimmed, naming the
-// oldest point that can still be replayed.
+// StateAt is the projection after entry until (inclusive), for the replay
+// endpoint: the replay library folds it from the newest kept snapshot at or
+// before until, so its cost depends on the distance to that snapshot, not on
+// the log's length; a few recent answers are cached (a point's state never
+// changes). On a trimmed log a point before the oldest kept snapshot is
+// ErrLogTrimmed, naming the oldest point that can still be replayed. The
+// returned state is shared: read it through its copying methods only.
 func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.State, error) {
+	if st, ok := c.rep.cached(until); ok {
+		return st, nil
+	}
 	trimmed, err := c.TrimmedTo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if trimmed == events.ZeroID || c.snaps == nil {
-		st := projection.New()
-		if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{Until: until}); err != nil {
-			return nil, err
-		}
-		return st, nil
+	var snaps replay.Snapshots
+	if c.snaps != nil {
+		snaps = c.snaps
 	}
-	ids, err := c.snaps.Kept(ctx)
+	st, _, err := replay.StateAtID(ctx, c.log, snaps, trimmed, until)
+	if errors.Is(err, replay.ErrTrimmed) {
+		return nil, withMsg(ErrLogTrimmed, "%s", strings.TrimPrefix(err.Error(), replay.ErrTrimmed.Error()+": "))
+	}
 	if err != nil {
 		return nil, err
 	}
-	oldest := ""
-	for _, id := range ids { // newest first
-		if cmp, err := events.CompareIDs(id, trimmed); err != nil || cmp < 0 {
-			continue
+	c.rep.cache(until, st)
+	return st, nil
+}
+
+// stateCacheSize is how many replayed states StateAt keeps.
+const stateCacheSize = 8
+
+type cachedState struct {
+	until string
+	st    *projection.State
+}
+
+func (r *replica) cached(until string) (*projection.State, bool) {
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	for i, e := range r.states {
+		if e.until == until {
+			// Most recently used first.
+			copy(r.states[1:i+1], r.states[:i])
+			r.states[0] = e
+			return e.st, true
 		}
-		oldest = id
-		if cmp, _ := events.CompareIDs(id, until); cmp > 0 {
-			continue
-		}
-		data, err := c.snaps.LoadAt(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if data == nil {
-			continue
-		}
-		st, err := projection.Restore(data)
-		if err != nil || st.LastID() != id {
-			continue
-		}
-		if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{Until: until}); err != nil {
-			return nil, err
-		}
-		return st, nil
 	}
-	if oldest == "" {
-		return nil, withMsg(ErrLogTrimmed, "the event log was trimmed up to %s and no kept snapshot reaches that point: no state can be replayed", trimmed)
+	return nil, false
+}
+
+func (r *replica) cache(until string, st *projection.State) {
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	r.states = append([]cachedState{{until, st}}, r.states...)
+	if len(r.states) > stateCacheSize {
+		r.states = r.states[:stateCacheSize]
 	}
-	return nil, withMsg(ErrLogTrimmed, "the event log was trimmed (--trim-log): the state at %s can no longer be replayed; the oldest replayable id is %s (the oldest kept snapshot). The audit history still lists the resharding and admin events before it", until, oldest)
 }
 
 // reloadIfTrimmedPast reloads the projection from the newest kept snapshot when
@@ -448,4 +461,3 @@ func (r *replica) saveCapture(capture *projection.Capture) {
 // SaveSnapshot writes a snapshot now.
 func (c *Coordinator) SaveSnapshot() { c.rep.saveSnapshot() }
 
-var _ = strings.HasPrefix
