@@ -460,4 +460,3 @@ func (r *replica) saveCapture(capture *projection.Capture) {
 
 // SaveSnapshot writes a snapshot now.
 func (c *Coordinator) SaveSnapshot() { c.rep.saveSnapshot() }
-
