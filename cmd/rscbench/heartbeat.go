@@ -227,7 +227,10 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	if xlenAfter != xlenBefore || realRes.unsteady > 0 {
 		return fmt.Errorf("the steady phase is not steady: %d events appended over %d heartbeats, %d answers changed something", xlenAfter-xlenBefore, realRes.n, realRes.unsteady)
 	}
-	return b.runForwarded(ctx, rep, rlog, srv.URL(), members, bodies)
+	if err := b.runForwarded(ctx, rep, rlog, srv.URL(), members, bodies); err != nil {
+		return err
+	}
+	return b.runStall(ctx, rep, srv.URL(), members, bodies)
 }
 
 // fixedLeader is a leader lease always held by the benchmark's coordinator:
