@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,7 +14,8 @@ import (
 // FuzzDecode: any bytes either decode to a well-formed Record or give a
 // *DecodeError that names the entry and wraps one of the codec's error kinds.
 // Decode must never panic. A Record that decodes re-encodes to an entry that
-// decodes to the same Record.
+// decodes to the same Record, or to one that encodes the same (an empty
+// omitempty slice comes back nil).
 func FuzzDecode(f *testing.F) {
 	golden, err := filepath.Glob(filepath.Join(goldenDir, "*.msgpack"))
 	if err != nil {
@@ -75,7 +77,11 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded %s does not decode: %v", rec.Type, err)
 		}
 		if !reflect.DeepEqual(rec2.Event, rec.Event) {
-			t.Fatalf("re-encode changed the event:\n %#v\n %#v", rec.Event, rec2.Event)
+			// An empty omitempty slice is left out and comes back nil: the
+			// event may change that way, but not its encoding.
+			if again2 := MustEncode(t, rec2.Meta, rec2.Event); !bytes.Equal(again2, again) {
+				t.Fatalf("re-encode changed the event:\n %#v\n %#v", rec.Event, rec2.Event)
+			}
 		}
 		if !rec2.Time.Equal(rec.Time) || rec2.StreamPrefix != rec.StreamPrefix || rec2.ConsumerGroup != rec.ConsumerGroup ||
 			rec2.Actor != rec.Actor || rec2.RequestID != rec.RequestID {
