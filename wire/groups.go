@@ -1,0 +1,72 @@
+package wire
+
+import "time"
+
+// CreateRequest is CreateStreamRequest / CreateGroupRequest. A missing or null
+// initialShardCount takes the coordinator's default.
+type CreateRequest struct {
+	InitialShardCount *int   `json:"initialShardCount"`
+	RequestedBy       string `json:"requestedBy"`
+	Reason            string `json:"reason"`
+}
+
+// StreamCreateResponse answers POST /coord/v1/streams/{p}.
+type StreamCreateResponse struct {
+	StreamPrefix    string `json:"streamPrefix"`
+	ShardCount      int    `json:"shardCount"`
+	MetadataVersion int64  `json:"metadataVersion"`
+}
+
+// DeleteRequest is DeleteGroupRequest.
+type DeleteRequest struct {
+	RequestedBy string `json:"requestedBy"`
+	Reason      string `json:"reason"`
+	Force       bool   `json:"force"`
+}
+
+// Group is the contract's GroupResponse plus our additions
+// (assignableShardCount, activeReshardingPhase, timestamps).
+type Group struct {
+	StreamPrefix         string `json:"streamPrefix"`
+	ConsumerGroup        string `json:"consumerGroup"`
+	State                string `json:"state"`
+	GroupEpoch           int64  `json:"groupEpoch"`
+	AssignmentEpoch      int64  `json:"assignmentEpoch"`
+	MetadataVersion      int64  `json:"metadataVersion"`
+	ShardCount           int    `json:"shardCount"`
+	AssignableShardCount int    `json:"assignableShardCount"`
+	// ActiveMigration is the active resharding (null when none).
+	ActiveMigration          *Resharding    `json:"activeMigration"`
+	ActiveReshardingPhase    *string        `json:"activeReshardingPhase"`
+	TargetAssignmentSummary  map[string]int `json:"targetAssignmentSummary"`
+	CurrentAssignmentSummary map[string]int `json:"currentAssignmentSummary"`
+	CreatedAt                time.Time      `json:"createdAt"`
+	UpdatedAt                time.Time      `json:"updatedAt"`
+}
+
+// GroupsResponse answers GET /coord/v1/monitoring/groups.
+type GroupsResponse struct {
+	Groups []Group `json:"groups"`
+}
+
+// RoutingShard is one shard of the producer routing.
+type RoutingShard struct {
+	ShardIndex int    `json:"shardIndex"`
+	StreamKey  string `json:"streamKey"`
+	RedisSlot  int    `json:"redisSlot"`
+}
+
+// ProducerRoutingResponse is the routing metadata producers cache.
+type ProducerRoutingResponse struct {
+	StreamPrefix     string         `json:"streamPrefix"`
+	ConsumerGroup    string         `json:"consumerGroup"`
+	MetadataVersion  int64          `json:"metadataVersion"`
+	ShardCount       int            `json:"shardCount"`
+	StreamKeyPattern string         `json:"streamKeyPattern"`
+	Shards           []RoutingShard `json:"shards"`
+}
+
+// ShardRef is a shard, always as an object: {"shardIndex": n}.
+type ShardRef struct {
+	ShardIndex int `json:"shardIndex"`
+}

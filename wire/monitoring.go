@@ -1,0 +1,207 @@
+package wire
+
+import "time"
+
+// Liveness is the /healthz body: the process is up.
+type Liveness struct {
+	Status string `json:"status"`
+}
+
+// Readiness is the /readyz body.
+type Readiness struct {
+	Status      string `json:"status"`
+	LastEventID string `json:"lastEventId"`
+	// Role is STANDALONE (the only writer), LEADER or FOLLOWER (--ha).
+	Role string `json:"role"`
+	// Leader is the coordinator id of the leader as this replica last saw it
+	// ("" when nobody held the lease); LeaderURL where it takes writes.
+	Leader    string `json:"leader"`
+	LeaderURL string `json:"leaderUrl"`
+}
+
+// HealthResponse is the contract's health body.
+type HealthResponse struct {
+	Status        string `json:"status"`
+	CoordinatorID string `json:"coordinatorId"`
+	Redis         string `json:"redis"`
+	Loop          string `json:"loop"`
+	Ready         bool   `json:"ready"`
+	LastEventID   string `json:"lastEventId"`
+	// Role, Leader and LeaderURL: as in Readiness.
+	Role      string `json:"role"`
+	Leader    string `json:"leader"`
+	LeaderURL string `json:"leaderUrl"`
+}
+
+// CompatibilityResponse answers GET /coord/v1/monitoring/compatibility. This
+// and the structs under it keep their fields in the order the answer has
+// always had them (alphabetical).
+type CompatibilityResponse struct {
+	CoordinationVersions          []CoordinationVersion `json:"coordinationVersions"`
+	CurrentCoordinationVersion    int                   `json:"currentCoordinationVersion"`
+	SupportedCoordinationVersions VersionRange          `json:"supportedCoordinationVersions"`
+}
+
+// VersionRange is the range of coordination versions a coordinator speaks.
+type VersionRange struct {
+	Max int `json:"max"`
+	Min int `json:"min"`
+}
+
+// CoordinationVersion is one coordination protocol version and its life.
+type CoordinationVersion struct {
+	DeprecatedIn          *SemanticVersion `json:"deprecatedIn"`
+	IntroducedIn          SemanticVersion  `json:"introducedIn"`
+	MinimumSupportedUntil SemanticVersion  `json:"minimumSupportedUntil"`
+	RemovedIn             *SemanticVersion `json:"removedIn"`
+	Status                string           `json:"status"`
+	TimingDefaults        TimingDefaults   `json:"timingDefaults"`
+	Version               int              `json:"version"`
+}
+
+// TimingDefaults are a coordinator's heartbeat timings as ISO-8601 durations.
+type TimingDefaults struct {
+	HeartbeatInterval string `json:"heartbeatInterval"`
+	MemberLeaseTTL    string `json:"memberLeaseTtl"`
+	RebalanceTimeout  string `json:"rebalanceTimeout"`
+}
+
+// SemanticVersion is a release version.
+type SemanticVersion struct {
+	Major     int     `json:"major"`
+	Minor     int     `json:"minor"`
+	Patch     int     `json:"patch"`
+	Qualifier *string `json:"qualifier"`
+	Version   string  `json:"version"`
+}
+
+// MembersResponse answers GET .../groups/{g}/members.
+type MembersResponse struct {
+	Members []MemberMetadata `json:"members"`
+}
+
+// MemberMetadata is the contract's member view.
+type MemberMetadata struct {
+	MemberID              string          `json:"memberId"`
+	MemberName            string          `json:"memberName"`
+	State                 string          `json:"state"`
+	MemberEpoch           int64           `json:"memberEpoch"`
+	MetadataVersion       int64           `json:"metadataVersion"`
+	RuntimeMaxConcurrency int             `json:"runtimeMaxConcurrency"`
+	ActiveConsumerWorkers int             `json:"activeConsumerWorkers"`
+	CurrentAssignment     []ShardRef      `json:"currentAssignment"`
+	GrantedAssignment     []ShardRef      `json:"grantedAssignment"`
+	TargetAssignment      []ShardRef      `json:"targetAssignment"`
+	Revoking              []ShardRef      `json:"revoking"`
+	LastHeartbeatAt       time.Time       `json:"lastHeartbeatAt"`
+	MemberLeaseExpiresAt  time.Time       `json:"memberLeaseExpiresAt"`
+	RebalanceTimeoutMs    int64           `json:"rebalanceTimeoutMs"`
+	RebalanceDeadlineAt   *time.Time      `json:"rebalanceDeadlineAt"`
+	ShardProgress         []ShardProgress `json:"shardProgress"`
+	JoinedAt              time.Time       `json:"joinedAt"`
+}
+
+// Assignments is the contract's AssignmentsResponse: who should read, who may
+// read and who reads what, with the invariants the coordinator found broken.
+type Assignments struct {
+	TargetAssignment    map[string][]ShardRef `json:"targetAssignment"`
+	CurrentAssignments  map[string][]ShardRef `json:"currentAssignments"`
+	GrantedAssignments  map[string][]ShardRef `json:"grantedAssignments"`
+	RevokeProgress      map[string][]ShardRef `json:"revokeProgress"`
+	PendingAssignments  map[string][]ShardRef `json:"pendingAssignments"`
+	InvariantViolations []string              `json:"invariantViolations"`
+}
+
+// ConsumptionResponse answers GET .../groups/{g}/consumption.
+type ConsumptionResponse struct {
+	Progress []ConsumerShardProgress `json:"progress"`
+}
+
+// ConsumerShardProgress is one row of the consumption endpoint.
+type ConsumerShardProgress struct {
+	StreamPrefix    string     `json:"streamPrefix"`
+	ConsumerGroup   string     `json:"consumerGroup"`
+	MemberID        string     `json:"memberId"`
+	MemberName      string     `json:"memberName"`
+	MemberState     string     `json:"memberState"`
+	Shard           ShardRef   `json:"shard"`
+	StreamKey       string     `json:"streamKey"`
+	LastDeliveredID *string    `json:"lastDeliveredId"`
+	LastAckedID     *string    `json:"lastAckedId"`
+	PendingCount    int64      `json:"pendingCount"`
+	UpdatedAt       *time.Time `json:"updatedAt"`
+}
+
+// OffsetsResponse answers GET .../groups/{g}/offsets. Its fields are in the
+// order the answer has always had them (alphabetical).
+type OffsetsResponse struct {
+	ConsumerGroup         string        `json:"consumerGroup"`
+	MemoryUsageKnown      bool          `json:"memoryUsageKnown"`
+	Shards                []ShardOffset `json:"shards"`
+	StreamPrefix          string        `json:"streamPrefix"`
+	TotalLag              *int64        `json:"totalLag"` // null when any shard's lag is unknown
+	TotalMemoryUsageBytes int64         `json:"totalMemoryUsageBytes"`
+	TotalPendingCount     int64         `json:"totalPendingCount"`
+	TotalStreamLength     int64         `json:"totalStreamLength"`
+}
+
+// ShardOffset is the contract's StreamShardOffset: Redis's view of one shard
+// stream of a group, with its live owners.
+type ShardOffset struct {
+	StreamPrefix  string   `json:"streamPrefix"`
+	ConsumerGroup string   `json:"consumerGroup"`
+	Shard         ShardRef `json:"shard"`
+	ShardStream
+	MemoryUsageBytes *int64   `json:"memoryUsageBytes"`
+	OwnerMemberIDs   []string `json:"ownerMemberIds"`
+	Exists           bool     `json:"exists"`
+	// Routed: the shard is in producer routing (index < shardCount).
+	Routed bool `json:"routed"`
+}
+
+// ShardStream is what Redis tells of one shard stream and of one consumer
+// group's reading of it; ShardOffset and GrafanaShardRow both carry it.
+type ShardStream struct {
+	StreamKey               string  `json:"streamKey"`
+	RedisSlot               int     `json:"redisSlot"`
+	RedisNodeEndpoint       *string `json:"redisNodeEndpoint"`
+	RedisNodeID             *string `json:"redisNodeId"`
+	RedisSlotRangeStart     *int    `json:"redisSlotRangeStart"`
+	RedisSlotRangeEnd       *int    `json:"redisSlotRangeEnd"`
+	StreamLength            int64   `json:"streamLength"`
+	FirstRecordID           *string `json:"firstRecordId"`
+	LastRecordID            *string `json:"lastRecordId"`
+	LastGeneratedID         *string `json:"lastGeneratedId"`
+	GroupLastDeliveredID    *string `json:"groupLastDeliveredId"`
+	ConsumerLastDeliveredID *string `json:"consumerLastDeliveredId"`
+	ConsumerLastAckedID     *string `json:"consumerLastAckedId"`
+	PendingCount            int64   `json:"pendingCount"`
+	// Lag is null when Redis cannot tell it.
+	Lag *int64 `json:"lag"`
+}
+
+// MessagesPage answers GET .../shards/{i}/messages (StreamMessagesPageResponse).
+// Its fields are in the order the answer has always had them (alphabetical).
+type MessagesPage struct {
+	ConsumerGroup string         `json:"consumerGroup"`
+	Direction     string         `json:"direction"`
+	Limit         int            `json:"limit"`
+	NextCursor    *string        `json:"nextCursor"`
+	Records       []StreamRecord `json:"records"`
+	Shard         ShardRef       `json:"shard"`
+	StreamKey     string         `json:"streamKey"`
+	StreamPrefix  string         `json:"streamPrefix"`
+}
+
+// StreamRecord is one message of a shard stream.
+type StreamRecord struct {
+	StreamPrefix      string            `json:"streamPrefix"`
+	ConsumerGroup     string            `json:"consumerGroup"`
+	Shard             ShardRef          `json:"shard"`
+	StreamKey         string            `json:"streamKey"`
+	RecordID          string            `json:"recordId"`
+	Fields            map[string]string `json:"fields"`
+	Payload           *string           `json:"payload"`
+	RecordTimestampMs *int64            `json:"recordTimestampMs"`
+	RecordTime        *time.Time        `json:"recordTime"`
+}
