@@ -5,4 +5,7 @@
 //
 // It knows events and projection, and reaches Redis only through the small
 // interfaces in store.go; cmd/coordinator wires the concrete implementations.
+// A heartbeat's request and answer are the member protocol itself, so they are
+// package wire's types; every other command takes its own input type and
+// answers with projection views.
 package commands

@@ -10,83 +10,31 @@ import (
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
-// Heartbeat statuses, as on the wire.
-const (
-	StatusOK                  = "OK"
-	StatusRetry               = "RETRY"
-	StatusSyncMetadata        = "SYNC_METADATA"
-	StatusRevokePending       = "REVOKE_PENDING"
-	StatusUnknownMember       = "UNKNOWN_MEMBER_ID"
-	StatusFenced              = "FENCED_MEMBER_EPOCH"
-	StatusUnsupportedProtocol = "UNSUPPORTED_PROTOCOL"
-	StatusInvalidRequest      = "INVALID_REQUEST"
-)
+// terminal reports whether a revoke report releases its shard: REVOKED with
+// nothing in flight.
+func terminal(r wire.RevokingReport) bool { return r.State == wire.RevokeRevoked && r.InFlight == 0 }
 
-// ProtocolVersion is the only coordination protocol version.
-const ProtocolVersion = 1
-
-// HeartbeatRequest is the wire body of a member heartbeat.
-type HeartbeatRequest struct {
-	ProtocolVersion         *int             `json:"protocolVersion"`
-	RequestID               string           `json:"requestId"`
-	MemberID                string           `json:"memberId"`
-	MemberName              *string          `json:"memberName"`
-	MemberEpoch             *int64           `json:"memberEpoch"`
-	MetadataVersion         *int64           `json:"metadataVersion"`
-	RuntimeConsumerCapacity *Capacity        `json:"runtimeConsumerCapacity"`
-	OwnedShards             []ShardID        `json:"ownedShards"`
-	RevokingShards          []RevokingReport `json:"revokingShards"`
-	ShardProgress           []ShardProgress  `json:"shardProgress"`
-}
-
-// Capacity is a member's local worker capacity (recorded, not used for assignment).
-type Capacity struct {
-	RuntimeMaxConcurrency *int `json:"runtimeMaxConcurrency"`
-	AvailableConcurrency  *int `json:"availableConcurrency"`
-}
-
-// RevokingReport is a member's revoke progress on one shard.
-type RevokingReport struct {
-	Shard    *ShardID `json:"shard"`
-	State    string   `json:"state"`
-	InFlight int      `json:"inFlight"`
-	AckedAt  *string  `json:"ackedAt"`
-}
-
-func (r RevokingReport) terminal() bool { return r.State == "REVOKED" && r.InFlight == 0 }
-
-// HeartbeatResponse is the wire answer.
-type HeartbeatResponse struct {
-	ResponseTo          string             `json:"responseTo"`
-	Status              string             `json:"status"`
-	MemberID            string             `json:"memberId"`
-	MemberEpoch         int64              `json:"memberEpoch"`
-	HeartbeatIntervalMs int64              `json:"heartbeatIntervalMs"`
-	RebalanceTimeoutMs  int64              `json:"rebalanceTimeoutMs"`
-	GroupEpoch          int64              `json:"groupEpoch"`
-	AssignmentEpoch     int64              `json:"assignmentEpoch"`
-	MetadataVersion     int64              `json:"metadataVersion"`
-	Assignment          AssignmentResponse `json:"assignment"`
-}
-
-// AssignmentResponse is the assignment part of a heartbeat answer.
-type AssignmentResponse struct {
-	AssignedShards  []projection.ShardRef `json:"assignedShards"`
-	PendingShards   []projection.ShardRef `json:"pendingShards"`
-	MetadataVersion int64                 `json:"metadataVersion"`
+// shardRefs converts indexes to their wire form, sorted (never nil).
+func shardRefs(idx []int) []wire.ShardRef {
+	out := make([]wire.ShardRef, 0, len(idx))
+	for _, i := range projection.SortedInts(idx) {
+		out = append(out, wire.ShardRef{ShardIndex: i})
+	}
+	return out
 }
 
 // ValidateHeartbeat checks the body with the default shard-count limit; a
 // failure is HTTP 400. Coordinator.Heartbeat also checks the arrays against the
 // group's shard span.
-func ValidateHeartbeat(req *HeartbeatRequest) error { return validateHeartbeat(req, 1024) }
+func ValidateHeartbeat(req *wire.HeartbeatRequest) error { return validateHeartbeat(req, 1024) }
 
 // validateHeartbeat checks the body; a failure is HTTP 400. Every string that
 // can reach the log or monitoring is bounded, and no array may hold more
 // entries than maxShards or the same shard twice.
-func validateHeartbeat(req *HeartbeatRequest, maxShards int) error {
+func validateHeartbeat(req *wire.HeartbeatRequest, maxShards int) error {
 	var p []string
 	if req.ProtocolVersion == nil {
 		p = append(p, "protocolVersion: must not be null")
@@ -122,15 +70,15 @@ func validateHeartbeat(req *HeartbeatRequest, maxShards int) error {
 			p = append(p, "runtimeConsumerCapacity.availableConcurrency: must be greater than or equal to 0")
 		}
 	}
-	p = append(p, checkShardList("ownedShards", len(req.OwnedShards), maxShards, func(i int) *ShardID { return &req.OwnedShards[i] })...)
-	p = append(p, checkShardList("revokingShards", len(req.RevokingShards), maxShards, func(i int) *ShardID { return req.RevokingShards[i].Shard })...)
-	p = append(p, checkShardList("shardProgress", len(req.ShardProgress), maxShards, func(i int) *ShardID { return &req.ShardProgress[i].Shard })...)
+	p = append(p, checkShardList("ownedShards", len(req.OwnedShards), maxShards, func(i int) *wire.ShardRef { return &req.OwnedShards[i] })...)
+	p = append(p, checkShardList("revokingShards", len(req.RevokingShards), maxShards, func(i int) *wire.ShardRef { return req.RevokingShards[i].Shard })...)
+	p = append(p, checkShardList("shardProgress", len(req.ShardProgress), maxShards, func(i int) *wire.ShardRef { return &req.ShardProgress[i].Shard })...)
 	for i, r := range req.RevokingShards {
 		if r.Shard == nil {
 			p = append(p, fmt.Sprintf("revokingShards[%d].shard: must not be null", i))
 		}
 		switch r.State {
-		case "REVOKING", "DRAINING", "REVOKED":
+		case wire.RevokeRevoking, wire.RevokeDraining, wire.RevokeRevoked:
 		default:
 			p = append(p, fmt.Sprintf("revokingShards[%d].state: must be one of REVOKING, DRAINING, REVOKED", i))
 		}
@@ -165,7 +113,7 @@ func validateHeartbeat(req *HeartbeatRequest, maxShards int) error {
 
 // checkShardList refuses a shard array longer than max or naming a shard twice
 // (shard(i) is nil for an entry without a shard, reported elsewhere).
-func checkShardList(field string, n, max int, shard func(i int) *ShardID) []string {
+func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) []string {
 	if n > max {
 		return []string{fmt.Sprintf("%s: must not hold more than %d shards (got %d)", field, max, n)}
 	}
@@ -187,7 +135,7 @@ func checkShardList(field string, n, max int, shard func(i int) *ShardID) []stri
 // span (routed shards plus removed shards still assigned): no member can hold
 // more. Claims on shards outside the member's authority are not refused here;
 // the decision fences the member for them, as the contract says.
-func checkSpan(req *HeartbeatRequest, span int) error {
+func checkSpan(req *wire.HeartbeatRequest, span int) error {
 	var p []string
 	for _, a := range []struct {
 		field string
@@ -203,24 +151,24 @@ func checkSpan(req *HeartbeatRequest, span int) error {
 	return nil
 }
 
-func (c *Coordinator) rejected(req *HeartbeatRequest, pathID, status string) *HeartbeatResponse {
+func (c *Coordinator) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire.HeartbeatResponse {
 	var epoch int64
 	if req.MemberEpoch != nil {
 		epoch = *req.MemberEpoch
 	}
-	return &HeartbeatResponse{
+	return &wire.HeartbeatResponse{
 		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
 		HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds(), RebalanceTimeoutMs: c.cfg.RebalanceTimeout.Milliseconds(),
-		Assignment: AssignmentResponse{AssignedShards: []projection.ShardRef{}, PendingShards: []projection.ShardRef{}},
+		Assignment: wire.HeartbeatAssignment{AssignedShards: []wire.ShardRef{}, PendingShards: []wire.ShardRef{}},
 	}
 }
 
-func (c *Coordinator) respond(req *HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *HeartbeatResponse {
-	return &HeartbeatResponse{
+func (c *Coordinator) respond(req *wire.HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
+	return &wire.HeartbeatResponse{
 		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
 		HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds(), RebalanceTimeoutMs: c.cfg.RebalanceTimeout.Milliseconds(),
 		GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
-		Assignment: AssignmentResponse{AssignedShards: projection.Shards(assigned), PendingShards: projection.Shards(pending), MetadataVersion: g.MetadataVersion},
+		Assignment: wire.HeartbeatAssignment{AssignedShards: shardRefs(assigned), PendingShards: shardRefs(pending), MetadataVersion: g.MetadataVersion},
 	}
 }
 
@@ -230,15 +178,15 @@ func (c *Coordinator) respond(req *HeartbeatRequest, pathID, status string, g *p
 // sent it ("" when the member API is anonymous): a member id is bound to the
 // principal that joined it, and a heartbeat for it from anyone else is refused
 // (ErrMemberPrincipal, HTTP 403) before it can release or claim anything.
-func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
 	if err := validateHeartbeat(req, c.cfg.MaxShardCount); err != nil {
 		return nil, err
 	}
-	if *req.ProtocolVersion != ProtocolVersion {
-		return c.rejected(req, pathID, StatusUnsupportedProtocol), nil
+	if *req.ProtocolVersion != wire.ProtocolVersion {
+		return c.rejected(req, pathID, wire.StatusUnsupportedProtocol), nil
 	}
 	if req.MemberID != pathID {
-		return c.rejected(req, pathID, StatusInvalidRequest), nil
+		return c.rejected(req, pathID, wire.StatusInvalidRequest), nil
 	}
 	if !c.IsLeader() {
 		// Even a steady answer needs a running term: a deposed leader's view
@@ -258,16 +206,16 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 	if err != nil {
 		return nil, err
 	}
-	resp := v.(*HeartbeatResponse)
+	resp := v.(*wire.HeartbeatResponse)
 	c.issued(k, pathID, resp)
 	return resp, nil
 }
 
 // issued remembers the member epoch an accepted heartbeat was answered with
 // (monitoring shows it; the log records epochs only with grants).
-func (c *Coordinator) issued(k projection.GroupKey, id string, resp *HeartbeatResponse) {
+func (c *Coordinator) issued(k projection.GroupKey, id string, resp *wire.HeartbeatResponse) {
 	switch resp.Status {
-	case StatusOK, StatusSyncMetadata, StatusRevokePending:
+	case wire.StatusOK, wire.StatusSyncMetadata, wire.StatusRevokePending:
 	default:
 		return
 	}
@@ -277,7 +225,7 @@ func (c *Coordinator) issued(k projection.GroupKey, id string, resp *HeartbeatRe
 // admissible refuses, from the recorded state, a heartbeat whose arrays exceed
 // the group's span or that comes from another principal than the member's.
 // The decision checks both again against the state it decides on.
-func (c *Coordinator) admissible(k projection.GroupKey, id, principal string, req *HeartbeatRequest) error {
+func (c *Coordinator) admissible(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) error {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	g := c.state.GroupLocked(k)
@@ -287,7 +235,7 @@ func (c *Coordinator) admissible(k projection.GroupKey, id, principal string, re
 	return checkCaller(g, id, principal, req)
 }
 
-func checkCaller(g *projection.Group, id, principal string, req *HeartbeatRequest) error {
+func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) error {
 	m := g.Members[id]
 	if m != nil && m.Principal != "" && m.Principal != principal {
 		return withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
@@ -322,14 +270,14 @@ type report struct {
 	maxConc, available        int
 }
 
-func parseReport(req *HeartbeatRequest, m *projection.Member) report {
+func parseReport(req *wire.HeartbeatRequest, m *projection.Member) report {
 	r := report{maxConc: *req.RuntimeConsumerCapacity.RuntimeMaxConcurrency, available: *req.RuntimeConsumerCapacity.AvailableConcurrency}
 	for _, s := range req.OwnedShards {
 		r.owned = append(r.owned, s.ShardIndex)
 	}
 	r.owned = projection.SortedInts(r.owned)
 	for _, rv := range req.RevokingShards {
-		if rv.terminal() {
+		if terminal(rv) {
 			r.terminal = append(r.terminal, rv.Shard.ShardIndex)
 		} else {
 			r.revoking = append(r.revoking, rv.Shard.ShardIndex)
@@ -370,8 +318,8 @@ func authority(g *projection.Group, m *projection.Member) map[int]bool {
 // progressWithin keeps the progress reports on shards within auth (nil auth:
 // none), with the stream key the coordinator knows for the shard: nothing a
 // member reports about a shard it may not hold is stored.
-func progressWithin(k projection.GroupKey, req *HeartbeatRequest, auth map[int]bool) []ShardProgress {
-	var out []ShardProgress
+func progressWithin(k projection.GroupKey, req *wire.HeartbeatRequest, auth map[int]bool) []wire.ShardProgress {
+	var out []wire.ShardProgress
 	for _, sp := range req.ShardProgress {
 		if !auth[sp.Shard.ShardIndex] {
 			continue
@@ -383,12 +331,12 @@ func progressWithin(k projection.GroupKey, req *HeartbeatRequest, auth map[int]b
 }
 
 // renew records the in-memory part of a heartbeat: lease, capacity, progress.
-func (c *Coordinator) renew(k projection.GroupKey, id string, req *HeartbeatRequest, available int, progress []ShardProgress) {
+func (c *Coordinator) renew(k projection.GroupKey, id string, req *wire.HeartbeatRequest, available int, progress []wire.ShardProgress) {
 	c.rt.renew(k, id, c.now(), c.cfg.MemberLease, *req.MetadataVersion, available, progress)
 }
 
 // steadyHeartbeat answers a heartbeat that changes nothing under the read lock.
-func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *HeartbeatRequest) *HeartbeatResponse {
+func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *wire.HeartbeatRequest) *wire.HeartbeatResponse {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	g := c.state.GroupLocked(k)
@@ -420,7 +368,7 @@ func (c *Coordinator) steadyHeartbeat(k projection.GroupKey, id string, req *Hea
 		return nil
 	}
 	c.renew(k, id, req, r.available, progressWithin(k, req, auth))
-	return c.respond(req, id, StatusOK, g, g.AssignmentEpoch, assigned, pending)
+	return c.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
 }
 
 // currentEpoch reports whether epoch is one the coordinator may have issued to
@@ -435,11 +383,11 @@ func currentEpoch(g *projection.Group, m *projection.Member, epoch int64) bool {
 }
 
 // heartbeat is the decision procedure inside the writer.
-func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
 	c := t.c
 	g := t.group(k)
 	if g == nil {
-		return c.rejected(req, id, StatusUnknownMember), nil
+		return c.rejected(req, id, wire.StatusUnknownMember), nil
 	}
 	if err := checkCaller(g, id, principal, req); err != nil {
 		return nil, err
@@ -487,15 +435,15 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
 			}
 		}
-		return c.respond(req, id, StatusSyncMetadata, g, effective, kept, minus(target, kept)), nil
+		return c.respond(req, id, wire.StatusSyncMetadata, g, effective, kept, minus(target, kept)), nil
 	}
 
-	var progress []ShardProgress
+	var progress []wire.ShardProgress
 	switch {
 	case epoch < -1:
-		return c.rejected(req, id, StatusInvalidRequest), nil
+		return c.rejected(req, id, wire.StatusInvalidRequest), nil
 	case m == nil && epoch != 0:
-		return c.rejected(req, id, StatusUnknownMember), nil
+		return c.rejected(req, id, wire.StatusUnknownMember), nil
 	case m == nil:
 		if err := t.makeRoom(k); err != nil {
 			return nil, err
@@ -508,17 +456,17 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		g = t.reconcile(k)
 	case epoch == 0:
 		if len(m.Current) > 0 || len(m.Revoking) > 0 || len(r.owned) > 0 || len(req.RevokingShards) > 0 || len(req.ShardProgress) > 0 {
-			return c.rejected(req, id, StatusInvalidRequest), nil
+			return c.rejected(req, id, wire.StatusInvalidRequest), nil
 		}
 		// Initial-join replay: the member lost our answer to its join.
 	case m.State == projection.MemberFenced || m.State == projection.MemberExpired:
-		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
+		return c.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil
 	case epoch == -1:
 		return t.leave(k, id, req, r), nil
 	case epoch > g.AssignmentEpoch:
-		return c.rejected(req, id, StatusInvalidRequest), nil
+		return c.rejected(req, id, wire.StatusInvalidRequest), nil
 	case epoch < m.Epoch:
-		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
+		return c.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil
 	default:
 		// Accepted: validate what the member says it holds.
 		auth := authority(g, m)
@@ -540,7 +488,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 		}
 		if len(bad) > 0 {
 			g = t.fence(k, id, fmt.Sprintf("reported shards it may not hold: %v", projection.SortedInts(bad)))
-			return c.respond(req, id, StatusFenced, g, g.Members[id].Epoch, nil, nil), nil
+			return c.respond(req, id, wire.StatusFenced, g, g.Members[id].Epoch, nil, nil), nil
 		}
 		progress = progressWithin(k, req, auth)
 		revoking := r.revoking
@@ -562,7 +510,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 	g = t.group(k)
 	m = g.Members[id]
 	if m.State == projection.MemberFenced {
-		return c.respond(req, id, StatusFenced, g, m.Epoch, nil, nil), nil
+		return c.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil
 	}
 
 	if round && c.rt.round(k).open {
@@ -579,7 +527,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 			if !projection.EqualSets(kept, m.Granted) {
 				g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 			}
-			return c.respond(req, id, StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept)), nil
+			return c.respond(req, id, wire.StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept)), nil
 		}
 	}
 
@@ -587,7 +535,7 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *Heartbe
 	if !projection.EqualSets(assigned, m.Granted) {
 		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
 	}
-	return c.respond(req, id, StatusOK, g, g.AssignmentEpoch, assigned, pending), nil
+	return c.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending), nil
 }
 
 func keys(set map[int]bool) []int {
@@ -725,7 +673,7 @@ func (t *tx) recordOwnership(k projection.GroupKey, id string, owned, revoking [
 // draining (a revoke report that is not REVOKED with nothing in flight) stay
 // blocked for their new owners until released or the rebalance timeout. A
 // report on a shard outside the member's authority is dropped.
-func (t *tx) leave(k projection.GroupKey, id string, req *HeartbeatRequest, r report) *HeartbeatResponse {
+func (t *tx) leave(k projection.GroupKey, id string, req *wire.HeartbeatRequest, r report) *wire.HeartbeatResponse {
 	g := t.group(k)
 	m := g.Members[id]
 	held := intersect(r.revoking, keys(authority(g, m)))
@@ -737,7 +685,7 @@ func (t *tx) leave(k projection.GroupKey, id string, req *HeartbeatRequest, r re
 	g = t.reconcile(k)
 	t.advance(k)
 	g = t.group(k)
-	return t.c.respond(req, id, StatusOK, g, -1, nil, nil)
+	return t.c.respond(req, id, wire.StatusOK, g, -1, nil, nil)
 }
 
 // fence records that a member lost its shards.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // What lives only in memory (and why): leases and rebalance deadlines are timers,
@@ -19,28 +20,13 @@ import (
 // runtimeState holds all of it behind one mutex; everything reads and changes
 // it through the methods below.
 
-// ShardProgress is a member's consumption progress on one shard (monitoring only).
-type ShardProgress struct {
-	Shard           ShardID    `json:"shard"`
-	StreamKey       string     `json:"streamKey"`
-	LastDeliveredID *string    `json:"lastDeliveredId"`
-	LastAckedID     *string    `json:"lastAckedId"`
-	PendingCount    int64      `json:"pendingCount"`
-	UpdatedAt       *time.Time `json:"updatedAt"`
-}
-
-// ShardID is the wire form of a shard index.
-type ShardID struct {
-	ShardIndex int `json:"shardIndex"`
-}
-
 type memberRuntime struct {
 	leaseExpiresAt    time.Time
 	lastHeartbeatAt   time.Time
 	rebalanceDeadline time.Time
 	reportedMV        int64
 	available         int
-	progress          []ShardProgress
+	progress          []wire.ShardProgress
 	epoch             int64 // the member epoch the last accepted heartbeat was answered with
 }
 
@@ -116,7 +102,7 @@ func (r *runtimeState) rearm(st *projection.State, now time.Time, lease time.Dur
 }
 
 // renew records the in-memory part of an accepted heartbeat.
-func (r *runtimeState) renew(k projection.GroupKey, id string, now time.Time, lease time.Duration, reportedMV int64, available int, progress []ShardProgress) {
+func (r *runtimeState) renew(k projection.GroupKey, id string, now time.Time, lease time.Duration, reportedMV int64, available int, progress []wire.ShardProgress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.member(k, id, now, lease)
@@ -359,7 +345,7 @@ type MemberRuntime struct {
 	RebalanceDeadline *time.Time
 	ReportedMV        int64
 	Available         int
-	Progress          []ShardProgress
+	Progress          []wire.ShardProgress
 	// Epoch is the member epoch the last accepted heartbeat was answered with
 	// (0 when none since this process started).
 	Epoch int64
@@ -375,7 +361,7 @@ func (c *Coordinator) MemberRuntimes(k projection.GroupKey) map[string]MemberRun
 		return out
 	}
 	for id, m := range g.members {
-		mr := MemberRuntime{LeaseExpiresAt: m.leaseExpiresAt, LastHeartbeatAt: m.lastHeartbeatAt, ReportedMV: m.reportedMV, Available: m.available, Progress: append([]ShardProgress(nil), m.progress...), Epoch: m.epoch}
+		mr := MemberRuntime{LeaseExpiresAt: m.leaseExpiresAt, LastHeartbeatAt: m.lastHeartbeatAt, ReportedMV: m.reportedMV, Available: m.available, Progress: append([]wire.ShardProgress(nil), m.progress...), Epoch: m.epoch}
 		if !m.rebalanceDeadline.IsZero() {
 			d := m.rebalanceDeadline
 			mr.RebalanceDeadline = &d

@@ -17,6 +17,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // A deterministic simulation of the member protocol and of resharding on top of
@@ -622,7 +623,7 @@ func (s *sim) consume(m *simMember) {
 	}
 }
 
-func (s *sim) buildRequest(m *simMember) (*commands.HeartbeatRequest, bool) {
+func (s *sim) buildRequest(m *simMember) (*wire.HeartbeatRequest, bool) {
 	s.reqN++
 	epoch := m.epoch
 	if m.leaving {
@@ -652,27 +653,27 @@ func (s *sim) buildRequest(m *simMember) (*commands.HeartbeatRequest, bool) {
 		}
 		m.reading = map[int]bool{}
 	}
-	req := &commands.HeartbeatRequest{
-		ProtocolVersion: ptr(commands.ProtocolVersion),
+	req := &wire.HeartbeatRequest{
+		ProtocolVersion: ptr(wire.ProtocolVersion),
 		RequestID:       fmt.Sprintf("req-%d", s.reqN),
 		MemberID:        m.id,
 		MemberName:      ptr(name),
 		MemberEpoch:     ptr(epoch),
 		MetadataVersion: ptr(m.mv),
-		RuntimeConsumerCapacity: &commands.Capacity{
+		RuntimeConsumerCapacity: &wire.Capacity{
 			RuntimeMaxConcurrency: ptr(1), AvailableConcurrency: ptr(available),
 		},
 		OwnedShards:    shardIDs(owned),
-		RevokingShards: []commands.RevokingReport{},
-		ShardProgress:  []commands.ShardProgress{},
+		RevokingShards: []wire.RevokingReport{},
+		ShardProgress:  []wire.ShardProgress{},
 	}
 	if m.kind == springClient {
 		at := s.now().Format(time.RFC3339Nano)
 		for _, sh := range setList(m.draining) {
-			req.RevokingShards = append(req.RevokingShards, commands.RevokingReport{Shard: &commands.ShardID{ShardIndex: sh}, State: "DRAINING", InFlight: 1})
+			req.RevokingShards = append(req.RevokingShards, wire.RevokingReport{Shard: &wire.ShardRef{ShardIndex: sh}, State: "DRAINING", InFlight: 1})
 		}
 		for _, sh := range setList(m.revoked) {
-			req.RevokingShards = append(req.RevokingShards, commands.RevokingReport{Shard: &commands.ShardID{ShardIndex: sh}, State: "REVOKED", InFlight: 0, AckedAt: ptr(at)})
+			req.RevokingShards = append(req.RevokingShards, wire.RevokingReport{Shard: &wire.ShardRef{ShardIndex: sh}, State: "REVOKED", InFlight: 0, AckedAt: ptr(at)})
 		}
 		progress := map[int]bool{}
 		for _, set := range []map[int]bool{m.reading, m.draining, m.revoked} {
@@ -686,8 +687,8 @@ func (s *sim) buildRequest(m *simMember) (*commands.HeartbeatRequest, bool) {
 			}
 		}
 		for _, sh := range setList(progress) {
-			req.ShardProgress = append(req.ShardProgress, commands.ShardProgress{
-				Shard: commands.ShardID{ShardIndex: sh}, StreamKey: streamKey(simKey.StreamPrefix, sh),
+			req.ShardProgress = append(req.ShardProgress, wire.ShardProgress{
+				Shard: wire.ShardRef{ShardIndex: sh}, StreamKey: streamKey(simKey.StreamPrefix, sh),
 				PendingCount: s.fake.pending(simKey.StreamPrefix, simKey.ConsumerGroup, sh),
 			})
 		}
@@ -697,7 +698,7 @@ func (s *sim) buildRequest(m *simMember) (*commands.HeartbeatRequest, bool) {
 	return req, m.leaving && len(m.draining) == 0
 }
 
-func reportString(req *commands.HeartbeatRequest) string {
+func reportString(req *wire.HeartbeatRequest) string {
 	var owned []int
 	for _, sh := range req.OwnedShards {
 		owned = append(owned, sh.ShardIndex)
@@ -709,7 +710,7 @@ func reportString(req *commands.HeartbeatRequest) string {
 	return fmt.Sprintf("e=%d mv=%d own=%v rev=%v", *req.MemberEpoch, *req.MetadataVersion, owned, rev)
 }
 
-func refInts(refs []projection.ShardRef) []int {
+func refInts(refs []wire.ShardRef) []int {
 	out := make([]int, 0, len(refs))
 	for _, r := range refs {
 		out = append(out, r.ShardIndex)
@@ -741,7 +742,7 @@ func (s *sim) heartbeat(m *simMember, lose bool) {
 	} else {
 		s.apply(m, req, resp)
 	}
-	if m.leaving && (lastLeave || resp.Status == commands.StatusFenced || resp.Status == commands.StatusUnknownMember) {
+	if m.leaving && (lastLeave || resp.Status == wire.StatusFenced || resp.Status == wire.StatusUnknownMember) {
 		// The process finished its shutdown.
 		s.crash(m, "left:")
 	}
@@ -749,7 +750,7 @@ func (s *sim) heartbeat(m *simMember, lose bool) {
 
 // checkResponse: a response that is not a rejection reports the state the
 // coordinator recorded, and counters never go backwards.
-func (s *sim) checkResponse(m *simMember, req *commands.HeartbeatRequest, resp *commands.HeartbeatResponse) {
+func (s *sim) checkResponse(m *simMember, req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse) {
 	if resp.ResponseTo != req.RequestID || resp.MemberID != m.id {
 		s.fail("response to %s echoes requestId %q memberId %q", req.RequestID, resp.ResponseTo, resp.MemberID)
 	}
@@ -757,7 +758,7 @@ func (s *sim) checkResponse(m *simMember, req *commands.HeartbeatRequest, resp *
 		s.fail("heartbeatIntervalMs %d must be > 0", resp.HeartbeatIntervalMs)
 	}
 	switch resp.Status {
-	case commands.StatusOK, commands.StatusSyncMetadata, commands.StatusRevokePending, commands.StatusFenced:
+	case wire.StatusOK, wire.StatusSyncMetadata, wire.StatusRevokePending, wire.StatusFenced:
 	default:
 		return
 	}
@@ -769,7 +770,7 @@ func (s *sim) checkResponse(m *simMember, req *commands.HeartbeatRequest, resp *
 		s.fail("invariant 2: %s response G=%d AE=%d MV=%d differs from the recorded state G=%d AE=%d MV=%d",
 			resp.Status, resp.GroupEpoch, resp.AssignmentEpoch, resp.MetadataVersion, g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion)
 	}
-	if resp.Status != commands.StatusOK || *req.MemberEpoch == -1 {
+	if resp.Status != wire.StatusOK || *req.MemberEpoch == -1 {
 		return
 	}
 	pm := g.Members[m.id]
@@ -792,7 +793,7 @@ func (s *sim) checkResponse(m *simMember, req *commands.HeartbeatRequest, resp *
 }
 
 // apply is the client library's reaction to a response.
-func (s *sim) apply(m *simMember, req *commands.HeartbeatRequest, resp *commands.HeartbeatResponse) {
+func (s *sim) apply(m *simMember, req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse) {
 	assigned := map[int]bool{}
 	for _, sh := range refInts(resp.Assignment.AssignedShards) {
 		assigned[sh] = true
@@ -823,7 +824,7 @@ func (s *sim) apply(m *simMember, req *commands.HeartbeatRequest, resp *commands
 		}
 	}
 	switch resp.Status {
-	case commands.StatusOK:
+	case wire.StatusOK:
 		if m.leaving {
 			return
 		}
@@ -839,7 +840,7 @@ func (s *sim) apply(m *simMember, req *commands.HeartbeatRequest, resp *commands
 			delete(m.draining, sh)
 			delete(m.revoked, sh)
 		}
-	case commands.StatusSyncMetadata, commands.StatusRevokePending:
+	case wire.StatusSyncMetadata, wire.StatusRevokePending:
 		if m.leaving {
 			return
 		}
@@ -849,7 +850,7 @@ func (s *sim) apply(m *simMember, req *commands.HeartbeatRequest, resp *commands
 				drop(sh)
 			}
 		}
-	case commands.StatusFenced, commands.StatusUnknownMember:
+	case wire.StatusFenced, wire.StatusUnknownMember:
 		mv := int64(0)
 		if m.kind == pythonClient {
 			mv = resp.MetadataVersion
@@ -1499,14 +1500,14 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	hb := func(id string, epoch, mv int64, owned ...int) *commands.HeartbeatResponse {
+	hb := func(id string, epoch, mv int64, owned ...int) *wire.HeartbeatResponse {
 		t.Helper()
 		n++
 		clock.Advance(100 * time.Millisecond)
-		resp, err := c.Heartbeat(ctx, simKey, id, "", &commands.HeartbeatRequest{
-			ProtocolVersion: ptr(commands.ProtocolVersion), RequestID: fmt.Sprintf("r%d", n), MemberID: id, MemberName: ptr(id),
+		resp, err := c.Heartbeat(ctx, simKey, id, "", &wire.HeartbeatRequest{
+			ProtocolVersion: ptr(wire.ProtocolVersion), RequestID: fmt.Sprintf("r%d", n), MemberID: id, MemberName: ptr(id),
 			MemberEpoch: ptr(epoch), MetadataVersion: ptr(mv),
-			RuntimeConsumerCapacity: &commands.Capacity{RuntimeMaxConcurrency: ptr(1), AvailableConcurrency: ptr(1)},
+			RuntimeConsumerCapacity: &wire.Capacity{RuntimeMaxConcurrency: ptr(1), AvailableConcurrency: ptr(1)},
 			OwnedShards:             shardIDs(owned),
 		})
 		if err != nil {
@@ -1515,14 +1516,14 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 		t.Logf("%s e=%d mv=%d owned=%v -> %s e=%d MV=%d assigned=%v pending=%v", id, epoch, mv, owned, resp.Status, resp.MemberEpoch, resp.MetadataVersion, refInts(resp.Assignment.AssignedShards), refInts(resp.Assignment.PendingShards))
 		return resp
 	}
-	if r := hb("a", 0, 0); r.Status != commands.StatusOK || fmt.Sprint(refInts(r.Assignment.AssignedShards)) != "[0 1]" {
+	if r := hb("a", 0, 0); r.Status != wire.StatusOK || fmt.Sprint(refInts(r.Assignment.AssignedShards)) != "[0 1]" {
 		t.Fatalf("a's join: %s %v", r.Status, refInts(r.Assignment.AssignedShards))
 	}
 	// a now reads 0 and 1.
 	if r := hb("b", 0, 0); fmt.Sprint(refInts(r.Assignment.PendingShards)) != "[1]" {
 		t.Fatalf("b's join: want 1 pending, got %v", refInts(r.Assignment.PendingShards))
 	}
-	if r := hb("b", 3, 99); r.Status != commands.StatusSyncMetadata {
+	if r := hb("b", 3, 99); r.Status != wire.StatusSyncMetadata {
 		t.Fatalf("b reporting metadata version 99: %s, want SYNC_METADATA", r.Status)
 	}
 	hb("a", 2, 2, 0, 1) // SYNC_METADATA, assigned [0]: a stops polling 1 (and drains it), or never hears it
@@ -1538,7 +1539,7 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 	if r := hb("b", 3, 3); containsInt(refInts(r.Assignment.AssignedShards), 1) {
 		t.Errorf("b was granted shard 1 (%s) while a, live, still reads it", r.Status)
 	}
-	if r := hb("a", 2, 2, 0, 1); r.Status == commands.StatusFenced {
+	if r := hb("a", 2, 2, 0, 1); r.Status == wire.StatusFenced {
 		t.Errorf("a was fenced for reporting shards it was granted (the answer telling it to drop 1 was lost)")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/wire"
 )
 
 // The pieces of the deterministic simulation in sim_test.go: a virtual clock, a
@@ -538,10 +539,10 @@ func setList(set map[int]bool) []int {
 	return out
 }
 
-func shardIDs(idx []int) []commands.ShardID {
-	out := make([]commands.ShardID, 0, len(idx))
+func shardIDs(idx []int) []wire.ShardRef {
+	out := make([]wire.ShardRef, 0, len(idx))
 	for _, s := range idx {
-		out = append(out, commands.ShardID{ShardIndex: s})
+		out = append(out, wire.ShardRef{ShardIndex: s})
 	}
 	return out
 }

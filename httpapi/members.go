@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/wire"
 )
 
 func (s *Server) registerMemberRoutes() {
@@ -20,7 +20,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, "invalid percent-encoding in path")
 		return
 	}
-	var req commands.HeartbeatRequest
+	var req wire.HeartbeatRequest
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
 // StreamReader reads shard streams for monitoring; it never changes them.
@@ -129,7 +130,7 @@ type semver struct {
 func (s *Server) handleCompatibility(w http.ResponseWriter, r *http.Request) {
 	cfg := s.c.Config()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"currentCoordinationVersion":    commands.ProtocolVersion,
+		"currentCoordinationVersion":    wire.ProtocolVersion,
 		"supportedCoordinationVersions": map[string]int{"min": 1, "max": 1},
 		"coordinationVersions": []map[string]any{{
 			"version": 1, "status": "ACTIVE",
@@ -165,23 +166,23 @@ func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 
 // MemberMetadata is the contract's member view.
 type MemberMetadata struct {
-	MemberID              string                   `json:"memberId"`
-	MemberName            string                   `json:"memberName"`
-	State                 string                   `json:"state"`
-	MemberEpoch           int64                    `json:"memberEpoch"`
-	MetadataVersion       int64                    `json:"metadataVersion"`
-	RuntimeMaxConcurrency int                      `json:"runtimeMaxConcurrency"`
-	ActiveConsumerWorkers int                      `json:"activeConsumerWorkers"`
-	CurrentAssignment     []shardRef               `json:"currentAssignment"`
-	GrantedAssignment     []shardRef               `json:"grantedAssignment"`
-	TargetAssignment      []shardRef               `json:"targetAssignment"`
-	Revoking              []shardRef               `json:"revoking"`
-	LastHeartbeatAt       time.Time                `json:"lastHeartbeatAt"`
-	MemberLeaseExpiresAt  time.Time                `json:"memberLeaseExpiresAt"`
-	RebalanceTimeoutMs    int64                    `json:"rebalanceTimeoutMs"`
-	RebalanceDeadlineAt   *time.Time               `json:"rebalanceDeadlineAt"`
-	ShardProgress         []commands.ShardProgress `json:"shardProgress"`
-	JoinedAt              time.Time                `json:"joinedAt"`
+	MemberID              string               `json:"memberId"`
+	MemberName            string               `json:"memberName"`
+	State                 string               `json:"state"`
+	MemberEpoch           int64                `json:"memberEpoch"`
+	MetadataVersion       int64                `json:"metadataVersion"`
+	RuntimeMaxConcurrency int                  `json:"runtimeMaxConcurrency"`
+	ActiveConsumerWorkers int                  `json:"activeConsumerWorkers"`
+	CurrentAssignment     []shardRef           `json:"currentAssignment"`
+	GrantedAssignment     []shardRef           `json:"grantedAssignment"`
+	TargetAssignment      []shardRef           `json:"targetAssignment"`
+	Revoking              []shardRef           `json:"revoking"`
+	LastHeartbeatAt       time.Time            `json:"lastHeartbeatAt"`
+	MemberLeaseExpiresAt  time.Time            `json:"memberLeaseExpiresAt"`
+	RebalanceTimeoutMs    int64                `json:"rebalanceTimeoutMs"`
+	RebalanceDeadlineAt   *time.Time           `json:"rebalanceDeadlineAt"`
+	ShardProgress         []wire.ShardProgress `json:"shardProgress"`
+	JoinedAt              time.Time            `json:"joinedAt"`
 }
 
 // memberEpoch is the epoch a live member was last answered with (the log
@@ -216,7 +217,7 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 			mm.RebalanceDeadlineAt = &d
 		}
 		if mm.ShardProgress == nil {
-			mm.ShardProgress = []commands.ShardProgress{}
+			mm.ShardProgress = []wire.ShardProgress{}
 		}
 		out = append(out, mm)
 	}
@@ -268,7 +269,7 @@ func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
 	out := []ConsumerShardProgress{}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
-		prog := append([]commands.ShardProgress(nil), rt[id].Progress...)
+		prog := append([]wire.ShardProgress(nil), rt[id].Progress...)
 		sort.Slice(prog, func(i, j int) bool { return prog[i].Shard.ShardIndex < prog[j].Shard.ShardIndex })
 		for _, p := range prog {
 			out = append(out, ConsumerShardProgress{

@@ -29,6 +29,7 @@ import (
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // openAPIMountedOnly lists documented routes the router built by NewServer alone may not
@@ -410,12 +411,12 @@ var openAPISchemaTypes = map[string]reflect.Type{
 	"RollbackInfo":            reflect.TypeFor[projection.RollbackInfo](),
 	"Retirement":              reflect.TypeFor[projection.Retirement](),
 	"AssignmentsView":         reflect.TypeFor[projection.AssignmentsView](),
-	"HeartbeatRequest":        reflect.TypeFor[commands.HeartbeatRequest](),
-	"Capacity":                reflect.TypeFor[commands.Capacity](),
-	"RevokingReport":          reflect.TypeFor[commands.RevokingReport](),
-	"ShardProgress":           reflect.TypeFor[commands.ShardProgress](),
-	"HeartbeatResponse":       reflect.TypeFor[commands.HeartbeatResponse](),
-	"AssignmentResponse":      reflect.TypeFor[commands.AssignmentResponse](),
+	"HeartbeatRequest":        reflect.TypeFor[wire.HeartbeatRequest](),
+	"Capacity":                reflect.TypeFor[wire.Capacity](),
+	"RevokingReport":          reflect.TypeFor[wire.RevokingReport](),
+	"ShardProgress":           reflect.TypeFor[wire.ShardProgress](),
+	"HeartbeatResponse":       reflect.TypeFor[wire.HeartbeatResponse](),
+	"AssignmentResponse":      reflect.TypeFor[wire.HeartbeatAssignment](),
 	"StreamScaleResult":       reflect.TypeFor[commands.StreamScaleResult](),
 	"GrafanaOptionRow":        reflect.TypeFor[httpapi.GrafanaOptionRow](),
 	"GrafanaGroupRow":         reflect.TypeFor[httpapi.GrafanaGroupRow](),

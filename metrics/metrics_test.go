@@ -24,6 +24,7 @@ import (
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // fakeOffsets answers every shard with pending = index and lag = 10*index;
@@ -204,10 +205,10 @@ func TestMetricsAfterCreateAndHeartbeat(t *testing.T) {
 	f := mustFixture(t)
 	reg := f.metrics.Registry()
 	f.mustCreateGroup("orders", "oc", 4)
-	if code, status := f.heartbeat("orders", "oc", "A", 0); code != 200 || status != commands.StatusOK {
+	if code, status := f.heartbeat("orders", "oc", "A", 0); code != 200 || status != wire.StatusOK {
 		t.Fatalf("heartbeat: %d %s", code, status)
 	}
-	if code, status := f.heartbeat("orders", "oc", "ghost", 7); code != 200 || status == commands.StatusOK {
+	if code, status := f.heartbeat("orders", "oc", "ghost", 7); code != 200 || status == wire.StatusOK {
 		t.Fatalf("heartbeat of an unknown member at epoch 7: %d %s, want a non-OK protocol status", code, status)
 	}
 	f.metrics.Refresh(context.Background())
@@ -254,7 +255,7 @@ func TestMetricsAfterCreateAndHeartbeat(t *testing.T) {
 	mustValue(t, reg, "rsc_shard_pending_entries", shard(g, 3), 3)
 	// The unknown member's answer was counted under its protocol status.
 	total := 0.0
-	for _, s := range []string{commands.StatusUnknownMember, commands.StatusFenced, commands.StatusRetry} {
+	for _, s := range []string{wire.StatusUnknownMember, wire.StatusFenced, wire.StatusRetry} {
 		v, _ := value(t, reg, "rsc_heartbeats_total", map[string]string{"status": s})
 		total += v
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Leases and rebalance timeouts long enough that a slow convergence round on a
@@ -116,7 +117,7 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 			if err != nil {
 				return err
 			}
-			var resp commands.HeartbeatResponse
+			var resp wire.HeartbeatResponse
 			if _, err := post(ctx, realClient, srv.URL()+m.path(), body, &resp); err != nil {
 				return err
 			}
@@ -385,7 +386,7 @@ func steadyPass(ctx context.Context, client *http.Client, baseURL string, member
 	err := parallel(ctx, c, count, func(w, j int) error {
 		i := (start + j) % len(members)
 		m := members[i]
-		var resp commands.HeartbeatResponse
+		var resp wire.HeartbeatResponse
 		t := time.Now()
 		n, err := post(ctx, client, baseURL+m.path(), bodies[i], &resp)
 		lats[w] = append(lats[w], time.Since(t))
@@ -393,7 +394,7 @@ func steadyPass(ctx context.Context, client *http.Client, baseURL string, member
 			return err
 		}
 		respBytes.Add(int64(n))
-		if resp.Status != commands.StatusOK || resp.MemberEpoch != m.epoch || len(resp.Assignment.AssignedShards) != len(m.owned) || len(resp.Assignment.PendingShards) != 0 {
+		if resp.Status != wire.StatusOK || resp.MemberEpoch != m.epoch || len(resp.Assignment.AssignedShards) != len(m.owned) || len(resp.Assignment.PendingShards) != 0 {
 			unsteady.Add(1)
 		}
 		return nil
@@ -453,7 +454,7 @@ func newHTTPClient(conns int) *http.Client {
 var benchAuth = httpapi.AuthConfig{AuthenticateMemberAPI: true}
 
 // post sends one heartbeat and decodes the answer; it returns the body size.
-func post(ctx context.Context, client *http.Client, url string, body []byte, into *commands.HeartbeatResponse) (int, error) {
+func post(ctx context.Context, client *http.Client, url string, body []byte, into *wire.HeartbeatResponse) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -513,20 +514,20 @@ func bareHeartbeat(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var req commands.HeartbeatRequest
+	var req wire.HeartbeatRequest
 	if err := json.Unmarshal(data, &req); err != nil || req.MemberEpoch == nil || req.MetadataVersion == nil {
 		http.Error(w, "malformed heartbeat", http.StatusBadRequest)
 		return
 	}
-	assigned := make([]projection.ShardRef, 0, len(req.OwnedShards))
+	assigned := make([]wire.ShardRef, 0, len(req.OwnedShards))
 	for _, s := range req.OwnedShards {
-		assigned = append(assigned, projection.ShardRef{ShardIndex: s.ShardIndex})
+		assigned = append(assigned, wire.ShardRef{ShardIndex: s.ShardIndex})
 	}
-	resp := commands.HeartbeatResponse{
-		ResponseTo: req.RequestID, Status: commands.StatusOK, MemberID: r.PathValue("memberId"), MemberEpoch: *req.MemberEpoch,
+	resp := wire.HeartbeatResponse{
+		ResponseTo: req.RequestID, Status: wire.StatusOK, MemberID: r.PathValue("memberId"), MemberEpoch: *req.MemberEpoch,
 		HeartbeatIntervalMs: 3000, RebalanceTimeoutMs: benchRebalanceTimeout.Milliseconds(),
 		GroupEpoch: *req.MemberEpoch, AssignmentEpoch: *req.MemberEpoch, MetadataVersion: *req.MetadataVersion,
-		Assignment: commands.AssignmentResponse{AssignedShards: assigned, PendingShards: []projection.ShardRef{}, MetadataVersion: *req.MetadataVersion},
+		Assignment: wire.HeartbeatAssignment{AssignedShards: assigned, PendingShards: []wire.ShardRef{}, MetadataVersion: *req.MetadataVersion},
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)

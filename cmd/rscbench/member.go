@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
 // member is a Python-style member: it adopts the assigned set of every OK
@@ -35,15 +35,15 @@ var progressAt = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // request is the member's next heartbeat: what it owns, with consumption progress
 // for each owned shard as a consumer reports it.
-func (m *member) request(leave bool) *commands.HeartbeatRequest {
+func (m *member) request(leave bool) *wire.HeartbeatRequest {
 	m.sent++
-	pv, name, maxConc, avail := commands.ProtocolVersion, m.id, 4, 2
+	pv, name, maxConc, avail := wire.ProtocolVersion, m.id, 4, 2
 	epoch, mv := m.epoch, m.mv
-	req := &commands.HeartbeatRequest{
+	req := &wire.HeartbeatRequest{
 		ProtocolVersion: &pv, RequestID: fmt.Sprintf("%s-%d", m.id, m.sent), MemberID: m.id, MemberName: &name,
 		MemberEpoch: &epoch, MetadataVersion: &mv,
-		RuntimeConsumerCapacity: &commands.Capacity{RuntimeMaxConcurrency: &maxConc, AvailableConcurrency: &avail},
-		OwnedShards:             []commands.ShardID{}, RevokingShards: []commands.RevokingReport{}, ShardProgress: []commands.ShardProgress{},
+		RuntimeConsumerCapacity: &wire.Capacity{RuntimeMaxConcurrency: &maxConc, AvailableConcurrency: &avail},
+		OwnedShards:             []wire.ShardRef{}, RevokingShards: []wire.RevokingReport{}, ShardProgress: []wire.ShardProgress{},
 	}
 	if leave {
 		// A graceful leave: the member stopped reading everything before it said so.
@@ -53,9 +53,9 @@ func (m *member) request(leave bool) *commands.HeartbeatRequest {
 	for _, s := range m.owned {
 		id := "1735732800000-0"
 		at := progressAt
-		req.OwnedShards = append(req.OwnedShards, commands.ShardID{ShardIndex: s})
-		req.ShardProgress = append(req.ShardProgress, commands.ShardProgress{
-			Shard: commands.ShardID{ShardIndex: s}, StreamKey: routing.StreamKey(m.prefix, s),
+		req.OwnedShards = append(req.OwnedShards, wire.ShardRef{ShardIndex: s})
+		req.ShardProgress = append(req.ShardProgress, wire.ShardProgress{
+			Shard: wire.ShardRef{ShardIndex: s}, StreamKey: routing.StreamKey(m.prefix, s),
 			LastDeliveredID: &id, LastAckedID: &id, PendingCount: 0, UpdatedAt: &at,
 		})
 	}
@@ -63,7 +63,7 @@ func (m *member) request(leave bool) *commands.HeartbeatRequest {
 }
 
 // adopt applies an answer to the heartbeat req.
-func (m *member) adopt(req *commands.HeartbeatRequest, resp *commands.HeartbeatResponse) error {
+func (m *member) adopt(req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse) error {
 	assigned := make([]int, 0, len(resp.Assignment.AssignedShards))
 	for _, s := range resp.Assignment.AssignedShards {
 		assigned = append(assigned, s.ShardIndex)
@@ -76,13 +76,13 @@ func (m *member) adopt(req *commands.HeartbeatRequest, resp *commands.HeartbeatR
 	sort.Ints(reported)
 	m.steady = false
 	switch resp.Status {
-	case commands.StatusOK:
+	case wire.StatusOK:
 		m.steady = resp.MemberEpoch == *req.MemberEpoch && equalInts(reported, assigned) && len(resp.Assignment.PendingShards) == 0
 		m.epoch, m.mv, m.owned = resp.MemberEpoch, resp.MetadataVersion, assigned
-	case commands.StatusSyncMetadata, commands.StatusRevokePending:
+	case wire.StatusSyncMetadata, wire.StatusRevokePending:
 		m.epoch, m.mv = resp.MemberEpoch, resp.MetadataVersion
 		m.owned = intersectInts(m.owned, assigned)
-	case commands.StatusFenced, commands.StatusUnknownMember:
+	case wire.StatusFenced, wire.StatusUnknownMember:
 		m.epoch, m.mv, m.owned = 0, 0, nil
 		m.fenced++
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // virtualClock is the coordinator's clock in the rebalance benchmark: one round
@@ -155,7 +156,7 @@ func (sim *rebalanceSim) roundsUntilStable(ctx context.Context, members []*membe
 				return round, fmt.Errorf("heartbeat of %s: %w", m.id, err)
 			}
 			if leave {
-				if resp.Status != commands.StatusOK {
+				if resp.Status != wire.StatusOK {
 					return round, fmt.Errorf("leave of %s answered %s", m.id, resp.Status)
 				}
 				m.epoch, m.owned = -1, nil
