@@ -253,3 +253,17 @@ func (l *Log) BackfillIndex(ctx context.Context) (indexed, skipped int, err erro
 		pos = msgs[len(msgs)-1].ID
 	}
 }
+
+// IndexKeys lists every key of the history index (for tools that remove a
+// log with everything beside it).
+func (l *Log) IndexKeys(ctx context.Context) ([]string, error) {
+	names, err := l.indexNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{l.IndexKey()}
+	for _, name := range names {
+		keys = append(keys, l.historyKey(false, name), l.historyKey(true, name))
+	}
+	return keys, nil
+}

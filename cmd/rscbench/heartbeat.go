@@ -50,6 +50,7 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 		}
 	}()
 	rlog := redisstore.NewLog(rdb, logKey)
+	b.st.trackLog(rlog)
 	coord := commands.New(commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(),

@@ -31,6 +31,7 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 	b.st.track(key)
 	defer func() { _ = b.st.drop(context.WithoutCancel(ctx), key) }()
 	rlog := redisstore.NewLog(b.st.rdb, key)
+	b.st.trackLog(rlog)
 	clock := &virtualClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := commands.New(commands.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1, ShardCheckInterval: -1,

@@ -119,6 +119,7 @@ func (b *bench) logAppend(ctx context.Context, rep *Report) error {
 	casAppend := func(batch int) appendVariant {
 		return appendVariant{name: fmt.Sprintf("Log.Append batch=%d", batch), batch: batch, start: func(key string) func(context.Context, [][]byte) error {
 			l := redisstore.NewLog(rdb, key)
+			b.st.trackLog(l)
 			last := events.ZeroID
 			return func(ctx context.Context, data [][]byte) error {
 				ids, err := l.Append(ctx, last, data)
@@ -319,6 +320,7 @@ func (b *bench) logReplay(ctx context.Context, rep *Report, ml *events.MemLog) (
 		return nil, nil, err
 	}
 	rlog := redisstore.NewLog(rdb, key)
+	b.st.trackLog(rlog)
 	entries := ml.Entries()
 	n := len(entries)
 	b.logf("log: writing %s events to Redis", formatNumber(float64(n)))

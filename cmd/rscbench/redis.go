@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/redisstore"
 )
 
 // redisProcess is a throwaway redis-server on a free loopback port:
@@ -158,6 +160,7 @@ type store struct {
 	ns      string // key namespace, "rscbench:<run>"
 	prefix  string // stream-prefix namespace, "rscbench-<run>"
 	keys    []string
+	logs    []*redisstore.Log
 }
 
 func openStore(ctx context.Context, url string) (*store, error) {
@@ -208,6 +211,20 @@ func (s *store) key(name string) string {
 
 func (s *store) track(keys ...string) { s.keys = append(s.keys, keys...) }
 
+// trackLog remembers a log whose history index must go with it.
+func (s *store) trackLog(l *redisstore.Log) { s.logs = append(s.logs, l) }
+
+// indexKeys lists the history index keys of every tracked log.
+func (s *store) indexKeys(ctx context.Context) []string {
+	var out []string
+	for _, l := range s.logs {
+		if keys, err := l.IndexKeys(ctx); err == nil {
+			out = append(out, keys...)
+		}
+	}
+	return out
+}
+
 // drop removes keys now (UNLINK frees large streams in the background).
 func (s *store) drop(ctx context.Context, keys ...string) error {
 	for len(keys) > 0 {
@@ -226,7 +243,7 @@ func (s *store) close(ctx context.Context) error {
 	if s.rdb != nil {
 		if s.proc == nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			err = s.drop(cctx, s.keys...)
+			err = s.drop(cctx, append(s.keys, s.indexKeys(cctx)...)...)
 			cancel()
 		}
 		err = errors.Join(err, s.rdb.Close())

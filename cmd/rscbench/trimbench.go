@@ -31,6 +31,7 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 	}
 	key := b.st.key("events-trimmed")
 	tlog := redisstore.NewLog(rdb, key)
+	b.st.trackLog(tlog)
 	tsnaps := redisstore.NewSnapshotStore(rdb, key)
 	b.st.track(tlog.ArchiveKey(), tsnaps.Key(), tsnaps.IDsKey())
 	defer func() {
