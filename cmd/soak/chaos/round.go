@@ -113,6 +113,9 @@ type Round struct {
 	proc   *MemberProcess
 	procN  int
 	start  time.Time
+	// crashedBeforeKill counts crash-hook exits KillCoordinator found (and
+	// restarted) before its kill.
+	crashedBeforeKill int
 
 	shards    int // shard count after the last finished resharding
 	maxShards int // highest shard count ever (streams up to it must be retired)
@@ -319,6 +322,14 @@ func (r *Round) WaitStable(ctx context.Context) error {
 // KillCoordinator kills the coordinator with SIGKILL, keeps it down for a
 // random time within the options' bounds, and restarts it.
 func (r *Round) KillCoordinator(ctx context.Context, why string) error {
+	// A coordinator that exited by itself since the last look (its crash hook
+	// fired) is counted as that before anything is killed: the kill would
+	// hide the exit.
+	if restarted, err := r.watch(ctx); err != nil {
+		return err
+	} else if restarted {
+		r.crashedBeforeKill++
+	}
 	down := r.between(r.o.DowntimeMin, r.o.DowntimeMax)
 	r.o.Logf("kill -9 the coordinator %s; down for %s", why, down.Round(time.Millisecond))
 	r.o.Coordinator.Kill()
@@ -541,9 +552,10 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 				var err error
 				switch faults[0] {
 				case FaultCoordinatorKill:
+					crashed := r.crashedBeforeKill
 					err = r.KillCoordinator(ctx, fmt.Sprintf("during %s (%s)", desc, phase))
-					during++
-					r.Report.KillsDuringResharding++
+					during += 1 + r.crashedBeforeKill - crashed
+					r.Report.KillsDuringResharding += 1 + r.crashedBeforeKill - crashed
 				case FaultRedisRestart:
 					r.o.Logf("during %s (%s):", desc, phase)
 					err = r.RestartRedis(ctx)
