@@ -205,7 +205,20 @@ func (g *logGen) prune(k projection.GroupKey) {
 func (g *logGen) reassign(k projection.GroupKey) {
 	grp := g.group(k)
 	targets := commands.Assign(grp.Targets, grp.LiveMemberIDs(), grp.AssignableCount)
-	g.emit(k, commands.Actor, &events.AssignmentComputed{AssignmentEpoch: grp.GroupEpoch, Targets: targets})
+	// What the coordinator writes: only the members whose target changed.
+	ev := &events.AssignmentChanged{AssignmentEpoch: grp.GroupEpoch, Targets: events.Targets{}}
+	for id, t := range targets {
+		if prev, ok := grp.Targets[id]; !ok || fmt.Sprint(prev) != fmt.Sprint(t) {
+			ev.Targets[id] = t
+		}
+	}
+	for id := range grp.Targets {
+		if _, ok := targets[id]; !ok {
+			ev.Removed = append(ev.Removed, id)
+		}
+	}
+	sort.Strings(ev.Removed)
+	g.emit(k, commands.Actor, ev)
 }
 
 // converge plays heartbeat rounds until every live member holds its target, as
@@ -225,7 +238,8 @@ func (g *logGen) converge(k projection.GroupKey) {
 				}
 			}
 			assigned, _ := grp.Grantable(id)
-			if m.Epoch != grp.AssignmentEpoch || !projection.EqualSets(assigned, m.Granted) {
+			// The coordinator records a member's epoch only with a new grant.
+			if !projection.EqualSets(assigned, m.Granted) {
 				g.emit(k, id, &events.MemberSynced{MemberID: id, MemberEpoch: grp.AssignmentEpoch, Granted: assigned})
 			}
 		}
