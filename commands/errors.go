@@ -55,11 +55,11 @@ var (
 	ErrInvalid               = &Error{Kind: KindInvalid, Code: "INVALID_REQUEST", Message: "Invalid request"}
 	ErrGroupNotFound         = &Error{Kind: KindNotFound, Code: "GROUP_NOT_FOUND", Message: "Group not found"}
 	ErrStreamNotFound        = &Error{Kind: KindNotFound, Code: "STREAM_NOT_FOUND", Message: "Stream not found"}
-	ErrMigrationNotFound     = &Error{Kind: KindNotFound, Code: "MIGRATION_NOT_FOUND", Message: "Migration not found"}
+	ErrReshardingNotFound    = &Error{Kind: KindNotFound, Code: "MIGRATION_NOT_FOUND", Message: "Migration not found"}
 	ErrGroupExists           = &Error{Kind: KindConflict, Code: "GROUP_ALREADY_EXISTS", Message: "Group already exists"}
 	ErrPrefixExists          = &Error{Kind: KindConflict, Code: "STREAM_PREFIX_ALREADY_EXISTS", Message: "Stream prefix already exists"}
 	ErrGroupHasActiveMembers = &Error{Kind: KindConflict, Code: "GROUP_HAS_ACTIVE_MEMBERS", Message: "Group has active members and cannot be deleted without force"}
-	ErrActiveMigration       = &Error{Kind: KindConflict, Code: "ACTIVE_MIGRATION_EXISTS", Message: "Group already has an active migration"}
+	ErrActiveResharding      = &Error{Kind: KindConflict, Code: "ACTIVE_MIGRATION_EXISTS", Message: "Group already has an active migration"}
 	ErrMetadataSync          = &Error{Kind: KindConflict, Code: "METADATA_SYNC_IN_PROGRESS", Message: "Coordinator metadata sync is in progress for this group"}
 	ErrStateConflict         = &Error{Kind: KindConflict, Code: "STATE_VERSION_CONFLICT", Message: "Coordinator state changed concurrently; retry the request"}
 	ErrShardCountUnchanged   = &Error{Kind: KindNotAllowed, Code: "SHARD_COUNT_UNCHANGED", Message: "Target shard count equals the current shard count"}

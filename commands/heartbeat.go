@@ -256,8 +256,8 @@ func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatR
 // them after a rollback or a drain; retirement waits until nobody holds them).
 func shardSpan(g *projection.Group) int {
 	span := max(g.ShardCount, g.AssignableCount)
-	if n := len(g.Migrations); n > 0 && !g.Migrations[n-1].Retired {
-		_, hi := g.Migrations[n-1].RemovedRange()
+	if n := len(g.Reshardings); n > 0 && !g.Reshardings[n-1].Retired {
+		_, hi := g.Reshardings[n-1].RemovedRange()
 		span = max(span, hi)
 	}
 	return span

@@ -66,12 +66,12 @@ func (c *Coordinator) groupsNeedingTick() []projection.GroupKey {
 	var out []projection.GroupKey
 	for _, k := range c.state.GroupKeysLocked() {
 		g := c.state.GroupLocked(k)
-		need := g.ActiveMigration != "" || g.AssignmentEpoch != g.GroupEpoch
+		need := g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch
 		if r := c.rt.round(k); r.open && !now.Before(r.openedAt.Add(c.cfg.RebalanceTimeout)) {
 			need = true
 		}
-		if n := len(g.Migrations); n > 0 && g.Migrations[n-1].Terminal() && !g.Migrations[n-1].Retired {
-			lo, hi := g.Migrations[n-1].RemovedRange()
+		if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
+			lo, hi := g.Reshardings[n-1].RemovedRange()
 			need = need || hi > lo
 		}
 		for id, m := range g.Members {

@@ -109,8 +109,8 @@ func (r *reconciler) entriesForRollback(ctx context.Context, k projection.GroupK
 	if !ok || c.shards == nil {
 		return nil, nil
 	}
-	m := g.Migration(id)
-	if m == nil || m.To <= m.From || m.State == projection.Preparing || g.ActiveMigration != id {
+	m := g.Resharding(id)
+	if m == nil || m.To <= m.From || m.State == projection.Preparing || g.ActiveResharding != id {
 		return nil, nil
 	}
 	written, err := c.shards.EntriesAdded(ctx, k.StreamPrefix, newShards(m))
@@ -121,7 +121,7 @@ func (r *reconciler) entriesForRollback(ctx context.Context, k projection.GroupK
 	return written, nil
 }
 
-func newShards(m *projection.Migration) []int {
+func newShards(m *projection.Resharding) []int {
 	var out []int
 	for i := m.From; i < m.To; i++ {
 		out = append(out, i)
@@ -199,7 +199,7 @@ func (r *reconciler) decide(ctx context.Context, k projection.GroupKey, fn func(
 
 // resumePreparing provisions a PREPARING resharding's streams again and
 // activates it (a coordinator died, or Redis failed, between the two).
-func (r *reconciler) resumePreparing(ctx context.Context, k projection.GroupKey, m *projection.Migration) {
+func (r *reconciler) resumePreparing(ctx context.Context, k projection.GroupKey, m *projection.Resharding) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.provisionFor(rctx, k, m.To); err != nil {
@@ -231,11 +231,11 @@ func (r *reconciler) prove(ctx context.Context, k projection.GroupKey, shards []
 // records the deletion.
 func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 	c := r.c
-	n := len(g.Migrations)
+	n := len(g.Reshardings)
 	if n == 0 {
 		return
 	}
-	m := g.Migrations[n-1]
+	m := g.Reshardings[n-1]
 	if !m.Terminal() || m.Retired {
 		return
 	}

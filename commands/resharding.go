@@ -41,7 +41,7 @@ func (c *Coordinator) validateScale(in ScaleInput) error {
 // (producers switch at once; members converge through heartbeats) and answer
 // with the resharding. A provisioning failure leaves it PREPARING; repeating
 // the request, or the reconciler's next pass, resumes it.
-func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.MigrationView, error) {
+func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
 	v, err := c.admin(ctx, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (any, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
@@ -68,24 +68,24 @@ func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.
 		return c.submit(ctx, meta, func(t *tx) (any, error) {
 			t.activate(k, id)
 			g := t.group(k)
-			if g == nil || g.Migration(id) == nil {
-				return nil, ErrMigrationNotFound
+			if g == nil || g.Resharding(id) == nil {
+				return nil, ErrReshardingNotFound
 			}
-			return projection.ViewMigration(g, g.Migration(id)), nil
+			return projection.ViewResharding(g, g.Resharding(id)), nil
 		})
 	})
 	if err != nil {
-		return projection.MigrationView{}, err
+		return projection.ReshardingView{}, err
 	}
-	return v.(projection.MigrationView), nil
+	return v.(projection.ReshardingView), nil
 }
 
 // StreamScaleResult is the answer to a stream-level scale.
 type StreamScaleResult struct {
-	StreamPrefix           string                     `json:"streamPrefix"`
-	TargetShardCount       int                        `json:"targetShardCount"`
-	AffectedConsumerGroups []string                   `json:"affectedConsumerGroups"`
-	Migrations             []projection.MigrationView `json:"migrations"`
+	StreamPrefix           string                      `json:"streamPrefix"`
+	TargetShardCount       int                         `json:"targetShardCount"`
+	AffectedConsumerGroups []string                    `json:"affectedConsumerGroups"`
+	Migrations             []projection.ReshardingView `json:"migrations"`
 }
 
 // ScaleStream scales every group of a prefix to the same count, all or none:
@@ -126,7 +126,7 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 			if unchanged == len(groups) {
 				return nil, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
 			}
-			p := plan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Migrations: []projection.MigrationView{}}, prepped: map[projection.GroupKey]string{}}
+			p := plan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Migrations: []projection.ReshardingView{}}, prepped: map[projection.GroupKey]string{}}
 			for _, g := range groups {
 				p.res.AffectedConsumerGroups = append(p.res.AffectedConsumerGroups, g.Key.ConsumerGroup)
 				p.order = append(p.order, g.Key)
@@ -150,11 +150,11 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 		}
 		return c.submit(ctx, meta, func(t *tx) (any, error) {
 			res := p.res
-			res.Migrations = []projection.MigrationView{}
+			res.Migrations = []projection.ReshardingView{}
 			for _, gk := range p.order {
 				id, ok := p.prepped[gk]
 				if !ok {
-					res.Migrations = append(res.Migrations, projection.MigrationView{
+					res.Migrations = append(res.Migrations, projection.ReshardingView{
 						ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
 						CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
 						Drain: []projection.ShardDrainRow{}, RemovedShards: []projection.ShardRef{},
@@ -165,10 +165,10 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 				}
 				t.activate(gk, id)
 				g := t.group(gk)
-				if g == nil || g.Migration(id) == nil {
-					return nil, ErrMigrationNotFound
+				if g == nil || g.Resharding(id) == nil {
+					return nil, ErrReshardingNotFound
 				}
-				res.Migrations = append(res.Migrations, projection.ViewMigration(g, g.Migration(id)))
+				res.Migrations = append(res.Migrations, projection.ViewResharding(g, g.Resharding(id)))
 			}
 			return res, nil
 		})
@@ -190,9 +190,9 @@ func (t *tx) checkScalable(k projection.GroupKey, target int, streamLevel bool) 
 			return nil // resumed by scaleGroup
 		}
 		if streamLevel {
-			return withMsg(ErrActiveMigration, "Consumer group %s already has an active resharding (%s, %s)", k.ConsumerGroup, m.ReshardingID, m.State)
+			return withMsg(ErrActiveResharding, "Consumer group %s already has an active resharding (%s, %s)", k.ConsumerGroup, m.ReshardingID, m.State)
 		}
-		return withMsg(ErrActiveMigration, "Group already has an active migration: %s (%d -> %d, %s)", m.ReshardingID, m.From, m.To, m.State)
+		return withMsg(ErrActiveResharding, "Group already has an active migration: %s (%d -> %d, %s)", m.ReshardingID, m.From, m.To, m.State)
 	}
 	if g.ShardCount == target {
 		return withMsg(ErrShardCountUnchanged, "group already has %d shards; a resharding must change the shard count", target)
@@ -219,7 +219,7 @@ func (t *tx) activate(k projection.GroupKey, id string) {
 	if g == nil {
 		return
 	}
-	m := g.Migration(id)
+	m := g.Resharding(id)
 	if m == nil || m.State != projection.Preparing {
 		return
 	}
@@ -242,7 +242,7 @@ type RollbackInput struct {
 // Rollback reverses a resharding while metadata alone can reverse it. For a
 // scale-out past PREPARING, the entries added to its new shards are read from
 // Redis first and handed to the decision.
-func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.MigrationView, error) {
+func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
 	v, err := c.admin(ctx, meta, k, "resharding.rollback", in.RequestedBy, func(meta events.Meta) (any, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
@@ -263,9 +263,9 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 		})
 	})
 	if err != nil {
-		return projection.MigrationView{}, err
+		return projection.ReshardingView{}, err
 	}
-	return v.(projection.MigrationView), nil
+	return v.(projection.ReshardingView), nil
 }
 
 // rollback decides a rollback with the entries written to the new shards
@@ -280,17 +280,17 @@ func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, writte
 	if c.CorrectionOpen(k) {
 		return nil, ErrMetadataSync
 	}
-	m := g.Migration(id)
+	m := g.Resharding(id)
 	if m == nil {
-		return nil, ErrMigrationNotFound
+		return nil, ErrReshardingNotFound
 	}
 	if m.State == projection.RolledBack || m.State == projection.RollingBack {
-		return projection.ViewMigration(g, m), nil
+		return projection.ViewResharding(g, m), nil
 	}
 	if m.State == projection.Deprecated {
 		return nil, withMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
 	}
-	if g.ActiveMigration != id {
+	if g.ActiveResharding != id {
 		return nil, withMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
 	}
 	policy, state := "metadata", projection.RolledBack
@@ -317,12 +317,12 @@ func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, writte
 	}
 	g = t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
 	g = t.reconcile(k)
-	return projection.ViewMigration(g, g.Migration(id)), nil
+	return projection.ViewResharding(g, g.Resharding(id)), nil
 }
 
 // RollbackEligibility refines the log's answer for a scale-out with what the
 // reconciler last read of its new shards (it never waits for Redis).
-func (c *Coordinator) RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Migration) projection.RollbackInfo {
+func (c *Coordinator) RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo {
 	info := projection.StaticRollbackInfo(g, m)
 	if !info.Eligible || m.To <= m.From || m.State == projection.Preparing || c.shards == nil {
 		return info
@@ -388,7 +388,7 @@ func (t *tx) advance(k projection.GroupKey) {
 	t.reconcile(k)
 }
 
-func removedShards(m *projection.Migration) []int {
+func removedShards(m *projection.Resharding) []int {
 	lo, hi := m.RemovedRange()
 	var out []int
 	for i := lo; i < hi; i++ {
@@ -431,8 +431,8 @@ func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 	if g == nil {
 		return
 	}
-	m := g.Migration(id)
-	if m == nil || g.ActiveMigration != id || (m.State != projection.Draining && m.State != projection.RollingBack) {
+	m := g.Resharding(id)
+	if m == nil || g.ActiveResharding != id || (m.State != projection.Draining && m.State != projection.RollingBack) {
 		return
 	}
 	removed := removedShards(m)
@@ -486,10 +486,10 @@ func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 // drained they are revoked (resharding.drained) and retired as usual.
 func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string {
 	g := t.group(k)
-	if g == nil || len(g.Migrations) == 0 {
+	if g == nil || len(g.Reshardings) == 0 {
 		return nil
 	}
-	m := g.Migrations[len(g.Migrations)-1]
+	m := g.Reshardings[len(g.Reshardings)-1]
 	if m.ReshardingID != id || !m.Terminal() || m.Retired {
 		return nil
 	}
@@ -543,10 +543,10 @@ func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string
 // streams (nothing when somebody recorded it already).
 func (t *tx) retired(k projection.GroupKey, id string, keys []string) {
 	g := t.group(k)
-	if g == nil || len(g.Migrations) == 0 {
+	if g == nil || len(g.Reshardings) == 0 {
 		return
 	}
-	m := g.Migrations[len(g.Migrations)-1]
+	m := g.Reshardings[len(g.Reshardings)-1]
 	if m.ReshardingID != id || !m.Terminal() || m.Retired {
 		return
 	}

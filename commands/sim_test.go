@@ -499,8 +499,8 @@ func (s *sim) describe() string {
 	g, ok := s.c.State().Group(simKey)
 	if ok {
 		fmt.Fprintf(&b, "--- coordinator ---\nshardCount=%d assignable=%d G=%d AE=%d MV=%d state=%s active=%q correction=%v\n",
-			g.ShardCount, g.AssignableCount, g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion, g.State(), s.hook.alias(g.ActiveMigration), s.c.CorrectionOpen(simKey))
-		for _, m := range g.Migrations {
+			g.ShardCount, g.AssignableCount, g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion, g.State(), s.hook.alias(g.ActiveResharding), s.c.CorrectionOpen(simKey))
+		for _, m := range g.Reshardings {
 			fmt.Fprintf(&b, "  %s %d->%d %s drained=%v retired=%v policy=%s\n", s.hook.alias(m.ReshardingID), m.From, m.To, m.State, m.Drained, m.Retired, m.RollbackPolicy)
 		}
 		rt := s.c.MemberRuntimes(simKey)
@@ -1159,12 +1159,12 @@ func (s *sim) scale() {
 
 func (s *sim) rollback() {
 	g, ok := s.c.State().Group(simKey)
-	if !ok || len(g.Migrations) == 0 {
+	if !ok || len(g.Reshardings) == 0 {
 		return
 	}
-	id := g.ActiveMigration
+	id := g.ActiveResharding
 	if id == "" || s.rng.IntN(5) == 0 {
-		id = g.Migrations[s.rng.IntN(len(g.Migrations))].ReshardingID
+		id = g.Reshardings[s.rng.IntN(len(g.Reshardings))].ReshardingID
 	}
 	policy := []string{"", "metadata", "drain"}[s.rng.IntN(3)]
 	s.stats["rollback"]++
@@ -1260,16 +1260,16 @@ func (s *sim) checkInvariants() {
 	// rollback by metadata alone revokes them the ordinary way, after the fact,
 	// and so does a resharding whose removed shards were reopened for entries
 	// a stale producer wrote after it finished).
-	if n := len(g.Migrations); n > 0 && g.Migrations[n-1].Terminal() && g.Migrations[n-1].RollbackPolicy != "metadata" && !reopenedAfter(g.Migrations[n-1]) {
-		lo, hi := g.Migrations[n-1].RemovedRange()
+	if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && g.Reshardings[n-1].RollbackPolicy != "metadata" && !reopenedAfter(g.Reshardings[n-1]) {
+		lo, hi := g.Reshardings[n-1].RemovedRange()
 		for sh := max(lo, g.AssignableCount); sh < hi; sh++ {
 			for _, id := range g.MemberIDs() {
 				if g.Members[id].Holds(sh) {
-					s.fail("invariant 5: %s finished (%s) but %s still holds removed shard %d", s.hook.alias(g.Migrations[n-1].ReshardingID), g.Migrations[n-1].State, id, sh)
+					s.fail("invariant 5: %s finished (%s) but %s still holds removed shard %d", s.hook.alias(g.Reshardings[n-1].ReshardingID), g.Reshardings[n-1].State, id, sh)
 				}
 			}
 			if len(readers[sh]) > 0 {
-				s.fail("invariant 5: %s finished but %v still reads removed shard %d", s.hook.alias(g.Migrations[n-1].ReshardingID), readers[sh], sh)
+				s.fail("invariant 5: %s finished but %v still reads removed shard %d", s.hook.alias(g.Reshardings[n-1].ReshardingID), readers[sh], sh)
 			}
 		}
 	}
@@ -1546,7 +1546,7 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 
 // reopenedAfter reports whether a finished resharding's removed shards were
 // reopened (resharding.reopened after its terminal state).
-func reopenedAfter(m *projection.Migration) bool {
+func reopenedAfter(m *projection.Resharding) bool {
 	terminal := false
 	for _, h := range m.History {
 		if h.State == projection.Deprecated || h.State == projection.RolledBack {

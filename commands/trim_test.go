@@ -235,8 +235,8 @@ func TestIntegrationTrimLogKeepsHistoryAndReplays(t *testing.T) {
 		t.Fatalf("history = %d entries, %v; want %d archived + %d in the log", len(hist), err, len(arch), len(logNow))
 	}
 	g, _ := c.State().Group(orders)
-	if len(g.Migrations) != 2 || len(g.Migrations[0].History) != 3 {
-		t.Fatalf("migrations after a trimmed start-up: %+v", g.Migrations)
+	if len(g.Reshardings) != 2 || len(g.Reshardings[0].History) != 3 {
+		t.Fatalf("reshardings after a trimmed start-up: %+v", g.Reshardings)
 	}
 
 	// Replay at or after the oldest kept snapshot works; before it, it is refused.

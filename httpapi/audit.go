@@ -129,10 +129,10 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 // GroupReplay is a group as the coordinator believed it after an event.
 type GroupReplay struct {
 	projection.GroupView
-	AsOf        string                     `json:"asOf"`
-	Members     []MemberMetadata           `json:"members"`
-	Assignments projection.AssignmentsView `json:"assignments"`
-	Migrations  []projection.MigrationView `json:"migrations"`
+	AsOf        string                      `json:"asOf"`
+	Members     []MemberMetadata            `json:"members"`
+	Assignments projection.AssignmentsView  `json:"assignments"`
+	Migrations  []projection.ReshardingView `json:"migrations"`
 }
 
 // handleReplay serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/replay?until=<id>:
@@ -177,9 +177,9 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, withMessage(commands.ErrGroupNotFound, "group did not exist at "+until))
 		return
 	}
-	resp := GroupReplay{GroupView: projection.ViewGroup(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout), Assignments: projection.ViewAssignments(g), Migrations: []projection.MigrationView{}}
-	for _, m := range g.Migrations {
-		resp.Migrations = append(resp.Migrations, projection.ViewMigration(g, m))
+	resp := GroupReplay{GroupView: projection.ViewGroup(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout), Assignments: projection.ViewAssignments(g), Migrations: []projection.ReshardingView{}}
+	for _, m := range g.Reshardings {
+		resp.Migrations = append(resp.Migrations, projection.ViewResharding(g, m))
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

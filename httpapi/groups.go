@@ -220,8 +220,8 @@ func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 
 // MigrationsResponse lists a group's reshardings.
 type MigrationsResponse struct {
-	Migrations         []projection.MigrationView `json:"migrations"`
-	ActiveReshardingID *string                    `json:"activeReshardingId"`
+	Migrations         []projection.ReshardingView `json:"migrations"`
+	ActiveReshardingID *string                     `json:"activeReshardingId"`
 }
 
 // handleListMigrations serves GET .../groups/{consumerGroup}/migrations (and the
@@ -231,12 +231,12 @@ func (s *Server) handleListMigrations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp := MigrationsResponse{Migrations: []projection.MigrationView{}}
-	for _, m := range g.Migrations {
+	resp := MigrationsResponse{Migrations: []projection.ReshardingView{}}
+	for _, m := range g.Reshardings {
 		resp.Migrations = append(resp.Migrations, s.migrationView(r, g, m))
 	}
-	if g.ActiveMigration != "" {
-		id := g.ActiveMigration
+	if g.ActiveResharding != "" {
+		id := g.ActiveResharding
 		resp.ActiveReshardingID = &id
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -258,9 +258,9 @@ func (s *Server) handleGetMigration(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, commands.ErrGroupNotFound)
 		return
 	}
-	m := g.Migration(id)
+	m := g.Resharding(id)
 	if m == nil {
-		s.writeError(w, r, commands.ErrMigrationNotFound)
+		s.writeError(w, r, commands.ErrReshardingNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.migrationView(r, g, m))
@@ -268,9 +268,9 @@ func (s *Server) handleGetMigration(w http.ResponseWriter, r *http.Request) {
 
 // migrationView adds what only memory and Redis know: live drain evidence,
 // member-reported progress on removed shards and rollback eligibility.
-func (s *Server) migrationView(r *http.Request, g *projection.Group, m *projection.Migration) projection.MigrationView {
-	v := projection.ViewMigration(g, m)
-	if g.ActiveMigration == m.ReshardingID {
+func (s *Server) migrationView(r *http.Request, g *projection.Group, m *projection.Resharding) projection.ReshardingView {
+	v := projection.ViewResharding(g, m)
+	if g.ActiveResharding == m.ReshardingID {
 		ev, at := s.c.DrainEvidence(g.Key)
 		byShard := map[int]int{}
 		for i, row := range v.Drain {

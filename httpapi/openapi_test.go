@@ -402,7 +402,7 @@ var openAPISchemaTypes = map[string]reflect.Type{
 	"GroupReplay":             reflect.TypeFor[httpapi.GroupReplay](),
 	"ShardRef":                reflect.TypeFor[projection.ShardRef](),
 	"GroupView":               reflect.TypeFor[projection.GroupView](),
-	"MigrationView":           reflect.TypeFor[projection.MigrationView](),
+	"MigrationView":           reflect.TypeFor[projection.ReshardingView](),
 	"StateChange":             reflect.TypeFor[projection.StateChange](),
 	"Provisioning":            reflect.TypeFor[projection.Provisioning](),
 	"ShardDrainRow":           reflect.TypeFor[projection.ShardDrainRow](),

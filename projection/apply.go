@@ -133,16 +133,16 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		g.MetadataVersion = ev.MetadataVersion
 
 	case *events.ReshardingPreparing:
-		g.Migrations = append(g.Migrations, &Migration{
+		g.Reshardings = append(g.Reshardings, &Resharding{
 			ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
 			State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
 			RequestedBy: ev.RequestedBy, Reason: ev.Reason,
 			StartEpochs: events.Epochs{GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion},
 		})
-		g.ActiveMigration = ev.ReshardingID
+		g.ActiveResharding = ev.ReshardingID
 		stateChange(g, ev.ReshardingID, Preparing, "requested", rec)
 	case *events.ReshardingProvisioned:
-		if m := g.Migration(ev.ReshardingID); m != nil {
+		if m := g.Resharding(ev.ReshardingID); m != nil {
 			m.ProvisionedShards = ev.Shards
 			stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
 		}
@@ -157,7 +157,7 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	case *events.ReshardingDrained:
 		g.AssignableCount = ev.AssignableCount
 		setEpochs(ev.Epochs)
-		if m := g.Migration(ev.ReshardingID); m != nil {
+		if m := g.Resharding(ev.ReshardingID); m != nil {
 			m.Drained = true
 			m.Evidence = ev.Evidence
 			stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
@@ -165,38 +165,38 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	case *events.ReshardingReopened:
 		g.AssignableCount = ev.AssignableCount
 		setEpochs(ev.Epochs)
-		if m := g.Migration(ev.ReshardingID); m != nil {
+		if m := g.Resharding(ev.ReshardingID); m != nil {
 			m.Drained = false
 			m.Evidence = ev.Evidence
 			stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
 		}
 	case *events.ReshardingCompleted:
 		g.MetadataVersion = ev.MetadataVersion
-		if m := g.Migration(ev.ReshardingID); m != nil {
+		if m := g.Resharding(ev.ReshardingID); m != nil {
 			if len(ev.Evidence) > 0 {
 				m.Evidence = ev.Evidence
 			}
 			stateChange(g, ev.ReshardingID, ev.State, "completed", rec)
 		}
-		if g.ActiveMigration == ev.ReshardingID {
-			g.ActiveMigration = ""
+		if g.ActiveResharding == ev.ReshardingID {
+			g.ActiveResharding = ""
 		}
 	case *events.ReshardingRolledBack:
 		g.ShardCount = ev.ShardCount
 		g.AssignableCount = ev.AssignableCount
 		setEpochs(ev.Epochs)
-		if m := g.Migration(ev.ReshardingID); m != nil {
+		if m := g.Resharding(ev.ReshardingID); m != nil {
 			m.RollbackPolicy = ev.Policy
 			m.RollbackRequestedBy = ev.RequestedBy
 			m.RollbackReason = ev.Reason
 			m.Drained = false
 			stateChange(g, ev.ReshardingID, ev.State, "rollback requested ("+ev.Policy+")", rec)
 		}
-		if ev.State == RolledBack && g.ActiveMigration == ev.ReshardingID {
-			g.ActiveMigration = ""
+		if ev.State == RolledBack && g.ActiveResharding == ev.ReshardingID {
+			g.ActiveResharding = ""
 		}
 	case *events.ShardsRetired:
-		if m := g.Migration(ev.ReshardingID); m != nil {
+		if m := g.Resharding(ev.ReshardingID); m != nil {
 			m.Retired = true
 			m.RetiredKeys = append([]string(nil), ev.StreamKeys...)
 			m.RetiredKept = ev.Kept
@@ -211,7 +211,7 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 }
 
 func stateChange(g *Group, id, state, phase string, rec events.Record) {
-	m := g.Migration(id)
+	m := g.Resharding(id)
 	if m == nil {
 		return
 	}

@@ -79,7 +79,7 @@ func TestFoldMemberEvents(t *testing.T) {
 					t.Errorf("shardCount/assignableCount = %d/%d, want 4/4", g.ShardCount, g.AssignableCount)
 				}
 				assertEpochs(t, g, 1, 1, 1)
-				if len(g.Members) != 0 || len(g.Targets) != 0 || len(g.Migrations) != 0 || g.Active() != nil {
+				if len(g.Members) != 0 || len(g.Targets) != 0 || len(g.Reshardings) != 0 || g.Active() != nil {
 					t.Errorf("new group is not empty: %+v", g)
 				}
 				if g.Key != orders || g.CreatedBy != "alice" || !g.CreatedAt.Equal(at(1)) || !g.UpdatedAt.Equal(at(1)) {
@@ -345,14 +345,14 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 	steps := []struct {
 		name  string
 		ev    events.Event
-		check func(t *testing.T, g *projection.Group, m *projection.Migration)
+		check func(t *testing.T, g *projection.Group, m *projection.Resharding)
 	}{
 		{
 			"preparing",
 			&events.ReshardingPreparing{ReshardingID: "rsh-1", FromShardCount: 4, ToShardCount: 2, RequestedBy: "alice", Reason: "quiet"},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if g.Active() != m || m.State != projection.Preparing || m.From != 4 || m.To != 2 || m.RequestedBy != "alice" || m.Reason != "quiet" {
-					t.Errorf("migration = %+v, active %q", m, g.ActiveMigration)
+					t.Errorf("resharding = %+v, active %q", m, g.ActiveResharding)
 				}
 				if m.StartEpochs != ep(2, 2) {
 					t.Errorf("start epochs = %+v, want the group's epochs at the request (2, 2)", m.StartEpochs)
@@ -368,7 +368,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"provisioned",
 			&events.ReshardingProvisioned{ReshardingID: "rsh-1", Shards: 2},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if m.ProvisionedShards != 2 || m.State != projection.Preparing {
 					t.Errorf("provisioned/state = %d/%s", m.ProvisionedShards, m.State)
 				}
@@ -377,7 +377,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"activated routes 2 shards but keeps 4 assignable",
 			&events.ReshardingActivated{ReshardingID: "rsh-1", ShardCount: 2, AssignableCount: 4, Epochs: ep(3, 3)},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if m.State != projection.Active || g.ShardCount != 2 || g.AssignableCount != 4 {
 					t.Errorf("state/shardCount/assignable = %s/%d/%d, want ACTIVE/2/4", m.State, g.ShardCount, g.AssignableCount)
 				}
@@ -390,9 +390,9 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"draining",
 			&events.ReshardingDraining{ReshardingID: "rsh-1", Epochs: ep(3, 4)},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if m.State != projection.Draining || m.Drained || g.Active() != m {
-					t.Errorf("state/drained/active = %s/%v/%q", m.State, m.Drained, g.ActiveMigration)
+					t.Errorf("state/drained/active = %s/%v/%q", m.State, m.Drained, g.ActiveResharding)
 				}
 				assertEpochs(t, g, 3, 1, 4)
 				if projection.Phase(g, m) != "draining" {
@@ -403,7 +403,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"drained shrinks the assignable set",
 			&events.ReshardingDrained{ReshardingID: "rsh-1", AssignableCount: 2, Evidence: evidence, Epochs: ep(4, 5)},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if !m.Drained || g.AssignableCount != 2 || g.ShardCount != 2 || m.State != projection.Draining {
 					t.Errorf("drained/assignable/shardCount/state = %v/%d/%d/%s", m.Drained, g.AssignableCount, g.ShardCount, m.State)
 				}
@@ -419,7 +419,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"reopened makes the removed shards assignable again",
 			&events.ReshardingReopened{ReshardingID: "rsh-1", AssignableCount: 4, Evidence: evidence[:1], Epochs: ep(5, 6)},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if m.Drained || g.AssignableCount != 4 || len(m.Evidence) != 1 {
 					t.Errorf("drained/assignable/evidence = %v/%d/%v", m.Drained, g.AssignableCount, m.Evidence)
 				}
@@ -429,7 +429,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"drained again",
 			&events.ReshardingDrained{ReshardingID: "rsh-1", AssignableCount: 2, Evidence: evidence, Epochs: ep(6, 7)},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if !m.Drained || g.AssignableCount != 2 {
 					t.Errorf("drained/assignable = %v/%d", m.Drained, g.AssignableCount)
 				}
@@ -438,9 +438,9 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"completed clears the active resharding",
 			&events.ReshardingCompleted{ReshardingID: "rsh-1", State: projection.Deprecated, MetadataVersion: 8},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
-				if g.ActiveMigration != "" || g.Active() != nil {
-					t.Errorf("active = %q after completion", g.ActiveMigration)
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
+				if g.ActiveResharding != "" || g.Active() != nil {
+					t.Errorf("active = %q after completion", g.ActiveResharding)
 				}
 				if m.State != projection.Deprecated || !m.Terminal() {
 					t.Errorf("state = %s, want DEPRECATED", m.State)
@@ -457,7 +457,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 		{
 			"retired",
 			&events.ShardsRetired{ReshardingID: "rsh-1", StreamKeys: []string{"orders:2", "orders:3"}, Kept: true},
-			func(t *testing.T, g *projection.Group, m *projection.Migration) {
+			func(t *testing.T, g *projection.Group, m *projection.Resharding) {
 				if !m.Retired || !m.RetiredKept || !reflect.DeepEqual(m.RetiredKeys, []string{"orders:2", "orders:3"}) {
 					t.Errorf("retired/kept/keys = %v/%v/%v", m.Retired, m.RetiredKept, m.RetiredKeys)
 				}
@@ -483,9 +483,9 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 			rec := r.rec(orders, step.ev)
 			MustApply(t, s, rec)
 			g := MustGroup(t, s, orders)
-			m := g.Migration("rsh-1")
+			m := g.Resharding("rsh-1")
 			if m == nil {
-				t.Fatal("migration rsh-1 missing")
+				t.Fatal("resharding rsh-1 missing")
 			}
 			if len(m.History) != i+1 {
 				t.Fatalf("history has %d changes, want %d", len(m.History), i+1)
@@ -496,7 +496,7 @@ func TestFoldReshardingLifecycle(t *testing.T) {
 				t.Errorf("history entry = %+v for record %s", h, rec.ID)
 			}
 			if !m.UpdatedAt.Equal(rec.Time) {
-				t.Errorf("migration updatedAt = %v, want %v", m.UpdatedAt, rec.Time)
+				t.Errorf("resharding updatedAt = %v, want %v", m.UpdatedAt, rec.Time)
 			}
 			step.check(t, g, m)
 		})
@@ -531,15 +531,15 @@ func TestFoldRollback(t *testing.T) {
 				&events.ReshardingActivated{ReshardingID: "rsh-1", ShardCount: 6, AssignableCount: 6, Epochs: ep(2, 3)},
 				tc.rollback,
 			)
-			m := g.Migration("rsh-1")
+			m := g.Resharding("rsh-1")
 			if m.State != tc.rollback.State || m.RollbackPolicy != tc.rollback.Policy || m.RollbackRequestedBy != "bob" || m.RollbackReason != "too hot" || m.Drained {
-				t.Errorf("migration = %+v", m)
+				t.Errorf("resharding = %+v", m)
 			}
 			if g.ShardCount != 4 || g.AssignableCount != tc.rollback.AssignableCount {
 				t.Errorf("shardCount/assignable = %d/%d, want 4/%d", g.ShardCount, g.AssignableCount, tc.rollback.AssignableCount)
 			}
 			if got := g.Active() != nil; got != tc.wantActive {
-				t.Errorf("active = %v (%q), want %v", got, g.ActiveMigration, tc.wantActive)
+				t.Errorf("active = %v (%q), want %v", got, g.ActiveResharding, tc.wantActive)
 			}
 			assertEpochs(t, g, 4, 1, 5)
 			if lo, hi := m.RemovedRange(); lo != 4 || hi != 6 {
@@ -816,16 +816,16 @@ func TestOldLogFolds(t *testing.T) {
 		t.Errorf("m-2 = %+v", m)
 	}
 	assertInts(t, "target m-1", g.Target("m-1"), ints(0, 1, 2, 3))
-	if g.Active() != nil || len(g.Migrations) != 3 {
-		t.Fatalf("active %q, %d migrations; want none active and 3", g.ActiveMigration, len(g.Migrations))
+	if g.Active() != nil || len(g.Reshardings) != 3 {
+		t.Fatalf("active %q, %d reshardings; want none active and 3", g.ActiveResharding, len(g.Reshardings))
 	}
 	wantStates := []string{projection.Deprecated, projection.Deprecated, projection.RolledBack}
-	for i, m := range g.Migrations {
+	for i, m := range g.Reshardings {
 		if m.State != wantStates[i] {
-			t.Errorf("migration %s state = %s, want %s", m.ReshardingID, m.State, wantStates[i])
+			t.Errorf("resharding %s state = %s, want %s", m.ReshardingID, m.State, wantStates[i])
 		}
 	}
-	if m := g.Migration("rsh-2"); !m.Retired || len(m.RetiredKeys) != 2 || !m.Drained {
+	if m := g.Resharding("rsh-2"); !m.Retired || len(m.RetiredKeys) != 2 || !m.Drained {
 		t.Errorf("rsh-2 = %+v, want drained and retired", m)
 	}
 	if v := projection.ViewAssignments(g); len(v.InvariantViolations) != 0 {

@@ -25,7 +25,7 @@ const (
 	MemberFenced   = "FENCED"
 )
 
-// Resharding (migration) states, as on the wire.
+// Resharding states, as on the wire (where a resharding is a "migration").
 const (
 	Preparing   = "PREPARING"
 	Active      = "ACTIVE"
@@ -77,8 +77,9 @@ type StateChange struct {
 	MetadataVersion int64 `msgpack:"metadataVersion" json:"metadataVersion"`
 }
 
-// Migration is one resharding.
-type Migration struct {
+// Resharding is one change of a group's shard count, from the request to the
+// retirement of removed shard streams (or its rollback).
+type Resharding struct {
 	ReshardingID        string              `msgpack:"id"`
 	From                int                 `msgpack:"from"`
 	To                  int                 `msgpack:"to"`
@@ -101,11 +102,11 @@ type Migration struct {
 }
 
 // Terminal reports whether the resharding is finished.
-func (m *Migration) Terminal() bool { return m.State == Deprecated || m.State == RolledBack }
+func (m *Resharding) Terminal() bool { return m.State == Deprecated || m.State == RolledBack }
 
 // RemovedRange is the shard range a finished (or finishing) resharding takes out
 // of use: [lo, hi). Empty when nothing is removed.
-func (m *Migration) RemovedRange() (lo, hi int) {
+func (m *Resharding) RemovedRange() (lo, hi int) {
 	switch m.State {
 	case Deprecated, Draining, Active, Preparing:
 		if m.To < m.From {
@@ -129,13 +130,16 @@ type Group struct {
 	AssignmentEpoch int64    `msgpack:"assignmentEpoch"`
 	MetadataVersion int64    `msgpack:"metadataVersion"`
 	// Members by id, and the target assignment (member id to shards).
-	Members         MemberMap      `msgpack:"members"`
-	Targets         events.Targets `msgpack:"targets"`
-	Migrations      []*Migration   `msgpack:"migrations"`
-	ActiveMigration string         `msgpack:"active"`
-	CreatedAt       time.Time      `msgpack:"createdAt"`
-	UpdatedAt       time.Time      `msgpack:"updatedAt"`
-	CreatedBy       string         `msgpack:"createdBy"`
+	Members MemberMap      `msgpack:"members"`
+	Targets events.Targets `msgpack:"targets"`
+	// Reshardings in the order they were requested, and the id of the active
+	// one ("" when none). The msgpack names predate the rename from
+	// "migration" and stay: snapshots written with them keep restoring.
+	Reshardings      []*Resharding `msgpack:"migrations"`
+	ActiveResharding string        `msgpack:"active"`
+	CreatedAt        time.Time     `msgpack:"createdAt"`
+	UpdatedAt        time.Time     `msgpack:"updatedAt"`
+	CreatedBy        string        `msgpack:"createdBy"`
 }
 
 // MemberIDs returns all member ids, sorted.
@@ -163,9 +167,9 @@ func (g *Group) LiveMemberIDs() []string {
 // Target is the member's target shards (nil when it has none).
 func (g *Group) Target(memberID string) []int { return g.Targets[memberID] }
 
-// Migration returns the resharding with that id.
-func (g *Group) Migration(id string) *Migration {
-	for _, m := range g.Migrations {
+// Resharding returns the resharding with that id.
+func (g *Group) Resharding(id string) *Resharding {
+	for _, m := range g.Reshardings {
 		if m.ReshardingID == id {
 			return m
 		}
@@ -174,11 +178,11 @@ func (g *Group) Migration(id string) *Migration {
 }
 
 // Active returns the active resharding, or nil.
-func (g *Group) Active() *Migration {
-	if g.ActiveMigration == "" {
+func (g *Group) Active() *Resharding {
+	if g.ActiveResharding == "" {
 		return nil
 	}
-	return g.Migration(g.ActiveMigration)
+	return g.Resharding(g.ActiveResharding)
 }
 
 // HeldByOthers reports whether any member other than memberID holds shard s.
@@ -252,13 +256,13 @@ func (g *Group) Clone() *Group {
 	for id, t := range g.Targets {
 		c.Targets[id] = cloneInts(t)
 	}
-	c.Migrations = make([]*Migration, len(g.Migrations))
-	for i, m := range g.Migrations {
+	c.Reshardings = make([]*Resharding, len(g.Reshardings))
+	for i, m := range g.Reshardings {
 		mc := *m
 		mc.Evidence = append([]events.ShardDrain(nil), m.Evidence...)
 		mc.RetiredKeys = append([]string(nil), m.RetiredKeys...)
 		mc.History = append([]StateChange(nil), m.History...)
-		c.Migrations[i] = &mc
+		c.Reshardings[i] = &mc
 	}
 	return &c
 }

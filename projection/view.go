@@ -29,20 +29,20 @@ func Shards(idx []int) []ShardRef {
 // GroupView is the contract's GroupResponse plus our additions (assignableShardCount,
 // activeReshardingPhase).
 type GroupView struct {
-	StreamPrefix             string         `json:"streamPrefix"`
-	ConsumerGroup            string         `json:"consumerGroup"`
-	State                    string         `json:"state"`
-	GroupEpoch               int64          `json:"groupEpoch"`
-	AssignmentEpoch          int64          `json:"assignmentEpoch"`
-	MetadataVersion          int64          `json:"metadataVersion"`
-	ShardCount               int            `json:"shardCount"`
-	AssignableShardCount     int            `json:"assignableShardCount"`
-	ActiveMigration          *MigrationView `json:"activeMigration"`
-	ActiveReshardingPhase    *string        `json:"activeReshardingPhase"`
-	TargetAssignmentSummary  map[string]int `json:"targetAssignmentSummary"`
-	CurrentAssignmentSummary map[string]int `json:"currentAssignmentSummary"`
-	CreatedAt                time.Time      `json:"createdAt"`
-	UpdatedAt                time.Time      `json:"updatedAt"`
+	StreamPrefix             string          `json:"streamPrefix"`
+	ConsumerGroup            string          `json:"consumerGroup"`
+	State                    string          `json:"state"`
+	GroupEpoch               int64           `json:"groupEpoch"`
+	AssignmentEpoch          int64           `json:"assignmentEpoch"`
+	MetadataVersion          int64           `json:"metadataVersion"`
+	ShardCount               int             `json:"shardCount"`
+	AssignableShardCount     int             `json:"assignableShardCount"`
+	ActiveResharding         *ReshardingView `json:"activeMigration"`
+	ActiveReshardingPhase    *string         `json:"activeReshardingPhase"`
+	TargetAssignmentSummary  map[string]int  `json:"targetAssignmentSummary"`
+	CurrentAssignmentSummary map[string]int  `json:"currentAssignmentSummary"`
+	CreatedAt                time.Time       `json:"createdAt"`
+	UpdatedAt                time.Time       `json:"updatedAt"`
 }
 
 // ViewGroup renders a group.
@@ -55,8 +55,8 @@ func ViewGroup(g *Group) GroupView {
 		CreatedAt: g.CreatedAt.UTC(), UpdatedAt: g.UpdatedAt.UTC(),
 	}
 	if m := g.Active(); m != nil {
-		mv := ViewMigration(g, m)
-		v.ActiveMigration = &mv
+		mv := ViewResharding(g, m)
+		v.ActiveResharding = &mv
 		phase := mv.Phase
 		v.ActiveReshardingPhase = &phase
 	}
@@ -71,8 +71,8 @@ func ViewGroup(g *Group) GroupView {
 	return v
 }
 
-// MigrationView is the contract's Migration plus the monitoring the design asks for.
-type MigrationView struct {
+// ReshardingView is the contract's Migration plus the monitoring the design asks for.
+type ReshardingView struct {
 	ReshardingID   string    `json:"reshardingId"`
 	FromShardCount int       `json:"fromShardCount"`
 	ToShardCount   int       `json:"toShardCount"`
@@ -146,7 +146,7 @@ type Retirement struct {
 }
 
 // Phase names where a resharding is, in words an operator can act on.
-func Phase(g *Group, m *Migration) string {
+func Phase(g *Group, m *Resharding) string {
 	switch m.State {
 	case Preparing:
 		return "provisioning"
@@ -171,10 +171,10 @@ func Phase(g *Group, m *Migration) string {
 	return ""
 }
 
-// ViewMigration renders a resharding from the projection; Redis-dependent parts
+// ViewResharding renders a resharding from the projection; Redis-dependent parts
 // (rollback eligibility of a scale-out, live evidence) are refined by commands.
-func ViewMigration(g *Group, m *Migration) MigrationView {
-	v := MigrationView{
+func ViewResharding(g *Group, m *Resharding) ReshardingView {
+	v := ReshardingView{
 		ReshardingID: m.ReshardingID, FromShardCount: m.From, ToShardCount: m.To, State: m.State,
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
 		RequestedBy: m.RequestedBy, Reason: m.Reason, Phase: Phase(g, m),
@@ -287,13 +287,13 @@ func ShardDrained(e events.ShardDrain) bool {
 
 // StaticRollbackInfo is the rollback rule as far as the log can tell; a scale-out
 // additionally needs Redis to show no entry reached a new shard.
-func StaticRollbackInfo(g *Group, m *Migration) RollbackInfo {
+func StaticRollbackInfo(g *Group, m *Resharding) RollbackInfo {
 	switch {
 	case m.State == RolledBack || m.State == RollingBack:
 		return RollbackInfo{Eligible: false, Reason: "already rolled back (" + m.State + ")"}
 	case m.State == Deprecated:
 		return RollbackInfo{Eligible: false, Reason: "resharding completed (DEPRECATED); start a new resharding instead"}
-	case g.ActiveMigration != m.ReshardingID:
+	case g.ActiveResharding != m.ReshardingID:
 		return RollbackInfo{Eligible: false, Reason: "not the group's active resharding"}
 	case m.To < m.From:
 		return RollbackInfo{Eligible: true, Reason: "scale-in not retired yet: removed shards return to routing", Policy: "metadata"}

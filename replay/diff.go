@@ -206,7 +206,7 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 	d.GroupEpoch = change(a.GroupEpoch, b.GroupEpoch)
 	d.AssignmentEpoch = change(a.AssignmentEpoch, b.AssignmentEpoch)
 	d.MetadataVersion = change(a.MetadataVersion, b.MetadataVersion)
-	d.ActiveResharding = change(a.ActiveMigration, b.ActiveMigration)
+	d.ActiveResharding = change(a.ActiveResharding, b.ActiveResharding)
 
 	for _, id := range unionIDs(a.MemberIDs(), b.MemberIDs()) {
 		ma, mb := a.Members[id], b.Members[id]
@@ -227,8 +227,8 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 			d.Targets = append(d.Targets, TargetChange{MemberID: id, ShardsChange: *c})
 		}
 	}
-	for _, mb := range b.Migrations {
-		ma := a.Migration(mb.ReshardingID)
+	for _, mb := range b.Reshardings {
+		ma := a.Resharding(mb.ReshardingID)
 		rc := ReshardingChange{ReshardingID: mb.ReshardingID, FromShardCount: mb.From, ToShardCount: mb.To, New: ma == nil, State: Change[string]{To: mb.State}, Changes: []projection.StateChange{}}
 		if ma != nil {
 			rc.State.From = ma.State

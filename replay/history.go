@@ -76,7 +76,7 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 	var (
 		seen      bool
 		order     []string
-		last      = map[string]*projection.Migration{}
+		last      = map[string]*projection.Resharding{}
 		rollbacks = map[string]events.Record{}
 	)
 	capture := func(st *projection.State) {
@@ -85,7 +85,7 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 			return
 		}
 		seen = true
-		for _, m := range g.Migrations {
+		for _, m := range g.Reshardings {
 			if _, ok := last[m.ReshardingID]; !ok {
 				order = append(order, m.ReshardingID)
 			}
@@ -164,11 +164,11 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 
 // eligibility is projection's rollback rule for m against the group at the end
 // of the log (nil: deleted), or not eligible when m is no longer part of it.
-func eligibility(end *projection.Group, m *projection.Migration) projection.RollbackInfo {
+func eligibility(end *projection.Group, m *projection.Resharding) projection.RollbackInfo {
 	if end == nil {
 		return projection.RollbackInfo{Reason: "the group was deleted"}
 	}
-	cur := end.Migration(m.ReshardingID)
+	cur := end.Resharding(m.ReshardingID)
 	if cur == nil {
 		return projection.RollbackInfo{Reason: "the resharding belongs to an earlier incarnation of the group (deleted and created again)"}
 	}

@@ -73,13 +73,13 @@ func TestStateAtByID(t *testing.T) {
 		shards     int
 		assignable int
 		members    []string
-		migration  string // state of reshard-0001, "" when absent
+		resharding string // state of reshard-0001, "" when absent
 	}{
 		{name: "after m1 converged", until: b.marks["m1"], wantLast: b.marks["m1"], shards: 4, assignable: 4, members: []string{"m1"}},
 		{name: "both members stable", until: b.marks["stable"], wantLast: b.marks["stable"], shards: 4, assignable: 4, members: []string{"m1", "m2"}},
-		{name: "activated", until: b.marks["activated"], wantLast: b.marks["activated"], shards: 2, assignable: 4, members: []string{"m1", "m2"}, migration: projection.Active},
-		{name: "drained", until: b.marks["drained"], wantLast: b.marks["drained"], shards: 2, assignable: 2, members: []string{"m1", "m2"}, migration: projection.Draining},
-		{name: "beyond the end", until: "1000-0", wantLast: b.marks["end"], shards: 2, assignable: 2, members: []string{"m1", "m2"}, migration: projection.Deprecated},
+		{name: "activated", until: b.marks["activated"], wantLast: b.marks["activated"], shards: 2, assignable: 4, members: []string{"m1", "m2"}, resharding: projection.Active},
+		{name: "drained", until: b.marks["drained"], wantLast: b.marks["drained"], shards: 2, assignable: 2, members: []string{"m1", "m2"}, resharding: projection.Draining},
+		{name: "beyond the end", until: "1000-0", wantLast: b.marks["end"], shards: 2, assignable: 2, members: []string{"m1", "m2"}, resharding: projection.Deprecated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,8 +107,8 @@ func TestStateAtByID(t *testing.T) {
 					state = m.State
 				}
 			}
-			if state != tt.migration {
-				t.Errorf("reshard-0001 state %q, want %q", state, tt.migration)
+			if state != tt.resharding {
+				t.Errorf("reshard-0001 state %q, want %q", state, tt.resharding)
 			}
 		})
 	}

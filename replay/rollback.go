@@ -57,7 +57,7 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 	// On a trimmed log, a resharding that began before the base snapshot has
 	// no state before it left to compare with.
 	g0, inBase := f.st.Group(key)
-	startedBefore := inBase && g0.Migration(reshardingID) != nil
+	startedBefore := inBase && g0.Resharding(reshardingID) != nil
 	var (
 		seen          bool
 		before, after *projection.Group
@@ -106,19 +106,19 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 	if startedBefore && firstID == "" {
 		return nil, log.(*TrimmedLog).errBefore("the start of resharding " + reshardingID)
 	}
-	if firstID == "" || after == nil || after.Migration(reshardingID) == nil {
+	if firstID == "" || after == nil || after.Resharding(reshardingID) == nil {
 		return nil, fmt.Errorf("%w: %s has no resharding %s (log read to %s)", ErrReshardingNotFound, groupName(key), reshardingID, f.st.LastID())
 	}
 	end, _ := f.st.Group(key)
-	m := after.Migration(reshardingID)
+	m := after.Resharding(reshardingID)
 	p := &Plan{
 		StreamPrefix: key.StreamPrefix, ConsumerGroup: key.ConsumerGroup, ReshardingID: reshardingID,
 		FromShardCount: m.From, ToShardCount: m.To, Kind: kind(m.From, m.To), State: m.State,
 		FirstEventID: firstID, LastEventID: lastID,
 		Rollback: eligibility(end, m),
 	}
-	if end != nil && end.Migration(reshardingID) != nil {
-		p.State = end.Migration(reshardingID).State
+	if end != nil && end.Resharding(reshardingID) != nil {
+		p.State = end.Resharding(reshardingID).State
 	}
 	bs, as := snapshotOf(before, beforeID), snapshotOf(after, lastID)
 	p.Before, p.After = &bs, &as
@@ -134,8 +134,8 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 // m is still the group's active resharding, everything since it started is
 // part of it (its reconciles carry no resharding id), so the steps compare
 // before with the end of the log instead.
-func undoSteps(key projection.GroupKey, before, after, end *projection.Group, m *projection.Migration, info projection.RollbackInfo) []string {
-	if end != nil && end.ActiveMigration == m.ReshardingID {
+func undoSteps(key projection.GroupKey, before, after, end *projection.Group, m *projection.Resharding, info projection.RollbackInfo) []string {
+	if end != nil && end.ActiveResharding == m.ReshardingID {
 		after = end
 	}
 	var out []string
@@ -229,7 +229,7 @@ func undoSteps(key projection.GroupKey, before, after, end *projection.Group, m 
 	// Later reshardings sit on top of this one.
 	var later []string
 	found := false
-	for _, o := range end.Migrations {
+	for _, o := range end.Reshardings {
 		if o.ReshardingID == m.ReshardingID {
 			found = true
 			continue

@@ -69,9 +69,9 @@ type GroupSnapshot struct {
 	projection.GroupView
 	// Members are sorted by memberId and include EXPIRED, FENCED and LEAVING
 	// members until they were pruned.
-	Members     []MemberView               `json:"members"`
-	Assignments projection.AssignmentsView `json:"assignments"`
-	Migrations  []projection.MigrationView `json:"migrations"`
+	Members     []MemberView                `json:"members"`
+	Assignments projection.AssignmentsView  `json:"assignments"`
+	Migrations  []projection.ReshardingView `json:"migrations"`
 }
 
 // MemberView is the contract's MemberMetadata as far as the log knows a member
@@ -123,7 +123,7 @@ func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 		GroupView:   projection.ViewGroup(g),
 		Members:     []MemberView{},
 		Assignments: projection.ViewAssignments(g),
-		Migrations:  []projection.MigrationView{},
+		Migrations:  []projection.ReshardingView{},
 	}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
@@ -136,8 +136,8 @@ func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 			JoinedAt:          m.JoinedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
 		})
 	}
-	for _, m := range g.Migrations {
-		s.Migrations = append(s.Migrations, projection.ViewMigration(g, m))
+	for _, m := range g.Reshardings {
+		s.Migrations = append(s.Migrations, projection.ViewResharding(g, m))
 	}
 	return s
 }
