@@ -80,12 +80,14 @@ func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.
 	return v.(projection.ReshardingView), nil
 }
 
-// StreamScaleResult is the answer to a stream-level scale.
+// StreamScaleResult is the answer to a stream-level scale: every group of the
+// prefix (sorted) and its resharding, in the same order; a group already at
+// the target has a synthetic "noop" one.
 type StreamScaleResult struct {
-	StreamPrefix           string                      `json:"streamPrefix"`
-	TargetShardCount       int                         `json:"targetShardCount"`
-	AffectedConsumerGroups []string                    `json:"affectedConsumerGroups"`
-	Migrations             []projection.ReshardingView `json:"migrations"`
+	StreamPrefix           string
+	TargetShardCount       int
+	AffectedConsumerGroups []string
+	Reshardings            []projection.ReshardingView
 }
 
 // ScaleStream scales every group of a prefix to the same count, all or none:
@@ -126,7 +128,7 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 			if unchanged == len(groups) {
 				return nil, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
 			}
-			p := plan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Migrations: []projection.ReshardingView{}}, prepped: map[projection.GroupKey]string{}}
+			p := plan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, prepped: map[projection.GroupKey]string{}}
 			for _, g := range groups {
 				p.res.AffectedConsumerGroups = append(p.res.AffectedConsumerGroups, g.Key.ConsumerGroup)
 				p.order = append(p.order, g.Key)
@@ -150,15 +152,15 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 		}
 		return c.submit(ctx, meta, func(t *tx) (any, error) {
 			res := p.res
-			res.Migrations = []projection.ReshardingView{}
+			res.Reshardings = []projection.ReshardingView{}
 			for _, gk := range p.order {
 				id, ok := p.prepped[gk]
 				if !ok {
-					res.Migrations = append(res.Migrations, projection.ReshardingView{
+					res.Reshardings = append(res.Reshardings, projection.ReshardingView{
 						ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
 						CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
-						Drain: []projection.ShardDrainRow{}, RemovedShards: []projection.ShardRef{},
-						Revoke:   projection.RevokeProgress{Holding: map[string][]projection.ShardRef{}},
+						Drain: []projection.ShardDrainRow{}, RemovedShards: []int{},
+						Revoke:   projection.RevokeProgress{Holding: map[string][]int{}},
 						Rollback: projection.RollbackInfo{Reason: "no-op: the group already had this shard count"},
 					})
 					continue
@@ -168,7 +170,7 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 				if g == nil || g.Resharding(id) == nil {
 					return nil, ErrReshardingNotFound
 				}
-				res.Migrations = append(res.Migrations, projection.ViewResharding(g, g.Resharding(id)))
+				res.Reshardings = append(res.Reshardings, projection.ViewResharding(g, g.Resharding(id)))
 			}
 			return res, nil
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 func (s *Server) registerAuditRoutes() {
@@ -18,26 +19,8 @@ func (s *Server) registerAuditRoutes() {
 	s.router.HandleFunc(mg+"/replay", s.handleReplay).Methods(http.MethodGet)
 }
 
-// AuditEvent is one event of the audit history.
-type AuditEvent struct {
-	ID            string       `json:"id"`
-	Type          string       `json:"type"`
-	Time          time.Time    `json:"time"`
-	Actor         string       `json:"actor"`
-	RequestID     string       `json:"requestId"`
-	StreamPrefix  string       `json:"streamPrefix"`
-	ConsumerGroup string       `json:"consumerGroup"`
-	Payload       events.Event `json:"payload"`
-}
-
-// AuditPage is a page of events; pass nextAfter as after to continue.
-type AuditPage struct {
-	Events    []AuditEvent `json:"events"`
-	NextAfter *string      `json:"nextAfter"`
-}
-
-func toAudit(rec events.Record) AuditEvent {
-	return AuditEvent{ID: rec.ID, Type: rec.Type, Time: rec.Time.UTC(), Actor: rec.Actor, RequestID: rec.RequestID, StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, Payload: rec.Event}
+func toAudit(rec events.Record) wire.AuditEvent {
+	return wire.AuditEvent{ID: rec.ID, Type: rec.Type, Time: rec.Time.UTC(), Actor: rec.Actor, RequestID: rec.RequestID, StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, Payload: rec.Event}
 }
 
 func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int, bool) {
@@ -64,7 +47,7 @@ func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int
 // decodeEntries answers a page of entries; next, when not empty, is the
 // nextAfter of a full page.
 func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, next string) {
-	page := AuditPage{Events: []AuditEvent{}}
+	page := wire.AuditPage{Events: []wire.AuditEvent{}}
 	for _, e := range entries {
 		rec, err := events.Decode(e.ID, e.Data)
 		if err != nil {
@@ -126,15 +109,6 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	s.decodeEntries(w, r, entries, next)
 }
 
-// GroupReplay is a group as the coordinator believed it after an event.
-type GroupReplay struct {
-	projection.GroupView
-	AsOf        string                      `json:"asOf"`
-	Members     []MemberMetadata            `json:"members"`
-	Assignments projection.AssignmentsView  `json:"assignments"`
-	Migrations  []projection.ReshardingView `json:"migrations"`
-}
-
 // handleReplay serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/replay?until=<id>:
 // the log folded up to and including that event (on a trimmed log, from the
 // newest kept snapshot before it; 422 LOG_TRIMMED before the oldest one). A
@@ -150,7 +124,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-s.replays }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusTooManyRequests, ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: commands.ErrRateLimited.Code,
+		writeJSON(w, http.StatusTooManyRequests, wire.ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: commands.ErrRateLimited.Code,
 			Message: "Too many replays in progress (at most " + strconv.Itoa(MaxConcurrentReplays) + "); retry", Timestamp: time.Now().UTC(), Path: r.URL.Path})
 		return
 	}
@@ -177,9 +151,10 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, withMessage(commands.ErrGroupNotFound, "group did not exist at "+until))
 		return
 	}
-	resp := GroupReplay{GroupView: projection.ViewGroup(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout), Assignments: projection.ViewAssignments(g), Migrations: []projection.ReshardingView{}}
+	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout),
+		Assignments: assignmentsBody(projection.ViewAssignments(g)), Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
-		resp.Migrations = append(resp.Migrations, projection.ViewResharding(g, m))
+		resp.Migrations = append(resp.Migrations, reshardingBody(projection.ViewResharding(g, m)))
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -7,17 +7,8 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/wire"
 )
-
-// ErrorResponse is the contract's error body.
-type ErrorResponse struct {
-	Status    string `json:"status"`
-	ErrorCode string `json:"errorCode"`
-	Message   string `json:"message"`
-	// Timestamp and Path are extras a human reading the body appreciates.
-	Timestamp time.Time `json:"timestamp"`
-	Path      string    `json:"path"`
-}
 
 // kindStatus is the one table from error kind to HTTP status and status name.
 var kindStatus = map[commands.Kind]struct {
@@ -84,19 +75,19 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if ks.code == 0 {
 			ks.code, ks.name = http.StatusInternalServerError, "INTERNAL_SERVER_ERROR"
 		}
-		writeJSON(w, ks.code, ErrorResponse{Status: ks.name, ErrorCode: ce.Code, Message: ce.Message, Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		writeJSON(w, ks.code, wire.ErrorResponse{Status: ks.name, ErrorCode: ce.Code, Message: ce.Message, Timestamp: time.Now().UTC(), Path: r.URL.Path})
 		return
 	}
 	if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
-		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Status: "SERVICE_UNAVAILABLE", ErrorCode: "COORDINATOR_TERMINATING", Message: "request cancelled", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorResponse{Status: "SERVICE_UNAVAILABLE", ErrorCode: "COORDINATOR_TERMINATING", Message: "request cancelled", Timestamp: time.Now().UTC(), Path: r.URL.Path})
 		return
 	}
 	log := s.logFor(r)
 	log.Error().Err(err).Str("path", r.URL.Path).Msg("internal error")
-	writeJSON(w, http.StatusInternalServerError, ErrorResponse{Status: "INTERNAL_SERVER_ERROR", ErrorCode: "INTERNAL_ERROR",
+	writeJSON(w, http.StatusInternalServerError, wire.ErrorResponse{Status: "INTERNAL_SERVER_ERROR", ErrorCode: "INTERNAL_ERROR",
 		Message: "Internal server error; see the coordinator log for request " + requestIDOf(r), Timestamp: time.Now().UTC(), Path: r.URL.Path})
 }
 
 func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
-	writeJSON(w, http.StatusBadRequest, ErrorResponse{Status: "BAD_REQUEST", ErrorCode: "INVALID_REQUEST", Message: msg, Timestamp: time.Now().UTC(), Path: r.URL.Path})
+	writeJSON(w, http.StatusBadRequest, wire.ErrorResponse{Status: "BAD_REQUEST", ErrorCode: "INVALID_REQUEST", Message: msg, Timestamp: time.Now().UTC(), Path: r.URL.Path})
 }

@@ -11,13 +11,14 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // The Grafana endpoints (contract §2.10) flatten the monitoring views into
 // top-level JSON arrays of rows, the shape Grafana's JSON/Infinity data sources
 // turn into tables and variables. They reuse the monitoring computations
-// (MembersOf, readOffsets, readPage); what they add is the row shapes, the
-// owner strings, merged paging across shards and the per-shard rates.
+// (MembersOf, readOffsets, readPage); what they add is the rows (package
+// wire), the owner strings, merged paging across shards and the per-shard rates.
 
 // grafanaPath is the prefix of every Grafana route.
 const grafanaPath = "/coord/v1/monitoring/grafana"
@@ -42,117 +43,6 @@ func (s *Server) registerGrafanaRoutes() {
 	r.HandleFunc(grafanaPath+"/messages", a.handleMessages).Methods(http.MethodGet)
 }
 
-// GrafanaOptionRow is one value of a Grafana template variable.
-type GrafanaOptionRow struct {
-	Text  string `json:"__text"`
-	Value string `json:"__value"`
-}
-
-// GrafanaGroupRow is one group of the overview table.
-type GrafanaGroupRow struct {
-	StreamPrefix          string   `json:"streamPrefix"`
-	ConsumerGroup         string   `json:"consumerGroup"`
-	State                 string   `json:"state"`
-	GroupEpoch            int64    `json:"groupEpoch"`
-	AssignmentEpoch       int64    `json:"assignmentEpoch"`
-	MetadataVersion       int64    `json:"metadataVersion"`
-	ShardCount            int      `json:"shardCount"`
-	ActiveMembers         int      `json:"activeMembers"`
-	TotalMembers          int      `json:"totalMembers"`
-	CurrentShards         int      `json:"currentShards"`
-	TargetShards          int      `json:"targetShards"`
-	AssignedShardRatio    string   `json:"assignedShardRatio"`
-	RevokingShards        int      `json:"revokingShards"`
-	TotalStreamLength     int64    `json:"totalStreamLength"`
-	TotalPendingCount     int64    `json:"totalPendingCount"`
-	TotalLag              *int64   `json:"totalLag"`
-	ProducedPerSecond     *float64 `json:"producedPerSecond"`
-	ConsumedPerSecond     *float64 `json:"consumedPerSecond"`
-	TotalMemoryUsageBytes int64    `json:"totalMemoryUsageBytes"`
-	MemoryUsageKnown      bool     `json:"memoryUsageKnown"`
-}
-
-// GrafanaMemberRow is one member of a group.
-type GrafanaMemberRow struct {
-	StreamPrefix          string    `json:"streamPrefix"`
-	ConsumerGroup         string    `json:"consumerGroup"`
-	MemberID              string    `json:"memberId"`
-	MemberName            string    `json:"memberName"`
-	State                 string    `json:"state"`
-	MemberEpoch           int64     `json:"memberEpoch"`
-	MetadataVersion       int64     `json:"metadataVersion"`
-	CurrentShardCount     int       `json:"currentShardCount"`
-	RevokingShardCount    int       `json:"revokingShardCount"`
-	RuntimeMaxConcurrency int       `json:"runtimeMaxConcurrency"`
-	ActiveConsumerWorkers int       `json:"activeConsumerWorkers"`
-	LastHeartbeatAt       time.Time `json:"lastHeartbeatAt"`
-	MemberLeaseExpiresAt  time.Time `json:"memberLeaseExpiresAt"`
-}
-
-// GrafanaShardRow is one shard stream: Redis's view of it, its rates and its
-// owners (member ids joined with ",").
-type GrafanaShardRow struct {
-	StreamPrefix            string   `json:"streamPrefix"`
-	ConsumerGroup           string   `json:"consumerGroup"`
-	ShardCount              int      `json:"shardCount"`
-	ShardIndex              int      `json:"shardIndex"`
-	ShardLabel              string   `json:"shardLabel"`
-	StreamKey               string   `json:"streamKey"`
-	RedisSlot               int      `json:"redisSlot"`
-	RedisNodeEndpoint       *string  `json:"redisNodeEndpoint"`
-	RedisNodeID             *string  `json:"redisNodeId"`
-	RedisSlotRangeStart     *int     `json:"redisSlotRangeStart"`
-	RedisSlotRangeEnd       *int     `json:"redisSlotRangeEnd"`
-	StreamLength            int64    `json:"streamLength"`
-	FirstRecordID           *string  `json:"firstRecordId"`
-	LastRecordID            *string  `json:"lastRecordId"`
-	LastGeneratedID         *string  `json:"lastGeneratedId"`
-	GroupLastDeliveredID    *string  `json:"groupLastDeliveredId"`
-	ConsumerLastDeliveredID *string  `json:"consumerLastDeliveredId"`
-	ConsumerLastAckedID     *string  `json:"consumerLastAckedId"`
-	PendingCount            int64    `json:"pendingCount"`
-	Lag                     *int64   `json:"lag"`
-	LagKnown                bool     `json:"lagKnown"`
-	ProducedPerSecond       *float64 `json:"producedPerSecond"`
-	ConsumedPerSecond       *float64 `json:"consumedPerSecond"`
-	MemoryUsageBytes        *int64   `json:"memoryUsageBytes"`
-	MemoryUsageKnown        bool     `json:"memoryUsageKnown"`
-	TargetOwnerMemberIDs    string   `json:"targetOwnerMemberIds"`
-	CurrentOwnerMemberIDs   string   `json:"currentOwnerMemberIds"`
-	OwnerState              string   `json:"ownerState"`
-	OwnerMemberIDs          string   `json:"ownerMemberIds"`
-}
-
-// GrafanaAssignmentRow is who is targeted at, reads and revokes one shard
-// (member ids joined with ",").
-type GrafanaAssignmentRow struct {
-	StreamPrefix   string `json:"streamPrefix"`
-	ConsumerGroup  string `json:"consumerGroup"`
-	ShardIndex     int    `json:"shardIndex"`
-	TargetOwners   string `json:"targetOwners"`
-	CurrentOwners  string `json:"currentOwners"`
-	RevokingOwners string `json:"revokingOwners"`
-}
-
-// GrafanaMessageRow is one stream record with the page it belongs to.
-type GrafanaMessageRow struct {
-	StreamPrefix      string     `json:"streamPrefix"`
-	ConsumerGroup     string     `json:"consumerGroup"`
-	ShardIndex        int        `json:"shardIndex"`
-	ShardSelector     string     `json:"shardSelector"`
-	ShardLabel        string     `json:"shardLabel"`
-	StreamKey         string     `json:"streamKey"`
-	RecordID          string     `json:"recordId"`
-	Payload           *string    `json:"payload"`
-	FieldsJSON        string     `json:"fieldsJson"`
-	PageDirection     string     `json:"pageDirection"`
-	PageLimit         int        `json:"pageLimit"`
-	PageNextCursor    *string    `json:"pageNextCursor"`
-	PageTotalMessages int64      `json:"pageTotalMessages"`
-	RecordTimestampMs *int64     `json:"recordTimestampMs"`
-	RecordTime        *time.Time `json:"recordTime"`
-}
-
 // Owner states of a shard row.
 const (
 	ownerUnassigned    = "UNASSIGNED"    // no target, nobody reads it
@@ -164,7 +54,7 @@ const (
 // handleGroups serves GET /coord/v1/monitoring/grafana/groups: one row per
 // group, sorted by stream prefix then group.
 func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
-	out := []GrafanaGroupRow{}
+	out := []wire.GrafanaGroupRow{}
 	for _, g := range sortedGroups(a.s.c.State().Groups()) {
 		offs, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
@@ -172,7 +62,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
-		row := GrafanaGroupRow{
+		row := wire.GrafanaGroupRow{
 			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, State: g.State(),
 			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
 			ShardCount: g.ShardCount, TotalMembers: len(g.Members),
@@ -204,10 +94,10 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 // handleStreamOptions serves GET /coord/v1/monitoring/grafana/options/streams:
 // every stream prefix with a group, sorted.
 func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request) {
-	out := []GrafanaOptionRow{}
+	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.c.State().Groups()) {
 		if p := g.Key.StreamPrefix; len(out) == 0 || out[len(out)-1].Value != p {
-			out = append(out, GrafanaOptionRow{Text: p, Value: p})
+			out = append(out, wire.GrafanaOptionRow{Text: p, Value: p})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -218,10 +108,10 @@ func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request)
 // group, sorted by prefix then group.
 func (a *grafanaAPI) handleGroupOptions(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("streamPrefix")
-	out := []GrafanaOptionRow{}
+	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.c.State().Groups()) {
 		if blank(prefix) || g.Key.StreamPrefix == prefix {
-			out = append(out, GrafanaOptionRow{Text: g.Key.StreamPrefix + " / " + g.Key.ConsumerGroup, Value: g.Key.ConsumerGroup})
+			out = append(out, wire.GrafanaOptionRow{Text: g.Key.StreamPrefix + " / " + g.Key.ConsumerGroup, Value: g.Key.ConsumerGroup})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -234,9 +124,9 @@ func (a *grafanaAPI) handleShardOptions(w http.ResponseWriter, r *http.Request) 
 	if !ok || g == nil {
 		return
 	}
-	out := make([]GrafanaOptionRow, 0, g.ShardCount)
+	out := make([]wire.GrafanaOptionRow, 0, g.ShardCount)
 	for i := 0; i < g.ShardCount; i++ {
-		out = append(out, GrafanaOptionRow{Text: shardLabel(i), Value: strconv.Itoa(i)})
+		out = append(out, wire.GrafanaOptionRow{Text: shardLabel(i), Value: strconv.Itoa(i)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -249,9 +139,9 @@ func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := g.Key
-	out := []GrafanaMemberRow{}
+	out := []wire.GrafanaMemberRow{}
 	for _, m := range MembersOf(g, a.s.c.MemberRuntimes(k), a.s.c.Config().RebalanceTimeout) {
-		out = append(out, GrafanaMemberRow{
+		out = append(out, wire.GrafanaMemberRow{
 			StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, MemberID: m.MemberID, MemberName: m.MemberName,
 			State: m.State, MemberEpoch: m.MemberEpoch, MetadataVersion: m.MetadataVersion,
 			CurrentShardCount: len(m.CurrentAssignment), RevokingShardCount: len(m.Revoking),
@@ -284,7 +174,7 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 		}
 		groups = append(groups, g)
 	}
-	out := []GrafanaShardRow{}
+	out := []wire.GrafanaShardRow{}
 	for _, g := range groups {
 		offs, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
@@ -295,20 +185,16 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 		owners := ownersByShard(g)
 		for i, o := range offs.Shards {
 			ow := owners[o.Shard.ShardIndex]
-			out = append(out, GrafanaShardRow{
+			row := wire.GrafanaShardRow{
 				StreamPrefix: o.StreamPrefix, ConsumerGroup: o.ConsumerGroup, ShardCount: g.ShardCount,
-				ShardIndex: o.Shard.ShardIndex, ShardLabel: shardLabel(o.Shard.ShardIndex), StreamKey: o.StreamKey,
-				RedisSlot: o.RedisSlot, RedisNodeEndpoint: o.RedisNodeEndpoint, RedisNodeID: o.RedisNodeID,
-				RedisSlotRangeStart: o.RedisSlotRangeStart, RedisSlotRangeEnd: o.RedisSlotRangeEnd,
-				StreamLength: o.StreamLength, FirstRecordID: o.FirstRecordID, LastRecordID: o.LastRecordID,
-				LastGeneratedID: o.LastGeneratedID, GroupLastDeliveredID: o.GroupLastDeliveredID,
-				ConsumerLastDeliveredID: o.ConsumerLastDeliveredID, ConsumerLastAckedID: o.ConsumerLastAckedID,
-				PendingCount: o.PendingCount, Lag: nonNegative(o.Lag), LagKnown: o.Lag != nil,
-				ProducedPerSecond: rates[i].produced, ConsumedPerSecond: rates[i].consumed,
+				ShardIndex: o.Shard.ShardIndex, ShardLabel: shardLabel(o.Shard.ShardIndex), ShardStream: o.ShardStream,
+				LagKnown: o.Lag != nil, ProducedPerSecond: rates[i].produced, ConsumedPerSecond: rates[i].consumed,
 				MemoryUsageBytes: o.MemoryUsageBytes, MemoryUsageKnown: o.MemoryUsageBytes != nil,
 				TargetOwnerMemberIDs: strings.Join(ow.target, ","), CurrentOwnerMemberIDs: strings.Join(ow.current, ","),
 				OwnerState: ownerState(ow.current, ow.target), OwnerMemberIDs: strings.Join(o.OwnerMemberIDs, ","),
-			})
+			}
+			row.Lag = nonNegative(o.Lag) // a lag Redis computes below 0 shows as 0
+			out = append(out, row)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -322,10 +208,10 @@ func (a *grafanaAPI) handleAssignments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owners := ownersByShard(g)
-	out := []GrafanaAssignmentRow{}
+	out := []wire.GrafanaAssignmentRow{}
 	for i := 0; i < shardSpan(g); i++ {
 		ow := owners[i]
-		out = append(out, GrafanaAssignmentRow{
+		out = append(out, wire.GrafanaAssignmentRow{
 			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, ShardIndex: i,
 			TargetOwners: strings.Join(ow.target, ","), CurrentOwners: strings.Join(ow.current, ","),
 			RevokingOwners: strings.Join(ow.revoking, ","),
@@ -500,7 +386,7 @@ func newRateMemory() *rateMemory { return &rateMemory{last: map[rateKey]rateSamp
 
 // observe records the offsets as seen at now and returns each shard's rate
 // since its previous observation, in the order of offs.
-func (m *rateMemory) observe(group string, offs []ShardOffset, now time.Time) []shardRate {
+func (m *rateMemory) observe(group string, offs []wire.ShardOffset, now time.Time) []shardRate {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if now.Sub(m.lastSweep) >= rateSweepEvery {

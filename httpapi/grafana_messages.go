@@ -14,6 +14,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Grafana's message table pages one shard or every shard merged by record id,
@@ -66,7 +67,7 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pr := pageRead{s: a.s, k: g.Key, shards: shards, forward: direction == "FORWARD", limit: limit, budget: &readBudget{left: MaxEntriesPerRequest}}
-	var recs []StreamRecord
+	var recs []wire.StreamRecord
 	var next *string
 	var total int64
 	if len(shards) > 0 {
@@ -78,9 +79,9 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, r, err)
 		return
 	}
-	out := make([]GrafanaMessageRow, 0, len(recs))
+	out := make([]wire.GrafanaMessageRow, 0, len(recs))
 	for _, rec := range recs {
-		out = append(out, GrafanaMessageRow{
+		out = append(out, wire.GrafanaMessageRow{
 			StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, ShardIndex: rec.Shard.ShardIndex,
 			ShardSelector: selector, ShardLabel: shardLabel(rec.Shard.ShardIndex), StreamKey: rec.StreamKey,
 			RecordID: rec.RecordID, Payload: rec.Payload, FieldsJSON: fieldsJSON(rec.Fields),
@@ -164,7 +165,7 @@ var errReadBudget = &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_R
 
 // page reads one shard through readPage, charging limit+1 entries (the page
 // and the look-ahead that tells whether more follow) to the budget.
-func (p pageRead) page(ctx context.Context, idx int, forward bool, cursor string, limit int) ([]StreamRecord, *string, error) {
+func (p pageRead) page(ctx context.Context, idx int, forward bool, cursor string, limit int) ([]wire.StreamRecord, *string, error) {
 	if p.budget.left < limit+1 {
 		return nil, nil, errReadBudget
 	}
@@ -211,7 +212,7 @@ func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int) erro
 
 // read answers a recordId search, a tail page, a one-shard page or a merged
 // page; total is the selection's length (tail pages are counted from it).
-func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64) ([]StreamRecord, *string, error) {
+func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64) ([]wire.StreamRecord, *string, error) {
 	if recordID != "" {
 		recs, err := p.search(ctx, recordID)
 		return recs, nil, err
@@ -226,12 +227,12 @@ func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64
 }
 
 // search finds the records with exactly this id, on every shard.
-func (p pageRead) search(ctx context.Context, recordID string) ([]StreamRecord, error) {
+func (p pageRead) search(ctx context.Context, recordID string) ([]wire.StreamRecord, error) {
 	ms, seq, ok := parseStreamID(recordID)
 	if !ok {
 		return nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "recordId must be a stream record id <ms>-<seq>, got " + strconv.Quote(recordID)}
 	}
-	out := []StreamRecord{}
+	out := []wire.StreamRecord{}
 	if ms == 0 && seq == 0 {
 		return out, nil // no entry has id 0-0
 	}
@@ -250,9 +251,9 @@ func (p pageRead) search(ctx context.Context, recordID string) ([]StreamRecord, 
 
 // merged reads the next limit records across shards, ordered by id (then shard
 // index); the cursor keeps the last id read of every shard.
-func (p pageRead) merged(ctx context.Context, cursor string) ([]StreamRecord, *string, error) {
+func (p pageRead) merged(ctx context.Context, cursor string) ([]wire.StreamRecord, *string, error) {
 	after, _ := parseMergedCursor(cursor)
-	var all []StreamRecord
+	var all []wire.StreamRecord
 	more := false
 	for _, idx := range p.shards {
 		recs, next, err := p.page(ctx, idx, p.forward, after[idx], p.limit)
@@ -276,16 +277,16 @@ func (p pageRead) merged(ctx context.Context, cursor string) ([]StreamRecord, *s
 }
 
 // tail reads the page distance pages before the last one.
-func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]StreamRecord, *string, error) {
+func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]wire.StreamRecord, *string, error) {
 	win := tailWindow(total, p.limit, distance)
 	if win.size == 0 {
-		return []StreamRecord{}, nil, nil
+		return []wire.StreamRecord{}, nil, nil
 	}
 	if len(p.shards)*(win.read+1) > p.budget.left {
 		return nil, nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
 			Message: "this tail page lies deeper than " + strconv.Itoa(MaxEntriesPerRequest) + " entries read from Redis reach; page from the start with cursors, or select one shard"}
 	}
-	var all []StreamRecord
+	var all []wire.StreamRecord
 	for _, idx := range p.shards {
 		recs, _, err := p.page(ctx, idx, !p.forward, "", win.read)
 		if err != nil {
@@ -295,7 +296,7 @@ func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]Stream
 	}
 	sortRecords(all, !p.forward)
 	all = all[:min(len(all), win.read)]
-	page := append([]StreamRecord{}, all[min(len(all), win.skip):]...)
+	page := append([]wire.StreamRecord{}, all[min(len(all), win.skip):]...)
 	page = page[:min(len(page), win.size)]
 	sortRecords(page, p.forward)
 	var next *string
@@ -382,7 +383,7 @@ func encodeMergedCursor(after map[int]string) string {
 
 // sortRecords orders records by id (ascending when forward, else descending),
 // then by shard index.
-func sortRecords(recs []StreamRecord, forward bool) {
+func sortRecords(recs []wire.StreamRecord, forward bool) {
 	sort.SliceStable(recs, func(i, j int) bool {
 		c := compareIDs(recs[i].RecordID, recs[j].RecordID)
 		if !forward {

@@ -7,6 +7,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
 const (
@@ -25,23 +26,9 @@ func (s *Server) registerGroupRoutes() {
 	r.HandleFunc(groupPath, s.handleDeleteGroup).Methods(http.MethodDelete)
 	r.HandleFunc(groupPath+"/producer-routing", s.handleProducerRouting).Methods(http.MethodGet)
 	r.HandleFunc(groupPath+"/scale", s.handleScaleGroup).Methods(http.MethodPost)
-	r.HandleFunc(groupPath+"/migrations", s.handleListMigrations).Methods(http.MethodGet)
-	r.HandleFunc(groupPath+"/migrations/{reshardingId}", s.handleGetMigration).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
 	r.HandleFunc(groupPath+"/migrations/{reshardingId}/rollback", s.handleRollback).Methods(http.MethodPost)
-}
-
-// CreateRequest is CreateStreamRequest / CreateGroupRequest.
-type CreateRequest struct {
-	InitialShardCount *int   `json:"initialShardCount"`
-	RequestedBy       string `json:"requestedBy"`
-	Reason            string `json:"reason"`
-}
-
-// StreamCreateResponse answers POST /coord/v1/streams/{p}.
-type StreamCreateResponse struct {
-	StreamPrefix    string `json:"streamPrefix"`
-	ShardCount      int    `json:"shardCount"`
-	MetadataVersion int64  `json:"metadataVersion"`
 }
 
 // handleCreateStream serves POST /coord/v1/streams/{streamPrefix}: creates the
@@ -52,7 +39,7 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, err.Error())
 		return
 	}
-	var req CreateRequest
+	var req wire.CreateRequest
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
@@ -67,7 +54,7 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, StreamCreateResponse{StreamPrefix: g.StreamPrefix, ShardCount: g.ShardCount, MetadataVersion: g.MetadataVersion})
+	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: g.StreamPrefix, ShardCount: g.ShardCount, MetadataVersion: g.MetadataVersion})
 }
 
 // handleCreateGroup serves POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
@@ -78,7 +65,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, "invalid percent-encoding in path")
 		return
 	}
-	var req CreateRequest
+	var req wire.CreateRequest
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
@@ -93,7 +80,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, view)
+	writeJSON(w, http.StatusCreated, groupBody(view))
 }
 
 // handleGetGroup serves GET /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
@@ -102,20 +89,17 @@ func (s *Server) handleGetGroup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, projection.ViewGroup(g))
-}
-
-// DeleteRequest is DeleteGroupRequest.
-type DeleteRequest struct {
-	RequestedBy string `json:"requestedBy"`
-	Reason      string `json:"reason"`
-	Force       bool   `json:"force"`
+	writeJSON(w, http.StatusOK, GroupOf(g))
 }
 
 // handleDeleteGroup serves DELETE /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
 func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *DeleteRequest) (any, error) {
-		return s.c.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
+	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.DeleteRequest) (any, error) {
+		v, err := s.c.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
+		if err != nil {
+			return nil, err
+		}
+		return groupBody(v), nil
 	})
 }
 
@@ -141,32 +125,15 @@ func groupMutation[T any](s *Server, w http.ResponseWriter, r *http.Request, sta
 	writeJSON(w, status, v)
 }
 
-// RoutingShard is one shard of the producer routing.
-type RoutingShard struct {
-	ShardIndex int    `json:"shardIndex"`
-	StreamKey  string `json:"streamKey"`
-	RedisSlot  int    `json:"redisSlot"`
-}
-
-// ProducerRoutingResponse is the routing metadata producers cache.
-type ProducerRoutingResponse struct {
-	StreamPrefix     string         `json:"streamPrefix"`
-	ConsumerGroup    string         `json:"consumerGroup"`
-	MetadataVersion  int64          `json:"metadataVersion"`
-	ShardCount       int            `json:"shardCount"`
-	StreamKeyPattern string         `json:"streamKeyPattern"`
-	Shards           []RoutingShard `json:"shards"`
-}
-
 // RoutingOf renders a group's producer routing.
-func RoutingOf(g *projection.Group) ProducerRoutingResponse {
-	resp := ProducerRoutingResponse{
+func RoutingOf(g *projection.Group) wire.ProducerRoutingResponse {
+	resp := wire.ProducerRoutingResponse{
 		StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, MetadataVersion: g.MetadataVersion,
-		ShardCount: g.ShardCount, StreamKeyPattern: routing.KeyPattern(g.Key.StreamPrefix), Shards: []RoutingShard{},
+		ShardCount: g.ShardCount, StreamKeyPattern: routing.KeyPattern(g.Key.StreamPrefix), Shards: []wire.RoutingShard{},
 	}
 	for i := 0; i < g.ShardCount; i++ {
 		key := routing.StreamKey(g.Key.StreamPrefix, i)
-		resp.Shards = append(resp.Shards, RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)})
+		resp.Shards = append(resp.Shards, wire.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)})
 	}
 	return resp
 }
@@ -181,14 +148,6 @@ func (s *Server) handleProducerRouting(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, RoutingOf(g))
 }
 
-// ScaleRequest is ScaleStreamRequest / ScaleGroupRequest.
-type ScaleRequest struct {
-	TargetShardCount *int    `json:"targetShardCount"`
-	RequestedBy      string  `json:"requestedBy"`
-	Reason           string  `json:"reason"`
-	DeprecatedAfter  *string `json:"deprecatedAfter"`
-}
-
 // handleScaleStream serves POST /coord/v1/streams/{streamPrefix}/scale.
 func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 	prefix, err := pathVar(r, "streamPrefix")
@@ -196,7 +155,7 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, err.Error())
 		return
 	}
-	var req ScaleRequest
+	var req wire.ScaleRequest
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
@@ -208,32 +167,35 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, res)
+	out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
+		AffectedConsumerGroups: res.AffectedConsumerGroups, Migrations: make([]wire.Resharding, 0, len(res.Reshardings))}
+	for _, v := range res.Reshardings {
+		out.Migrations = append(out.Migrations, reshardingBody(v))
+	}
+	writeJSON(w, http.StatusAccepted, out)
 }
 
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.
 func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *ScaleRequest) (any, error) {
-		return s.c.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.ScaleRequest) (any, error) {
+		v, err := s.c.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+		if err != nil {
+			return nil, err
+		}
+		return reshardingBody(v), nil
 	})
 }
 
-// MigrationsResponse lists a group's reshardings.
-type MigrationsResponse struct {
-	Migrations         []projection.ReshardingView `json:"migrations"`
-	ActiveReshardingID *string                     `json:"activeReshardingId"`
-}
-
-// handleListMigrations serves GET .../groups/{consumerGroup}/migrations (and the
-// monitoring twin).
-func (s *Server) handleListMigrations(w http.ResponseWriter, r *http.Request) {
+// handleListReshardings serves GET .../groups/{consumerGroup}/migrations (and
+// the monitoring twin): the group's reshardings, oldest first.
+func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	resp := MigrationsResponse{Migrations: []projection.ReshardingView{}}
+	resp := wire.ReshardingsResponse{Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
-		resp.Migrations = append(resp.Migrations, s.migrationView(r, g, m))
+		resp.Migrations = append(resp.Migrations, s.reshardingLive(r, g, m))
 	}
 	if g.ActiveResharding != "" {
 		id := g.ActiveResharding
@@ -242,8 +204,8 @@ func (s *Server) handleListMigrations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// handleGetMigration serves GET .../groups/{consumerGroup}/migrations/{reshardingId}.
-func (s *Server) handleGetMigration(w http.ResponseWriter, r *http.Request) {
+// handleGetResharding serves GET .../groups/{consumerGroup}/migrations/{reshardingId}.
+func (s *Server) handleGetResharding(w http.ResponseWriter, r *http.Request) {
 	k, ok := s.groupKey(w, r)
 	if !ok {
 		return
@@ -263,18 +225,19 @@ func (s *Server) handleGetMigration(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, commands.ErrReshardingNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.migrationView(r, g, m))
+	writeJSON(w, http.StatusOK, s.reshardingLive(r, g, m))
 }
 
-// migrationView adds what only memory and Redis know: live drain evidence,
-// member-reported progress on removed shards and rollback eligibility.
-func (s *Server) migrationView(r *http.Request, g *projection.Group, m *projection.Resharding) projection.ReshardingView {
+// reshardingLive renders a resharding with what only memory and Redis know
+// when it is the active one: live drain evidence, member-reported progress on
+// removed shards and rollback eligibility.
+func (s *Server) reshardingLive(r *http.Request, g *projection.Group, m *projection.Resharding) wire.Resharding {
 	v := projection.ViewResharding(g, m)
 	if g.ActiveResharding == m.ReshardingID {
 		ev, at := s.c.DrainEvidence(g.Key)
 		byShard := map[int]int{}
 		for i, row := range v.Drain {
-			byShard[row.Shard.ShardIndex] = i
+			byShard[row.Shard] = i
 		}
 		if !at.IsZero() {
 			for _, e := range ev {
@@ -293,26 +256,22 @@ func (s *Server) migrationView(r *http.Request, g *projection.Group, m *projecti
 				}
 			}
 		}
-		ctx := r.Context()
-		v.Rollback = s.c.RollbackEligibility(ctx, g, m)
+		v.Rollback = s.c.RollbackEligibility(r.Context(), g, m)
 	}
-	return v
-}
-
-// RollbackRequest is RollbackMigrationRequest plus our policy.
-type RollbackRequest struct {
-	RequestedBy string `json:"requestedBy"`
-	Reason      string `json:"reason"`
-	Policy      string `json:"policy"`
+	return reshardingBody(v)
 }
 
 // handleRollback serves POST .../migrations/{reshardingId}/rollback.
 func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *RollbackRequest) (any, error) {
+	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.RollbackRequest) (any, error) {
 		id, err := pathVar(r, "reshardingId")
 		if err != nil {
 			return nil, &commands.Error{Kind: commands.KindInvalid, Code: commands.ErrInvalid.Code, Message: err.Error()}
 		}
-		return s.c.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
+		v, err := s.c.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
+		if err != nil {
+			return nil, err
+		}
+		return reshardingBody(v), nil
 	})
 }

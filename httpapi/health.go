@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 func (s *Server) registerHealthRoutes() {
@@ -14,14 +16,14 @@ func (s *Server) registerHealthRoutes() {
 
 // handleHealthz serves GET /healthz: the process is up (no auth).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "UP"})
+	writeJSON(w, http.StatusOK, wire.Liveness{Status: "UP"})
 }
 
 // handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
 // 503 while loading, while Redis is unreachable, and while shutting down (no auth).
 // A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	resp := Readiness{Status: "READY", LastEventID: s.c.State().LastID()}
+	resp := wire.Readiness{Status: "READY", LastEventID: s.c.State().LastID()}
 	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
 	if !s.c.Ready() {
 		resp.Status = "NOT_READY"
@@ -29,18 +31,6 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// Readiness is the /readyz body.
-type Readiness struct {
-	Status      string `json:"status"`
-	LastEventID string `json:"lastEventId"`
-	// Role is STANDALONE (the only writer), LEADER or FOLLOWER (--ha).
-	Role string `json:"role"`
-	// Leader is the coordinator id of the leader as this replica last saw it
-	// ("" when nobody held the lease); LeaderURL where it takes writes.
-	Leader    string `json:"leader"`
-	LeaderURL string `json:"leaderUrl"`
 }
 
 // leadership is this replica's role and the leader it knows.
@@ -54,27 +44,12 @@ func (s *Server) registerAuthRoutes() {
 	s.router.HandleFunc("/coord/v1/auth/login", s.handleLogin).Methods(http.MethodPost)
 }
 
-// LoginRequest is the optional login body.
-type LoginRequest struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
-
-// LoginResponse carries a bearer token.
-type LoginResponse struct {
-	AccessToken      string    `json:"accessToken"`
-	TokenType        string    `json:"tokenType"`
-	ExpiresAt        time.Time `json:"expiresAt"`
-	ExpiresInSeconds int64     `json:"expiresInSeconds"`
-	Roles            []string  `json:"roles"`
-}
-
 // handleLogin serves POST /coord/v1/auth/login: credentials from the body, or
 // the request's own Authorization header (a valid token buys a fresh one that
 // expires no later than it does). Password checks are throttled: a user or an
 // address that failed too often gets 429 until its bucket refills.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
-	var req LoginRequest
+	var req wire.LoginRequest
 	if !s.decodeBody(w, r, &req, false) {
 		return
 	}
@@ -105,10 +80,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if left := exp.Unix() - now.Unix(); left < ttl {
 		ttl = max(left, 0) // an exchanged token, capped by the one presented
 	}
-	writeJSON(w, http.StatusOK, LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: ttl, Roles: p.Roles})
+	writeJSON(w, http.StatusOK, wire.LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: ttl, Roles: p.Roles})
 }
 
 // loginFailed is the reference's 401 for a failed login (Spring's error body).
 func loginFailed(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusUnauthorized, map[string]any{"timestamp": time.Now().UTC(), "status": 401, "error": "Unauthorized", "path": r.URL.Path})
+	writeJSON(w, http.StatusUnauthorized, wire.LoginError{Timestamp: time.Now().UTC(), Status: http.StatusUnauthorized, Error: "Unauthorized", Path: r.URL.Path})
 }

@@ -17,52 +17,14 @@ import (
 )
 
 // StreamReader reads shard streams for monitoring; it never changes them.
-// redisstore.Shards implements it.
+// cmd/coordinator adapts redisstore.Shards to it. Offsets fills in each shard's
+// prefix, group, index, Redis view and existence (not its owners nor whether
+// it is routed); Messages fills in each record's key, id, fields, payload and
+// times (not the group nor the shard).
 type StreamReader interface {
-	Offsets(ctx context.Context, prefix, group string, shards []int) ([]ShardOffset, error)
-	Messages(ctx context.Context, key string, forward bool, cursor string, limit int) (records []StreamRecord, more bool, err error)
+	Offsets(ctx context.Context, prefix, group string, shards []int) ([]wire.ShardOffset, error)
+	Messages(ctx context.Context, key string, forward bool, cursor string, limit int) (records []wire.StreamRecord, more bool, err error)
 	Ping(ctx context.Context) error
-}
-
-// ShardOffset is the contract's StreamShardOffset.
-type ShardOffset struct {
-	StreamPrefix            string   `json:"streamPrefix"`
-	ConsumerGroup           string   `json:"consumerGroup"`
-	Shard                   shardRef `json:"shard"`
-	StreamKey               string   `json:"streamKey"`
-	RedisSlot               int      `json:"redisSlot"`
-	RedisNodeEndpoint       *string  `json:"redisNodeEndpoint"`
-	RedisNodeID             *string  `json:"redisNodeId"`
-	RedisSlotRangeStart     *int     `json:"redisSlotRangeStart"`
-	RedisSlotRangeEnd       *int     `json:"redisSlotRangeEnd"`
-	StreamLength            int64    `json:"streamLength"`
-	FirstRecordID           *string  `json:"firstRecordId"`
-	LastRecordID            *string  `json:"lastRecordId"`
-	LastGeneratedID         *string  `json:"lastGeneratedId"`
-	GroupLastDeliveredID    *string  `json:"groupLastDeliveredId"`
-	ConsumerLastDeliveredID *string  `json:"consumerLastDeliveredId"`
-	ConsumerLastAckedID     *string  `json:"consumerLastAckedId"`
-	PendingCount            int64    `json:"pendingCount"`
-	Lag                     *int64   `json:"lag"`
-	MemoryUsageBytes        *int64   `json:"memoryUsageBytes"`
-	OwnerMemberIDs          []string `json:"ownerMemberIds"`
-	Exists                  bool     `json:"exists"`
-	Routed                  bool     `json:"routed"`
-}
-
-type shardRef = projection.ShardRef
-
-// StreamRecord is one message of a shard stream.
-type StreamRecord struct {
-	StreamPrefix      string            `json:"streamPrefix"`
-	ConsumerGroup     string            `json:"consumerGroup"`
-	Shard             shardRef          `json:"shard"`
-	StreamKey         string            `json:"streamKey"`
-	RecordID          string            `json:"recordId"`
-	Fields            map[string]string `json:"fields"`
-	Payload           *string           `json:"payload"`
-	RecordTimestampMs *int64            `json:"recordTimestampMs"`
-	RecordTime        *time.Time        `json:"recordTime"`
 }
 
 func (s *Server) registerMonitoringRoutes() {
@@ -76,30 +38,16 @@ func (s *Server) registerMonitoringRoutes() {
 	r.HandleFunc(mg+"/members", s.handleMembers).Methods(http.MethodGet)
 	r.HandleFunc(mg+"/assignments", s.handleAssignments).Methods(http.MethodGet)
 	r.HandleFunc(mg+"/consumption", s.handleConsumption).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/migrations", s.handleListMigrations).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/migrations/{reshardingId}", s.handleGetMigration).Methods(http.MethodGet)
+	r.HandleFunc(mg+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
+	r.HandleFunc(mg+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
 	r.HandleFunc(mg+"/offsets", s.handleOffsets).Methods(http.MethodGet)
 	r.HandleFunc(mg+"/shards/{shardIndex}/messages", s.handleMessages).Methods(http.MethodGet)
 	s.registerGrafanaRoutes()
 }
 
-// HealthResponse is the contract's health body.
-type HealthResponse struct {
-	Status        string `json:"status"`
-	CoordinatorID string `json:"coordinatorId"`
-	Redis         string `json:"redis"`
-	Loop          string `json:"loop"`
-	Ready         bool   `json:"ready"`
-	LastEventID   string `json:"lastEventId"`
-	// Role, Leader and LeaderURL: as in Readiness.
-	Role      string `json:"role"`
-	Leader    string `json:"leader"`
-	LeaderURL string `json:"leaderUrl"`
-}
-
 // handleHealth serves GET /coord/v1/monitoring/health.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	resp := HealthResponse{Status: "UP", CoordinatorID: s.c.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: s.c.Ready(), LastEventID: s.c.State().LastID()}
+	resp := wire.HealthResponse{Status: "UP", CoordinatorID: s.c.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: s.c.Ready(), LastEventID: s.c.State().LastID()}
 	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
 	if !s.c.Healthy() {
 		resp.Status, resp.Redis = "DEGRADED", "DOWN"
@@ -109,39 +57,28 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 // handleSession serves GET /coord/v1/monitoring/session.
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
-	p := principalOf(r)
-	resp := map[string]any{"authenticated": p != nil, "username": nil, "roles": []string{}}
-	if p != nil {
-		resp["username"] = p.Username
-		resp["roles"] = p.Roles
+	resp := wire.SessionResponse{Roles: []string{}}
+	if p := principalOf(r); p != nil {
+		name := p.Username
+		resp.Authenticated, resp.Username, resp.Roles = true, &name, p.Roles
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-type semver struct {
-	Major     int     `json:"major"`
-	Minor     int     `json:"minor"`
-	Patch     int     `json:"patch"`
-	Qualifier *string `json:"qualifier"`
-	Version   string  `json:"version"`
 }
 
 // handleCompatibility serves GET /coord/v1/monitoring/compatibility.
 func (s *Server) handleCompatibility(w http.ResponseWriter, r *http.Request) {
 	cfg := s.c.Config()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"currentCoordinationVersion":    wire.ProtocolVersion,
-		"supportedCoordinationVersions": map[string]int{"min": 1, "max": 1},
-		"coordinationVersions": []map[string]any{{
-			"version": 1, "status": "ACTIVE",
-			"introducedIn":          semver{0, 1, 0, nil, "0.1.0"},
-			"deprecatedIn":          nil,
-			"minimumSupportedUntil": semver{1, 0, 0, nil, "1.0.0"},
-			"removedIn":             nil,
-			"timingDefaults": map[string]string{
-				"heartbeatInterval": isoDuration(cfg.HeartbeatInterval),
-				"memberLeaseTtl":    isoDuration(cfg.MemberLease),
-				"rebalanceTimeout":  isoDuration(cfg.RebalanceTimeout),
+	writeJSON(w, http.StatusOK, wire.CompatibilityResponse{
+		CurrentCoordinationVersion:    wire.ProtocolVersion,
+		SupportedCoordinationVersions: wire.VersionRange{Min: wire.ProtocolVersion, Max: wire.ProtocolVersion},
+		CoordinationVersions: []wire.CoordinationVersion{{
+			Version: wire.ProtocolVersion, Status: "ACTIVE",
+			IntroducedIn:          wire.SemanticVersion{Major: 0, Minor: 1, Patch: 0, Version: "0.1.0"},
+			MinimumSupportedUntil: wire.SemanticVersion{Major: 1, Minor: 0, Patch: 0, Version: "1.0.0"},
+			TimingDefaults: wire.TimingDefaults{
+				HeartbeatInterval: isoDuration(cfg.HeartbeatInterval),
+				MemberLeaseTTL:    isoDuration(cfg.MemberLease),
+				RebalanceTimeout:  isoDuration(cfg.RebalanceTimeout),
 			},
 		}},
 	})
@@ -157,32 +94,11 @@ func isoDuration(d time.Duration) string {
 
 // handleListGroups serves GET /coord/v1/monitoring/groups.
 func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
-	out := []projection.GroupView{}
+	out := wire.GroupsResponse{Groups: []wire.Group{}}
 	for _, g := range s.c.State().Groups() {
-		out = append(out, projection.ViewGroup(g))
+		out.Groups = append(out.Groups, GroupOf(g))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"groups": out})
-}
-
-// MemberMetadata is the contract's member view.
-type MemberMetadata struct {
-	MemberID              string               `json:"memberId"`
-	MemberName            string               `json:"memberName"`
-	State                 string               `json:"state"`
-	MemberEpoch           int64                `json:"memberEpoch"`
-	MetadataVersion       int64                `json:"metadataVersion"`
-	RuntimeMaxConcurrency int                  `json:"runtimeMaxConcurrency"`
-	ActiveConsumerWorkers int                  `json:"activeConsumerWorkers"`
-	CurrentAssignment     []shardRef           `json:"currentAssignment"`
-	GrantedAssignment     []shardRef           `json:"grantedAssignment"`
-	TargetAssignment      []shardRef           `json:"targetAssignment"`
-	Revoking              []shardRef           `json:"revoking"`
-	LastHeartbeatAt       time.Time            `json:"lastHeartbeatAt"`
-	MemberLeaseExpiresAt  time.Time            `json:"memberLeaseExpiresAt"`
-	RebalanceTimeoutMs    int64                `json:"rebalanceTimeoutMs"`
-	RebalanceDeadlineAt   *time.Time           `json:"rebalanceDeadlineAt"`
-	ShardProgress         []wire.ShardProgress `json:"shardProgress"`
-	JoinedAt              time.Time            `json:"joinedAt"`
+	writeJSON(w, http.StatusOK, out)
 }
 
 // memberEpoch is the epoch a live member was last answered with (the log
@@ -195,8 +111,8 @@ func memberEpoch(m *projection.Member, mr commands.MemberRuntime) int64 {
 }
 
 // MembersOf renders a group's members with their in-memory runtime.
-func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebalance time.Duration) []MemberMetadata {
-	out := []MemberMetadata{}
+func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebalance time.Duration) []wire.MemberMetadata {
+	out := []wire.MemberMetadata{}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
 		mr := rt[id]
@@ -204,11 +120,11 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 		if active < 0 {
 			active = 0
 		}
-		mm := MemberMetadata{
+		mm := wire.MemberMetadata{
 			MemberID: id, MemberName: m.Name, State: m.State, MemberEpoch: memberEpoch(m, mr), MetadataVersion: mr.ReportedMV,
 			RuntimeMaxConcurrency: m.MaxConcurrency, ActiveConsumerWorkers: active,
-			CurrentAssignment: projection.Shards(m.Current), GrantedAssignment: projection.Shards(m.Granted),
-			TargetAssignment: projection.Shards(g.Targets[id]), Revoking: projection.Shards(m.Revoking),
+			CurrentAssignment: sortedShardRefs(m.Current), GrantedAssignment: sortedShardRefs(m.Granted),
+			TargetAssignment: sortedShardRefs(g.Targets[id]), Revoking: sortedShardRefs(m.Revoking),
 			LastHeartbeatAt: mr.LastHeartbeatAt.UTC(), MemberLeaseExpiresAt: mr.LeaseExpiresAt.UTC(),
 			RebalanceTimeoutMs: rebalance.Milliseconds(), ShardProgress: mr.Progress, JoinedAt: m.JoinedAt.UTC(),
 		}
@@ -231,7 +147,7 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := g.Key
-	writeJSON(w, http.StatusOK, map[string]any{"members": MembersOf(g, s.c.MemberRuntimes(k), s.c.Config().RebalanceTimeout)})
+	writeJSON(w, http.StatusOK, wire.MembersResponse{Members: MembersOf(g, s.c.MemberRuntimes(k), s.c.Config().RebalanceTimeout)})
 }
 
 // handleAssignments serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/assignments.
@@ -240,22 +156,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, projection.ViewAssignments(g))
-}
-
-// ConsumerShardProgress is one row of the consumption endpoint.
-type ConsumerShardProgress struct {
-	StreamPrefix    string     `json:"streamPrefix"`
-	ConsumerGroup   string     `json:"consumerGroup"`
-	MemberID        string     `json:"memberId"`
-	MemberName      string     `json:"memberName"`
-	MemberState     string     `json:"memberState"`
-	Shard           shardRef   `json:"shard"`
-	StreamKey       string     `json:"streamKey"`
-	LastDeliveredID *string    `json:"lastDeliveredId"`
-	LastAckedID     *string    `json:"lastAckedId"`
-	PendingCount    int64      `json:"pendingCount"`
-	UpdatedAt       *time.Time `json:"updatedAt"`
+	writeJSON(w, http.StatusOK, assignmentsBody(projection.ViewAssignments(g)))
 }
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.
@@ -266,20 +167,20 @@ func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
 	}
 	k := g.Key
 	rt := s.c.MemberRuntimes(k)
-	out := []ConsumerShardProgress{}
+	out := wire.ConsumptionResponse{Progress: []wire.ConsumerShardProgress{}}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
 		prog := append([]wire.ShardProgress(nil), rt[id].Progress...)
 		sort.Slice(prog, func(i, j int) bool { return prog[i].Shard.ShardIndex < prog[j].Shard.ShardIndex })
 		for _, p := range prog {
-			out = append(out, ConsumerShardProgress{
+			out.Progress = append(out.Progress, wire.ConsumerShardProgress{
 				StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, MemberID: id, MemberName: m.Name, MemberState: m.State,
-				Shard: shardRef{ShardIndex: p.Shard.ShardIndex}, StreamKey: p.StreamKey, LastDeliveredID: p.LastDeliveredID,
+				Shard: wire.ShardRef{ShardIndex: p.Shard.ShardIndex}, StreamKey: p.StreamKey, LastDeliveredID: p.LastDeliveredID,
 				LastAckedID: p.LastAckedID, PendingCount: p.PendingCount, UpdatedAt: p.UpdatedAt,
 			})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"progress": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // handleOffsets serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/offsets:
@@ -294,22 +195,7 @@ func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"streamPrefix": g.Key.StreamPrefix, "consumerGroup": g.Key.ConsumerGroup, "shards": offs.Shards,
-		"totalStreamLength": offs.TotalStreamLength, "totalPendingCount": offs.TotalPendingCount, "totalLag": offs.TotalLag,
-		"totalMemoryUsageBytes": offs.TotalMemoryUsageBytes, "memoryUsageKnown": offs.MemoryUsageKnown,
-	})
-}
-
-// groupOffsets is Redis's view of a group's shards with the totals the offsets
-// endpoint reports.
-type groupOffsets struct {
-	Shards                []ShardOffset
-	TotalStreamLength     int64
-	TotalPendingCount     int64
-	TotalLag              *int64 // nil when any shard's lag is unknown
-	TotalMemoryUsageBytes int64
-	MemoryUsageKnown      bool
+	writeJSON(w, http.StatusOK, offs)
 }
 
 // shardSpan is how many shard streams a group reads: the routed ones and,
@@ -318,10 +204,11 @@ func shardSpan(g *projection.Group) int {
 	return max(g.ShardCount, g.AssignableCount)
 }
 
-// readOffsets reads every shard of shardSpan from Redis, with its live owners.
-func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (groupOffsets, error) {
+// readOffsets reads every shard of shardSpan from Redis, with its live owners
+// and the group's totals.
+func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, error) {
 	if s.streams == nil {
-		return groupOffsets{}, commands.ErrRedisNotConfigured
+		return wire.OffsetsResponse{}, commands.ErrRedisNotConfigured
 	}
 	k := g.Key
 	idx := make([]int, shardSpan(g))
@@ -330,9 +217,9 @@ func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (groupOff
 	}
 	offs, err := s.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, idx)
 	if err != nil {
-		return groupOffsets{}, streamsUnavailable(err)
+		return wire.OffsetsResponse{}, streamsUnavailable(err)
 	}
-	out := groupOffsets{Shards: offs, MemoryUsageKnown: true}
+	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true}
 	var totalLag int64
 	lagKnown := true
 	for i := range offs {
@@ -392,9 +279,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"streamPrefix": k.StreamPrefix, "consumerGroup": k.ConsumerGroup, "shard": shardRef{ShardIndex: idx},
-		"streamKey": routing.StreamKey(k.StreamPrefix, idx), "direction": direction, "limit": limit, "records": recs, "nextCursor": next,
+	writeJSON(w, http.StatusOK, wire.MessagesPage{
+		StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shard: wire.ShardRef{ShardIndex: idx},
+		StreamKey: routing.StreamKey(k.StreamPrefix, idx), Direction: direction, Limit: limit, Records: recs, NextCursor: next,
 	})
 }
 
@@ -434,7 +321,7 @@ func parsePaging(q url.Values) (direction string, limit int, err error) {
 // from the end the direction starts at; the caller checked its syntax). next
 // is the last record's id when more records follow. Any error of Redis is a
 // 503 that does not show it.
-func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, forward bool, cursor string, limit int) (recs []StreamRecord, next *string, err error) {
+func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, forward bool, cursor string, limit int) (recs []wire.StreamRecord, next *string, err error) {
 	if s.streams == nil {
 		return nil, nil, commands.ErrRedisNotConfigured
 	}
@@ -444,14 +331,14 @@ func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, f
 		return nil, nil, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
 	}
 	for i := range recs {
-		recs[i].StreamPrefix, recs[i].ConsumerGroup, recs[i].Shard = k.StreamPrefix, k.ConsumerGroup, shardRef{ShardIndex: idx}
+		recs[i].StreamPrefix, recs[i].ConsumerGroup, recs[i].Shard = k.StreamPrefix, k.ConsumerGroup, wire.ShardRef{ShardIndex: idx}
 	}
 	if more && len(recs) > 0 {
 		id := recs[len(recs)-1].RecordID
 		next = &id
 	}
 	if recs == nil {
-		recs = []StreamRecord{}
+		recs = []wire.StreamRecord{}
 	}
 	return recs, next, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // rateLimiter is a fixed one-minute window per principal:prefix:group for admin
@@ -50,7 +52,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request, prefix, group str
 	ok, retry := s.limiter.take(who+":"+prefix+":"+group, time.Now())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
-		writeJSON(w, http.StatusTooManyRequests, ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: "RATE_LIMIT_EXCEEDED", Message: "Coordinator API rate limit exceeded", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		writeJSON(w, http.StatusTooManyRequests, wire.ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: "RATE_LIMIT_EXCEEDED", Message: "Coordinator API rate limit exceeded", Timestamp: time.Now().UTC(), Path: r.URL.Path})
 	}
 	return ok
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Tests of the transport's defences: throttled logins, tokens that follow the
@@ -337,18 +338,18 @@ type countingStreams struct {
 	down   error
 }
 
-func (f *countingStreams) Offsets(_ context.Context, prefix, group string, shards []int) ([]httpapi.ShardOffset, error) {
+func (f *countingStreams) Offsets(_ context.Context, prefix, group string, shards []int) ([]wire.ShardOffset, error) {
 	if f.down != nil {
 		return nil, f.down
 	}
-	out := make([]httpapi.ShardOffset, len(shards))
+	out := make([]wire.ShardOffset, len(shards))
 	for i, idx := range shards {
-		out[i] = httpapi.ShardOffset{StreamPrefix: prefix, ConsumerGroup: group, Shard: projection.ShardRef{ShardIndex: idx}, StreamLength: f.length, Exists: true}
+		out[i] = wire.ShardOffset{StreamPrefix: prefix, ConsumerGroup: group, Shard: wire.ShardRef{ShardIndex: idx}, ShardStream: wire.ShardStream{StreamLength: f.length}, Exists: true}
 	}
 	return out, nil
 }
 
-func (f *countingStreams) Messages(_ context.Context, key string, forward bool, cursor string, limit int) ([]httpapi.StreamRecord, bool, error) {
+func (f *countingStreams) Messages(_ context.Context, key string, forward bool, cursor string, limit int) ([]wire.StreamRecord, bool, error) {
 	f.mu.Lock()
 	f.calls++
 	f.read += limit + 1
@@ -357,13 +358,13 @@ func (f *countingStreams) Messages(_ context.Context, key string, forward bool, 
 		return nil, false, f.down
 	}
 	n := min(int64(limit), f.length)
-	recs := make([]httpapi.StreamRecord, n)
+	recs := make([]wire.StreamRecord, n)
 	for i := range recs {
 		id := int64(i + 1)
 		if !forward {
 			id = f.length - int64(i)
 		}
-		recs[i] = httpapi.StreamRecord{StreamKey: key, RecordID: strconv.FormatInt(id, 10) + "-0"}
+		recs[i] = wire.StreamRecord{StreamKey: key, RecordID: strconv.FormatInt(id, 10) + "-0"}
 	}
 	return recs, f.length > int64(limit), nil
 }

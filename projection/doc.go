@@ -6,5 +6,8 @@
 // byte-identical state (see State.Encode). It validates nothing that could fail on
 // a log already written, except the order of stream ids.
 //
+// Its views (view.go) are plain values without JSON tags: httpapi and replay
+// put them into the wire's shapes (package wire).
+//
 // It imports events and nothing else from the repository.
 package projection

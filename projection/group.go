@@ -12,8 +12,8 @@ import (
 
 // GroupKey names a coordinator group.
 type GroupKey struct {
-	StreamPrefix  string `msgpack:"prefix" json:"streamPrefix"`
-	ConsumerGroup string `msgpack:"group" json:"consumerGroup"`
+	StreamPrefix  string `msgpack:"prefix"`
+	ConsumerGroup string `msgpack:"group"`
 }
 
 // Member states, as on the wire.
@@ -67,14 +67,14 @@ func (m *Member) Holds(s int) bool {
 
 // StateChange is one step of a resharding's life.
 type StateChange struct {
-	State   string    `msgpack:"state" json:"state"`
-	Phase   string    `msgpack:"phase" json:"phase"`
-	At      time.Time `msgpack:"at" json:"at"`
-	Actor   string    `msgpack:"actor" json:"actor"`
-	EventID string    `msgpack:"eventId" json:"eventId"`
+	State   string    `msgpack:"state"`
+	Phase   string    `msgpack:"phase"`
+	At      time.Time `msgpack:"at"`
+	Actor   string    `msgpack:"actor"`
+	EventID string    `msgpack:"eventId"`
 	// Epochs after the change.
-	GroupEpoch      int64 `msgpack:"groupEpoch" json:"groupEpoch"`
-	MetadataVersion int64 `msgpack:"metadataVersion" json:"metadataVersion"`
+	GroupEpoch      int64 `msgpack:"groupEpoch"`
+	MetadataVersion int64 `msgpack:"metadataVersion"`
 }
 
 // Resharding is one change of a group's shard count, from the request to the

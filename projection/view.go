@@ -7,42 +7,31 @@ import (
 	"github.com/rscoord/rsc/events"
 )
 
-// The views below are the wire shapes of the contract (GroupResponse, Migration,
-// AssignmentsResponse), built from the projection alone. The API and the replay
-// tool both render them, so "what the coordinator believed then" looks the same
-// as "what it believes now".
+// The views below are what the coordinator shows of a group, a resharding and
+// an assignment, built from the projection alone: plain values that the HTTP
+// API and the replay tool turn into their wire shapes (package wire), so "what
+// the coordinator believed then" looks the same as "what it believes now".
+// Shards are indexes here; their wire form is an object.
 
-// ShardRef is the wire form of a shard: {"shardIndex": n}.
-type ShardRef struct {
-	ShardIndex int `json:"shardIndex"`
-}
-
-// Shards converts indexes to their wire form (never nil).
-func Shards(idx []int) []ShardRef {
-	out := make([]ShardRef, 0, len(idx))
-	for _, i := range SortedInts(idx) {
-		out = append(out, ShardRef{ShardIndex: i})
-	}
-	return out
-}
-
-// GroupView is the contract's GroupResponse plus our additions (assignableShardCount,
-// activeReshardingPhase).
+// GroupView is a group: the contract's GroupResponse plus the assignable
+// shard count and timestamps.
 type GroupView struct {
-	StreamPrefix             string          `json:"streamPrefix"`
-	ConsumerGroup            string          `json:"consumerGroup"`
-	State                    string          `json:"state"`
-	GroupEpoch               int64           `json:"groupEpoch"`
-	AssignmentEpoch          int64           `json:"assignmentEpoch"`
-	MetadataVersion          int64           `json:"metadataVersion"`
-	ShardCount               int             `json:"shardCount"`
-	AssignableShardCount     int             `json:"assignableShardCount"`
-	ActiveResharding         *ReshardingView `json:"activeMigration"`
-	ActiveReshardingPhase    *string         `json:"activeReshardingPhase"`
-	TargetAssignmentSummary  map[string]int  `json:"targetAssignmentSummary"`
-	CurrentAssignmentSummary map[string]int  `json:"currentAssignmentSummary"`
-	CreatedAt                time.Time       `json:"createdAt"`
-	UpdatedAt                time.Time       `json:"updatedAt"`
+	StreamPrefix         string
+	ConsumerGroup        string
+	State                string
+	GroupEpoch           int64
+	AssignmentEpoch      int64
+	MetadataVersion      int64
+	ShardCount           int
+	AssignableShardCount int
+	// ActiveResharding is the active resharding, nil when none.
+	ActiveResharding *ReshardingView
+	// TargetAssignmentSummary counts each live member's target shards;
+	// CurrentAssignmentSummary each holding member's current ones.
+	TargetAssignmentSummary  map[string]int
+	CurrentAssignmentSummary map[string]int
+	CreatedAt                time.Time
+	UpdatedAt                time.Time
 }
 
 // ViewGroup renders a group.
@@ -55,10 +44,8 @@ func ViewGroup(g *Group) GroupView {
 		CreatedAt: g.CreatedAt.UTC(), UpdatedAt: g.UpdatedAt.UTC(),
 	}
 	if m := g.Active(); m != nil {
-		mv := ViewResharding(g, m)
-		v.ActiveResharding = &mv
-		phase := mv.Phase
-		v.ActiveReshardingPhase = &phase
+		rv := ViewResharding(g, m)
+		v.ActiveResharding = &rv
 	}
 	for _, id := range g.LiveMemberIDs() {
 		v.TargetAssignmentSummary[id] = len(g.Targets[id])
@@ -71,78 +58,81 @@ func ViewGroup(g *Group) GroupView {
 	return v
 }
 
-// ReshardingView is the contract's Migration plus the monitoring the design asks for.
+// ReshardingView is a resharding: the contract's Migration plus the
+// monitoring the design asks for.
 type ReshardingView struct {
-	ReshardingID   string    `json:"reshardingId"`
-	FromShardCount int       `json:"fromShardCount"`
-	ToShardCount   int       `json:"toShardCount"`
-	State          string    `json:"state"`
-	CreatedAt      time.Time `json:"createdAt"`
-	UpdatedAt      time.Time `json:"updatedAt"`
+	ReshardingID   string
+	FromShardCount int
+	ToShardCount   int
+	State          string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 
-	Kind          string          `json:"kind"`
-	Phase         string          `json:"phase"`
-	RequestedBy   string          `json:"requestedBy"`
-	Reason        string          `json:"reason"`
-	StateHistory  []StateChange   `json:"stateHistory"`
-	Provisioning  Provisioning    `json:"provisioning"`
-	RemovedShards []ShardRef      `json:"removedShards"`
-	Drain         []ShardDrainRow `json:"drain"`
-	DrainProven   bool            `json:"drainProven"`
-	Revoke        RevokeProgress  `json:"revokeProgress"`
-	Rollback      RollbackInfo    `json:"rollback"`
-	Retirement    *Retirement     `json:"retirement"`
+	Kind          string // SCALE_OUT, SCALE_IN or NOOP
+	Phase         string // see Phase
+	RequestedBy   string
+	Reason        string
+	StateHistory  []StateChange
+	Provisioning  Provisioning
+	RemovedShards []int
+	Drain         []ShardDrainRow // one per removed shard
+	DrainProven   bool
+	Revoke        RevokeProgress
+	Rollback      RollbackInfo
+	Retirement    *Retirement // nil until the resharding ended with shards removed
 }
 
-// Provisioning is how many shard streams of the target count exist.
+// Provisioning is how many shard streams of the target count exist; State is
+// PENDING or COMPLETE.
 type Provisioning struct {
-	ProvisionedShards int    `json:"provisionedShards"`
-	TotalShards       int    `json:"totalShards"`
-	State             string `json:"state"`
+	ProvisionedShards int
+	TotalShards       int
+	State             string
 }
 
-// ShardDrainRow is one removed shard: Redis pending/lag per consumer group (from
-// the latest evidence) and what members report.
+// ShardDrainRow is one removed shard: Redis pending and lag over its consumer
+// groups (from the latest evidence; nil when unknown) and what members report.
 type ShardDrainRow struct {
-	Shard          ShardRef         `json:"shard"`
-	StreamKey      string           `json:"streamKey"`
-	Exists         bool             `json:"exists"`
-	RedisPending   *int64           `json:"redisPending"`
-	RedisLag       *int64           `json:"redisLag"`
-	Groups         []GroupDrainView `json:"groups"`
-	Owners         []string         `json:"owners"`
-	MemberPending  *int64           `json:"memberReportedPending"`
-	MemberAckedID  *string          `json:"memberReportedLastAckedId"`
-	Drained        bool             `json:"drained"`
-	EvidenceSource string           `json:"evidenceSource"`
+	Shard          int
+	StreamKey      string
+	Exists         bool
+	RedisPending   *int64
+	RedisLag       *int64
+	Groups         []GroupDrain
+	Owners         []string
+	MemberPending  *int64
+	MemberAckedID  *string
+	Drained        bool
+	EvidenceSource string // "none", "log", or "redis@<time>" for live evidence
 }
 
-// GroupDrainView is one Redis consumer group on a removed shard; lag null = unknown.
-type GroupDrainView struct {
-	Name    string `json:"name"`
-	Pending int64  `json:"pending"`
-	Lag     *int64 `json:"lag"`
+// GroupDrain is one Redis consumer group on a removed shard; a nil Lag is unknown.
+type GroupDrain struct {
+	Name    string
+	Pending int64
+	Lag     *int64
 }
 
-// RevokeProgress lists members still holding removed shards.
+// RevokeProgress lists the members still holding removed shards.
 type RevokeProgress struct {
-	Holding   map[string][]ShardRef `json:"holding"`
-	Remaining int                   `json:"remaining"`
-	Started   bool                  `json:"started"`
+	Holding   map[string][]int
+	Remaining int
+	Started   bool
 }
 
-// RollbackInfo says whether a rollback may be asked for now.
+// RollbackInfo says whether a rollback may be asked for now, and with which
+// policy ("" when none would do).
 type RollbackInfo struct {
-	Eligible bool   `json:"eligible"`
-	Reason   string `json:"reason"`
-	Policy   string `json:"policy,omitempty"`
+	Eligible bool
+	Reason   string
+	Policy   string
 }
 
-// Retirement reports what happened to removed shard streams.
+// Retirement reports what became of removed shard streams.
 type Retirement struct {
-	Retired    bool     `json:"retired"`
-	StreamKeys []string `json:"streamKeys"`
-	Kept       bool     `json:"kept"`
+	Retired    bool
+	StreamKeys []string
+	Kept       bool
 }
 
 // Phase names where a resharding is, in words an operator can act on.
@@ -171,8 +161,9 @@ func Phase(g *Group, m *Resharding) string {
 	return ""
 }
 
-// ViewResharding renders a resharding from the projection; Redis-dependent parts
-// (rollback eligibility of a scale-out, live evidence) are refined by commands.
+// ViewResharding renders a resharding from the projection. What only memory
+// and Redis know (live drain evidence, member-reported progress, a scale-out's
+// rollback eligibility) is added by the API from commands' runtime.
 func ViewResharding(g *Group, m *Resharding) ReshardingView {
 	v := ReshardingView{
 		ReshardingID: m.ReshardingID, FromShardCount: m.From, ToShardCount: m.To, State: m.State,
@@ -181,7 +172,7 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 		StateHistory: append([]StateChange{}, m.History...),
 		Provisioning: Provisioning{ProvisionedShards: m.ProvisionedShards, TotalShards: m.To, State: "PENDING"},
 		Drain:        []ShardDrainRow{},
-		Revoke:       RevokeProgress{Holding: map[string][]ShardRef{}},
+		Revoke:       RevokeProgress{Holding: map[string][]int{}},
 	}
 	for i := range v.StateHistory {
 		v.StateHistory[i].At = v.StateHistory[i].At.UTC()
@@ -202,13 +193,13 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 	for i := lo; i < hi; i++ {
 		removed = append(removed, i)
 	}
-	v.RemovedShards = Shards(removed)
+	v.RemovedShards = SortedInts(removed)
 	evidence := map[int]events.ShardDrain{}
 	for _, e := range m.Evidence {
 		evidence[e.ShardIndex] = e
 	}
 	for _, s := range removed {
-		row := ShardDrainRow{Shard: ShardRef{s}, StreamKey: g.Key.StreamPrefix + ":" + itoa(s), Owners: []string{}, Groups: []GroupDrainView{}, EvidenceSource: "none"}
+		row := ShardDrainRow{Shard: s, StreamKey: g.Key.StreamPrefix + ":" + itoa(s), Owners: []string{}, Groups: []GroupDrain{}, EvidenceSource: "none"}
 		if e, ok := evidence[s]; ok {
 			FillDrainRow(&row, e)
 			row.EvidenceSource = "log"
@@ -233,7 +224,7 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 			}
 		}
 		if len(held) > 0 {
-			v.Revoke.Holding[id] = Shards(held)
+			v.Revoke.Holding[id] = SortedInts(held)
 			v.Revoke.Remaining += len(held)
 		}
 	}
@@ -247,11 +238,11 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 // FillDrainRow copies Redis evidence into a drain row.
 func FillDrainRow(row *ShardDrainRow, e events.ShardDrain) {
 	row.Exists = e.Exists
-	row.Groups = []GroupDrainView{}
+	row.Groups = []GroupDrain{}
 	var pending, lag int64
 	lagKnown := true
 	for _, gd := range e.Groups {
-		gv := GroupDrainView{Name: gd.Name, Pending: gd.Pending}
+		gv := GroupDrain{Name: gd.Name, Pending: gd.Pending}
 		pending += gd.Pending
 		if gd.Lag >= 0 {
 			l := gd.Lag
@@ -304,39 +295,40 @@ func StaticRollbackInfo(g *Group, m *Resharding) RollbackInfo {
 	}
 }
 
-// AssignmentsView is the contract's AssignmentsResponse.
+// AssignmentsView is the contract's AssignmentsResponse: shards by member id.
 type AssignmentsView struct {
-	TargetAssignment    map[string][]ShardRef `json:"targetAssignment"`
-	CurrentAssignments  map[string][]ShardRef `json:"currentAssignments"`
-	GrantedAssignments  map[string][]ShardRef `json:"grantedAssignments"`
-	RevokeProgress      map[string][]ShardRef `json:"revokeProgress"`
-	PendingAssignments  map[string][]ShardRef `json:"pendingAssignments"`
-	InvariantViolations []string              `json:"invariantViolations"`
+	TargetAssignment   map[string][]int // every live member
+	CurrentAssignments map[string][]int // every member
+	GrantedAssignments map[string][]int // holding members with grants
+	RevokeProgress     map[string][]int // members revoking shards
+	PendingAssignments map[string][]int // live members waiting for shards
+	// InvariantViolations are the assignment rules the group breaks now.
+	InvariantViolations []string
 }
 
 // ViewAssignments renders target, current and revoking sets and checks invariants.
 func ViewAssignments(g *Group) AssignmentsView {
 	v := AssignmentsView{
-		TargetAssignment: map[string][]ShardRef{}, CurrentAssignments: map[string][]ShardRef{},
-		GrantedAssignments: map[string][]ShardRef{}, RevokeProgress: map[string][]ShardRef{},
-		PendingAssignments: map[string][]ShardRef{}, InvariantViolations: []string{},
+		TargetAssignment: map[string][]int{}, CurrentAssignments: map[string][]int{},
+		GrantedAssignments: map[string][]int{}, RevokeProgress: map[string][]int{},
+		PendingAssignments: map[string][]int{}, InvariantViolations: []string{},
 	}
 	live := g.LiveMemberIDs()
 	for _, id := range live {
-		v.TargetAssignment[id] = Shards(g.Targets[id])
+		v.TargetAssignment[id] = SortedInts(g.Targets[id])
 		_, pending := g.Grantable(id)
 		if len(pending) > 0 {
-			v.PendingAssignments[id] = Shards(pending)
+			v.PendingAssignments[id] = SortedInts(pending)
 		}
 	}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
-		v.CurrentAssignments[id] = Shards(m.Current)
+		v.CurrentAssignments[id] = SortedInts(m.Current)
 		if m.CanHold() && len(m.Granted) > 0 {
-			v.GrantedAssignments[id] = Shards(m.Granted)
+			v.GrantedAssignments[id] = SortedInts(m.Granted)
 		}
 		if len(m.Revoking) > 0 {
-			v.RevokeProgress[id] = Shards(m.Revoking)
+			v.RevokeProgress[id] = SortedInts(m.Revoking)
 		}
 	}
 	owners := map[int][]string{}

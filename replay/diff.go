@@ -9,6 +9,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Change is a value that differs between two points.
@@ -112,7 +113,7 @@ type ReshardingChange struct {
 	New   bool           `json:"new"`
 	State Change[string] `json:"state"`
 	// Changes are its state changes that lie between the two points.
-	Changes []projection.StateChange `json:"changes"`
+	Changes []wire.StateChange `json:"changes"`
 }
 
 // Empty reports whether nothing changed.
@@ -229,13 +230,12 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 	}
 	for _, mb := range b.Reshardings {
 		ma := a.Resharding(mb.ReshardingID)
-		rc := ReshardingChange{ReshardingID: mb.ReshardingID, FromShardCount: mb.From, ToShardCount: mb.To, New: ma == nil, State: Change[string]{To: mb.State}, Changes: []projection.StateChange{}}
+		rc := ReshardingChange{ReshardingID: mb.ReshardingID, FromShardCount: mb.From, ToShardCount: mb.To, New: ma == nil, State: Change[string]{To: mb.State}, Changes: []wire.StateChange{}}
 		if ma != nil {
 			rc.State.From = ma.State
 		}
-		for _, c := range mb.History {
+		for _, c := range wireStateChanges(mb.History) {
 			if after(c.EventID, fromID) {
-				c.At = c.At.UTC()
 				rc.Changes = append(rc.Changes, c)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Timeline is the resharding history of one group, folded from the whole log.
@@ -44,9 +45,9 @@ type ReshardingTimeline struct {
 	// Before is the group epoch and metadata version just before it started.
 	Before Epochs `json:"before"`
 	// Changes are its state changes in log order, each with the epochs after it.
-	Changes    []projection.StateChange `json:"changes"`
-	Rollback   RollbackHistory          `json:"rollback"`
-	Retirement *projection.Retirement   `json:"retirement"`
+	Changes    []wire.StateChange `json:"changes"`
+	Rollback   RollbackHistory    `json:"rollback"`
+	Retirement *wire.Retirement   `json:"retirement"`
 }
 
 // RollbackHistory says whether a rollback was asked for, and whether one could
@@ -143,10 +144,7 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 			ReshardingID: m.ReshardingID, FromShardCount: m.From, ToShardCount: m.To, Kind: kind(m.From, m.To),
 			State: m.State, RequestedBy: m.RequestedBy, Reason: m.Reason,
 			Before:  Epochs{GroupEpoch: m.StartEpochs.GroupEpoch, MetadataVersion: m.StartEpochs.MetadataVersion},
-			Changes: append([]projection.StateChange{}, m.History...),
-		}
-		for i := range r.Changes {
-			r.Changes[i].At = r.Changes[i].At.UTC()
+			Changes: wireStateChanges(m.History),
 		}
 		if rec, ok := rollbacks[id]; ok {
 			at := rec.Time.UTC()
@@ -155,7 +153,7 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 		info := eligibility(end, m)
 		r.Rollback.Eligible, r.Rollback.EligibilityReason = info.Eligible, info.Reason
 		if m.Retired {
-			r.Retirement = &projection.Retirement{Retired: true, StreamKeys: append([]string{}, m.RetiredKeys...), Kept: m.RetiredKept}
+			r.Retirement = &wire.Retirement{Retired: true, StreamKeys: append([]string{}, m.RetiredKeys...), Kept: m.RetiredKept}
 		}
 		t.Reshardings = append(t.Reshardings, r)
 	}

@@ -102,7 +102,7 @@ func TestStateAtByID(t *testing.T) {
 				t.Errorf("members %v, want %v", ids, tt.members)
 			}
 			state := ""
-			for _, m := range g.Migrations {
+			for _, m := range g.Reshardings {
 				if m.ReshardingID == "reshard-0001" {
 					state = m.State
 				}

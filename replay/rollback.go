@@ -9,6 +9,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Plan is what undoing one resharding involves, read from the log: the group
@@ -35,7 +36,7 @@ type Plan struct {
 	// Diff is what changed from Before to After, all events of the group included.
 	Diff *GroupDiff `json:"diff"`
 	// Rollback is projection's rollback rule at the end of the log.
-	Rollback projection.RollbackInfo `json:"rollback"`
+	Rollback wire.RollbackInfo `json:"rollback"`
 	// Undo lists what a rollback would have to undo, one sentence per step. For
 	// a resharding that is still active they compare Before with the end of the
 	// log, since a rollback would start from there.
@@ -111,11 +112,12 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 	}
 	end, _ := f.st.Group(key)
 	m := after.Resharding(reshardingID)
+	info := eligibility(end, m)
 	p := &Plan{
 		StreamPrefix: key.StreamPrefix, ConsumerGroup: key.ConsumerGroup, ReshardingID: reshardingID,
 		FromShardCount: m.From, ToShardCount: m.To, Kind: kind(m.From, m.To), State: m.State,
 		FirstEventID: firstID, LastEventID: lastID,
-		Rollback: eligibility(end, m),
+		Rollback: wireRollback(info),
 	}
 	if end != nil && end.Resharding(reshardingID) != nil {
 		p.State = end.Resharding(reshardingID).State
@@ -124,7 +126,7 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 	p.Before, p.After = &bs, &as
 	p.Diff = diffGroups(key, before, after, beforeID, lastID)
 	p.Diff.Events = n
-	p.Undo = undoSteps(key, before, after, end, m, p.Rollback)
+	p.Undo = undoSteps(key, before, after, end, m, info)
 	return p, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Point is a position in the log: after the entry UntilID (inclusive), or after
@@ -66,29 +67,29 @@ func StateAt(ctx context.Context, log events.Log, p Point) (*projection.State, s
 type GroupSnapshot struct {
 	// LastID is the id of the last log entry folded into this snapshot.
 	LastID string `json:"lastId"`
-	projection.GroupView
+	wire.Group
 	// Members are sorted by memberId and include EXPIRED, FENCED and LEAVING
 	// members until they were pruned.
-	Members     []MemberView                `json:"members"`
-	Assignments projection.AssignmentsView  `json:"assignments"`
-	Migrations  []projection.ReshardingView `json:"migrations"`
+	Members     []MemberView      `json:"members"`
+	Assignments wire.Assignments  `json:"assignments"`
+	Reshardings []wire.Resharding `json:"migrations"`
 }
 
 // MemberView is the contract's MemberMetadata as far as the log knows a member
 // (no heartbeat or lease times, no consumption progress), plus when it joined
 // and when an event last changed it.
 type MemberView struct {
-	MemberID              string                `json:"memberId"`
-	MemberName            string                `json:"memberName"`
-	State                 string                `json:"state"`
-	MemberEpoch           int64                 `json:"memberEpoch"`
-	MetadataVersion       int64                 `json:"metadataVersion"`
-	RuntimeMaxConcurrency int                   `json:"runtimeMaxConcurrency"`
-	CurrentAssignment     []projection.ShardRef `json:"currentAssignment"`
-	GrantedAssignment     []projection.ShardRef `json:"grantedAssignment"`
-	Revoking              []projection.ShardRef `json:"revoking"`
-	JoinedAt              time.Time             `json:"joinedAt"`
-	UpdatedAt             time.Time             `json:"updatedAt"`
+	MemberID              string          `json:"memberId"`
+	MemberName            string          `json:"memberName"`
+	State                 string          `json:"state"`
+	MemberEpoch           int64           `json:"memberEpoch"`
+	MetadataVersion       int64           `json:"metadataVersion"`
+	RuntimeMaxConcurrency int             `json:"runtimeMaxConcurrency"`
+	CurrentAssignment     []wire.ShardRef `json:"currentAssignment"`
+	GrantedAssignment     []wire.ShardRef `json:"grantedAssignment"`
+	Revoking              []wire.ShardRef `json:"revoking"`
+	JoinedAt              time.Time       `json:"joinedAt"`
+	UpdatedAt             time.Time       `json:"updatedAt"`
 }
 
 // GroupState renders one group of a projection (from StateAt). A group that
@@ -120,24 +121,24 @@ func GroupStates(st *projection.State) []GroupSnapshot {
 func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 	s := GroupSnapshot{
 		LastID:      lastID,
-		GroupView:   projection.ViewGroup(g),
+		Group:       wireGroup(projection.ViewGroup(g)),
 		Members:     []MemberView{},
-		Assignments: projection.ViewAssignments(g),
-		Migrations:  []projection.ReshardingView{},
+		Assignments: wireAssignments(projection.ViewAssignments(g)),
+		Reshardings: []wire.Resharding{},
 	}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]
 		s.Members = append(s.Members, MemberView{
 			MemberID: m.ID, MemberName: m.Name, State: m.State, MemberEpoch: m.Epoch,
 			MetadataVersion: g.MetadataVersion, RuntimeMaxConcurrency: m.MaxConcurrency,
-			CurrentAssignment: projection.Shards(m.Current),
-			GrantedAssignment: projection.Shards(m.Granted),
-			Revoking:          projection.Shards(m.Revoking),
+			CurrentAssignment: wireShards(projection.SortedInts(m.Current)),
+			GrantedAssignment: wireShards(projection.SortedInts(m.Granted)),
+			Revoking:          wireShards(projection.SortedInts(m.Revoking)),
 			JoinedAt:          m.JoinedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
 		})
 	}
 	for _, m := range g.Reshardings {
-		s.Migrations = append(s.Migrations, projection.ViewResharding(g, m))
+		s.Reshardings = append(s.Reshardings, wireResharding(projection.ViewResharding(g, m)))
 	}
 	return s
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -218,7 +219,7 @@ func TestIntegrationCrashAtEveryStep(t *testing.T) {
 				if !ok {
 					return false
 				}
-				want, _ := json.Marshal(projection.ViewGroup(fresh))
+				want, _ := json.Marshal(httpapi.GroupOf(fresh))
 				got := tc.Do("GET", fmt.Sprintf("/coord/v1/streams/%s/groups/g", prefix), nil).Body
 				var a, b any
 				_ = json.Unmarshal(want, &a)

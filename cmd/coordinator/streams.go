@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/rscoord/rsc/httpapi"
-	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
+	"github.com/rscoord/rsc/wire"
 )
 
 // streamReader adapts redisstore.Shards to httpapi.StreamReader.
@@ -19,34 +18,36 @@ func strPtr(s string) *string {
 	return &s
 }
 
-func (a streamReader) Offsets(ctx context.Context, prefix, group string, shards []int) ([]httpapi.ShardOffset, error) {
+func (a streamReader) Offsets(ctx context.Context, prefix, group string, shards []int) ([]wire.ShardOffset, error) {
 	offs, err := a.s.Offsets(ctx, prefix, group, shards)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]httpapi.ShardOffset, len(offs))
+	out := make([]wire.ShardOffset, len(offs))
 	for i, o := range offs {
-		out[i] = httpapi.ShardOffset{
-			StreamPrefix: prefix, ConsumerGroup: group, Shard: projection.ShardRef{ShardIndex: o.ShardIndex},
-			StreamKey: o.StreamKey, RedisSlot: o.Slot, StreamLength: o.Length,
-			FirstRecordID: strPtr(o.FirstID), LastRecordID: strPtr(o.LastID), LastGeneratedID: strPtr(o.LastGeneratedID),
-			GroupLastDeliveredID: strPtr(o.GroupLastDeliveredID), PendingCount: o.Pending, Lag: o.Lag,
+		out[i] = wire.ShardOffset{
+			StreamPrefix: prefix, ConsumerGroup: group, Shard: wire.ShardRef{ShardIndex: o.ShardIndex},
+			ShardStream: wire.ShardStream{
+				StreamKey: o.StreamKey, RedisSlot: o.Slot, StreamLength: o.Length,
+				FirstRecordID: strPtr(o.FirstID), LastRecordID: strPtr(o.LastID), LastGeneratedID: strPtr(o.LastGeneratedID),
+				GroupLastDeliveredID: strPtr(o.GroupLastDeliveredID), PendingCount: o.Pending, Lag: o.Lag,
+				RedisNodeEndpoint: strPtr(o.NodeEndpoint), RedisNodeID: strPtr(o.NodeID),
+				RedisSlotRangeStart: o.SlotStart, RedisSlotRangeEnd: o.SlotEnd,
+			},
 			MemoryUsageBytes: o.MemoryBytes, Exists: o.Exists,
-			RedisNodeEndpoint: strPtr(o.NodeEndpoint), RedisNodeID: strPtr(o.NodeID),
-			RedisSlotRangeStart: o.SlotStart, RedisSlotRangeEnd: o.SlotEnd,
 		}
 	}
 	return out, nil
 }
 
-func (a streamReader) Messages(ctx context.Context, key string, forward bool, cursor string, limit int) ([]httpapi.StreamRecord, bool, error) {
+func (a streamReader) Messages(ctx context.Context, key string, forward bool, cursor string, limit int) ([]wire.StreamRecord, bool, error) {
 	msgs, more, err := a.s.Messages(ctx, key, forward, cursor, limit)
 	if err != nil {
 		return nil, false, err
 	}
-	out := make([]httpapi.StreamRecord, len(msgs))
+	out := make([]wire.StreamRecord, len(msgs))
 	for i, m := range msgs {
-		r := httpapi.StreamRecord{StreamKey: key, RecordID: m.ID, Fields: m.Fields}
+		r := wire.StreamRecord{StreamKey: key, RecordID: m.ID, Fields: m.Fields}
 		if p, ok := m.Fields["payload"]; ok {
 			p := p
 			r.Payload = &p

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/replay"
@@ -66,7 +67,7 @@ func CheckLog(ctx context.Context, log events.Log, k projection.GroupKey) (int, 
 }
 
 // CompareServed compares the group the coordinator serves (GET the group) with
-// projection.ViewGroup of a fresh fold of the log, as normalized JSON. It
+// httpapi.GroupOf of a fresh fold of the log, as normalized JSON. It
 // reports whether they are equal and, if not, both documents.
 func CompareServed(ctx context.Context, admin *client.Coordinator, rdb redis.UniversalClient, logStream string, k projection.GroupKey) (bool, string, error) {
 	var served json.RawMessage
@@ -81,7 +82,7 @@ func CompareServed(ctx context.Context, admin *client.Coordinator, rdb redis.Uni
 	if !ok {
 		return false, "", fmt.Errorf("group %s/%s is not in the log", k.StreamPrefix, k.ConsumerGroup)
 	}
-	folded, err := json.Marshal(projection.ViewGroup(g))
+	folded, err := json.Marshal(httpapi.GroupOf(g))
 	if err != nil {
 		return false, "", err
 	}
