@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // DefaultTimeout bounds one coordinator call when the Coordinator has no
@@ -146,8 +148,13 @@ func (c *Coordinator) Heartbeat(ctx context.Context, streamPrefix, consumerGroup
 // Login exchanges a user name and password for a bearer token:
 // POST /coord/v1/auth/login.
 func (c *Coordinator) Login(ctx context.Context, username, password string) (BearerToken, time.Time, error) {
-	var resp LoginResponse
-	body := map[string]string{"username": username, "password": password}
+	var resp struct {
+		wire.LoginResponse
+		// Token is where servers other than ours may put the token (the
+		// reference's Python client reads it when accessToken is missing).
+		Token string `json:"token"`
+	}
+	body := wire.LoginRequest{Username: username, Password: password}
 	// A repeated login only issues another token.
 	if err := c.do(ctx, http.MethodPost, basePath+"/auth/login", body, &resp, true); err != nil {
 		return "", time.Time{}, fmt.Errorf("login as %s: %w", username, err)

@@ -15,7 +15,8 @@
 //     revoke-before-assign.
 //
 // The SDK speaks the same protocol as the reference Python client and Spring
-// starter. It depends only on package routing of this repository (shared
-// with the server so both compute the same shard keys); it must not import
-// the server's packages (commands, projection, httpapi, events, redisstore).
+// starter. It depends only on packages routing and wire of this repository
+// (shared with the server, so both compute the same shard keys and read and
+// write the same bodies); it must not import the server's packages
+// (commands, projection, httpapi, events, redisstore).
 package client

@@ -115,7 +115,7 @@ var (
 		return err
 	}}
 	heartbeatCall = call{"heartbeat", func(ctx context.Context, c *client.Coordinator) error {
-		r, err := c.Heartbeat(ctx, "p", "g", &client.HeartbeatRequest{ProtocolVersion: 1, MemberID: "m1"})
+		r, err := c.Heartbeat(ctx, "p", "g", &client.HeartbeatRequest{ProtocolVersion: new(1), MemberID: "m1"})
 		if err == nil && r.MemberEpoch != 3 {
 			return errors.New("wrong heartbeat answer decoded")
 		}

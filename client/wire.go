@@ -1,32 +1,60 @@
 package client
 
-import "time"
+import "github.com/rscoord/rsc/wire"
+
+// The bodies the SDK sends and reads are package wire's types, shared with
+// the coordinator. The names below are the SDK's for them (type aliases, so a
+// client.HeartbeatRequest is a wire.HeartbeatRequest).
 
 // ProtocolVersion is the coordination protocol version the SDK speaks.
-const ProtocolVersion = 1
+const ProtocolVersion = wire.ProtocolVersion
 
 // Heartbeat statuses, as on the wire (CONTRACT §3.4).
 const (
-	StatusOK                  = "OK"
-	StatusRetry               = "RETRY"
-	StatusSyncMetadata        = "SYNC_METADATA"
-	StatusRevokePending       = "REVOKE_PENDING"
-	StatusUnknownMember       = "UNKNOWN_MEMBER_ID"
-	StatusFenced              = "FENCED_MEMBER_EPOCH"
-	StatusUnsupportedProtocol = "UNSUPPORTED_PROTOCOL"
-	StatusInvalidRequest      = "INVALID_REQUEST"
+	StatusOK                  = wire.StatusOK
+	StatusRetry               = wire.StatusRetry
+	StatusSyncMetadata        = wire.StatusSyncMetadata
+	StatusRevokePending       = wire.StatusRevokePending
+	StatusUnknownMember       = wire.StatusUnknownMember
+	StatusFenced              = wire.StatusFenced
+	StatusUnsupportedProtocol = wire.StatusUnsupportedProtocol
+	StatusInvalidRequest      = wire.StatusInvalidRequest
 )
 
 // Revoke report states.
 const (
-	RevokeDraining = "DRAINING"
-	RevokeRevoked  = "REVOKED"
+	RevokeDraining = wire.RevokeDraining
+	RevokeRevoked  = wire.RevokeRevoked
 )
 
-// Shard is the wire form of a shard: {"shardIndex": n}.
-type Shard struct {
-	ShardIndex int `json:"shardIndex"`
-}
+type (
+	// Shard is the wire form of a shard: {"shardIndex": n}.
+	Shard = wire.ShardRef
+	// HeartbeatRequest is the body of a member heartbeat. Its required fields
+	// are pointers (the coordinator tells a missing one from a zero).
+	HeartbeatRequest = wire.HeartbeatRequest
+	// Capacity is a logical member's local worker capacity.
+	Capacity = wire.Capacity
+	// RevokeReport is a member's revoke progress on one shard: DRAINING while
+	// in-flight messages finish, REVOKED (with InFlight 0) once released.
+	RevokeReport = wire.RevokingReport
+	// ShardProgress is what a member reports about its consumption of one shard.
+	ShardProgress = wire.ShardProgress
+	// HeartbeatResponse is the coordinator's answer to a heartbeat.
+	HeartbeatResponse = wire.HeartbeatResponse
+	// Assignment is the assignment part of a heartbeat answer: shards the
+	// member may read now, and shards it will get once their previous owner
+	// releases them.
+	Assignment = wire.HeartbeatAssignment
+	// Routing is the producer routing metadata of a group.
+	Routing = wire.ProducerRoutingResponse
+	// RoutingShard is one shard of the producer routing.
+	RoutingShard = wire.RoutingShard
+	// ErrorResponse is the contract's error body.
+	ErrorResponse = wire.ErrorResponse
+	// LoginResponse answers POST /coord/v1/auth/login.
+	LoginResponse = wire.LoginResponse
+)
 
 // Shards converts indexes to their wire form (never nil).
 func Shards(idx []int) []Shard {
@@ -44,99 +72,4 @@ func Indexes(shards []Shard) []int {
 		out[i] = s.ShardIndex
 	}
 	return out
-}
-
-// HeartbeatRequest is the body of a member heartbeat.
-type HeartbeatRequest struct {
-	ProtocolVersion         int             `json:"protocolVersion"`
-	RequestID               string          `json:"requestId"`
-	MemberID                string          `json:"memberId"`
-	MemberName              string          `json:"memberName"`
-	MemberEpoch             int64           `json:"memberEpoch"`
-	MetadataVersion         int64           `json:"metadataVersion"`
-	RuntimeConsumerCapacity Capacity        `json:"runtimeConsumerCapacity"`
-	OwnedShards             []Shard         `json:"ownedShards"`
-	RevokingShards          []RevokeReport  `json:"revokingShards"`
-	ShardProgress           []ShardProgress `json:"shardProgress"`
-}
-
-// Capacity is a logical member's local worker capacity.
-type Capacity struct {
-	RuntimeMaxConcurrency int `json:"runtimeMaxConcurrency"`
-	AvailableConcurrency  int `json:"availableConcurrency"`
-}
-
-// RevokeReport is a member's revoke progress on one shard: DRAINING while
-// in-flight messages finish, REVOKED (with InFlight 0) once released.
-type RevokeReport struct {
-	Shard    Shard      `json:"shard"`
-	State    string     `json:"state"`
-	InFlight int        `json:"inFlight"`
-	AckedAt  *time.Time `json:"ackedAt"`
-}
-
-// ShardProgress is what a member reports about its consumption of one shard.
-type ShardProgress struct {
-	Shard           Shard      `json:"shard"`
-	StreamKey       string     `json:"streamKey"`
-	LastDeliveredID *string    `json:"lastDeliveredId"`
-	LastAckedID     *string    `json:"lastAckedId"`
-	PendingCount    int64      `json:"pendingCount"`
-	UpdatedAt       *time.Time `json:"updatedAt"`
-}
-
-// HeartbeatResponse is the coordinator's answer to a heartbeat.
-type HeartbeatResponse struct {
-	ResponseTo          string     `json:"responseTo"`
-	Status              string     `json:"status"`
-	MemberID            string     `json:"memberId"`
-	MemberEpoch         int64      `json:"memberEpoch"`
-	HeartbeatIntervalMs int64      `json:"heartbeatIntervalMs"`
-	RebalanceTimeoutMs  int64      `json:"rebalanceTimeoutMs"`
-	GroupEpoch          int64      `json:"groupEpoch"`
-	AssignmentEpoch     int64      `json:"assignmentEpoch"`
-	MetadataVersion     int64      `json:"metadataVersion"`
-	Assignment          Assignment `json:"assignment"`
-}
-
-// Assignment is the assignment part of a heartbeat answer: shards the member
-// may read now, and shards it will get once their previous owner releases them.
-type Assignment struct {
-	AssignedShards  []Shard `json:"assignedShards"`
-	PendingShards   []Shard `json:"pendingShards"`
-	MetadataVersion int64   `json:"metadataVersion"`
-}
-
-// Routing is the producer routing metadata of a group.
-type Routing struct {
-	StreamPrefix     string         `json:"streamPrefix"`
-	ConsumerGroup    string         `json:"consumerGroup"`
-	MetadataVersion  int64          `json:"metadataVersion"`
-	ShardCount       int            `json:"shardCount"`
-	StreamKeyPattern string         `json:"streamKeyPattern"`
-	Shards           []RoutingShard `json:"shards"`
-}
-
-// RoutingShard is one shard of the producer routing.
-type RoutingShard struct {
-	ShardIndex int    `json:"shardIndex"`
-	StreamKey  string `json:"streamKey"`
-	RedisSlot  int    `json:"redisSlot"`
-}
-
-// ErrorResponse is the contract's error body.
-type ErrorResponse struct {
-	Status    string `json:"status"`
-	ErrorCode string `json:"errorCode"`
-	Message   string `json:"message"`
-}
-
-// LoginResponse answers POST /coord/v1/auth/login.
-type LoginResponse struct {
-	AccessToken      string    `json:"accessToken"`
-	Token            string    `json:"token"`
-	TokenType        string    `json:"tokenType"`
-	ExpiresAt        time.Time `json:"expiresAt"`
-	ExpiresInSeconds int64     `json:"expiresInSeconds"`
-	Roles            []string  `json:"roles"`
 }

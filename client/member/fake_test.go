@@ -107,7 +107,7 @@ func (f *fakeCoordinator) last(id string) client.HeartbeatRequest {
 func answer(status string, epoch int64, assigned ...int) reply {
 	return func(req client.HeartbeatRequest) (client.HeartbeatResponse, int) {
 		e := epoch
-		if status == client.StatusOK && req.MemberEpoch == -1 {
+		if status == client.StatusOK && *req.MemberEpoch == -1 {
 			e = -1
 		}
 		return client.HeartbeatResponse{

@@ -174,9 +174,9 @@ func (m *member) sortedShards() []int {
 // (epoch 0) reports nothing: the coordinator only accepts an empty join.
 func (m *member) buildRequest(epoch int64, available int) *client.HeartbeatRequest {
 	req := &client.HeartbeatRequest{
-		ProtocolVersion: client.ProtocolVersion, RequestID: client.NewRequestID(),
-		MemberID: m.id, MemberName: m.name, MemberEpoch: epoch, MetadataVersion: m.mv,
-		RuntimeConsumerCapacity: client.Capacity{RuntimeMaxConcurrency: 1, AvailableConcurrency: available},
+		ProtocolVersion: new(client.ProtocolVersion), RequestID: client.NewRequestID(),
+		MemberID: m.id, MemberName: new(m.name), MemberEpoch: new(epoch), MetadataVersion: new(m.mv),
+		RuntimeConsumerCapacity: &client.Capacity{RuntimeMaxConcurrency: new(1), AvailableConcurrency: new(available)},
 		OwnedShards:             []client.Shard{}, RevokingShards: []client.RevokeReport{}, ShardProgress: []client.ShardProgress{},
 	}
 	if epoch == 0 {
@@ -190,13 +190,13 @@ func (m *member) buildRequest(epoch int64, available int) *client.HeartbeatReque
 			req.ShardProgress = append(req.ShardProgress, s.reader.progress())
 		case shardDraining:
 			req.RevokingShards = append(req.RevokingShards, client.RevokeReport{
-				Shard: client.Shard{ShardIndex: idx}, State: client.RevokeDraining, InFlight: max(1, int(s.reader.inFlight.Load())),
+				Shard: &client.Shard{ShardIndex: idx}, State: client.RevokeDraining, InFlight: max(1, int(s.reader.inFlight.Load())),
 			})
 			req.ShardProgress = append(req.ShardProgress, s.reader.progress())
 		case shardRevoked:
-			at := s.revokedAt.UTC()
 			req.RevokingShards = append(req.RevokingShards, client.RevokeReport{
-				Shard: client.Shard{ShardIndex: idx}, State: client.RevokeRevoked, InFlight: 0, AckedAt: &at,
+				Shard: &client.Shard{ShardIndex: idx}, State: client.RevokeRevoked, InFlight: 0,
+				AckedAt: new(s.revokedAt.UTC().Format(time.RFC3339Nano)),
 			})
 		}
 	}
@@ -291,10 +291,10 @@ func (m *member) apply(req *client.HeartbeatRequest, resp *client.HeartbeatRespo
 		m.adopt(req, resp, sent)
 		m.revokeUnassigned(shardSet(resp.Assignment.AssignedShards), false)
 	case client.StatusFenced, client.StatusUnknownMember:
-		m.log.Warn("coordinator no longer accepts this member; stopping every shard and rejoining", "status", resp.Status, "memberEpoch", req.MemberEpoch)
+		m.log.Warn("coordinator no longer accepts this member; stopping every shard and rejoining", "status", resp.Status, "memberEpoch", *req.MemberEpoch)
 		m.reset(resp)
 	case client.StatusUnsupportedProtocol, client.StatusInvalidRequest:
-		m.log.Error("coordinator rejected the heartbeat; keeping state and heartbeating", "status", resp.Status, "memberEpoch", req.MemberEpoch)
+		m.log.Error("coordinator rejected the heartbeat; keeping state and heartbeating", "status", resp.Status, "memberEpoch", *req.MemberEpoch)
 	default:
 		m.log.Debug("heartbeat status without action", "status", resp.Status)
 	}
@@ -304,7 +304,7 @@ func (m *member) apply(req *client.HeartbeatRequest, resp *client.HeartbeatRespo
 // adopt takes the epochs of an accepted answer, renews the lease and forgets
 // the REVOKED reports the coordinator just received.
 func (m *member) adopt(req *client.HeartbeatRequest, resp *client.HeartbeatResponse, sent time.Time) {
-	if !m.joined || req.MemberEpoch == 0 {
+	if !m.joined || *req.MemberEpoch == 0 {
 		m.log.Info("joined the group", "memberEpoch", resp.MemberEpoch, "metadataVersion", resp.MetadataVersion, "status", resp.Status)
 		m.rt.emit(Event{MemberID: m.id, Kind: EventJoined, Detail: resp.Status})
 	}

@@ -67,7 +67,7 @@ func TestJoinReadAckAndReportProgress(t *testing.T) {
 	rt := e.start(t, e.config(nil), got.handler)
 	eventually(t, "both shards owned", func() bool { return equalInts(owned(e.coord.last("w")), []int{0, 1}) })
 	first := e.coord.requests("w")[0]
-	if first.MemberEpoch != 0 || len(first.OwnedShards) != 0 || first.ProtocolVersion != 1 || first.MemberName != "w" || first.RequestID == "" {
+	if *first.MemberEpoch != 0 || len(first.OwnedShards) != 0 || *first.ProtocolVersion != 1 || *first.MemberName != "w" || first.RequestID == "" {
 		t.Fatalf("join heartbeat %+v: want epoch 0, nothing owned", first)
 	}
 	id0 := e.publish(t, 0, "a")
@@ -84,7 +84,7 @@ func TestJoinReadAckAndReportProgress(t *testing.T) {
 		return false
 	})
 	last := e.coord.last("w")
-	if last.MemberEpoch != 2 || last.MetadataVersion != 12 {
+	if *last.MemberEpoch != 2 || *last.MetadataVersion != 12 {
 		t.Fatalf("epochs not adopted: %+v", last)
 	}
 	if st := rt.Stats(); st.Handled != 2 || st.Acked != 2 {
@@ -106,7 +106,7 @@ func TestConcurrencyRunsIndependentLogicalMembers(t *testing.T) {
 	for i, id := range rt.MemberIDs() {
 		eventually(t, id+" owns its shard", func() bool {
 			req := e.coord.last(id)
-			return equalInts(owned(req), []int{i}) && req.MemberEpoch == int64(5+i)
+			return equalInts(owned(req), []int{i}) && *req.MemberEpoch == int64(5+i)
 		})
 	}
 	for i := 0; i < 3; i++ {
@@ -187,7 +187,7 @@ func TestOnlyOKStartsNewShards(t *testing.T) {
 	eventually(t, "shard 0 owned", func() bool { return equalInts(owned(e.coord.last("w")), []int{0}) })
 
 	e.coord.set(answer(client.StatusRevokePending, 3, 0, 1))
-	eventually(t, "epoch 3 adopted", func() bool { return e.coord.last("w").MemberEpoch == 3 })
+	eventually(t, "epoch 3 adopted", func() bool { return *e.coord.last("w").MemberEpoch == 3 })
 	time.Sleep(150 * time.Millisecond)
 	if req := e.coord.last("w"); !equalInts(owned(req), []int{0}) {
 		t.Fatalf("REVOKE_PENDING started shards: owned %v", owned(req))
@@ -202,7 +202,7 @@ func TestOnlyOKStartsNewShards(t *testing.T) {
 	eventually(t, "shard 0 revoked by SYNC_METADATA", func() bool {
 		req := e.coord.last("w")
 		st, _ := revokeState(req, 0)
-		return req.MemberEpoch == 4 && len(req.OwnedShards) == 0 && (st == client.RevokeRevoked || st == "")
+		return *req.MemberEpoch == 4 && len(req.OwnedShards) == 0 && (st == client.RevokeRevoked || st == "")
 	})
 
 	e.coord.set(answer(client.StatusOK, 5, 0, 1))
@@ -223,7 +223,7 @@ func TestFencedStopsEverythingAndRejoins(t *testing.T) {
 	// Fenced, then the coordinator only accepts a rejoin, and grants nothing yet.
 	var rejoined atomic.Bool
 	e.coord.set(func(req client.HeartbeatRequest) (client.HeartbeatResponse, int) {
-		if req.MemberEpoch == 0 {
+		if *req.MemberEpoch == 0 {
 			rejoined.Store(true)
 			if len(req.OwnedShards)+len(req.RevokingShards)+len(req.ShardProgress) != 0 {
 				t.Errorf("rejoin must report nothing: %+v", req)
@@ -244,7 +244,7 @@ func TestFencedStopsEverythingAndRejoins(t *testing.T) {
 	if got.has("while-unassigned") {
 		t.Fatal("a fenced member kept reading")
 	}
-	if req := e.coord.last("w"); req.MemberEpoch != 7 || len(req.OwnedShards) != 0 {
+	if req := e.coord.last("w"); *req.MemberEpoch != 7 || len(req.OwnedShards) != 0 {
 		t.Fatalf("after rejoin: %+v", req)
 	}
 }
@@ -255,14 +255,14 @@ func TestUnknownMemberRejoins(t *testing.T) {
 	e.start(t, e.config(nil), got.handler)
 	eventually(t, "shard 0 owned", func() bool { return equalInts(owned(e.coord.last("w")), []int{0}) })
 	e.coord.set(func(req client.HeartbeatRequest) (client.HeartbeatResponse, int) {
-		if req.MemberEpoch == 0 {
+		if *req.MemberEpoch == 0 {
 			return answer(client.StatusOK, 3, 0)(req)
 		}
-		return client.HeartbeatResponse{Status: client.StatusUnknownMember, MemberEpoch: req.MemberEpoch}, 0
+		return client.HeartbeatResponse{Status: client.StatusUnknownMember, MemberEpoch: *req.MemberEpoch}, 0
 	})
 	eventually(t, "rejoined and owning shard 0 again", func() bool {
 		req := e.coord.last("w")
-		return req.MemberEpoch == 3 && equalInts(owned(req), []int{0})
+		return *req.MemberEpoch == 3 && equalInts(owned(req), []int{0})
 	})
 }
 
@@ -276,12 +276,12 @@ func TestRejectedHeartbeatKeepsState(t *testing.T) {
 			e.start(t, e.config(func(c *member.Config) { c.MemberLease = time.Minute }), got.handler)
 			eventually(t, "shard 0 owned", func() bool { return equalInts(owned(e.coord.last("w")), []int{0}) })
 			e.coord.set(func(req client.HeartbeatRequest) (client.HeartbeatResponse, int) {
-				return client.HeartbeatResponse{Status: status, MemberEpoch: req.MemberEpoch}, 0
+				return client.HeartbeatResponse{Status: status, MemberEpoch: *req.MemberEpoch}, 0
 			})
 			n := len(e.coord.requests("w"))
 			eventually(t, "more heartbeats", func() bool { return len(e.coord.requests("w")) > n+3 })
 			req := e.coord.last("w")
-			if req.MemberEpoch != 4 || !equalInts(owned(req), []int{0}) {
+			if *req.MemberEpoch != 4 || !equalInts(owned(req), []int{0}) {
 				t.Fatalf("state changed after %s: %+v", status, req)
 			}
 			e.publish(t, 0, "still-read")
@@ -340,7 +340,7 @@ func TestGracefulLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	leave := e.coord.last("w")
-	if leave.MemberEpoch != -1 || leave.RuntimeConsumerCapacity.AvailableConcurrency != 0 || len(leave.OwnedShards) != 0 {
+	if *leave.MemberEpoch != -1 || *leave.RuntimeConsumerCapacity.AvailableConcurrency != 0 || len(leave.OwnedShards) != 0 {
 		t.Fatalf("leave heartbeat %+v", leave)
 	}
 	for _, s := range []int{0, 1} {
