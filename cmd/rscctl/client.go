@@ -150,6 +150,7 @@ func (a *app) call(ctx context.Context, method, path string, query url.Values, b
 		return data, nil
 	}
 	e := &apiError{Method: method, Path: path, Status: resp.StatusCode}
+	// The contract's ErrorResponse, or the failed login's body (its "error").
 	var er struct {
 		ErrorCode string `json:"errorCode"`
 		Message   string `json:"message"`
@@ -216,6 +217,6 @@ func monitoringPath(prefix, group string) string {
 	return "/coord/v1/monitoring/streams/" + url.PathEscape(prefix) + "/groups/" + url.PathEscape(group)
 }
 
-func migrationPath(prefix, group, id string) string {
+func reshardingPath(prefix, group, id string) string {
 	return groupPath(prefix, group) + "/migrations/" + url.PathEscape(id)
 }

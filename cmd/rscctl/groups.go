@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // defaultActor is the audit identity of requests that need one (requestedBy).
@@ -20,9 +22,7 @@ func defaultActor() string {
 // setupGroups: rscctl groups (GET /coord/v1/monitoring/groups).
 func setupGroups(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		var resp struct {
-			Groups []group `json:"groups"`
-		}
+		var resp wire.GroupsResponse
 		data, err := a.get(ctx, "/coord/v1/monitoring/groups", nil, &resp)
 		if err != nil {
 			return err
@@ -41,14 +41,16 @@ func setupGroups(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 
 // shardsCell is the routed count, with the assignable count when a scale-in
 // still has removed shards assigned.
-func shardsCell(g group) string {
-	if g.AssignableShardCount != nil && *g.AssignableShardCount != g.ShardCount {
-		return fmt.Sprintf("%d (%d assigned)", g.ShardCount, *g.AssignableShardCount)
+func shardsCell(g wire.Group) string {
+	// An older coordinator leaves assignableShardCount out (0): it is never
+	// below the routed count otherwise.
+	if g.AssignableShardCount > g.ShardCount {
+		return fmt.Sprintf("%d (%d assigned)", g.ShardCount, g.AssignableShardCount)
 	}
 	return strconv.Itoa(g.ShardCount)
 }
 
-func reshardingCell(m *migration) string {
+func reshardingCell(m *wire.Resharding) string {
 	if m == nil {
 		return "-"
 	}
@@ -58,7 +60,7 @@ func reshardingCell(m *migration) string {
 // setupGroup: rscctl group <prefix> <group> (GET /coord/v1/streams/{p}/groups/{g}).
 func setupGroup(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var g group
+		var g wire.Group
 		data, err := a.get(ctx, groupPath(args[0], args[1]), nil, &g)
 		if err != nil {
 			return err
@@ -70,7 +72,7 @@ func setupGroup(fs *flag.FlagSet, a *app) func(context.Context, []string) error 
 	}
 }
 
-func printGroup(a *app, g group) error {
+func printGroup(a *app, g wire.Group) error {
 	kv := newTable(a.stdout, "GROUP", g.StreamPrefix+" / "+g.ConsumerGroup)
 	kv.row("STATE", g.State)
 	kv.row("SHARDS", shardsCell(g))
@@ -131,16 +133,16 @@ func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 	requestedBy := fs.String("requested-by", defaultActor(), "audit identity recorded with the request")
 	reason := fs.String("reason", "", "audit text recorded with the request")
 	return func(ctx context.Context, args []string) error {
-		body := map[string]any{"requestedBy": *requestedBy, "reason": *reason}
+		body := wire.CreateRequest{RequestedBy: *requestedBy, Reason: *reason}
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "shards" })
 		if given {
 			if *shards < 1 {
 				return usageErrorf("--shards must be at least 1")
 			}
-			body["initialShardCount"] = *shards
+			body.InitialShardCount = shards
 		}
-		var g group
+		var g wire.Group
 		data, err := a.send(ctx, http.MethodPost, groupPath(args[0], args[1]), body, &g)
 		if err != nil {
 			return err
@@ -157,9 +159,7 @@ func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 // (GET /coord/v1/monitoring/streams/{p}/groups/{g}/members).
 func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var resp struct {
-			Members []member `json:"members"`
-		}
+		var resp wire.MembersResponse
 		data, err := a.get(ctx, monitoringPath(args[0], args[1])+"/members", nil, &resp)
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 // (GET /coord/v1/streams/{p}/groups/{g}/producer-routing).
 func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var r routing
+		var r wire.ProducerRoutingResponse
 		data, err := a.get(ctx, groupPath(args[0], args[1])+"/producer-routing", nil, &r)
 		if err != nil {
 			return err
@@ -201,14 +201,11 @@ func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 	}
 }
 
-// setupMigrations: rscctl migrations <prefix> <group>
+// setupReshardings: rscctl migrations <prefix> <group>
 // (GET /coord/v1/streams/{p}/groups/{g}/migrations).
-func setupMigrations(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+func setupReshardings(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var resp struct {
-			Migrations         []migration `json:"migrations"`
-			ActiveReshardingID *string     `json:"activeReshardingId"`
-		}
+		var resp wire.ReshardingsResponse
 		data, err := a.get(ctx, groupPath(args[0], args[1])+"/migrations", nil, &resp)
 		if err != nil {
 			return err

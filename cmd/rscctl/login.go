@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // setupLogin: rscctl login (POST /coord/v1/auth/login). With --token the token is
@@ -17,10 +19,10 @@ func setupLogin(fs *flag.FlagSet, a *app) func(context.Context, []string) error 
 	return func(ctx context.Context, _ []string) error {
 		var body any
 		if a.g.token == "" {
-			body = map[string]string{"username": a.g.user, "password": a.g.password}
+			body = wire.LoginRequest{Username: a.g.user, Password: a.g.password}
 			a.credentials = "user " + a.g.user
 		}
-		var resp loginResponse
+		var resp wire.LoginResponse
 		data, err := a.send(ctx, http.MethodPost, "/coord/v1/auth/login", body, &resp)
 		if err != nil {
 			return err

@@ -3,8 +3,8 @@
 // reads the audit history, and hands `replay` questions to the replay tool.
 //
 // It talks to the coordinator over its HTTP API only (docs/openapi.yaml) and
-// decodes the wire shapes into its own small structs, so it imports nothing of
-// the server. All logic is in run, which tests call directly.
+// reads and writes package wire's bodies, the server's own; it imports nothing
+// else of the repository. All logic is in run, which tests call directly.
 package main
 
 import (
@@ -107,7 +107,7 @@ func commands() []command {
 		{"history", "<prefix> <group>", "the group's audit events", 2, setupHistory},
 		{"members", "<prefix> <group>", "the group's members", 2, setupMembers},
 		{"routing", "<prefix> <group>", "the group's producer routing", 2, setupRouting},
-		{"migrations", "<prefix> <group>", "the group's reshardings", 2, setupMigrations},
+		{"migrations", "<prefix> <group>", "the group's reshardings", 2, setupReshardings},
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // isolate keeps the developer's environment and saved token out of a test.
@@ -120,7 +122,7 @@ const migrationJSON = `{"reshardingId":"reshard-1","fromShardCount":4,"toShardCo
           {"shard":{"shardIndex":3},"streamKey":"orders:3","exists":false,"redisPending":0,"redisLag":0,"groups":[],"owners":[],"memberReportedPending":null,"memberReportedLastAckedId":null,"drained":true,"evidenceSource":"log"}],
  "drainProven":false,"revokeProgress":{"holding":%s,"remaining":%d,"started":%v},"rollback":{"eligible":true,"reason":"scale-in not retired yet","policy":"metadata"},"retirement":null}`
 
-func migrationBody(state, phase string, pending, lag string, owners string, drained bool, holding string, remaining int) string {
+func reshardingBody(state, phase string, pending, lag string, owners string, drained bool, holding string, remaining int) string {
 	return fmt.Sprintf(migrationJSON, state, phase, pending, lag, owners, drained, holding, remaining, remaining > 0 || drained)
 }
 
@@ -172,7 +174,7 @@ func TestGroupDetails(t *testing.T) {
 	isolate(t)
 	f := newFake(t)
 	body := `{"streamPrefix":"orders","consumerGroup":"billing","state":"RECONCILING","groupEpoch":3,"assignmentEpoch":3,"metadataVersion":4,"shardCount":2,"assignableShardCount":4,
-	 "activeMigration":` + migrationBody("ACTIVE", "converging", "null", "null", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1) + `,"activeReshardingPhase":"converging",
+	 "activeMigration":` + reshardingBody("ACTIVE", "converging", "null", "null", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1) + `,"activeReshardingPhase":"converging",
 	 "targetAssignmentSummary":{"m1":2,"m2":0},"currentAssignmentSummary":{"m1":4},"createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:07Z"}`
 	f.reply("GET", "/coord/v1/streams/orders/groups/billing", 200, body)
 	code, out, errOut := f.rscctl("group", "orders", "billing")
@@ -218,7 +220,7 @@ func TestRoutingAndMigrations(t *testing.T) {
 	f := newFake(t)
 	f.reply("GET", "/coord/v1/streams/orders/groups/billing/producer-routing", 200, `{"streamPrefix":"orders","consumerGroup":"billing","metadataVersion":9,"shardCount":2,
 	 "streamKeyPattern":"orders:{shardIndex}","shards":[{"shardIndex":0,"streamKey":"orders:0","redisSlot":8578},{"shardIndex":1,"streamKey":"orders:1","redisSlot":12707}]}`)
-	f.reply("GET", "/coord/v1/streams/orders/groups/billing/migrations", 200, `{"migrations":[`+migrationBody("DEPRECATED", "done", "0", "0", "[]", true, "{}", 0)+`,
+	f.reply("GET", "/coord/v1/streams/orders/groups/billing/migrations", 200, `{"migrations":[`+reshardingBody("DEPRECATED", "done", "0", "0", "[]", true, "{}", 0)+`,
 	 {"reshardingId":"reshard-2","fromShardCount":2,"toShardCount":6,"state":"ACTIVE","phase":"converging","kind":"SCALE_OUT","requestedBy":"bob","createdAt":"2026-01-03T00:00:00Z","updatedAt":"2026-01-03T00:00:01Z"}],
 	 "activeReshardingId":"reshard-2"}`)
 	code, out, errOut := f.rscctl("routing", "orders", "billing")
@@ -441,7 +443,7 @@ func waitFake(t *testing.T, states [][2]string) (*fakeCoordinator, *int) {
 	f := newFake(t)
 	var mu sync.Mutex
 	polls := 0
-	f.reply("POST", "/coord/v1/streams/orders/groups/billing/scale", 202, migrationBody("ACTIVE", "converging", "null", "null", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1))
+	f.reply("POST", "/coord/v1/streams/orders/groups/billing/scale", 202, reshardingBody("ACTIVE", "converging", "null", "null", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1))
 	f.handle("GET", "/coord/v1/streams/orders/groups/billing/migrations/reshard-1", func(*http.Request) (int, string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -453,11 +455,11 @@ func waitFake(t *testing.T, states [][2]string) (*fakeCoordinator, *int) {
 		st := states[i]
 		switch st[0] {
 		case "ACTIVE":
-			return 200, migrationBody("ACTIVE", st[1], "null", "null", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1)
+			return 200, reshardingBody("ACTIVE", st[1], "null", "null", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1)
 		case "DRAINING":
-			return 200, migrationBody("DRAINING", st[1], "3", "10", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1)
+			return 200, reshardingBody("DRAINING", st[1], "3", "10", `["m1"]`, false, `{"m1":[{"shardIndex":2}]}`, 1)
 		}
-		return 200, migrationBody(st[0], st[1], "0", "0", "[]", true, "{}", 0)
+		return 200, reshardingBody(st[0], st[1], "0", "0", "[]", true, "{}", 0)
 	})
 	f.handle("GET", "/coord/v1/monitoring/streams/orders/groups/billing/members", func(*http.Request) (int, string) {
 		mu.Lock()
@@ -661,7 +663,7 @@ func TestFlagsAnywhere(t *testing.T) {
 	if code, out, errOut := runArgs("groups"); code != exitOK || !strings.Contains(out, "PREFIX") {
 		t.Errorf("RSC_URL: exit %d: %s %s", code, out, errOut)
 	}
-	f.reply("POST", "/coord/v1/streams/orders/groups/billing/scale", 202, migrationBody("ACTIVE", "converging", "null", "null", "[]", false, "{}", 0))
+	f.reply("POST", "/coord/v1/streams/orders/groups/billing/scale", 202, reshardingBody("ACTIVE", "converging", "null", "null", "[]", false, "{}", 0))
 	if code, out, errOut := runArgs("scale", "orders", "--reason", "r", "billing", "2"); code != exitOK || !strings.Contains(out, "resharding reshard-1 started") {
 		t.Errorf("interspersed flags: exit %d: %s %s", code, out, errOut)
 	}
@@ -678,9 +680,9 @@ func TestShardList(t *testing.T) {
 		{[]int{5, 0, 1, 2, 3}, "0-3,5"},
 		{[]int{0, 2, 4, 5, 6, 9, 10}, "0,2,4-6,9,10"},
 	} {
-		var refs []shardRef
+		var refs []wire.ShardRef
 		for _, i := range tc.in {
-			refs = append(refs, shardRef{ShardIndex: i})
+			refs = append(refs, wire.ShardRef{ShardIndex: i})
 		}
 		if got := shardList(refs); got != tc.want {
 			t.Errorf("shardList(%v) = %q, want %q", tc.in, got, tc.want)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // printJSON writes an API answer indented (the -o json output).
@@ -47,7 +49,7 @@ func (t *table) row(cells ...string) {
 func (t *table) flush() error { return t.tw.Flush() }
 
 // shardList renders shard sets compactly: [0 1 2 3 6] -> "0-3,6"; empty -> "-".
-func shardList(shards []shardRef) string {
+func shardList(shards []wire.ShardRef) string {
 	if len(shards) == 0 {
 		return "-"
 	}
@@ -75,7 +77,7 @@ func shardList(shards []shardRef) string {
 	return strings.Join(parts, ",")
 }
 
-func sameShards(a, b []shardRef) bool {
+func sameShards(a, b []wire.ShardRef) bool {
 	return shardList(a) == shardList(b)
 }
 

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // setupScale: rscctl scale <prefix> <group> <target>
@@ -31,9 +33,9 @@ func setupScale(fs *flag.FlagSet, a *app) func(context.Context, []string) error 
 		if *reason == "" {
 			*reason = fmt.Sprintf("scale to %d shards via rscctl", target)
 		}
-		var m migration
+		var m wire.Resharding
 		data, err := a.send(ctx, http.MethodPost, groupPath(args[0], args[1])+"/scale",
-			map[string]any{"targetShardCount": target, "requestedBy": *requestedBy, "reason": *reason}, &m)
+			wire.ScaleRequest{TargetShardCount: &target, RequestedBy: *requestedBy, Reason: *reason}, &m)
 		if err != nil {
 			return err
 		}
@@ -59,12 +61,9 @@ func setupRollback(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 		if *policy != "" && *policy != "metadata" && *policy != "drain" {
 			return usageErrorf("--policy must be metadata or drain, not %q", *policy)
 		}
-		body := map[string]any{"requestedBy": *requestedBy, "reason": *reason}
-		if *policy != "" {
-			body["policy"] = *policy
-		}
-		var m migration
-		data, err := a.send(ctx, http.MethodPost, migrationPath(args[0], args[1], args[2])+"/rollback", body, &m)
+		body := wire.RollbackRequest{RequestedBy: *requestedBy, Reason: *reason, Policy: *policy}
+		var m wire.Resharding
+		data, err := a.send(ctx, http.MethodPost, reshardingPath(args[0], args[1], args[2])+"/rollback", body, &m)
 		if err != nil {
 			return err
 		}
@@ -91,14 +90,14 @@ type waiter struct {
 
 // progress is one poll's picture.
 type progress struct {
-	m         migration
+	m         wire.Resharding
 	raw       []byte   // the resharding as the API answered it
 	live      []string // members with a target
 	converged int
 	lagging   []string // live members whose current != target
 }
 
-func (w *waiter) run(ctx context.Context, first migration) error {
+func (w *waiter) run(ctx context.Context, first wire.Resharding) error {
 	w.start = time.Now()
 	w.tty = isTerminal(w.a.stdout) && w.a.g.output != "json"
 	deadline := w.start.Add(w.timeout)
@@ -158,22 +157,20 @@ func (w *waiter) run(ctx context.Context, first migration) error {
 
 func (w *waiter) poll(ctx context.Context) (progress, error) {
 	var p progress
-	raw, err := w.a.get(ctx, migrationPath(w.prefix, w.group, w.id), nil, &p.m)
+	raw, err := w.a.get(ctx, reshardingPath(w.prefix, w.group, w.id), nil, &p.m)
 	if err != nil {
 		return p, err
 	}
 	p.raw = raw
-	var members struct {
-		Members []member `json:"members"`
-	}
+	var members wire.MembersResponse
 	if _, err := w.a.get(ctx, monitoringPath(w.prefix, w.group)+"/members", nil, &members); err != nil {
 		return p, err
 	}
-	var asg assignments
+	var asg wire.Assignments
 	if _, err := w.a.get(ctx, monitoringPath(w.prefix, w.group)+"/assignments", nil, &asg); err != nil {
 		return p, err
 	}
-	current := map[string][]shardRef{}
+	current := map[string][]wire.ShardRef{}
 	for _, m := range members.Members {
 		current[m.MemberID] = m.CurrentAssignment
 	}
@@ -224,7 +221,7 @@ func convergedText(p progress) string {
 	return s
 }
 
-func drainText(d drainRow) string {
+func drainText(d wire.ShardDrainRow) string {
 	status := "draining"
 	if d.Drained {
 		status = "drained"
@@ -236,7 +233,7 @@ func drainText(d drainRow) string {
 	return fmt.Sprintf("%s pending=%s lag=%s owners=%s %s", d.StreamKey, formatCount(d.RedisPending), formatCount(d.RedisLag), owners, status)
 }
 
-func revokeText(m migration) string {
+func revokeText(m wire.Resharding) string {
 	if m.Revoke.Remaining == 0 {
 		if m.Revoke.Started {
 			return "done"
@@ -297,7 +294,7 @@ func (w *waiter) progressOut() io.Writer {
 	return w.a.stdout
 }
 
-func (w *waiter) done(m migration, raw []byte, what string) error {
+func (w *waiter) done(m wire.Resharding, raw []byte, what string) error {
 	if w.a.g.output == "json" {
 		return printJSON(w.a.stdout, raw)
 	}
@@ -305,9 +302,15 @@ func (w *waiter) done(m migration, raw []byte, what string) error {
 	return nil
 }
 
-func shardsAfter(m migration) int {
+func shardsAfter(m wire.Resharding) int {
 	if m.State == stateRolledBack {
 		return m.FromShardCount
 	}
 	return m.ToShardCount
 }
+
+// Resharding states that end a resharding.
+const (
+	stateDeprecated = "DEPRECATED"
+	stateRolledBack = "ROLLED_BACK"
+)
