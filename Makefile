@@ -65,7 +65,7 @@ lint:
 # Every fuzz target for FUZZTIME each (the committed corpus under testdata/fuzz
 # always runs as part of go test). make test runs a short campaign.
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./events:FuzzDecode ./routing:FuzzRouteV1 ./routing:FuzzSlot \
+FUZZ_TARGETS := ./events:FuzzDecode ./events:FuzzDecodeFast ./routing:FuzzRouteV1 ./routing:FuzzSlot \
 	./httpapi:FuzzCreate ./httpapi:FuzzScale ./httpapi:FuzzRollback ./httpapi:FuzzDelete \
 	./httpapi:FuzzHeartbeat ./httpapi:FuzzLogin
 fuzz:
