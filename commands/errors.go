@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Kind is the small set of error kinds; httpapi maps each Code to a status.
+// Kind is the small set of error kinds; httpapi maps each kind to an HTTP status.
 type Kind int
 
 const (
@@ -45,8 +45,12 @@ func (e *Error) Is(target error) bool {
 	return errors.As(target, &t) && t.Code == e.Code
 }
 
-func newErr(kind Kind, code, format string, args ...any) *Error {
-	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
+// WithMessage is e with a message about one request: same kind and code, no cause.
+func (e *Error) WithMessage(msg string) *Error { return &Error{Kind: e.Kind, Code: e.Code, Message: msg} }
+
+// WithCause is e with the internal failure behind it, for the log only.
+func (e *Error) WithCause(cause error) *Error {
+	return &Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Cause: cause}
 }
 
 // Sentinel errors, one per errorCode of the wire contract. Decisions return
@@ -83,11 +87,11 @@ var (
 )
 
 func withMsg(base *Error, format string, args ...any) *Error {
-	return &Error{Kind: base.Kind, Code: base.Code, Message: fmt.Sprintf(format, args...)}
+	return base.WithMessage(fmt.Sprintf(format, args...))
 }
 
 // failed is base with a generic message about what failed and the internal
 // cause kept for the log (never shown to the caller).
 func failed(base *Error, cause error, format string, args ...any) *Error {
-	return &Error{Kind: base.Kind, Code: base.Code, Message: fmt.Sprintf(format, args...), Cause: cause}
+	return withMsg(base, format, args...).WithCause(cause)
 }

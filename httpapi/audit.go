@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
@@ -124,8 +123,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-s.replays }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusTooManyRequests, wire.ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: commands.ErrRateLimited.Code,
-			Message: "Too many replays in progress (at most " + strconv.Itoa(MaxConcurrentReplays) + "); retry", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		s.writeError(w, r, errTooManyReplays)
 		return
 	}
 	until := r.URL.Query().Get("until")
@@ -148,7 +146,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	g, found := st.Group(k)
 	if !found {
-		s.writeError(w, r, withMessage(commands.ErrGroupNotFound, "group did not exist at "+until))
+		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+until))
 		return
 	}
 	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout),
@@ -157,8 +155,4 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		resp.Migrations = append(resp.Migrations, reshardingBody(projection.ViewResharding(g, m)))
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-func withMessage(e *commands.Error, msg string) *commands.Error {
-	return &commands.Error{Kind: e.Kind, Code: e.Code, Message: msg}
 }

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/rscoord/rsc/wire"
 )
 
 // Roles, as on the wire.
@@ -301,6 +299,5 @@ func unauthorized(w http.ResponseWriter) {
 // tooManyFailures answers a throttled password check: 429 with Retry-After.
 func (s *Server) tooManyFailures(w http.ResponseWriter, r *http.Request, te *throttledError) {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(te.wait)))
-	writeJSON(w, http.StatusTooManyRequests, wire.ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: "RATE_LIMIT_EXCEEDED",
-		Message: "Too many failed logins for this user or from this address; retry later", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+	s.writeError(w, r, errTooManyLogins)
 }

@@ -3,26 +3,73 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/wire"
 )
 
-// kindStatus is the one table from error kind to HTTP status and status name.
-var kindStatus = map[commands.Kind]struct {
+// Every error body goes through writeError: a *commands.Error is answered by
+// its kind (statusOf: HTTP status and status name) and its errorCode. The
+// decisions' sentinels are commands' (commands/errors.go); the few refusals
+// only the HTTP layer makes are below.
+
+// Kinds only the HTTP layer produces (commands' kinds are positive).
+const (
+	kindMethodNotAllowed commands.Kind = -1 - iota // 405
+	kindBodyTooLarge                               // 413
+	kindHeaderTooLarge                             // 431
+	kindInternal                                   // 500
+)
+
+// statusOf is the one table from error kind to HTTP status and status name.
+var statusOf = map[commands.Kind]struct {
 	code int
 	name string
 }{
 	commands.KindInvalid:     {http.StatusBadRequest, "BAD_REQUEST"},
+	commands.KindForbidden:   {http.StatusForbidden, "FORBIDDEN"},
 	commands.KindNotFound:    {http.StatusNotFound, "NOT_FOUND"},
+	kindMethodNotAllowed:     {http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
 	commands.KindConflict:    {http.StatusConflict, "CONFLICT"},
+	kindBodyTooLarge:         {http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"},
 	commands.KindNotAllowed:  {http.StatusUnprocessableEntity, "UNPROCESSABLE_ENTITY"},
 	commands.KindRateLimited: {http.StatusTooManyRequests, "TOO_MANY_REQUESTS"},
-	commands.KindForbidden:   {http.StatusForbidden, "FORBIDDEN"},
+	kindHeaderTooLarge:       {http.StatusRequestHeaderFieldsTooLarge, "REQUEST_HEADER_FIELDS_TOO_LARGE"},
+	kindInternal:             {http.StatusInternalServerError, "INTERNAL_SERVER_ERROR"},
 	commands.KindUnavailable: {http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE"},
 }
+
+// Refusals of the HTTP layer. Handlers answer the ones a request makes
+// specific with WithMessage; the ones that fail on Redis carry the cause
+// (WithCause), which only the log shows.
+var (
+	// errNoRoute: no route serves the path (with any method).
+	errNoRoute = &commands.Error{Kind: commands.KindNotFound, Code: "NOT_FOUND", Message: "No route"}
+	// errMethodNotAllowed: a route serves the path, not with this method.
+	errMethodNotAllowed = &commands.Error{Kind: kindMethodNotAllowed, Code: "METHOD_NOT_ALLOWED", Message: "Method not allowed"}
+	// errBodyTooLarge and errHeaderTooLarge: the request exceeds limits.go.
+	errBodyTooLarge   = &commands.Error{Kind: kindBodyTooLarge, Code: commands.ErrInvalid.Code, Message: fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)}
+	errHeaderTooLarge = &commands.Error{Kind: kindHeaderTooLarge, Code: commands.ErrInvalid.Code, Message: fmt.Sprintf("request headers larger than %d bytes", MaxHeaderBytes)}
+	// errRedisUnavailable: Redis failed a read of shard streams (monitoring).
+	errRedisUnavailable = &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "Redis is unavailable"}
+	// errLogUnavailable: the event log (or the history index) cannot be read.
+	errLogUnavailable = commands.ErrUnavailable.WithMessage("The event log cannot be read")
+	// errTooManyLogins: password checks for this user or address are throttled.
+	errTooManyLogins = commands.ErrRateLimited.WithMessage("Too many failed logins for this user or from this address; retry later")
+	// errReadBudget: a messages page would read more than MaxEntriesPerRequest entries.
+	errReadBudget = commands.ErrInvalid.WithMessage("this page would read more than " + strconv.Itoa(MaxEntriesPerRequest) + " entries from Redis; select one shard, or page from the start with cursors")
+	// errTooManyReplays: MaxConcurrentReplays replays are running.
+	errTooManyReplays = commands.ErrRateLimited.WithMessage("Too many replays in progress (at most " + strconv.Itoa(MaxConcurrentReplays) + "); retry")
+	// errCancelled: the request ended (its caller went away) before its answer.
+	errCancelled = commands.ErrTerminating.WithMessage("request cancelled")
+	// errInternal: anything that is not a *commands.Error (a bug, or an error
+	// nobody classified); the log has it.
+	errInternal = &commands.Error{Kind: kindInternal, Code: "INTERNAL_ERROR", Message: "Internal server error"}
+)
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -31,63 +78,47 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// unavailableError is a read that Redis (or the event log on it) failed. Its
-// detail (addresses, NOAUTH, internals) is for the coordinator's log; the
-// caller gets public, a 503 whose message also names the request id to look
-// for there.
-type unavailableError struct {
-	public *commands.Error
-	err    error
-}
-
-func (e *unavailableError) Error() string { return e.public.Message + ": " + e.err.Error() }
-func (e *unavailableError) Unwrap() error { return e.err }
-
 // streamsUnavailable is the answer when Redis fails a shard stream read.
-func streamsUnavailable(err error) error {
-	return &unavailableError{&commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "Redis is unavailable"}, err}
-}
+func streamsUnavailable(err error) error { return errRedisUnavailable.WithCause(err) }
 
 // logUnavailable is the answer when the event log cannot be read.
-func logUnavailable(err error) error {
-	return &unavailableError{withMessage(commands.ErrUnavailable, "The event log cannot be read"), err}
+func logUnavailable(err error) error { return errLogUnavailable.WithCause(err) }
+
+// writeError answers err with the contract's error body. What the caller sees
+// is public's choice; the status follows the kind (statusOf).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ce := s.public(r, err)
+	st, ok := statusOf[ce.Kind]
+	if !ok {
+		st = statusOf[kindInternal]
+	}
+	writeJSON(w, st.code, wire.ErrorResponse{Status: st.name, ErrorCode: ce.Code, Message: ce.Message, Timestamp: time.Now().UTC(), Path: r.URL.Path})
 }
 
-// writeError answers with the contract's error shape. Unknown errors and
-// failures of Redis are logged with context and shown as a generic message
-// that names the request id.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ue *unavailableError
-	if errors.As(err, &ue) && !errors.Is(err, r.Context().Err()) {
-		log := s.logFor(r)
-		log.Warn().Err(ue.err).Str("path", r.URL.Path).Msg(ue.public.Message)
-		err = withMessage(ue.public, ue.public.Message+"; see the coordinator log for request "+requestIDOf(r))
-	}
+// public is what the caller may see of err. A failure behind a refusal (a
+// Redis error naming addresses or ACL users) and an error nobody classified
+// are logged with the request's id, and the caller gets a generic message
+// naming that id; an error that is the end of the request's own context is
+// COORDINATOR_TERMINATING.
+func (s *Server) public(r *http.Request, err error) *commands.Error {
+	seeLog := "; see the coordinator log for request " + requestIDOf(r)
 	var ce *commands.Error
-	if errors.As(err, &ce) && ce.Cause != nil {
-		// A decision that failed on Redis: the cause is for the log only.
+	switch ended := r.Context().Err(); {
+	case ended != nil && errors.Is(err, ended):
+		return errCancelled
+	case !errors.As(err, &ce):
+		log := s.logFor(r)
+		log.Error().Err(err).Str("path", r.URL.Path).Msg("internal error")
+		return errInternal.WithMessage(errInternal.Message + seeLog)
+	case ce.Cause != nil:
 		log := s.logFor(r)
 		log.Warn().Err(ce.Cause).Str("path", r.URL.Path).Str("errorCode", ce.Code).Msg(ce.Message)
-		ce = &commands.Error{Kind: ce.Kind, Code: ce.Code, Message: ce.Message + "; see the coordinator log for request " + requestIDOf(r)}
+		return ce.WithMessage(ce.Message + seeLog)
 	}
-	if ce != nil {
-		ks := kindStatus[ce.Kind]
-		if ks.code == 0 {
-			ks.code, ks.name = http.StatusInternalServerError, "INTERNAL_SERVER_ERROR"
-		}
-		writeJSON(w, ks.code, wire.ErrorResponse{Status: ks.name, ErrorCode: ce.Code, Message: ce.Message, Timestamp: time.Now().UTC(), Path: r.URL.Path})
-		return
-	}
-	if errors.Is(err, r.Context().Err()) && r.Context().Err() != nil {
-		writeJSON(w, http.StatusServiceUnavailable, wire.ErrorResponse{Status: "SERVICE_UNAVAILABLE", ErrorCode: "COORDINATOR_TERMINATING", Message: "request cancelled", Timestamp: time.Now().UTC(), Path: r.URL.Path})
-		return
-	}
-	log := s.logFor(r)
-	log.Error().Err(err).Str("path", r.URL.Path).Msg("internal error")
-	writeJSON(w, http.StatusInternalServerError, wire.ErrorResponse{Status: "INTERNAL_SERVER_ERROR", ErrorCode: "INTERNAL_ERROR",
-		Message: "Internal server error; see the coordinator log for request " + requestIDOf(r), Timestamp: time.Now().UTC(), Path: r.URL.Path})
+	return ce
 }
 
+// badRequest answers 400 INVALID_REQUEST with a message that says what was wrong.
 func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
-	writeJSON(w, http.StatusBadRequest, wire.ErrorResponse{Status: "BAD_REQUEST", ErrorCode: "INVALID_REQUEST", Message: msg, Timestamp: time.Now().UTC(), Path: r.URL.Path})
+	s.writeError(w, r, commands.ErrInvalid.WithMessage(msg))
 }

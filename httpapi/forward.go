@@ -154,8 +154,8 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 				log.Warn().Err(err).Str("leader", leaderName).Str("path", r.URL.Path).Msg("forward to the leader failed (logged once a second)")
 			}
 			w.Header().Set("Retry-After", "1")
-			s.writeError(w, r, &commands.Error{Kind: commands.KindUnavailable, Code: commands.ErrNotLeader.Code,
-				Message: "This coordinator replica does not hold the leader lease and the leader at " + leaderName + " did not answer; retry"})
+			s.writeError(w, r, commands.ErrNotLeader.WithMessage(
+				"This coordinator replica does not hold the leader lease and the leader at "+leaderName+" did not answer; retry"))
 		},
 	}
 	if f.proxies == nil {

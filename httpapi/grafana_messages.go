@@ -159,10 +159,6 @@ type pageRead struct {
 // readBudget is what is left of a request's MaxEntriesPerRequest.
 type readBudget struct{ left int }
 
-// errReadBudget: the request would read more than MaxEntriesPerRequest entries.
-var errReadBudget = &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
-	Message: "this page would read more than " + strconv.Itoa(MaxEntriesPerRequest) + " entries from Redis; select one shard, or page from the start with cursors"}
-
 // page reads one shard through readPage, charging limit+1 entries (the page
 // and the look-ahead that tells whether more follow) to the budget.
 func (p pageRead) page(ctx context.Context, idx int, forward bool, cursor string, limit int) ([]wire.StreamRecord, *string, error) {
@@ -182,8 +178,7 @@ func pageLimit(limit, n int) (int, error) {
 	}
 	per := MaxEntriesPerRequest/n - 1
 	if per < 1 {
-		return 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
-			Message: "cannot merge " + strconv.Itoa(n) + " shards in one page (at most " + strconv.Itoa(MaxEntriesPerRequest/2) + "); select one shard"}
+		return 0, commands.ErrInvalid.WithMessage("cannot merge " + strconv.Itoa(n) + " shards in one page (at most " + strconv.Itoa(MaxEntriesPerRequest/2) + "); select one shard")
 	}
 	return min(limit, per), nil
 }
@@ -230,7 +225,7 @@ func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64
 func (p pageRead) search(ctx context.Context, recordID string) ([]wire.StreamRecord, error) {
 	ms, seq, ok := parseStreamID(recordID)
 	if !ok {
-		return nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "recordId must be a stream record id <ms>-<seq>, got " + strconv.Quote(recordID)}
+		return nil, commands.ErrInvalid.WithMessage("recordId must be a stream record id <ms>-<seq>, got " + strconv.Quote(recordID))
 	}
 	out := []wire.StreamRecord{}
 	if ms == 0 && seq == 0 {
@@ -283,8 +278,7 @@ func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]wire.S
 		return []wire.StreamRecord{}, nil, nil
 	}
 	if len(p.shards)*(win.read+1) > p.budget.left {
-		return nil, nil, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST",
-			Message: "this tail page lies deeper than " + strconv.Itoa(MaxEntriesPerRequest) + " entries read from Redis reach; page from the start with cursors, or select one shard"}
+		return nil, nil, commands.ErrInvalid.WithMessage("this tail page lies deeper than " + strconv.Itoa(MaxEntriesPerRequest) + " entries read from Redis reach; page from the start with cursors, or select one shard")
 	}
 	var all []wire.StreamRecord
 	for _, idx := range p.shards {

@@ -266,7 +266,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.RollbackRequest) (any, error) {
 		id, err := pathVar(r, "reshardingId")
 		if err != nil {
-			return nil, &commands.Error{Kind: commands.KindInvalid, Code: commands.ErrInvalid.Code, Message: err.Error()}
+			return nil, commands.ErrInvalid.WithMessage(err.Error())
 		}
 		v, err := s.c.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
 		if err != nil {

@@ -291,9 +291,9 @@ func parseShardIndex(g *projection.Group, raw string) (int, error) {
 	idx, err := strconv.Atoi(raw)
 	if err != nil || idx < 0 || idx >= n {
 		if n == 0 {
-			return 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "group has no shards"}
+			return 0, commands.ErrInvalid.WithMessage("group has no shards")
 		}
-		return 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "shardIndex must be between 0 and " + strconv.Itoa(n-1)}
+		return 0, commands.ErrInvalid.WithMessage("shardIndex must be between 0 and " + strconv.Itoa(n-1))
 	}
 	return idx, nil
 }
@@ -306,12 +306,12 @@ func parsePaging(q url.Values) (direction string, limit int, err error) {
 		direction = "BACKWARD"
 	}
 	if direction != "FORWARD" && direction != "BACKWARD" {
-		return "", 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "direction must be FORWARD or BACKWARD"}
+		return "", 0, commands.ErrInvalid.WithMessage("direction must be FORWARD or BACKWARD")
 	}
 	limit = 25
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil {
-			return "", 0, &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "limit must be an integer"}
+			return "", 0, commands.ErrInvalid.WithMessage("limit must be an integer")
 		}
 	}
 	return direction, min(max(limit, 1), 1000), nil
@@ -362,7 +362,7 @@ func badCursor(cursor, of, wanted string) error {
 	if len(cursor) > 64 {
 		cursor = cursor[:64] + "..."
 	}
-	return &commands.Error{Kind: commands.KindInvalid, Code: "INVALID_REQUEST", Message: "cursor " + strconv.Quote(cursor) + " of " + of + " is not " + wanted}
+	return commands.ErrInvalid.WithMessage("cursor " + strconv.Quote(cursor) + " of " + of + " is not " + wanted)
 }
 
 func groupKeyOf(p, g string) projection.GroupKey {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rscoord/rsc/wire"
+	"github.com/rscoord/rsc/commands"
 )
 
 // rateLimiter is a fixed one-minute window per principal:prefix:group for admin
@@ -52,7 +52,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request, prefix, group str
 	ok, retry := s.limiter.take(who+":"+prefix+":"+group, time.Now())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
-		writeJSON(w, http.StatusTooManyRequests, wire.ErrorResponse{Status: "TOO_MANY_REQUESTS", ErrorCode: "RATE_LIMIT_EXCEEDED", Message: "Coordinator API rate limit exceeded", Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		s.writeError(w, r, commands.ErrRateLimited)
 	}
 	return ok
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
-	"github.com/rscoord/rsc/wire"
 )
 
 // Config configures the server.
@@ -77,10 +76,10 @@ func NewServer(cfg Config, c *commands.Coordinator, streams StreamReader) *Serve
 		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)
 	}
 	s.router.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, wire.ErrorResponse{Status: "NOT_FOUND", ErrorCode: "NOT_FOUND", Message: "no route for " + r.Method + " " + r.URL.Path, Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		s.writeError(w, r, errNoRoute.WithMessage("no route for "+r.Method+" "+r.URL.Path))
 	})
 	s.router.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusMethodNotAllowed, wire.ErrorResponse{Status: "METHOD_NOT_ALLOWED", ErrorCode: "METHOD_NOT_ALLOWED", Message: "method " + r.Method + " not allowed on " + r.URL.Path, Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		s.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
 	})
 	s.registerHealthRoutes()
 	s.registerAuthRoutes()
@@ -119,8 +118,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if headerBytes(r) > MaxHeaderBytes {
-		writeJSON(rec, http.StatusRequestHeaderFieldsTooLarge, wire.ErrorResponse{Status: "REQUEST_HEADER_FIELDS_TOO_LARGE", ErrorCode: "INVALID_REQUEST",
-			Message: fmt.Sprintf("request headers larger than %d bytes", MaxHeaderBytes), Timestamp: time.Now().UTC(), Path: r.URL.Path})
+		s.writeError(rec, r, errHeaderTooLarge)
 		return
 	}
 	if h := badTraceHeader(r); h != "" {
@@ -294,7 +292,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, requi
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, wire.ErrorResponse{Status: "PAYLOAD_TOO_LARGE", ErrorCode: "INVALID_REQUEST", Message: fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes), Timestamp: time.Now().UTC(), Path: r.URL.Path})
+			s.writeError(w, r, errBodyTooLarge)
 			return false
 		}
 		s.badRequest(w, r, "cannot read request body")
