@@ -69,7 +69,7 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	entries, err := s.c.HistoryLog().Read(r.Context(), after, limit)
+	entries, err := s.read.HistoryLog().Read(r.Context(), after, limit)
 	if err != nil {
 		s.writeError(w, r, logUnavailable(err))
 		return
@@ -94,13 +94,13 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	entries, next, err := s.c.GroupHistory(r.Context(), k, after, limit)
+	entries, next, err := s.read.GroupHistory(r.Context(), k, after, limit)
 	if err != nil {
 		s.writeError(w, r, logUnavailable(err))
 		return
 	}
 	if len(entries) == 0 && next == "" && after == events.ZeroID {
-		if _, exists := s.c.State().Group(k); !exists {
+		if _, exists := s.read.State().Group(k); !exists {
 			s.writeError(w, r, commands.ErrGroupNotFound)
 			return
 		}
@@ -128,7 +128,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	until := r.URL.Query().Get("until")
 	if until == "" {
-		until = s.c.State().LastID()
+		until = s.read.State().LastID()
 	}
 	if _, err := events.ParseID(until); err != nil {
 		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
@@ -149,7 +149,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+until))
 		return
 	}
-	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.c.Config().RebalanceTimeout),
+	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.read.Config().RebalanceTimeout),
 		Assignments: assignmentsBody(projection.ViewAssignments(g)), Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
 		resp.Migrations = append(resp.Migrations, reshardingBody(projection.ViewResharding(g, m)))

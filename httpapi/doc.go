@@ -2,7 +2,10 @@
 // reference coordinator (/coord/v1/...), our audit-history and replay endpoints,
 // health and readiness probes.
 //
-// It knows commands (to decide) and projection views (to answer); it reaches Redis
-// for read-only monitoring (offsets, messages) only through the StreamReader
-// interface it defines. It must not import redisstore or cmd.
+// It knows commands (to decide) and projection views (to answer), through the
+// small interfaces of coordinator.go that *commands.Coordinator implements;
+// every body it reads or writes is one of package wire's, and views.go puts
+// projection's views into them. It reaches Redis for read-only monitoring
+// (offsets, messages) only through the StreamReader interface it defines. It
+// must not import redisstore or cmd.
 package httpapi

@@ -21,11 +21,12 @@ import (
 // X-Rsc-Forwarded-To naming the leader. A forwarded request is never forwarded
 // again: a replica that receives one without leading answers 503.
 //
-// A few reads depend on what only the leader holds in memory: members' leases,
-// last heartbeats and reported progress, and the drain evidence of its last
-// tick (members, consumption, and migration views; Grafana's member rows). A
-// follower forwards those too, and serves them from its own state (with
-// X-Rsc-Leader-Unreachable) when the leader does not answer.
+// A few reads show what only the leader holds in memory (Runtime): members'
+// leases, last heartbeats and reported progress, and the drain evidence of its
+// last tick. The handlers that show it reach it through leaderMemory only,
+// which on a follower forwards the request to the leader instead, and serves
+// it from the follower's own memory (with X-Rsc-Leader-Unreachable) when the
+// leader does not answer.
 
 // Headers of forwarding.
 const (
@@ -55,17 +56,8 @@ func (f *forwarder) warnable(leaderURL string) bool {
 	return true
 }
 
-// leaderReads are the GET routes whose answer includes the leader's memory.
-var leaderReads = map[string]bool{
-	monitoringGroupPath + "/members":                   true,
-	monitoringGroupPath + "/consumption":               true,
-	monitoringGroupPath + "/migrations":                true,
-	monitoringGroupPath + "/migrations/{reshardingId}": true,
-	groupPath + "/migrations":                          true,
-	groupPath + "/migrations/{reshardingId}":           true,
-	grafanaPath + "/members":                           true,
-}
-
+// localFallbackKey marks a read relayed to the leader for its memory: when
+// the leader does not answer, this replica serves it from its own.
 type localFallbackKey struct{}
 
 // isWrite reports whether a request changes state and so must reach the leader.
@@ -77,38 +69,55 @@ func isWrite(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, "/coord/v1/") && r.URL.Path != "/coord/v1/auth/login"
 }
 
-// forward relays a write to the leader when this replica follows; false means
-// the request is this replica's to serve.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) bool {
-	write := isWrite(r)
-	read := r.Method == http.MethodGet && leaderReads[route]
-	if (!write && !read) || s.c.Role() != commands.RoleFollower {
+// forwardWrite relays a write to the leader when this replica follows; false
+// means the request is this replica's to serve.
+func (s *Server) forwardWrite(w http.ResponseWriter, r *http.Request) bool {
+	if !isWrite(r) || s.lead.Role() != commands.RoleFollower {
 		return false
 	}
-	leader := s.c.LeaderNow(r.Context())
-	if read {
-		if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
-			return false
-		}
-		r = r.WithContext(context.WithValue(r.Context(), localFallbackKey{}, true))
-	} else if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
+	leader := s.lead.LeaderNow(r.Context())
+	if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, commands.ErrNotLeader)
 		return true
 	}
-	proxy, err := s.fwd.proxy(leader.URL, s)
+	s.relay(w, r, leader.URL)
+	return true
+}
+
+// leaderMemory is how a handler reaches what the leader holds in memory. On a
+// follower that knows another leader, it relays the request to the leader and
+// returns false: the leader answered (or, when it did not, this replica served
+// the request again from its own memory). Otherwise it returns the runtime to
+// read: this replica's, which is the leader's, a standalone one's, or a
+// follower's own when the request was forwarded to it or the leader is unknown
+// or did not answer.
+func (s *Server) leaderMemory(w http.ResponseWriter, r *http.Request) (Runtime, bool) {
+	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || s.lead.Role() != commands.RoleFollower || r.Header.Get(headerForwardedBy) != "" {
+		return s.rt, true
+	}
+	leader := s.lead.LeaderNow(r.Context())
+	if leader.URL == "" || leader.Self {
+		return s.rt, true
+	}
+	s.relay(w, r.WithContext(context.WithValue(r.Context(), localFallbackKey{}, true)), leader.URL)
+	return nil, false
+}
+
+// relay forwards r to the leader at leaderURL and copies its answer.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, leaderURL string) {
+	proxy, err := s.fwd.proxy(leaderURL, s)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, commands.ErrNotLeader)
-		return true
+		return
 	}
-	r.Header.Set(headerForwardedBy, s.c.Config().CoordinatorID)
+	r.Header.Set(headerForwardedBy, s.read.Config().CoordinatorID)
 	// The leader serves the request under this replica's id (it is valid) and
 	// answers with it: one id in both logs and in the answer.
 	r.Header.Set(headerRequestID, requestIDOf(r))
 	w.Header().Del(headerRequestID)
 	proxy.ServeHTTP(w, r)
-	return true
 }
 
 func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, error) {

@@ -114,6 +114,12 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 		{"delete", http.MethodDelete, "/coord/v1/streams/p/groups/g", true},
 		{"members (leader memory)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g/members", true},
 		{"migration (leader memory)", http.MethodGet, "/coord/v1/streams/p/groups/g/migrations/r1", true},
+		{"migrations (leader memory)", http.MethodGet, "/coord/v1/streams/p/groups/g/migrations", true},
+		{"monitoring migration (leader memory)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g/migrations/r1", true},
+		{"monitoring migrations (leader memory)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g/migrations", true},
+		{"consumption (leader memory)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g/consumption", true},
+		{"grafana members (leader memory)", http.MethodGet, "/coord/v1/monitoring/grafana/members?streamPrefix=p&consumerGroup=g", true},
+		{"assignments (local)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g/assignments", false},
 		{"routing (local)", http.MethodGet, "/coord/v1/streams/p/groups/g/producer-routing", false},
 		{"group (local)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g", false},
 		{"audit (local)", http.MethodGet, "/coord/v1/monitoring/events", false},
@@ -132,8 +138,8 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 				leader.mu.Lock()
 				hit, hitBody := leader.hits[len(leader.hits)-1], leader.body[len(leader.body)-1]
 				leader.mu.Unlock()
-				if hit.URL.EscapedPath() != tc.path || hit.Method != tc.method || hit.Header.Get("Authorization") == "" || hit.Header.Get("X-Rsc-Forwarded-By") != "replica-b" {
-					t.Fatalf("leader saw %s %s auth %q by %q", hit.Method, hit.URL.EscapedPath(), hit.Header.Get("Authorization"), hit.Header.Get("X-Rsc-Forwarded-By"))
+				if hit.URL.RequestURI() != tc.path || hit.Method != tc.method || hit.Header.Get("Authorization") == "" || hit.Header.Get("X-Rsc-Forwarded-By") != "replica-b" {
+					t.Fatalf("leader saw %s %s auth %q by %q", hit.Method, hit.URL.RequestURI(), hit.Header.Get("Authorization"), hit.Header.Get("X-Rsc-Forwarded-By"))
 				}
 				if tc.method == http.MethodPost && hitBody != `{"targetShardCount":3}` {
 					t.Fatalf("leader got body %q", hitBody)

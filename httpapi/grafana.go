@@ -55,7 +55,7 @@ const (
 // group, sorted by stream prefix then group.
 func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaGroupRow{}
-	for _, g := range sortedGroups(a.s.c.State().Groups()) {
+	for _, g := range sortedGroups(a.s.read.State().Groups()) {
 		offs, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
 			a.s.writeError(w, r, err)
@@ -95,7 +95,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 // every stream prefix with a group, sorted.
 func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaOptionRow{}
-	for _, g := range sortedGroups(a.s.c.State().Groups()) {
+	for _, g := range sortedGroups(a.s.read.State().Groups()) {
 		if p := g.Key.StreamPrefix; len(out) == 0 || out[len(out)-1].Value != p {
 			out = append(out, wire.GrafanaOptionRow{Text: p, Value: p})
 		}
@@ -109,7 +109,7 @@ func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request)
 func (a *grafanaAPI) handleGroupOptions(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("streamPrefix")
 	out := []wire.GrafanaOptionRow{}
-	for _, g := range sortedGroups(a.s.c.State().Groups()) {
+	for _, g := range sortedGroups(a.s.read.State().Groups()) {
 		if blank(prefix) || g.Key.StreamPrefix == prefix {
 			out = append(out, wire.GrafanaOptionRow{Text: g.Key.StreamPrefix + " / " + g.Key.ConsumerGroup, Value: g.Key.ConsumerGroup})
 		}
@@ -134,13 +134,17 @@ func (a *grafanaAPI) handleShardOptions(w http.ResponseWriter, r *http.Request) 
 // handleMembers serves GET /coord/v1/monitoring/grafana/members: the group's
 // members sorted by id; [] when either parameter is blank.
 func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
+	rt, ok := a.s.leaderMemory(w, r)
+	if !ok {
+		return
+	}
 	g, ok := a.oneGroup(w, r)
 	if !ok || g == nil {
 		return
 	}
 	k := g.Key
 	out := []wire.GrafanaMemberRow{}
-	for _, m := range MembersOf(g, a.s.c.MemberRuntimes(k), a.s.c.Config().RebalanceTimeout) {
+	for _, m := range MembersOf(g, rt.MemberRuntimes(k), a.s.read.Config().RebalanceTimeout) {
 		out = append(out, wire.GrafanaMemberRow{
 			StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, MemberID: m.MemberID, MemberName: m.MemberName,
 			State: m.State, MemberEpoch: m.MemberEpoch, MetadataVersion: m.MetadataVersion,
@@ -162,7 +166,7 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 	}
 	var groups []*projection.Group
 	if blank(vals[0]) || blank(vals[1]) {
-		for _, g := range sortedGroups(a.s.c.State().Groups()) {
+		for _, g := range sortedGroups(a.s.read.State().Groups()) {
 			if (blank(vals[0]) || g.Key.StreamPrefix == vals[0]) && (blank(vals[1]) || g.Key.ConsumerGroup == vals[1]) {
 				groups = append(groups, g)
 			}

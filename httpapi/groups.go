@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -46,7 +47,7 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, prefix, "*") {
 		return
 	}
-	g, err := s.c.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
+	g, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
 		StreamPrefix: prefix, ConsumerGroup: prefix, InitialShardCount: req.InitialShardCount,
 		RequestedBy: req.RequestedBy, Reason: req.Reason, StreamLevel: true,
 	})
@@ -72,7 +73,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, p, g) {
 		return
 	}
-	view, err := s.c.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
+	view, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
 		StreamPrefix: p, ConsumerGroup: g, InitialShardCount: req.InitialShardCount,
 		RequestedBy: req.RequestedBy, Reason: req.Reason,
 	})
@@ -95,7 +96,7 @@ func (s *Server) handleGetGroup(w http.ResponseWriter, r *http.Request) {
 // handleDeleteGroup serves DELETE /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
 func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.DeleteRequest) (any, error) {
-		v, err := s.c.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
+		v, err := s.dec.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +163,7 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, prefix, "*") {
 		return
 	}
-	res, err := s.c.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	res, err := s.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -178,7 +179,7 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.
 func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.ScaleRequest) (any, error) {
-		v, err := s.c.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+		v, err := s.dec.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
 		if err != nil {
 			return nil, err
 		}
@@ -189,13 +190,17 @@ func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 // handleListReshardings serves GET .../groups/{consumerGroup}/migrations (and
 // the monitoring twin): the group's reshardings, oldest first.
 func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
+	rt, ok := s.leaderMemory(w, r)
+	if !ok {
+		return
+	}
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
 	resp := wire.ReshardingsResponse{Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
-		resp.Migrations = append(resp.Migrations, s.reshardingLive(r, g, m))
+		resp.Migrations = append(resp.Migrations, reshardingLive(r.Context(), rt, g, m))
 	}
 	if g.ActiveResharding != "" {
 		id := g.ActiveResharding
@@ -206,6 +211,10 @@ func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
 
 // handleGetResharding serves GET .../groups/{consumerGroup}/migrations/{reshardingId}.
 func (s *Server) handleGetResharding(w http.ResponseWriter, r *http.Request) {
+	rt, ok := s.leaderMemory(w, r)
+	if !ok {
+		return
+	}
 	k, ok := s.groupKey(w, r)
 	if !ok {
 		return
@@ -215,7 +224,7 @@ func (s *Server) handleGetResharding(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, err.Error())
 		return
 	}
-	g, found := s.c.State().Group(k)
+	g, found := s.read.State().Group(k)
 	if !found {
 		s.writeError(w, r, commands.ErrGroupNotFound)
 		return
@@ -225,16 +234,16 @@ func (s *Server) handleGetResharding(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, commands.ErrReshardingNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.reshardingLive(r, g, m))
+	writeJSON(w, http.StatusOK, reshardingLive(r.Context(), rt, g, m))
 }
 
 // reshardingLive renders a resharding with what only memory and Redis know
 // when it is the active one: live drain evidence, member-reported progress on
 // removed shards and rollback eligibility.
-func (s *Server) reshardingLive(r *http.Request, g *projection.Group, m *projection.Resharding) wire.Resharding {
+func reshardingLive(ctx context.Context, rt Runtime, g *projection.Group, m *projection.Resharding) wire.Resharding {
 	v := projection.ViewResharding(g, m)
 	if g.ActiveResharding == m.ReshardingID {
-		ev, at := s.c.DrainEvidence(g.Key)
+		ev, at := rt.DrainEvidence(g.Key)
 		byShard := map[int]int{}
 		for i, row := range v.Drain {
 			byShard[row.Shard] = i
@@ -247,7 +256,7 @@ func (s *Server) reshardingLive(r *http.Request, g *projection.Group, m *project
 				}
 			}
 		}
-		for _, mr := range s.c.MemberRuntimes(g.Key) {
+		for _, mr := range rt.MemberRuntimes(g.Key) {
 			for _, p := range mr.Progress {
 				if i, ok := byShard[p.Shard.ShardIndex]; ok {
 					pending := p.PendingCount
@@ -256,7 +265,7 @@ func (s *Server) reshardingLive(r *http.Request, g *projection.Group, m *project
 				}
 			}
 		}
-		v.Rollback = s.c.RollbackEligibility(r.Context(), g, m)
+		v.Rollback = rt.RollbackEligibility(ctx, g, m)
 	}
 	return reshardingBody(v)
 }
@@ -268,7 +277,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, commands.ErrInvalid.WithMessage(err.Error())
 		}
-		v, err := s.c.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
+		v, err := s.dec.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
 		if err != nil {
 			return nil, err
 		}

@@ -23,9 +23,9 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // 503 while loading, while Redis is unreachable, and while shutting down (no auth).
 // A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	resp := wire.Readiness{Status: "READY", LastEventID: s.c.State().LastID()}
+	resp := wire.Readiness{Status: "READY", LastEventID: s.read.State().LastID()}
 	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
-	if !s.c.Ready() {
+	if !s.read.Ready() {
 		resp.Status = "NOT_READY"
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
@@ -35,9 +35,9 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 
 // leadership is this replica's role and the leader it knows.
 func (s *Server) leadership() (role, leader, leaderURL string) {
-	l := s.c.Leader()
+	l := s.lead.Leader()
 	id, _, _ := strings.Cut(l.Holder, "#")
-	return s.c.Role(), id, l.URL
+	return s.lead.Role(), id, l.URL
 }
 
 func (s *Server) registerAuthRoutes() {

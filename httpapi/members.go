@@ -28,7 +28,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if pr := principalOf(r); pr != nil {
 		principal = pr.Username
 	}
-	resp, err := s.c.Heartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req)
+	resp, err := s.dec.Heartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

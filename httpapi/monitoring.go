@@ -47,9 +47,9 @@ func (s *Server) registerMonitoringRoutes() {
 
 // handleHealth serves GET /coord/v1/monitoring/health.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	resp := wire.HealthResponse{Status: "UP", CoordinatorID: s.c.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: s.c.Ready(), LastEventID: s.c.State().LastID()}
+	resp := wire.HealthResponse{Status: "UP", CoordinatorID: s.read.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: s.read.Ready(), LastEventID: s.read.State().LastID()}
 	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
-	if !s.c.Healthy() {
+	if !s.read.Healthy() {
 		resp.Status, resp.Redis = "DEGRADED", "DOWN"
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -67,7 +67,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 
 // handleCompatibility serves GET /coord/v1/monitoring/compatibility.
 func (s *Server) handleCompatibility(w http.ResponseWriter, r *http.Request) {
-	cfg := s.c.Config()
+	cfg := s.read.Config()
 	writeJSON(w, http.StatusOK, wire.CompatibilityResponse{
 		CurrentCoordinationVersion:    wire.ProtocolVersion,
 		SupportedCoordinationVersions: wire.VersionRange{Min: wire.ProtocolVersion, Max: wire.ProtocolVersion},
@@ -95,7 +95,7 @@ func isoDuration(d time.Duration) string {
 // handleListGroups serves GET /coord/v1/monitoring/groups.
 func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	out := wire.GroupsResponse{Groups: []wire.Group{}}
-	for _, g := range s.c.State().Groups() {
+	for _, g := range s.read.State().Groups() {
 		out.Groups = append(out.Groups, GroupOf(g))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -142,12 +142,15 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 
 // handleMembers serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/members.
 func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
+	rt, ok := s.leaderMemory(w, r)
+	if !ok {
+		return
+	}
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	k := g.Key
-	writeJSON(w, http.StatusOK, wire.MembersResponse{Members: MembersOf(g, s.c.MemberRuntimes(k), s.c.Config().RebalanceTimeout)})
+	writeJSON(w, http.StatusOK, wire.MembersResponse{Members: MembersOf(g, rt.MemberRuntimes(g.Key), s.read.Config().RebalanceTimeout)})
 }
 
 // handleAssignments serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/assignments.
@@ -161,12 +164,16 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.
 func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
+	memory, ok := s.leaderMemory(w, r)
+	if !ok {
+		return
+	}
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
 	k := g.Key
-	rt := s.c.MemberRuntimes(k)
+	rt := memory.MemberRuntimes(k)
 	out := wire.ConsumptionResponse{Progress: []wire.ConsumerShardProgress{}}
 	for _, id := range g.MemberIDs() {
 		m := g.Members[id]

@@ -43,7 +43,10 @@ type Config struct {
 // Server owns the router and the listener.
 type Server struct {
 	cfg     Config
-	c       *commands.Coordinator
+	dec     Decider
+	read    Reader
+	rt      Runtime // only through leaderMemory
+	lead    Leadership
 	streams StreamReader
 	auth    *authenticator
 	router  *mux.Router
@@ -62,12 +65,13 @@ type Server struct {
 	mu   sync.Mutex
 }
 
-// NewServer builds the server; streams may be nil (offsets and messages then answer 503).
-func NewServer(cfg Config, c *commands.Coordinator, streams StreamReader) *Server {
+// NewServer builds the server over a coordinator (a *commands.Coordinator);
+// streams may be nil (offsets and messages then answer 503).
+func NewServer(cfg Config, c Coordinator, streams StreamReader) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, c: c, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
+	s := &Server{cfg: cfg, dec: c, read: c, rt: c, lead: c, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
 		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays), stateAt: cfg.StateAt}
 	if s.stateAt == nil {
 		s.stateAt = c.StateAt
@@ -147,7 +151,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, authOutcome{p, err}))
-	if s.forward(rec, r, match.template) {
+	if s.forwardWrite(rec, r) {
 		return
 	}
 	s.router.ServeHTTP(rec, r)
@@ -277,7 +281,7 @@ func (s *Server) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.
 
 // findGroup looks a valid key up (a copy of the group); false means it answered 404.
 func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.GroupKey) (*projection.Group, bool) {
-	g, found := s.c.State().Group(k)
+	g, found := s.read.State().Group(k)
 	if !found {
 		s.writeError(w, r, commands.ErrGroupNotFound)
 		return nil, false

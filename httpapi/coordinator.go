@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
+)
+
+// What the server asks of the coordinator, in four small parts; handlers use
+// the part they need. *commands.Coordinator implements all of them.
+
+// Decider decides: every request that may change state goes through it (on
+// the leader; a follower forwards writes before they get here).
+type Decider interface {
+	CreateGroup(ctx context.Context, meta events.Meta, in commands.CreateGroupInput) (projection.GroupView, error)
+	Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.ScaleInput) (projection.ReshardingView, error)
+	ScaleStream(ctx context.Context, meta events.Meta, prefix string, in commands.ScaleInput) (commands.StreamScaleResult, error)
+	Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, reshardingID string, in commands.RollbackInput) (projection.ReshardingView, error)
+	DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.DeleteGroupInput) (projection.GroupView, error)
+	Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error)
+}
+
+// Reader answers from this replica's projection and the log: what every
+// replica knows alike.
+type Reader interface {
+	// State is the projection (read through its copying methods).
+	State() *projection.State
+	// StateAt folds the log up to and including an event id.
+	StateAt(ctx context.Context, until string) (*projection.State, error)
+	// GroupHistory pages a group's events; HistoryLog is the whole log as
+	// the audit endpoint reads it (with the archive of a trimmed log).
+	GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error)
+	HistoryLog() events.Log
+	Ready() bool
+	Healthy() bool
+	// Config is the coordinator's effective configuration (its id and timings).
+	Config() commands.Config
+}
+
+// Runtime is what the leader holds only in memory: members' leases, last
+// heartbeats and reported progress, and the Redis evidence of its last
+// reconciler pass. Handlers reach it through Server.leaderMemory only.
+type Runtime interface {
+	MemberRuntimes(k projection.GroupKey) map[string]commands.MemberRuntime
+	DrainEvidence(k projection.GroupKey) ([]events.ShardDrain, time.Time)
+	RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo
+}
+
+// Leadership is this replica's place among --ha replicas.
+type Leadership interface {
+	// Role is commands.RoleStandalone, RoleLeader or RoleFollower.
+	Role() string
+	// Leader is the leader as this replica last saw it; LeaderNow asks the
+	// lease store when that may be stale.
+	Leader() commands.LeaderInfo
+	LeaderNow(ctx context.Context) commands.LeaderInfo
+}
+
+// Coordinator is all four: what NewServer takes.
+type Coordinator interface {
+	Decider
+	Reader
+	Runtime
+	Leadership
+}
+
+var _ Coordinator = (*commands.Coordinator)(nil)
