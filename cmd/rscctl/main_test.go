@@ -115,7 +115,7 @@ func wantContains(t *testing.T, what, got string, wants ...string) {
 	}
 }
 
-const migrationJSON = `{"reshardingId":"reshard-1","fromShardCount":4,"toShardCount":2,"state":%q,"createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:06Z",
+const reshardingJSON = `{"reshardingId":"reshard-1","fromShardCount":4,"toShardCount":2,"state":%q,"createdAt":"2026-01-02T03:04:05Z","updatedAt":"2026-01-02T03:04:06Z",
  "kind":"SCALE_IN","phase":%q,"requestedBy":"alice","reason":"quiet","stateHistory":[],"provisioning":{"provisionedShards":2,"totalShards":2,"state":"COMPLETE"},
  "removedShards":[{"shardIndex":2},{"shardIndex":3}],
  "drain":[{"shard":{"shardIndex":2},"streamKey":"orders:2","exists":true,"redisPending":%s,"redisLag":%s,"groups":[],"owners":%s,"memberReportedPending":null,"memberReportedLastAckedId":null,"drained":%v,"evidenceSource":"log"},
@@ -123,7 +123,7 @@ const migrationJSON = `{"reshardingId":"reshard-1","fromShardCount":4,"toShardCo
  "drainProven":false,"revokeProgress":{"holding":%s,"remaining":%d,"started":%v},"rollback":{"eligible":true,"reason":"scale-in not retired yet","policy":"metadata"},"retirement":null}`
 
 func reshardingBody(state, phase string, pending, lag string, owners string, drained bool, holding string, remaining int) string {
-	return fmt.Sprintf(migrationJSON, state, phase, pending, lag, owners, drained, holding, remaining, remaining > 0 || drained)
+	return fmt.Sprintf(reshardingJSON, state, phase, pending, lag, owners, drained, holding, remaining, remaining > 0 || drained)
 }
 
 const groupsJSON = `{"groups":[

@@ -20,6 +20,7 @@ import (
 	"github.com/rscoord/rsc/client/producer"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Options configure a Round.
@@ -440,21 +441,13 @@ func (r *Round) pendingOf(ctx context.Context, consumers []string) int64 {
 	return n
 }
 
-// migration is the part of a MigrationView the round reads.
-type migration struct {
-	ReshardingID   string `json:"reshardingId"`
-	FromShardCount int    `json:"fromShardCount"`
-	ToShardCount   int    `json:"toShardCount"`
-	State          string `json:"state"`
-	Phase          string `json:"phase"`
-}
-
-func (r *Round) migrations(ctx context.Context) ([]migration, error) {
-	var out struct {
-		Migrations []migration `json:"migrations"`
+// reshardings lists the group's reshardings, oldest first.
+func (r *Round) reshardings(ctx context.Context) ([]client.Migration, error) {
+	list, err := r.admin.Migrations(ctx, r.o.Prefix, r.o.Group)
+	if err != nil {
+		return nil, err
 	}
-	err := r.admin.Do(ctx, http.MethodGet, client.GroupPath(r.o.Prefix, r.o.Group)+"/migrations", nil, &out)
-	return out.Migrations, err
+	return list.Migrations, nil
 }
 
 // scaleRequest sends a scale request and, when it is accepted, refreshes the
@@ -491,8 +484,8 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 		op = OpScaleIn
 	}
 	r.Report.Operations[op]++
-	var before []migration
-	if err := r.retry(ctx, "list migrations", func() (err error) { before, err = r.migrations(ctx); return err }); err != nil {
+	var before []client.Migration
+	if err := r.retry(ctx, "list reshardings", func() (err error) { before, err = r.reshardings(ctx); return err }); err != nil {
 		return 0, err
 	}
 	n0 := len(before)
@@ -513,7 +506,7 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 	}
 	answer, sentAt := send(), time.Now()
 	var answered bool
-	var ours *migration
+	var ours *client.Migration
 	during, rolledBack := 0, false
 	nextFault := time.Now().Add(r.between(0, 60*time.Millisecond))
 	deadline := time.Now().Add(r.o.StepTimeout)
@@ -568,9 +561,9 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 				continue
 			}
 		}
-		if migs, err := r.migrations(ctx); err == nil {
-			if len(migs) > n0 {
-				m := migs[n0]
+		if rs, err := r.reshardings(ctx); err == nil {
+			if len(rs) > n0 {
+				m := rs[n0]
 				ours = &m
 			} else if answered && time.Since(sentAt) > time.Second {
 				// The coordinator is up and knows nothing of the request: a
@@ -587,7 +580,7 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 			rolledBack = true
 			r.Report.Operations[OpRollback]++
 			err := r.admin.Do(ctx, http.MethodPost, client.GroupPath(r.o.Prefix, r.o.Group)+"/migrations/"+ours.ReshardingID+"/rollback",
-				map[string]any{"requestedBy": "chaos", "reason": "chaos rollback", "policy": plan.Rollback}, nil)
+				wire.RollbackRequest{RequestedBy: "chaos", Reason: "chaos rollback", Policy: plan.Rollback}, nil)
 			r.o.Logf("rollback (%s) of %s in %s/%s: %s", plan.Rollback, ours.ReshardingID, ours.State, ours.Phase, errOrOK(err))
 			if err == nil {
 				r.load.refresh(ctx)
