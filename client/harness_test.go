@@ -324,12 +324,6 @@ func startLoad(tb testing.TB, p *producer.Producer, batch int, every time.Durati
 	return g
 }
 
-func (g *loadGenerator) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.ids)
-}
-
 // halt stops publishing and returns the published ids and publish errors.
 func (g *loadGenerator) halt() ([]string, []error) {
 	close(g.stop)

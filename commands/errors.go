@@ -46,7 +46,9 @@ func (e *Error) Is(target error) bool {
 }
 
 // WithMessage is e with a message about one request: same kind and code, no cause.
-func (e *Error) WithMessage(msg string) *Error { return &Error{Kind: e.Kind, Code: e.Code, Message: msg} }
+func (e *Error) WithMessage(msg string) *Error {
+	return &Error{Kind: e.Kind, Code: e.Code, Message: msg}
+}
 
 // WithCause is e with the internal failure behind it, for the log only.
 func (e *Error) WithCause(cause error) *Error {

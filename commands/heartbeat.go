@@ -449,11 +449,11 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *wire.He
 			return nil, err
 		}
 		g = t.group(k)
-		g = t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: principal, Epochs: bump(g)})
-		g = t.reconcile(k)
+		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: principal, Epochs: bump(g)})
+		t.reconcile(k)
 	case epoch == 0 && !m.Live():
-		g = t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: principal, Epochs: bump(g)})
-		g = t.reconcile(k)
+		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: principal, Epochs: bump(g)})
+		t.reconcile(k)
 	case epoch == 0:
 		if len(m.Current) > 0 || len(m.Revoking) > 0 || len(r.owned) > 0 || len(req.RevokingShards) > 0 || len(req.ShardProgress) > 0 {
 			return c.rejected(req, id, wire.StatusInvalidRequest), nil
@@ -495,16 +495,16 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *wire.He
 		if round {
 			revoking = intersect(revoking, keys(auth))
 		}
-		g = t.recordOwnership(k, id, r.owned, revoking)
+		t.recordOwnership(k, id, r.owned, revoking)
 	}
 
 	g = t.group(k)
 	m = g.Members[id]
 	if r.name != m.Name || r.maxConc != m.MaxConcurrency {
-		g = t.emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
+		t.emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
 	}
 	c.renew(k, id, req, r.available, progress)
-	g = t.reconcile(k)
+	t.reconcile(k)
 	t.enforceRebalance(k)
 	t.advance(k)
 	g = t.group(k)
@@ -678,11 +678,11 @@ func (t *tx) leave(k projection.GroupKey, id string, req *wire.HeartbeatRequest,
 	m := g.Members[id]
 	held := intersect(r.revoking, keys(authority(g, m)))
 	if m.State != projection.MemberLeaving {
-		g = t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
+		t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
 	}
-	g = t.recordOwnership(k, id, []int{}, held)
+	t.recordOwnership(k, id, []int{}, held)
 	t.c.renew(k, id, req, 0, nil)
-	g = t.reconcile(k)
+	t.reconcile(k)
 	t.advance(k)
 	g = t.group(k)
 	return t.c.respond(req, id, wire.StatusOK, g, -1, nil, nil)

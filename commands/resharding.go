@@ -317,7 +317,7 @@ func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, writte
 			assignable = m.To
 		}
 	}
-	g = t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
+	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
 	g = t.reconcile(k)
 	return projection.ViewResharding(g, g.Resharding(id)), nil
 }

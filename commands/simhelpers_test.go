@@ -485,9 +485,6 @@ type simMember struct {
 	revoked map[int]bool
 	paused  bool // python after INVALID_REQUEST/UNSUPPORTED: keeps its shards, polls nothing
 	leaving bool // spring graceful leave in progress (memberEpoch -1)
-	// bogusMV: the next heartbeat reports a metadata version above the stored one
-	// (the member saw metadata the coordinator has since lost).
-	bogusMV int64
 	// slowUntil (spring): a handler is stuck; in-flight work on revoked shards
 	// does not finish before then.
 	slowUntil time.Time

@@ -12,10 +12,9 @@ import (
 )
 
 func (s *Server) registerAuditRoutes() {
-	const mg = "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}"
 	s.router.HandleFunc("/coord/v1/monitoring/events", s.handleAllEvents).Methods(http.MethodGet)
-	s.router.HandleFunc(mg+"/events", s.handleGroupEvents).Methods(http.MethodGet)
-	s.router.HandleFunc(mg+"/replay", s.handleReplay).Methods(http.MethodGet)
+	s.router.HandleFunc(monitoringGroupPath+"/events", s.handleGroupEvents).Methods(http.MethodGet)
+	s.router.HandleFunc(monitoringGroupPath+"/replay", s.handleReplay).Methods(http.MethodGet)
 }
 
 func toAudit(rec events.Record) wire.AuditEvent {

@@ -29,19 +29,18 @@ type StreamReader interface {
 
 func (s *Server) registerMonitoringRoutes() {
 	r := s.router
-	const mg = "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}"
 	r.HandleFunc("/coord/v1/monitoring/health", s.handleHealth).Methods(http.MethodGet)
 	r.HandleFunc("/coord/v1/monitoring/session", s.handleSession).Methods(http.MethodGet)
 	r.HandleFunc("/coord/v1/monitoring/compatibility", s.handleCompatibility).Methods(http.MethodGet)
 	r.HandleFunc("/coord/v1/monitoring/groups", s.handleListGroups).Methods(http.MethodGet)
-	r.HandleFunc(mg, s.handleGetGroup).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/members", s.handleMembers).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/assignments", s.handleAssignments).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/consumption", s.handleConsumption).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/offsets", s.handleOffsets).Methods(http.MethodGet)
-	r.HandleFunc(mg+"/shards/{shardIndex}/messages", s.handleMessages).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath, s.handleGetGroup).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/members", s.handleMembers).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/assignments", s.handleAssignments).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/consumption", s.handleConsumption).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/offsets", s.handleOffsets).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/shards/{shardIndex}/messages", s.handleMessages).Methods(http.MethodGet)
 	s.registerGrafanaRoutes()
 }
 

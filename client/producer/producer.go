@@ -259,7 +259,7 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 		// Group by shard, keeping input order within a shard (counting sort).
 		n := r.routing.ShardCount
 		var small [65]int
-		counts := small[:0]
+		var counts []int
 		if n+1 <= len(small) {
 			counts = small[:n+1]
 		} else {

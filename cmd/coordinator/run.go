@@ -87,10 +87,6 @@ type Main struct {
 // NewMain returns a Main with the defaults.
 func NewMain() *Main { return &Main{Stderr: os.Stderr, usersPoll: usersPollInterval} }
 
-type flagSpec struct {
-	name, usage string
-}
-
 // ParseFlags reads flags; every flag also reads the environment variable RSC_<NAME>
 // (upper case, dashes as underscores) when the flag is not given.
 func (m *Main) ParseFlags(args []string) error {

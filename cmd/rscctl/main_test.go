@@ -565,13 +565,13 @@ func TestLoginSaveAndToken(t *testing.T) {
 	})
 	f.reply("GET", "/coord/v1/monitoring/groups", 200, `{"groups":[]}`)
 
-	code, out, errOut := f.rscctl("login", "--password", "nope")
+	code, _, errOut := f.rscctl("login", "--password", "nope")
 	if code != exitRefused {
 		t.Errorf("bad login: exit %d", code)
 	}
 	wantContains(t, "bad login", errOut, "HTTP 401", "authentication failed")
 
-	code, out, errOut = f.rscctl("login", "--save")
+	code, out, errOut := f.rscctl("login", "--save")
 	if code != exitOK {
 		t.Fatalf("login: exit %d: %s", code, errOut)
 	}
