@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -171,7 +172,8 @@ func toEntries(msgs []redis.XMessage) []events.Entry {
 		var data []byte
 		switch v := m.Values[entryField].(type) {
 		case string:
-			data = []byte(v)
+			// The reply's string is not copied: entries are read only.
+			data = unsafe.Slice(unsafe.StringData(v), len(v))
 		case []byte:
 			data = v
 		}
