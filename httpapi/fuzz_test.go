@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Fuzz targets for the request decoders and validators behind the mutating routes
@@ -89,13 +90,7 @@ func (fs *fuzzServer) ensure(tb testing.TB) string {
 		fs.do("POST", group, fuzzAdmin, fuzzJSON(map[string]any{"initialShardCount": 4, "requestedBy": "fuzz"}))
 		rec = fs.do("GET", group, fuzzAdmin, nil)
 	}
-	var g struct {
-		ShardCount      int `json:"shardCount"`
-		ActiveMigration *struct {
-			ReshardingID string `json:"reshardingId"`
-		} `json:"activeMigration"`
-		TargetAssignmentSummary map[string]int `json:"targetAssignmentSummary"`
-	}
+	var g wire.Group
 	if err := json.Unmarshal(rec.Body.Bytes(), &g); err != nil {
 		tb.Fatalf("fixture: %v: %s", err, rec.Body)
 	}
@@ -113,9 +108,7 @@ func (fs *fuzzServer) ensure(tb testing.TB) string {
 		target = 4
 	}
 	rec = fs.do("POST", group+"/scale", fuzzAdmin, fuzzJSON(map[string]any{"targetShardCount": target, "requestedBy": "fuzz", "reason": "fixture"}))
-	var m struct {
-		ReshardingID string `json:"reshardingId"`
-	}
+	var m wire.Resharding
 	_ = json.Unmarshal(rec.Body.Bytes(), &m)
 	return m.ReshardingID
 }
@@ -187,11 +180,7 @@ func check(t *testing.T, what string, rec *httptest.ResponseRecorder, login bool
 			t.Fatalf("%s: 403 with a body %q", what, body)
 		}
 	default:
-		var e struct {
-			Status    string `json:"status"`
-			ErrorCode string `json:"errorCode"`
-			Message   string `json:"message"`
-		}
+		var e wire.ErrorResponse
 		if err := json.Unmarshal(body, &e); err != nil {
 			t.Fatalf("%s: HTTP %d with a body that is not an ErrorResponse: %q", what, code, body)
 		}
