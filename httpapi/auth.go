@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -131,11 +130,6 @@ func (a *authenticator) secret() []byte {
 	}
 	return []byte(a.cfg.AdminUser + ":" + a.cfg.AdminPassword + ":redis-stream-coordinator-token")
 }
-
-// Authentication failures.
-var (
-	errBadCredentials = errors.New("bad credentials")
-)
 
 // throttledError: the password was not checked, the caller failed too often.
 type throttledError struct{ wait time.Duration }

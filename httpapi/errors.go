@@ -45,7 +45,8 @@ var statusOf = map[commands.Kind]struct {
 
 // Refusals of the HTTP layer. Handlers answer the ones a request makes
 // specific with WithMessage; the ones that fail on Redis carry the cause
-// (WithCause), which only the log shows.
+// (WithCause), which only the log shows. errBadCredentials never reaches
+// writeError: authentication answers it itself.
 var (
 	// errNoRoute: no route serves the path (with any method).
 	errNoRoute = &commands.Error{Kind: commands.KindNotFound, Code: "NOT_FOUND", Message: "No route"}
@@ -69,6 +70,9 @@ var (
 	// errInternal: anything that is not a *commands.Error (a bug, or an error
 	// nobody classified); the log has it.
 	errInternal = &commands.Error{Kind: kindInternal, Code: "INTERNAL_ERROR", Message: "Internal server error"}
+	// errBadCredentials: the Authorization header or the login body proved
+	// nothing; the answer is the bodiless 401 (or the failed login's body).
+	errBadCredentials = errors.New("bad credentials")
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
