@@ -133,7 +133,7 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		g.MetadataVersion = ev.MetadataVersion
 
 	case *events.ReshardingPreparing:
-		g.Reshardings = append(g.Reshardings, &Resharding{
+		g.Reshardings = append(keptReshardings(g.Reshardings), &Resharding{
 			ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
 			State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
 			RequestedBy: ev.RequestedBy, Reason: ev.Reason,
@@ -221,4 +221,34 @@ func stateChange(g *Group, id, state, phase string, rec events.Record) {
 		State: state, Phase: phase, At: rec.Time, Actor: rec.Actor, EventID: rec.ID,
 		GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion,
 	})
+}
+
+// MaxFinishedReshardings is how many finished reshardings a group keeps in the
+// projection (their whole story stays in the audit history): without a bound
+// the state, and every snapshot, would grow with the log.
+const MaxFinishedReshardings = 32
+
+// keptReshardings drops the oldest finished reshardings beyond
+// MaxFinishedReshardings - 1, before a new one is added (never the last one:
+// it may still be retiring its streams).
+func keptReshardings(rs []*Resharding) []*Resharding {
+	finished := 0
+	for _, r := range rs {
+		if r.Terminal() {
+			finished++
+		}
+	}
+	drop := finished - (MaxFinishedReshardings - 1)
+	if drop <= 0 {
+		return rs
+	}
+	out := make([]*Resharding, 0, len(rs)-drop)
+	for i, r := range rs {
+		if drop > 0 && r.Terminal() && i < len(rs)-1 {
+			drop--
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package projection_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -830,5 +831,37 @@ func TestOldLogFolds(t *testing.T) {
 	}
 	if v := projection.ViewAssignments(g); len(v.InvariantViolations) != 0 {
 		t.Errorf("invariant violations: %v", v.InvariantViolations)
+	}
+}
+
+// TestFinishedReshardingsAreBounded: a group keeps at most
+// MaxFinishedReshardings finished reshardings (the oldest go first), so the
+// state does not grow with the number of reshardings in the log.
+func TestFinishedReshardingsAreBounded(t *testing.T) {
+	var r recorder
+	s := projection.New()
+	MustApply(t, s, r.rec(orders, created()))
+	count := 4
+	for i := 0; i < projection.MaxFinishedReshardings+10; i++ {
+		id := fmt.Sprintf("r-%03d", i)
+		to := count * 2
+		if i%2 == 1 {
+			to = count / 2
+		}
+		MustApply(t, s,
+			r.rec(orders, &events.ReshardingPreparing{ReshardingID: id, FromShardCount: count, ToShardCount: to}),
+			r.rec(orders, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated}),
+		)
+		count = to
+	}
+	g := MustGroup(t, s, orders)
+	if len(g.Reshardings) != projection.MaxFinishedReshardings {
+		t.Fatalf("%d reshardings kept, want %d", len(g.Reshardings), projection.MaxFinishedReshardings)
+	}
+	if first := g.Reshardings[0].ReshardingID; first != "r-010" {
+		t.Errorf("oldest kept resharding %s, want r-010 (the oldest ones go first)", first)
+	}
+	if last := g.Reshardings[len(g.Reshardings)-1].ReshardingID; last != fmt.Sprintf("r-%03d", projection.MaxFinishedReshardings+9) {
+		t.Errorf("newest resharding %s dropped", last)
 	}
 }
