@@ -41,6 +41,9 @@ func (b *bench) runLog(ctx context.Context, rep *Report) error {
 	if err := b.logStartup(ctx, rep, rlog, st); err != nil {
 		return fmt.Errorf("log start-up: %w", err)
 	}
+	if err := b.logSnapshots(ctx, rep, ml, rlog); err != nil {
+		return fmt.Errorf("log snapshots: %w", err)
+	}
 	if err := b.logTrim(ctx, rep, rlog, st); err != nil {
 		return fmt.Errorf("log trim: %w", err)
 	}
