@@ -82,7 +82,19 @@ func sampleEvents() map[string]events.Event {
 			ReshardingID: "rsh-2", Policy: "drain", State: "ROLLING_BACK", ShardCount: 4, AssignableCount: 6,
 			RequestedBy: "bob", Reason: "new shards overloaded", Epochs: epochs,
 		},
-		"resharding.retired": &events.ShardsRetired{ReshardingID: "rsh-1", StreamKeys: []string{"orders:4", "orders:5"}, Kept: true},
+		"resharding.retired":     &events.ShardsRetired{ReshardingID: "rsh-1", StreamKeys: []string{"orders:4", "orders:5"}, Kept: true},
+		"group.ordering_changed": &events.GroupOrderingChanged{Ordering: "KEY", RequestedBy: "alice", Reason: "per-key order"},
+		"resharding.cutover": &events.ReshardingCutover{ReshardingID: "rsh-1", Fence: 11, FromCount: 4, ToCount: 6, Shards: []events.ShardCutover{
+			{ShardIndex: 0, StreamKey: "orders:0", LastID: "1700000000000-3", Fenced: true},
+			{ShardIndex: 1, StreamKey: "orders:1", LastID: "0-0", Fenced: false},
+		}},
+		"resharding.barrier_released": &events.BarrierReleased{ReshardingID: "rsh-1", Fence: 11, Shards: []int{4, 5}, Evidence: []events.BarrierProof{
+			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "1700000000000-3", Exists: true},
+			{ShardIndex: 1, StreamKey: "orders:1", CutoverID: "0-0", LastDelivered: "", Exists: false},
+		}},
+		"resharding.unfenced_writes": &events.UnfencedWrites{ReshardingID: "rsh-1", Fence: 11, Shards: []events.ShardWrites{
+			{ShardIndex: 2, StreamKey: "orders:2", Count: 3, FirstID: "1700000000001-0"},
+		}},
 	}
 }
 
@@ -94,6 +106,7 @@ func sampleVariants() map[string]events.Event {
 	epochs := events.Epochs{GroupEpoch: 7, MetadataVersion: 9}
 	return map[string]events.Event{
 		"member.joined.principal": &events.MemberJoined{MemberID: "m-1", MemberName: "worker-1", MaxConcurrency: 8, Rejoin: true, Principal: "svc-orders", Epochs: epochs},
+		"group.created.ordering":  &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Ordering: "KEY"},
 	}
 }
 

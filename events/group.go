@@ -15,6 +15,9 @@ type GroupCreated struct {
 	Provisioned bool   `msgpack:"provisioned" json:"provisioned"`
 	RequestedBy string `msgpack:"requestedBy" json:"requestedBy"`
 	Reason      string `msgpack:"reason,omitempty" json:"reason"`
+	// Ordering is "KEY" for a group whose reshardings keep per-key order
+	// (fenced publishes and barriers), "" for none.
+	Ordering string `msgpack:"ordering,omitempty" json:"ordering,omitempty"`
 }
 
 // GroupDeleted is written when an operator deletes a group. Stream keys and Redis

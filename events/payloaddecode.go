@@ -36,7 +36,7 @@ func epochsField(r *reader, ep *Epochs, i, first, all int) error {
 
 // group.go
 
-var groupCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason"}}
+var groupCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "ordering"}}
 
 func (e *GroupCreated) wireFields() *fieldTable { return &groupCreatedFields }
 func (e *GroupCreated) reset()                  { *e = GroupCreated{} }
@@ -50,6 +50,8 @@ func (e *GroupCreated) decodeField(r *reader, i int) (err error) {
 		e.RequestedBy, err = r.string()
 	case 3:
 		e.Reason, err = r.string()
+	case 4:
+		e.Ordering, err = r.string()
 	}
 	return err
 }

@@ -8,6 +8,16 @@ type CreateRequest struct {
 	InitialShardCount *int   `json:"initialShardCount"`
 	RequestedBy       string `json:"requestedBy"`
 	Reason            string `json:"reason"`
+	// Ordering is "KEY" (per-key order kept across reshardings) or "NONE";
+	// missing or null is "NONE".
+	Ordering *string `json:"ordering"`
+}
+
+// OrderingRequest switches a group's ordering (PUT .../groups/{g}/ordering).
+type OrderingRequest struct {
+	Ordering    *string `json:"ordering"`
+	RequestedBy string  `json:"requestedBy"`
+	Reason      string  `json:"reason"`
 }
 
 // StreamCreateResponse answers POST /coord/v1/streams/{p}.
@@ -35,6 +45,12 @@ type Group struct {
 	MetadataVersion      int64  `json:"metadataVersion"`
 	ShardCount           int    `json:"shardCount"`
 	AssignableShardCount int    `json:"assignableShardCount"`
+	// Ordering is "KEY" or "NONE".
+	Ordering string `json:"ordering"`
+	// Barriers are the shards whose entries after a cutover wait for Redis
+	// to prove the shards their keys came from were read up to it (ordering
+	// KEY only; empty when none wait).
+	Barriers []Barrier `json:"barriers"`
 	// ActiveMigration is the active resharding (null when none).
 	ActiveMigration          *Resharding    `json:"activeMigration"`
 	ActiveReshardingPhase    *string        `json:"activeReshardingPhase"`
@@ -54,6 +70,10 @@ type RoutingShard struct {
 	ShardIndex int    `json:"shardIndex"`
 	StreamKey  string `json:"streamKey"`
 	RedisSlot  int    `json:"redisSlot"`
+	// FenceKey is the Redis hash, in the stream's slot, whose field named
+	// after the consumer group holds the shard's fence: a publish with a
+	// routing metadataVersion below it is stale (see README, ordering).
+	FenceKey string `json:"fenceKey"`
 }
 
 // ProducerRoutingResponse is the routing metadata producers cache.
@@ -64,6 +84,8 @@ type ProducerRoutingResponse struct {
 	ShardCount       int            `json:"shardCount"`
 	StreamKeyPattern string         `json:"streamKeyPattern"`
 	Shards           []RoutingShard `json:"shards"`
+	// Ordering is "KEY" or "NONE".
+	Ordering string `json:"ordering"`
 }
 
 // ShardRef is a shard, always as an object: {"shardIndex": n}.

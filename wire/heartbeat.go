@@ -89,4 +89,17 @@ type HeartbeatAssignment struct {
 	AssignedShards  []ShardRef `json:"assignedShards"`
 	PendingShards   []ShardRef `json:"pendingShards"`
 	MetadataVersion int64      `json:"metadataVersion"`
+	// Barriers (ordering KEY only; the reference clients ignore it): on each
+	// listed shard, entries with an id above After must not be processed
+	// until an answer no longer lists the shard. One per shard, the lowest
+	// unreleased position.
+	Barriers []ShardBarrier `json:"barriers,omitempty"`
+	// Ordering is "KEY" or "NONE".
+	Ordering string `json:"ordering,omitempty"`
+}
+
+// ShardBarrier is a barrier a member honours: hold entries of Shard above After.
+type ShardBarrier struct {
+	Shard ShardRef `json:"shard"`
+	After string   `json:"after"`
 }

@@ -42,6 +42,34 @@ type Resharding struct {
 	Revoke        RevokeProgress  `json:"revokeProgress"`
 	Rollback      RollbackInfo    `json:"rollback"`
 	Retirement    *Retirement     `json:"retirement"`
+	// Barriers of this resharding that are not released yet (ordering KEY).
+	Barriers []Barrier `json:"barriers"`
+}
+
+// Barrier is one shard whose entries after its cutover wait: since when, and
+// on which shards of the layout before (what Redis last showed of them).
+type Barrier struct {
+	ReshardingID string          `json:"reshardingId"`
+	Shard        ShardRef        `json:"shard"`
+	StreamKey    string          `json:"streamKey"`
+	After        string          `json:"after"`
+	Fence        int64           `json:"fence"`
+	Since        time.Time       `json:"since"`
+	WaitingOn    []BarrierSource `json:"waitingOn"`
+}
+
+// BarrierSource is a shard a barrier waits on: its entries up to CutoverID
+// must all be delivered and acknowledged. Proven, LastDeliveredID,
+// PendingToCutover and CheckedAt are the reconciler's latest read (null
+// before the first).
+type BarrierSource struct {
+	Shard            ShardRef   `json:"shard"`
+	StreamKey        string     `json:"streamKey"`
+	CutoverID        string     `json:"cutoverId"`
+	Proven           bool       `json:"proven"`
+	LastDeliveredID  *string    `json:"lastDeliveredId"`
+	PendingToCutover *int64     `json:"pendingToCutover"`
+	CheckedAt        *time.Time `json:"checkedAt"`
 }
 
 // StateChange is one step of a resharding's life, with the group's epoch and

@@ -1,0 +1,226 @@
+package events
+
+// Ordered resharding. A group created with ordering KEY keeps per-key order
+// across reshardings: before the new shard count becomes visible to producers,
+// the coordinator raises a fence on every shard whose keys move (producers
+// that fence their publishes with an older routing version are refused), and
+// records where each shard stood (its cutover id). Entries published after the
+// cutover on a shard that gains keys are held back (a barrier) until Redis
+// proves every entry published before the cutover on the shards those keys
+// came from was acknowledged.
+
+// Ordering values.
+const (
+	OrderingKey  = "KEY"
+	OrderingNone = "NONE"
+)
+
+// GroupOrderingChanged is written when an operator switches a group's
+// ordering (only while no resharding is active).
+type GroupOrderingChanged struct {
+	Ordering    string `msgpack:"ordering" json:"ordering"`
+	RequestedBy string `msgpack:"requestedBy" json:"requestedBy"`
+	Reason      string `msgpack:"reason" json:"reason"`
+}
+
+// ShardCutover is where one shard of the layout before a change stood when its
+// fence was raised: the stream's last id then ("0-0" for an empty or missing
+// stream). Fenced reports whether its keys move (producers with an older
+// routing version are refused on it).
+type ShardCutover struct {
+	ShardIndex int    `msgpack:"shardIndex" json:"shardIndex"`
+	StreamKey  string `msgpack:"streamKey" json:"streamKey"`
+	LastID     string `msgpack:"lastId" json:"lastId"`
+	Fenced     bool   `msgpack:"fenced" json:"fenced"`
+}
+
+// ReshardingCutover is written, for a group with ordering KEY, right before the
+// shard layout changes (an activation, or a rollback after one): fences were
+// raised to Fence (the metadata version the change takes the group to) and
+// FromCount shards stood at Shards; ToCount is the layout after the change.
+// Barriers follow from it (projection).
+type ReshardingCutover struct {
+	ReshardingID string         `msgpack:"reshardingId" json:"reshardingId"`
+	Fence        int64          `msgpack:"fence" json:"fence"`
+	FromCount    int            `msgpack:"fromCount" json:"fromCount"`
+	ToCount      int            `msgpack:"toCount" json:"toCount"`
+	Shards       []ShardCutover `msgpack:"shards" json:"shards"`
+}
+
+// BarrierProof is Redis's evidence that one source shard's entries up to its
+// cutover were all delivered and acknowledged by the group (or that the
+// stream is gone).
+type BarrierProof struct {
+	ShardIndex    int    `msgpack:"shardIndex" json:"shardIndex"`
+	StreamKey     string `msgpack:"streamKey" json:"streamKey"`
+	CutoverID     string `msgpack:"cutoverId" json:"cutoverId"`
+	LastDelivered string `msgpack:"lastDelivered" json:"lastDelivered"`
+	Exists        bool   `msgpack:"exists" json:"exists"`
+}
+
+// BarrierReleased is written when Redis proved, for every source shard of the
+// listed target shards, that the entries published before the cutover were
+// acknowledged: members may process the entries they held back on them.
+type BarrierReleased struct {
+	ReshardingID string         `msgpack:"reshardingId" json:"reshardingId"`
+	Fence        int64          `msgpack:"fence" json:"fence"`
+	Shards       []int          `msgpack:"shards" json:"shards"`
+	Evidence     []BarrierProof `msgpack:"evidence" json:"evidence"`
+}
+
+// ShardWrites counts entries that landed on a fenced shard after its cutover
+// without a fence check (a producer that does not fence its publishes).
+type ShardWrites struct {
+	ShardIndex int    `msgpack:"shardIndex" json:"shardIndex"`
+	StreamKey  string `msgpack:"streamKey" json:"streamKey"`
+	Count      int64  `msgpack:"count" json:"count"`
+	FirstID    string `msgpack:"firstId" json:"firstId"`
+}
+
+// UnfencedWrites is written when entries landed on fenced shards after their
+// cutover without a fence check: the ordering guarantee does not cover them.
+type UnfencedWrites struct {
+	ReshardingID string        `msgpack:"reshardingId" json:"reshardingId"`
+	Fence        int64         `msgpack:"fence" json:"fence"`
+	Shards       []ShardWrites `msgpack:"shards" json:"shards"`
+}
+
+func (GroupOrderingChanged) EventType() string { return "group.ordering_changed" }
+func (ReshardingCutover) EventType() string    { return "resharding.cutover" }
+func (BarrierReleased) EventType() string      { return "resharding.barrier_released" }
+func (UnfencedWrites) EventType() string       { return "resharding.unfenced_writes" }
+
+func init() {
+	Register("group.ordering_changed", func() Event { return &GroupOrderingChanged{} })
+	Register("resharding.cutover", func() Event { return &ReshardingCutover{} })
+	Register("resharding.barrier_released", func() Event { return &BarrierReleased{} })
+	Register("resharding.unfenced_writes", func() Event { return &UnfencedWrites{} })
+}
+
+// ordering.go's decoders (see payloaddecode.go).
+
+var groupOrderingChangedFields = fieldTable{names: []string{"ordering", "requestedBy", "reason"}}
+
+func (e *GroupOrderingChanged) wireFields() *fieldTable { return &groupOrderingChangedFields }
+func (e *GroupOrderingChanged) reset()                  { *e = GroupOrderingChanged{} }
+func (e *GroupOrderingChanged) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.Ordering, err = r.string()
+	case 1:
+		e.RequestedBy, err = r.string()
+	case 2:
+		e.Reason, err = r.string()
+	}
+	return err
+}
+
+var shardCutoverFields = fieldTable{names: []string{"shardIndex", "streamKey", "lastId", "fenced"}}
+
+func (e *ShardCutover) wireFields() *fieldTable { return &shardCutoverFields }
+func (e *ShardCutover) reset()                  { *e = ShardCutover{} }
+func (e *ShardCutover) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ShardIndex, err = r.int()
+	case 1:
+		e.StreamKey, err = r.string()
+	case 2:
+		e.LastID, err = r.string()
+	case 3:
+		e.Fenced, err = r.bool()
+	}
+	return err
+}
+
+var reshardingCutoverFields = fieldTable{names: []string{"reshardingId", "fence", "fromCount", "toCount", "shards"}}
+
+func (e *ReshardingCutover) wireFields() *fieldTable { return &reshardingCutoverFields }
+func (e *ReshardingCutover) reset()                  { *e = ReshardingCutover{} }
+func (e *ReshardingCutover) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ReshardingID, err = r.string()
+	case 1:
+		e.Fence, err = r.int64()
+	case 2:
+		e.FromCount, err = r.int()
+	case 3:
+		e.ToCount, err = r.int()
+	case 4:
+		err = decodeStructs(r, &e.Shards)
+	}
+	return err
+}
+
+var barrierProofFields = fieldTable{names: []string{"shardIndex", "streamKey", "cutoverId", "lastDelivered", "exists"}}
+
+func (e *BarrierProof) wireFields() *fieldTable { return &barrierProofFields }
+func (e *BarrierProof) reset()                  { *e = BarrierProof{} }
+func (e *BarrierProof) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ShardIndex, err = r.int()
+	case 1:
+		e.StreamKey, err = r.string()
+	case 2:
+		e.CutoverID, err = r.string()
+	case 3:
+		e.LastDelivered, err = r.string()
+	case 4:
+		e.Exists, err = r.bool()
+	}
+	return err
+}
+
+var barrierReleasedFields = fieldTable{names: []string{"reshardingId", "fence", "shards", "evidence"}}
+
+func (e *BarrierReleased) wireFields() *fieldTable { return &barrierReleasedFields }
+func (e *BarrierReleased) reset()                  { *e = BarrierReleased{} }
+func (e *BarrierReleased) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ReshardingID, err = r.string()
+	case 1:
+		e.Fence, err = r.int64()
+	case 2:
+		err = r.ints(&e.Shards)
+	case 3:
+		err = decodeStructs(r, &e.Evidence)
+	}
+	return err
+}
+
+var shardWritesFields = fieldTable{names: []string{"shardIndex", "streamKey", "count", "firstId"}}
+
+func (e *ShardWrites) wireFields() *fieldTable { return &shardWritesFields }
+func (e *ShardWrites) reset()                  { *e = ShardWrites{} }
+func (e *ShardWrites) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ShardIndex, err = r.int()
+	case 1:
+		e.StreamKey, err = r.string()
+	case 2:
+		e.Count, err = r.int64()
+	case 3:
+		e.FirstID, err = r.string()
+	}
+	return err
+}
+
+var unfencedWritesFields = fieldTable{names: []string{"reshardingId", "fence", "shards"}}
+
+func (e *UnfencedWrites) wireFields() *fieldTable { return &unfencedWritesFields }
+func (e *UnfencedWrites) reset()                  { *e = UnfencedWrites{} }
+func (e *UnfencedWrites) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ReshardingID, err = r.string()
+	case 1:
+		e.Fence, err = r.int64()
+	case 2:
+		err = decodeStructs(r, &e.Shards)
+	}
+	return err
+}
