@@ -21,6 +21,13 @@ const (
 	StatusInvalidRequest      = wire.StatusInvalidRequest
 )
 
+// Orderings of a group, as on the wire: with KEY, per-key order is kept
+// across reshardings (fenced publishes, barriers); "" is NONE.
+const (
+	OrderingKey  = "KEY"
+	OrderingNone = "NONE"
+)
+
 // Revoke report states.
 const (
 	RevokeDraining = wire.RevokeDraining
@@ -50,6 +57,9 @@ type (
 	Routing = wire.ProducerRoutingResponse
 	// RoutingShard is one shard of the producer routing.
 	RoutingShard = wire.RoutingShard
+	// ShardBarrier is a barrier of a heartbeat answer: entries of the shard
+	// with an id above After wait until an answer no longer lists it.
+	ShardBarrier = wire.ShardBarrier
 	// ErrorResponse is the contract's error body.
 	ErrorResponse = wire.ErrorResponse
 	// LoginResponse answers POST /coord/v1/auth/login.
