@@ -15,11 +15,38 @@ import (
 // route is one cached routing snapshot. It is immutable once published in
 // cache.cur; a renewal stores a new route sharing the same keys.
 type route struct {
-	routing    client.Routing
-	keys       []string // keys[i] is the stream key of shard i
+	routing client.Routing
+	*layout
 	fetchedAt  time.Time
 	refreshAt  time.Time // fetchedAt + TTL: refresh before the next use
 	leaseUntil time.Time // fetchedAt + lease: never used after this
+}
+
+// layout is what publishing needs of a routing answer, computed once per
+// answer and shared by the routes that renew it.
+type layout struct {
+	keys []string // keys[i] is the stream key of shard i
+	// scriptKeys[i] is PublishScript's KEYS for shard i: its stream key and
+	// its fence key.
+	scriptKeys [][]string
+	// tag: the group has ordering KEY, so entries carry routing.FenceField.
+	tag string
+}
+
+func newLayout(rt *client.Routing) *layout {
+	l := &layout{keys: make([]string, len(rt.Shards)), scriptKeys: make([][]string, len(rt.Shards)), tag: "0"}
+	for _, s := range rt.Shards {
+		fence := s.FenceKey
+		if fence == "" { // a coordinator that predates ordered groups
+			fence = routing.FenceKey(s.StreamKey)
+		}
+		l.keys[s.ShardIndex] = s.StreamKey
+		l.scriptKeys[s.ShardIndex] = []string{s.StreamKey, fence}
+	}
+	if rt.Ordering == client.OrderingKey {
+		l.tag = "1"
+	}
+	return l
 }
 
 // refreshCall is one refresh in flight; concurrent callers wait for it.
@@ -157,25 +184,23 @@ func (c *cache) fetchAndMerge(ctx context.Context, call *refreshCall) {
 		return
 	}
 	switch {
-	case cur == nil || !now.Before(cur.leaseUntil) || rt.MetadataVersion > cur.routing.MetadataVersion:
-		keys := make([]string, len(rt.Shards))
-		for _, s := range rt.Shards {
-			keys[s.ShardIndex] = s.StreamKey
-		}
-		if cur != nil && rt.MetadataVersion != cur.routing.MetadataVersion {
+	case cur == nil || !now.Before(cur.leaseUntil) || rt.MetadataVersion > cur.routing.MetadataVersion ||
+		rt.Ordering != cur.routing.Ordering:
+		if cur != nil && (rt.MetadataVersion != cur.routing.MetadataVersion || rt.Ordering != cur.routing.Ordering) {
 			c.log.Info("producer routing changed", "streamPrefix", c.prefix, "consumerGroup", c.group,
 				"fromVersion", cur.routing.MetadataVersion, "toVersion", rt.MetadataVersion,
-				"fromShards", cur.routing.ShardCount, "toShards", rt.ShardCount)
+				"fromShards", cur.routing.ShardCount, "toShards", rt.ShardCount,
+				"fromOrdering", cur.routing.Ordering, "toOrdering", rt.Ordering)
 		}
-		call.r = c.newRoute(*rt, keys, now)
+		call.r = c.newRoute(*rt, newLayout(rt), now)
 	default: // the same version: renew the lease, keep the snapshot
-		call.r = c.newRoute(cur.routing, cur.keys, now)
+		call.r = c.newRoute(cur.routing, cur.layout, now)
 	}
 	c.cur.Store(call.r)
 }
 
-func (c *cache) newRoute(rt client.Routing, keys []string, now time.Time) *route {
-	return &route{routing: rt, keys: keys, fetchedAt: now, refreshAt: now.Add(c.ttl), leaseUntil: now.Add(c.lease)}
+func (c *cache) newRoute(rt client.Routing, l *layout, now time.Time) *route {
+	return &route{routing: rt, layout: l, fetchedAt: now, refreshAt: now.Add(c.ttl), leaseUntil: now.Add(c.lease)}
 }
 
 // fallback answers a failed refresh: the cached route while its lease lasts,
@@ -209,6 +234,10 @@ func (c *cache) validate(rt *client.Routing) error {
 		seen[s.ShardIndex] = true
 		if want := routing.StreamKey(c.prefix, s.ShardIndex); s.StreamKey != want {
 			return fmt.Errorf("%w: shard %d has stream key %q, members read %q", ErrInvalidRouting, s.ShardIndex, s.StreamKey, want)
+		}
+		// One script touches both keys: in a cluster they must share a slot.
+		if s.FenceKey != "" && routing.Slot(s.FenceKey) != routing.Slot(s.StreamKey) {
+			return fmt.Errorf("%w: shard %d has fence key %q, outside the slot of its stream %q", ErrInvalidRouting, s.ShardIndex, s.FenceKey, s.StreamKey)
 		}
 	}
 	return nil

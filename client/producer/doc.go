@@ -13,6 +13,19 @@
 // a scale-in) invalidates the cache, refreshes it and retries once. PublishBatch
 // does the same for many messages in one pipeline, grouped by shard.
 //
+// Every XADD runs inside PublishScript, with the routing metadataVersion it was
+// routed with: the script first reads the shard's fence (a hash next to the
+// stream, one field per consumer group) and refuses, writing nothing, when the
+// fence is above that version. The coordinator raises fences on the shards
+// whose keys move right before a resharding of a group with ordering KEY
+// becomes visible, so a publish routed with the old layout cannot land after
+// the cutover; the producer refreshes the routing (a few milliseconds may pass
+// before the coordinator serves the new one) and publishes on the new layout,
+// for up to StaleTimeout. With ordering KEY, entries also carry the field
+// _rsc_rv (routing.FenceField) = that version, which members use to hold them
+// back until they know the barriers of that version (package member). Callers
+// change nothing; the field is reserved (ErrReservedField).
+//
 // Delivery is at least once: a retry after a lost reply, or a retry that routes
 // to another shard after a resharding, can write the same message twice. Set
 // EventIDField so every message carries an id that stays the same across

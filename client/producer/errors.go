@@ -23,6 +23,12 @@ var (
 	ErrStreamMissing = errors.New("producer: shard stream does not exist")
 	// ErrNoFields: a message needs at least one field.
 	ErrNoFields = errors.New("producer: a message needs at least one field")
+	// ErrReservedField: the message has the field fenced publishes add
+	// (routing.FenceField, "_rsc_rv"); members strip it.
+	ErrReservedField = errors.New("producer: the field _rsc_rv is reserved (the routing version of a fenced publish)")
+	// ErrStaleRouting: a shard's fence kept refusing the publish for longer
+	// than Config.StaleTimeout; nothing was written. The error is a *StaleError.
+	ErrStaleRouting = errors.New("producer: routing older than the shard's fence")
 )
 
 // NoShardsError is returned when the group has no shards. It matches ErrNoShards.

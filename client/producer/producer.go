@@ -28,6 +28,9 @@ const (
 	DefaultMaxLen = 100_000
 	// DefaultMaxAttempts is one attempt plus one refresh-and-retry.
 	DefaultMaxAttempts = 2
+	// DefaultStaleTimeout bounds how long a publish a fence refused waits
+	// for the coordinator to show the new layout.
+	DefaultStaleTimeout = 5 * time.Second
 )
 
 // Config configures a Producer.
@@ -50,7 +53,13 @@ type Config struct {
 	MaxLen int64
 	// MaxAttempts is the number of XADD attempts per message (0: DefaultMaxAttempts;
 	// 1: no retry). Every attempt after the first refreshes the routing first.
+	// Refusals by a fence do not count.
 	MaxAttempts int
+	// StaleTimeout is how long a publish a shard's fence refused (see
+	// PublishScript) keeps refreshing the routing and retrying before it
+	// fails with a *StaleError (0: DefaultStaleTimeout). The context's
+	// deadline also bounds it.
+	StaleTimeout time.Duration
 	// EventIDField, when set, is a field every published message carries: the
 	// caller's value if the fields have it, else a random UUID generated once
 	// per message, so a retry writes the same id.
@@ -62,10 +71,13 @@ type Config struct {
 // Producer publishes to the shards of one coordinator group. It is safe for
 // concurrent use.
 type Producer struct {
-	cfg     Config
-	rdb     redis.UniversalClient
-	cache   *cache
-	retries atomic.Int64
+	cfg   Config
+	rdb   redis.UniversalClient
+	cache *cache
+	// xaddOpts are XADD's options, in the script's arguments.
+	xaddOpts     []any
+	retries      atomic.Int64
+	staleRetries atomic.Int64
 }
 
 // Message is one message of a batch.
@@ -84,7 +96,8 @@ type Result struct {
 	EventID string
 	// MetadataVersion is the routing version the message was routed with.
 	MetadataVersion int64
-	// Attempts is the number of XADD attempts it took.
+	// Attempts is the number of XADD attempts it took (refusals by a fence
+	// included).
 	Attempts int
 	// Err is set, in PublishBatch results, when the message was not published.
 	Err error
@@ -93,7 +106,12 @@ type Result struct {
 // Stats are counters since New.
 type Stats struct {
 	RoutingFetches int64 // producer-routing calls made
-	Retries        int64 // XADD attempts after a failed one
+	// Retries are attempts after a failed one (an error or a nil answer; not
+	// a fence's refusal).
+	Retries int64
+	// StaleRetries are publishes a shard's fence refused (RSCSTALE: nothing
+	// written); each is retried on a newer routing while StaleTimeout lasts.
+	StaleRetries int64
 }
 
 // New returns a Producer. It does not contact the coordinator; the routing is
@@ -126,7 +144,13 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p := &Producer{cfg: cfg, rdb: cfg.Redis}
+	if cfg.StaleTimeout <= 0 {
+		cfg.StaleTimeout = DefaultStaleTimeout
+	}
+	p := &Producer{cfg: cfg, rdb: cfg.Redis, xaddOpts: []any{"NOMKSTREAM", "*"}}
+	if cfg.MaxLen > 0 {
+		p.xaddOpts = []any{"NOMKSTREAM", "MAXLEN", "~", cfg.MaxLen, "*"}
+	}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
 	fetch := func(ctx context.Context) (*client.Routing, error) { return coord.ProducerRouting(ctx, prefix, group) }
 	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, fetch, cfg.Logger)
@@ -154,23 +178,26 @@ func (p *Producer) Routing(ctx context.Context) (client.Routing, error) {
 
 // Stats returns counters since New.
 func (p *Producer) Stats() Stats {
-	return Stats{RoutingFetches: p.cache.fetches.Load(), Retries: p.retries.Load()}
+	return Stats{RoutingFetches: p.cache.fetches.Load(), Retries: p.retries.Load(), StaleRetries: p.staleRetries.Load()}
 }
 
 // Publish writes one message to the shard its partition key routes to (routeV1
 // over the current routing) and returns the stream key and entry id. A failed
 // or nil XADD invalidates the routing, refreshes it and retries, up to
-// MaxAttempts. A group with no shards gives a *NoShardsError.
+// MaxAttempts. A publish a shard's fence refuses (a resharding of an ordered
+// group is under way; nothing was written) refreshes the routing and retries
+// on the new layout, for up to StaleTimeout, without using up an attempt. A
+// group with no shards gives a *NoShardsError.
 func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[string]any) (Result, error) {
-	if len(fields) == 0 {
-		return Result{}, ErrNoFields
+	if err := checkFields(fields); err != nil {
+		return Result{}, err
 	}
 	fields, eventID := p.withEventID(fields)
 	var lastErr error
-	for attempt := 1; attempt <= p.cfg.MaxAttempts; attempt++ {
-		if attempt > 1 {
-			p.retries.Add(1)
-		}
+	var stale staleWait
+	var args []any
+	tries, retry := 0, false
+	for attempt := 1; attempt <= p.cfg.MaxAttempts; {
 		r, err := p.cache.get(ctx)
 		if err != nil {
 			return Result{}, p.joinErr(partitionKey, attempt, err, lastErr)
@@ -178,22 +205,54 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 		if r.routing.ShardCount == 0 {
 			return Result{}, &NoShardsError{StreamPrefix: p.cfg.StreamPrefix, ConsumerGroup: p.cfg.ConsumerGroup, MetadataVersion: r.routing.MetadataVersion}
 		}
+		if stale.behind(r) {
+			if err := stale.wait(ctx); err != nil {
+				return Result{}, fmt.Errorf("publish %q: %w", partitionKey, err)
+			}
+			p.cache.invalidate(r)
+			continue
+		}
 		idx, err := routing.RouteKey(partitionKey, r.routing.ShardCount)
 		if err != nil {
 			return Result{}, err
 		}
+		tries++
+		if retry {
+			p.retries.Add(1)
+			retry = false
+		}
 		key := r.keys[idx]
-		id, err := p.rdb.XAdd(ctx, p.xaddArgs(key, fields)).Result()
+		args = p.appendScriptArgs(args[:0], r, fields)
+		id, err := publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...).Text()
 		if err == nil {
-			return Result{StreamKey: key, ShardIndex: idx, ID: id, EventID: eventID, MetadataVersion: r.routing.MetadataVersion, Attempts: attempt}, nil
+			return Result{StreamKey: key, ShardIndex: idx, ID: id, EventID: eventID, MetadataVersion: r.routing.MetadataVersion, Attempts: tries}, nil
+		}
+		if se, ok := staleFence(err, key, r.routing.MetadataVersion); ok {
+			p.staleRetries.Add(1)
+			stale.refused(se, p.cfg.StaleTimeout)
+			p.cache.invalidate(r)
+			continue
 		}
 		lastErr = xaddError(key, err)
 		if ctx.Err() != nil {
 			break
 		}
 		p.cache.invalidate(r)
+		attempt++
+		retry = true
 	}
 	return Result{}, fmt.Errorf("publish %q: %w", partitionKey, lastErr)
+}
+
+// checkFields refuses an empty message and the field fenced publishes add.
+func checkFields(fields map[string]any) error {
+	if len(fields) == 0 {
+		return ErrNoFields
+	}
+	if _, ok := fields[routing.FenceField]; ok {
+		return ErrReservedField
+	}
+	return nil
 }
 
 func (p *Producer) joinErr(partitionKey string, attempt int, err, lastErr error) error {
@@ -212,9 +271,10 @@ func xaddError(key string, err error) error {
 
 // PublishBatch publishes many messages in one pipeline, grouped by shard (a
 // shard's messages keep their input order). Messages whose XADD failed are
-// re-routed after a routing refresh and retried, up to MaxAttempts. Results
-// are in input order; if any message failed, the error is a *BatchError and
-// the failed results carry their own Err.
+// re-routed after a routing refresh and retried, up to MaxAttempts; messages a
+// fence refused are retried as in Publish. Results are in input order; if any
+// message failed, the error is a *BatchError and the failed results carry
+// their own Err.
 func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, error) {
 	results := make([]Result, len(msgs))
 	// fields[i] differs from msgs[i].Fields only when an event id was added.
@@ -224,11 +284,13 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 	}
 	sc := getScratch(len(msgs))
 	defer putScratch(sc)
-	todo, shardOf, order := sc.ints[:0:len(msgs)], sc.ints[len(msgs):2*len(msgs)], sc.ints[2*len(msgs):]
-	args, cmds := sc.args, sc.cmds
+	n := len(msgs)
+	todo, shardOf, order, failures := sc.ints[:0:n], sc.ints[n:2*n], sc.ints[2*n:3*n], sc.ints[3*n:]
+	clear(failures)
+	cmds, argEnd := sc.cmds, sc.argEnd
 	for i, m := range msgs {
-		if len(m.Fields) == 0 {
-			results[i].Err = ErrNoFields
+		if err := checkFields(m.Fields); err != nil {
+			results[i].Err = err
 			continue
 		}
 		if fields != nil {
@@ -242,13 +304,26 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 		}
 		return msgs[i].Fields
 	}
-	for attempt := 1; len(todo) > 0; attempt++ {
-		if attempt > 1 {
-			p.retries.Add(int64(len(todo)))
-		}
+	var stale staleWait
+	for attempt := 1; len(todo) > 0; {
 		r, err := p.cache.get(ctx)
 		if err == nil && r.routing.ShardCount == 0 {
 			err = &NoShardsError{StreamPrefix: p.cfg.StreamPrefix, ConsumerGroup: p.cfg.ConsumerGroup, MetadataVersion: r.routing.MetadataVersion}
+		}
+		if err == nil && stale.behind(r) {
+			werr := stale.wait(ctx)
+			if werr == nil {
+				p.cache.invalidate(r)
+				continue
+			}
+			for _, i := range todo {
+				if errors.Is(results[i].Err, ErrStaleRouting) {
+					results[i].Err = werr
+				} else {
+					results[i].Err = fmt.Errorf("%w (previous attempt: %w)", werr, results[i].Err)
+				}
+			}
+			break
 		}
 		if err != nil {
 			for _, i := range todo {
@@ -257,20 +332,20 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 			break
 		}
 		// Group by shard, keeping input order within a shard (counting sort).
-		n := r.routing.ShardCount
+		shards := r.routing.ShardCount
 		var small [65]int
 		var counts []int
-		if n+1 <= len(small) {
-			counts = small[:n+1]
+		if shards+1 <= len(small) {
+			counts = small[:shards+1]
 		} else {
-			counts = make([]int, n+1)
+			counts = make([]int, shards+1)
 		}
 		for _, i := range todo {
-			s, _ := routing.RouteKey(msgs[i].PartitionKey, n)
+			s, _ := routing.RouteKey(msgs[i].PartitionKey, shards)
 			shardOf[i] = s
 			counts[s+1]++
 		}
-		for s := 1; s <= n; s++ {
+		for s := 1; s <= shards; s++ {
 			counts[s] += counts[s-1]
 		}
 		order := order[:len(todo)]
@@ -278,26 +353,46 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 			order[counts[shardOf[i]]] = i
 			counts[shardOf[i]]++
 		}
+		args := sc.args[:0]
 		pipe := p.rdb.Pipeline()
 		for j, i := range order {
-			p.setXAddArgs(&args[j], r.keys[shardOf[i]], fieldsOf(i))
-			cmds[j] = pipe.XAdd(ctx, &args[j])
+			from := len(args)
+			args = p.appendScriptArgs(args, r, fieldsOf(i))
+			argEnd[j] = len(args)
+			cmds[j] = publishScript.EvalSha(ctx, pipe, r.scriptKeys[shardOf[i]], args[from:]...)
 		}
 		_, _ = pipe.Exec(ctx) // per-command results below
-		failed := todo[:0]    // order holds the indexes now; todo is free to reuse
+		p.evalMissing(ctx, r, order, shardOf, args, argEnd, cmds)
+		sc.args = args
+		failed := todo[:0] // order holds the indexes now; todo is free to reuse
+		retried := 0
 		for j, i := range order {
 			key := r.keys[shardOf[i]]
-			id, err := cmds[j].Result()
-			if err != nil {
-				results[i].Err = xaddError(key, err)
-				results[i].Attempts = attempt
+			results[i].Attempts++
+			id, err := cmds[j].Text()
+			if err == nil {
+				results[i] = Result{StreamKey: key, ShardIndex: shardOf[i], ID: id, EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: results[i].Attempts}
+				continue
+			}
+			if se, ok := staleFence(err, key, r.routing.MetadataVersion); ok {
+				p.staleRetries.Add(1)
+				stale.refused(se, p.cfg.StaleTimeout)
+				results[i].Err = se
 				failed = append(failed, i)
 				continue
 			}
-			results[i] = Result{StreamKey: key, ShardIndex: shardOf[i], ID: id, EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: attempt}
+			results[i].Err = xaddError(key, err)
+			if failures[i]++; failures[i] < p.cfg.MaxAttempts {
+				failed = append(failed, i)
+				retried++
+			}
 		}
-		if len(failed) == 0 || attempt >= p.cfg.MaxAttempts || ctx.Err() != nil {
+		if len(failed) == 0 || ctx.Err() != nil {
 			break
+		}
+		if retried > 0 {
+			attempt++
+			p.retries.Add(int64(retried))
 		}
 		p.cache.invalidate(r)
 		todo = failed
@@ -317,46 +412,69 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 	return results, nil
 }
 
-// scratch is PublishBatch's working memory, pooled: go-redis copies what it
-// needs out of XAddArgs, and the commands are read before the batch returns.
+// evalMissing runs again with EVAL, in a second pipeline, the commands that
+// found the script missing from Redis's cache (after a restart or SCRIPT
+// FLUSH): a NOSCRIPT answer ran nothing. EVAL caches the script again.
+func (p *Producer) evalMissing(ctx context.Context, r *route, order, shardOf []int, args []any, argEnd []int, cmds []*redis.Cmd) {
+	var pipe redis.Pipeliner
+	for j, i := range order {
+		if !isNoScript(cmds[j].Err()) {
+			continue
+		}
+		if pipe == nil {
+			pipe = p.rdb.Pipeline()
+		}
+		from := 0
+		if j > 0 {
+			from = argEnd[j-1]
+		}
+		cmds[j] = publishScript.Eval(ctx, pipe, r.scriptKeys[shardOf[i]], args[from:argEnd[j]]...)
+	}
+	if pipe != nil {
+		_, _ = pipe.Exec(ctx)
+	}
+}
+
+// scratch is PublishBatch's working memory, pooled: go-redis copies the
+// arguments it sends, and the commands are read before the batch returns.
 type scratch struct {
-	ints []int
-	args []redis.XAddArgs
-	cmds []*redis.StringCmd
+	ints   []int
+	args   []any // every message's script arguments, one after the other
+	argEnd []int // argEnd[j]: where the j-th sent message's arguments end
+	cmds   []*redis.Cmd
 }
 
 var scratchPool sync.Pool
 
 func getScratch(n int) *scratch {
 	sc, _ := scratchPool.Get().(*scratch)
-	if sc == nil || cap(sc.args) < n {
-		return &scratch{ints: make([]int, 3*n), args: make([]redis.XAddArgs, n), cmds: make([]*redis.StringCmd, n)}
+	if sc == nil || cap(sc.cmds) < n {
+		return &scratch{ints: make([]int, 4*n), argEnd: make([]int, n), cmds: make([]*redis.Cmd, n)}
 	}
-	sc.ints, sc.args, sc.cmds = sc.ints[:3*n], sc.args[:n], sc.cmds[:n]
+	sc.ints, sc.argEnd, sc.cmds = sc.ints[:4*n], sc.argEnd[:n], sc.cmds[:n]
 	return sc
 }
 
 func putScratch(sc *scratch) {
-	if cap(sc.args) > 4096 {
+	if cap(sc.cmds) > 4096 || cap(sc.args) > 1<<16 {
 		return // do not keep huge batches' memory alive
 	}
-	clear(sc.args) // drop references to the callers' fields
+	clear(sc.args[:cap(sc.args)]) // drop references to the callers' fields
+	sc.args = sc.args[:0]
 	clear(sc.cmds)
 	scratchPool.Put(sc)
 }
 
-func (p *Producer) xaddArgs(key string, fields map[string]any) *redis.XAddArgs {
-	a := &redis.XAddArgs{}
-	p.setXAddArgs(a, key, fields)
-	return a
-}
-
-// setXAddArgs fills a as XADD <key> NOMKSTREAM [MAXLEN ~ N] * <fields>.
-func (p *Producer) setXAddArgs(a *redis.XAddArgs, key string, fields map[string]any) {
-	*a = redis.XAddArgs{Stream: key, NoMkStream: true, Values: fields}
-	if p.cfg.MaxLen > 0 {
-		a.MaxLen, a.Approx = p.cfg.MaxLen, true
+// appendScriptArgs appends PublishScript's ARGV for fields published with r:
+// group, routing version, whether to tag the entry, then XADD's arguments
+// after the key: NOMKSTREAM [MAXLEN ~ N] * field value ...
+func (p *Producer) appendScriptArgs(args []any, r *route, fields map[string]any) []any {
+	args = append(args, p.cfg.ConsumerGroup, r.routing.MetadataVersion, r.tag)
+	args = append(args, p.xaddOpts...)
+	for k, v := range fields {
+		args = append(args, k, v)
 	}
+	return args
 }
 
 // withEventID returns the fields to write and the event id, adding a fresh id

@@ -34,6 +34,9 @@ type fakeCoordinator struct {
 	routing client.Routing
 	fail    bool   // answer 503
 	auth    string // last Authorization header
+	// ordering is the Ordering of the routings set makes ("" like a
+	// coordinator that predates ordered groups).
+	ordering string
 }
 
 func newFakeCoordinator(t *testing.T, version int64, shards int) *fakeCoordinator {
@@ -64,15 +67,27 @@ func newFakeCoordinator(t *testing.T, version int64, shards int) *fakeCoordinato
 
 // set makes the coordinator answer a routing of that version and shard count.
 func (f *fakeCoordinator) set(version int64, shards int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	rt := client.Routing{StreamPrefix: prefix, ConsumerGroup: group, MetadataVersion: version, ShardCount: shards,
-		StreamKeyPattern: routing.KeyPattern(prefix), Shards: []client.RoutingShard{}}
+		StreamKeyPattern: routing.KeyPattern(prefix), Shards: []client.RoutingShard{}, Ordering: f.ordering}
 	for i := 0; i < shards; i++ {
 		key := routing.StreamKey(prefix, i)
-		rt.Shards = append(rt.Shards, client.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)})
+		rs := client.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)}
+		if f.ordering != "" {
+			rs.FenceKey = routing.FenceKey(key)
+		}
+		rt.Shards = append(rt.Shards, rs)
 	}
-	f.mu.Lock()
 	f.routing = rt
+}
+
+// setOrdered is set with an ordering (KEY or NONE), fence keys included.
+func (f *fakeCoordinator) setOrdered(version int64, shards int, ordering string) {
+	f.mu.Lock()
+	f.ordering = ordering
 	f.mu.Unlock()
+	f.set(version, shards)
 }
 
 func (f *fakeCoordinator) setFail(fail bool) {

@@ -1,0 +1,139 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/routing"
+)
+
+// PublishScript is the Lua script every publish runs, whatever the group's
+// ordering: a group switched to ordering KEY is then covered even before a
+// producer's cached routing says so.
+//
+//	KEYS[1]  the shard stream
+//	KEYS[2]  its fence hash (routing.FenceKey, same cluster slot)
+//	ARGV[1]  the consumer group: the fence hash's field
+//	ARGV[2]  the routing metadataVersion the publish was routed with
+//	ARGV[3]  "1" to add the field routing.FenceField (_rsc_rv) = ARGV[2] to
+//	         the entry (the routing says ordering KEY), "0" not to
+//	ARGV[4…] XADD's arguments after the key: NOMKSTREAM [MAXLEN ~ N] * field value …
+//
+// A fence above ARGV[2] means the coordinator is making a newer shard layout
+// visible: the script writes nothing and answers the error "RSCSTALE
+// <fence>". Otherwise it answers XADD's reply: the entry id, or nil when the
+// stream does not exist (NOMKSTREAM). A fence that is not a decimal integer
+// is refused with an "ERR" error rather than ignored.
+const PublishScript = `local fence = redis.call('HGET', KEYS[2], ARGV[1])
+if fence then
+  local f = tonumber(fence)
+  if f == nil then
+    return redis.error_reply('ERR rsc: fence ' .. KEYS[2] .. ' ' .. ARGV[1] .. ' is not a number: ' .. fence)
+  end
+  if f > tonumber(ARGV[2]) then
+    return redis.error_reply('RSCSTALE ' .. fence)
+  end
+end
+if ARGV[3] == '1' then
+  ARGV[#ARGV + 1] = '` + routing.FenceField + `'
+  ARGV[#ARGV + 1] = ARGV[2]
+end
+return redis.call('XADD', KEYS[1], unpack(ARGV, 4))
+`
+
+// staleErrPrefix starts the script's answer when a fence refused a publish.
+const staleErrPrefix = "RSCSTALE"
+
+var publishScript = redis.NewScript(PublishScript)
+
+// Back-off between routing refreshes while a refreshed routing is still older
+// than a fence that refused a publish: the coordinator raises fences right
+// before it makes the new layout visible, so the wait is usually milliseconds.
+const (
+	staleMinBackoff = 5 * time.Millisecond
+	staleMaxBackoff = 200 * time.Millisecond
+)
+
+// StaleError is a publish a shard's fence refused: the routing it used is
+// older than the fence (a resharding of an ordered group is under way), and
+// no routing at least as new as the fence came within Config.StaleTimeout.
+// Nothing was written. It matches ErrStaleRouting.
+type StaleError struct {
+	StreamKey string
+	// Fence is the fence's version; MetadataVersion the routing's.
+	Fence, MetadataVersion int64
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("producer: %s is fenced at metadataVersion %d, above the routing's %d (a resharding is under way); nothing was written",
+		e.StreamKey, e.Fence, e.MetadataVersion)
+}
+
+// Is matches ErrStaleRouting.
+func (e *StaleError) Is(target error) bool { return target == ErrStaleRouting }
+
+// staleFence reports whether err is the script's RSCSTALE answer, and the
+// fence it named (the routing's version + 1 when it cannot be read).
+func staleFence(err error, key string, mv int64) (*StaleError, bool) {
+	if err == nil || !redis.HasErrorPrefix(err, staleErrPrefix) {
+		return nil, false
+	}
+	msg := strings.TrimPrefix(err.Error(), "ERR ")
+	f, perr := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(msg, staleErrPrefix)), 10, 64)
+	if perr != nil || f <= mv {
+		f = mv + 1
+	}
+	return &StaleError{StreamKey: key, Fence: f, MetadataVersion: mv}, true
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// staleWait is one publish's (or batch's) state after a fence refused it.
+type staleWait struct {
+	last     *StaleError // the latest refusal; nil before the first
+	deadline time.Time
+	backoff  time.Duration
+}
+
+// refused records a refusal; the first one starts the timeout.
+func (s *staleWait) refused(e *StaleError, timeout time.Duration) {
+	if s.last == nil {
+		s.deadline = time.Now().Add(timeout)
+	}
+	if s.last == nil || e.Fence >= s.last.Fence {
+		s.last = e
+	}
+	s.backoff = 0
+}
+
+// behind reports whether r is older than the fence that refused the publish:
+// publishing with it again would be refused too.
+func (s *staleWait) behind(r *route) bool {
+	return s.last != nil && r.routing.MetadataVersion < s.last.Fence
+}
+
+// wait sleeps before the next routing refresh; it returns the refusal once
+// the timeout is over, or ctx's error.
+func (s *staleWait) wait(ctx context.Context) error {
+	left := time.Until(s.deadline)
+	if left <= 0 {
+		return s.last
+	}
+	s.backoff = min(max(2*s.backoff, staleMinBackoff), staleMaxBackoff)
+	t := time.NewTimer(min(s.backoff, left))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w (waiting for a routing at least as new as the fence: %w)", ctx.Err(), s.last)
+	}
+}
