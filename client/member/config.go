@@ -27,6 +27,9 @@ const (
 	DefaultClaimMinIdle      = 5 * time.Second
 	DefaultRetryBackoff      = 5 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
+	// DefaultHoldHeartbeatInterval is the heartbeat interval while entries
+	// are held back (ordered groups).
+	DefaultHoldHeartbeatInterval = 200 * time.Millisecond
 	// leaseIntervals is the default assignment lease in heartbeat intervals:
 	// the protocol defaults are a 3 s interval and a 15 s coordinator lease.
 	leaseIntervals = 5
@@ -95,6 +98,12 @@ type Config struct {
 	// HeartbeatInterval is used until the coordinator's first answer gives
 	// its own (default DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
+	// HoldHeartbeatInterval is the heartbeat interval while a shard's
+	// entries are held back in an ordered group (behind a barrier, or
+	// waiting for an answer that knows their routing version), so that
+	// their release is seen quickly (default DefaultHoldHeartbeatInterval;
+	// never slower than the coordinator's interval).
+	HoldHeartbeatInterval time.Duration
 	// MemberLease is the local assignment lease: when heartbeats have failed
 	// for this long, the member stops reading all shards until one succeeds.
 	// Keep it below the coordinator's --member-lease (default: 5 heartbeat
@@ -102,6 +111,8 @@ type Config struct {
 	MemberLease time.Duration
 	// ClaimMinIdle is how long an entry another consumer left pending must
 	// have been idle before this member claims it (default DefaultClaimMinIdle).
+	// In an ordered group, a member taking a shard claims every pending
+	// entry at once, whatever its idle time.
 	ClaimMinIdle time.Duration
 	// RetryBackoff is how long a failed message stays pending before it is
 	// delivered again (default DefaultRetryBackoff).
@@ -164,6 +175,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.HoldHeartbeatInterval <= 0 {
+		c.HoldHeartbeatInterval = DefaultHoldHeartbeatInterval
 	}
 	if c.ClaimMinIdle <= 0 {
 		c.ClaimMinIdle = DefaultClaimMinIdle

@@ -24,6 +24,28 @@
 //   - reports progress (last delivered and acked ids, pending count) in every
 //     heartbeat, and leaves gracefully (memberEpoch -1) on shutdown.
 //
+// In a group with ordering KEY (the heartbeat answers say so), a member also
+// keeps per-key order across reshardings, with no change to the handler:
+//
+//   - it never hands over an entry past a barrier: entries of a shard with
+//     an id above the After of a barrier the last answer listed for it stay
+//     pending (unacked) until an answer lists a higher After or none, while
+//     the entries before them are handled and acked as usual; meanwhile it
+//     heartbeats every HoldHeartbeatInterval (200 ms) to see the release;
+//   - an entry published with a routing newer than the last answer applied
+//     (its _rsc_rv field, routing.FenceField) waits for a heartbeat, sent at
+//     once, whose answer is at least that new, and is then judged against
+//     that answer's barriers (answers are complete for their version);
+//   - on taking a shard, it claims every pending entry at once, whatever
+//     ClaimMinIdle, and handles them in id order before reading new ones, so
+//     entries held back by a previous owner (released, stopped or crashed)
+//     keep their place.
+//
+// A shard's entries are handled one at a time, in id order; a failed one is
+// retried after RetryBackoff, possibly after later entries (the handler
+// decides what a failure means for order). The _rsc_rv field is removed from
+// the values handed to the handler, whatever the ordering.
+//
 // A member learns everything through heartbeats: it never submits a shard
 // count, never creates or changes group metadata (the coordinator provisions
 // the Redis consumer group on every shard), and never changes concurrency.

@@ -55,7 +55,13 @@ type member struct {
 	joined   bool
 
 	leaseUntil atomic.Int64  // unix nanos; readers read only before it
-	wake       chan struct{} // a reader exited: heartbeat now
+	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
+	// gate is what the last applied answer said about ordering: the
+	// readers hold entries back by it (gate.go).
+	gate *gate
+	// holding is the number of readers holding entries back: heartbeat
+	// every HoldHeartbeatInterval meanwhile.
+	holding atomic.Int32
 
 	mu     sync.Mutex
 	status MemberStatus
@@ -68,7 +74,7 @@ func newMember(rt *Runtime, id string) *member {
 	}
 	m := &member{
 		rt: rt, id: id, name: name, log: rt.cfg.Logger.With("member", id),
-		interval: rt.cfg.HeartbeatInterval, shards: map[int]*ownedShard{}, wake: make(chan struct{}, 1),
+		interval: rt.cfg.HeartbeatInterval, shards: map[int]*ownedShard{}, wake: make(chan struct{}, 1), gate: newGate(),
 	}
 	m.status = MemberStatus{MemberID: id, Owned: []int{}, Draining: []int{}}
 	return m
@@ -97,7 +103,11 @@ func (m *member) run(ctx context.Context) {
 			timer.Reset(m.interval)
 			continue
 		}
-		timer.Reset(m.heartbeat(ctx))
+		next := m.heartbeat(ctx)
+		if m.holding.Load() > 0 {
+			next = min(next, m.rt.cfg.HoldHeartbeatInterval)
+		}
+		timer.Reset(next)
 	}
 }
 
@@ -314,6 +324,11 @@ func (m *member) adopt(req *client.HeartbeatRequest, resp *client.HeartbeatRespo
 		m.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}
 	m.leaseUntil.Store(sent.Add(m.lease()).UnixNano())
+	if m.gate.learn(resp.MetadataVersion, resp.Assignment.Ordering, resp.Assignment.Barriers) {
+		if k := m.gate.load(); len(k.barriers) > 0 || k.ordered {
+			m.log.Debug("ordering knowledge", "metadataVersion", k.version, "ordered", k.ordered, "barriers", k.barriers)
+		}
+	}
 	for _, r := range req.RevokingShards {
 		if s := m.shards[r.Shard.ShardIndex]; r.State == client.RevokeRevoked && s != nil && s.state == shardRevoked {
 			delete(m.shards, r.Shard.ShardIndex)

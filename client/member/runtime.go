@@ -33,6 +33,13 @@ const (
 	EventLeaseRestored EventKind = "lease-restored"
 	// EventLeft: the member left the group (graceful shutdown).
 	EventLeft EventKind = "left"
+	// EventHeld: an ordered group's entries of Shards[0] wait, Count of them
+	// read; Detail says why (a barrier, or an entry published with a routing
+	// newer than the last heartbeat answer).
+	EventHeld EventKind = "held"
+	// EventResumed: the entries held back on Shards[0] (Count, from the id
+	// in Detail) are handled now.
+	EventResumed EventKind = "resumed"
 )
 
 // Event is a change in a member's assignment or standing.
@@ -55,10 +62,12 @@ type Stats struct {
 	DeadLettered      int64 // entries handed to DeadLetter and acked
 	Heartbeats        int64 // heartbeats answered
 	HeartbeatFailures int64 // heartbeats that got no answer
+	// Holds counts the times a shard's entries were held back (EventHeld).
+	Holds int64
 }
 
 type counters struct {
-	delivered, handled, failed, acked, claimed, deadLettered, heartbeats, heartbeatFailures atomic.Int64
+	delivered, handled, failed, acked, claimed, deadLettered, heartbeats, heartbeatFailures, holds atomic.Int64
 }
 
 // MemberStatus is a logical member's state as its heartbeat loop last saw it.
@@ -171,7 +180,7 @@ func (r *Runtime) Stats() Stats {
 	return Stats{
 		Delivered: s.delivered.Load(), Handled: s.handled.Load(), Failed: s.failed.Load(), Acked: s.acked.Load(),
 		Claimed: s.claimed.Load(), DeadLettered: s.deadLettered.Load(),
-		Heartbeats: s.heartbeats.Load(), HeartbeatFailures: s.heartbeatFailures.Load(),
+		Heartbeats: s.heartbeats.Load(), HeartbeatFailures: s.heartbeatFailures.Load(), Holds: s.holds.Load(),
 	}
 }
 

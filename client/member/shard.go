@@ -30,8 +30,11 @@ type reader struct {
 	stopOnce sync.Once
 	done     chan struct{}
 
-	// inFlight is the number of read entries not acked yet.
+	// inFlight is the number of read entries not acked yet (held back ones
+	// excluded).
 	inFlight atomic.Int64
+	// held is the number of read entries held back (see gate.go).
+	held atomic.Int64
 	// failedCount is the number of this reader's failed entries still pending.
 	failedCount atomic.Int64
 	// failed is the reader goroutine's own: failed entry id → deliveries.
@@ -91,8 +94,19 @@ func (r *reader) run() {
 	cfg := &r.rt.cfg
 	ctx := r.rt.hard
 	// Take over what a previous owner (crashed, fenced, or one that failed
-	// messages) left pending.
-	r.claim(ctx, cfg.ClaimMinIdle, true)
+	// messages) left pending. In an ordered group, all of it and first: a
+	// new entry must not overtake an older one of its key, so nothing is
+	// read before the whole pending list was claimed and handled.
+	if r.m.gate.load().ordered {
+		for backoff := time.Duration(0); !r.claim(ctx, 0, true); {
+			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+			if r.sleep(backoff) || ctx.Err() != nil {
+				return
+			}
+		}
+	} else {
+		r.claim(ctx, cfg.ClaimMinIdle, true)
+	}
 	sweepIdle := min(cfg.ClaimMinIdle, cfg.RetryBackoff)
 	nextSweep := time.Now().Add(sweepIdle)
 	var backoff time.Duration
@@ -114,7 +128,9 @@ func (r *reader) run() {
 		case err == nil:
 			backoff = 0
 			for _, s := range streams {
-				r.process(ctx, s.Messages, nil)
+				if !r.process(ctx, s.Messages, nil) {
+					return // stopped while entries were held back
+				}
 			}
 		case errors.Is(err, redis.Nil):
 			backoff = 0
@@ -141,8 +157,10 @@ func (r *reader) run() {
 }
 
 // claim takes over pending entries idle for at least minIdle (entries of a
-// previous owner, and this reader's own failed ones) and handles them.
-func (r *reader) claim(ctx context.Context, minIdle time.Duration, takeover bool) {
+// previous owner, and this reader's own failed ones) and handles them, in id
+// order. It reports whether it went through the whole pending list (a missing
+// stream or group has none).
+func (r *reader) claim(ctx context.Context, minIdle time.Duration, takeover bool) bool {
 	cfg := &r.rt.cfg
 	start := "0-0"
 	total := 0
@@ -157,21 +175,27 @@ func (r *reader) claim(ctx context.Context, minIdle time.Duration, takeover bool
 			Stream: r.key, Group: cfg.ConsumerGroup, Consumer: r.m.id, MinIdle: minIdle, Start: start, Count: cfg.BatchSize,
 		}).Result()
 		if err != nil {
-			if !isNoGroup(err) && ctx.Err() == nil {
+			if isNoGroup(err) {
+				return true
+			}
+			if ctx.Err() == nil {
 				r.m.log.Warn("XAUTOCLAIM failed", "stream", r.key, "err", err)
 			}
-			return
+			return false
 		}
 		if len(msgs) > 0 {
 			r.rt.stats.claimed.Add(int64(len(msgs)))
 			total += len(msgs)
-			r.process(ctx, msgs, r.deliveries(ctx, msgs))
+			if !r.process(ctx, msgs, r.deliveries(ctx, msgs)) {
+				return false
+			}
 		}
 		if next == "" || next == "0-0" {
-			return
+			return true
 		}
 		start = next
 	}
+	return false
 }
 
 // deliveries reads the delivery counts of just-claimed entries.
@@ -199,19 +223,31 @@ func (r *reader) deliveries(ctx context.Context, msgs []redis.XMessage) map[stri
 }
 
 // process handles a batch in order and acks the entries the handler accepted
-// (or the dead-letter hook took). Failed entries stay pending.
-func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries map[string]int64) {
+// (or the dead-letter hook took). Failed entries stay pending. An entry the
+// gate holds back (and every entry after it) waits, after the entries before
+// it were acked; process reports false when the reader was stopped while
+// waiting: the held entries stay pending, for this shard's next reader.
+func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries map[string]int64) bool {
 	if len(msgs) == 0 {
-		return
+		return true
 	}
 	cfg := &r.rt.cfg
 	r.inFlight.Store(int64(len(msgs)))
 	r.rt.stats.delivered.Add(int64(len(msgs)))
 	acks := make([]string, 0, len(msgs))
-	for _, xm := range msgs {
+	completed := true
+	for i, xm := range msgs {
 		if xm.Values == nil {
 			acks = append(acks, xm.ID) // trimmed away while pending: nothing to handle
 			continue
+		}
+		rv := takeFenceField(xm.Values)
+		if k := r.m.gate.load(); k.judge(r.index, xm.ID, rv) != admit {
+			acks = r.ack(ctx, acks)
+			if !r.wait(ctx, k, xm.ID, rv, len(msgs)-i, &acks) {
+				completed = false
+				break
+			}
 		}
 		d := int64(1)
 		if deliveries != nil {
@@ -246,28 +282,95 @@ func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries 
 		r.failed[xm.ID] = d
 		r.m.log.Debug("handler failed; the message stays pending", "stream", r.key, "id", xm.ID, "deliveries", d, "err", err)
 	}
-	acked := ""
-	if len(acks) > 0 {
-		n, err := cfg.Redis.XAck(ctx, r.key, cfg.ConsumerGroup, acks...).Result()
-		if err != nil {
-			r.m.log.Warn("XACK failed; the messages stay pending and will be delivered again", "stream", r.key, "count", len(acks), "err", err)
-		} else {
-			r.rt.stats.acked.Add(n)
-			acked = acks[len(acks)-1]
-		}
-	}
+	r.ack(ctx, acks)
 	// Entries come in stream order, from XREADGROUP and XAUTOCLAIM alike.
 	last := msgs[len(msgs)-1].ID
 	r.mu.Lock()
 	if deliveries == nil && idLess(r.lastDelivered, last) {
 		r.lastDelivered = last
 	}
-	if acked != "" && idLess(r.lastAcked, acked) {
+	r.updatedAt = time.Now()
+	r.mu.Unlock()
+	r.inFlight.Store(0)
+	return completed
+}
+
+// ack acks ids (the handled entries of a batch, in order) and returns what
+// is left to ack: ids[:0], or ids when XACK failed.
+func (r *reader) ack(ctx context.Context, ids []string) []string {
+	if len(ids) == 0 {
+		return ids
+	}
+	cfg := &r.rt.cfg
+	n, err := cfg.Redis.XAck(ctx, r.key, cfg.ConsumerGroup, ids...).Result()
+	if err != nil {
+		r.m.log.Warn("XACK failed; the messages stay pending and will be delivered again", "stream", r.key, "count", len(ids), "err", err)
+		return ids
+	}
+	r.rt.stats.acked.Add(n)
+	r.inFlight.Add(-int64(len(ids)))
+	acked := ids[len(ids)-1]
+	r.mu.Lock()
+	if idLess(r.lastAcked, acked) {
 		r.lastAcked = acked
 	}
 	r.updatedAt = time.Now()
 	r.mu.Unlock()
-	r.inFlight.Store(0)
+	return ids[:0]
+}
+
+// wait holds back entry id (published with routing version rv, 0 for
+// untagged) and the held-1 read entries after it until the member's
+// knowledge admits it: a heartbeat answer without a barrier below id on this
+// shard, at least as new as rv. It asks for a heartbeat at once (the member
+// heartbeats fast while a reader waits). It keeps retrying to ack *acks, the
+// entries handled before id: a barrier elsewhere may wait for them. It
+// reports false when the reader was stopped or the runtime ended first.
+func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, held int, acks *[]string) bool {
+	r.held.Store(int64(held))
+	r.inFlight.Add(-int64(held))
+	r.m.holding.Add(1)
+	defer func() {
+		r.m.holding.Add(-1)
+		r.inFlight.Add(r.held.Swap(0))
+	}()
+	r.rt.stats.holds.Add(1)
+	why := r.holdReason(k, id, rv)
+	r.m.log.Info("holding back entries of an ordered resharding", "stream", r.key, "from", id, "count", held, "reason", why)
+	r.rt.emit(Event{MemberID: r.m.id, Kind: EventHeld, Shards: []int{r.index}, Count: held, Detail: why})
+	r.m.poke()
+	var retry <-chan time.Time
+	for {
+		if len(*acks) > 0 && retry == nil {
+			retry = time.After(r.rt.cfg.Block)
+		}
+		select {
+		case <-retry:
+			retry = nil
+			*acks = r.ack(ctx, *acks)
+			continue
+		case <-k.changed:
+		case <-r.stopCh:
+			r.m.log.Info("stopped while holding back entries; they stay pending for the shard's next owner", "stream", r.key, "from", id, "count", held)
+			return false
+		case <-ctx.Done():
+			return false
+		}
+		k = r.m.gate.load()
+		if k.judge(r.index, id, rv) == admit {
+			r.m.log.Info("entries released", "stream", r.key, "from", id, "metadataVersion", k.version)
+			r.rt.emit(Event{MemberID: r.m.id, Kind: EventResumed, Shards: []int{r.index}, Count: held, Detail: id})
+			return true
+		}
+	}
+}
+
+func (r *reader) holdReason(k *knowledge, id string, rv int64) string {
+	if k.judge(r.index, id, rv) == holdVersion {
+		return "entry " + id + " was published with routing version " + strconv.FormatInt(rv, 10) +
+			", newer than the last heartbeat answer's " + strconv.FormatInt(k.version, 10)
+	}
+	return "entry " + id + " is past the barrier after " + k.barriers[r.index]
 }
 
 func (r *reader) forget(id string) {
@@ -306,7 +409,7 @@ func (r *reader) progress() client.ShardProgress {
 	defer r.mu.Unlock()
 	p := client.ShardProgress{
 		Shard: client.Shard{ShardIndex: r.index}, StreamKey: r.key,
-		PendingCount: r.inFlight.Load() + r.failedCount.Load(),
+		PendingCount: r.inFlight.Load() + r.held.Load() + r.failedCount.Load(),
 	}
 	if r.lastDelivered != "" {
 		v := r.lastDelivered
