@@ -20,6 +20,8 @@ type CreateGroupInput struct {
 	Reason            string
 	// StreamLevel is POST /streams/{p}: refused when any group uses the prefix.
 	StreamLevel bool
+	// Ordering is "KEY" or "NONE" (nil: NONE).
+	Ordering *string
 }
 
 // ValidateKey checks a group's names: they become Redis keys.
@@ -67,6 +69,8 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 			return nil, err
 		}
 		problems := checkAudit(in.RequestedBy, in.Reason, false)
+		ordering, bad := checkOrdering(in.Ordering)
+		problems = append(problems, bad...)
 		count := c.cfg.DefaultShardCount
 		if in.InitialShardCount != nil {
 			count = *in.InitialShardCount
@@ -110,7 +114,7 @@ func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in Crea
 			if len(foreign) > 0 && len(t.groupsWithPrefix(k.StreamPrefix)) == 0 && !t.c.state.PrefixSeenLocked(k.StreamPrefix) {
 				return nil, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(foreign, ", "))
 			}
-			g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: !c.cfg.DisableProvisioning, RequestedBy: in.RequestedBy, Reason: in.Reason})
+			g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: !c.cfg.DisableProvisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering})
 			return projection.ViewGroup(g), nil
 		})
 	})

@@ -27,6 +27,10 @@ type Config struct {
 	// every routed shard stream and consumer group, and recreates what it lost
 	// (10s; <0 disables; repair.go).
 	ShardCheckInterval time.Duration
+	// BarrierCheckInterval is how often the leader reads Redis for the
+	// barriers of ordered groups that wait (100ms; only groups with a
+	// waiting barrier are read; ordering.go).
+	BarrierCheckInterval time.Duration
 	// DisableProvisioning turns off stream and consumer-group creation (on by default).
 	DisableProvisioning bool
 	// KeepRetiredStreams keeps removed shard streams after a resharding finishes
@@ -85,6 +89,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShardCheckInterval == 0 {
 		c.ShardCheckInterval = 10 * time.Second
+	}
+	if c.BarrierCheckInterval <= 0 {
+		c.BarrierCheckInterval = 100 * time.Millisecond
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 10000
@@ -184,12 +191,13 @@ func (c *Coordinator) Conflicts() int64 { return c.dec.conflicts.Load() }
 // Run starts the writer, the maintenance ticker, the reconciler, the shard
 // check and the log follower. It returns at once; Close stops them.
 func (c *Coordinator) Run() {
-	c.wg.Add(5)
+	c.wg.Add(6)
 	c.writerWG.Add(1)
 	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.dec.run() }()
 	go func() { defer c.wg.Done(); c.ticker() }()
 	go func() { defer c.wg.Done(); c.rec.run() }()
 	go func() { defer c.wg.Done(); c.rec.repairLoop() }()
+	go func() { defer c.wg.Done(); c.rec.barrierLoop() }()
 	go func() { defer c.wg.Done(); c.rep.follow() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free

@@ -164,12 +164,30 @@ func (c *Coordinator) rejected(req *wire.HeartbeatRequest, pathID, status string
 }
 
 func (c *Coordinator) respond(req *wire.HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
-	return &wire.HeartbeatResponse{
+	res := &wire.HeartbeatResponse{
 		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
 		HeartbeatIntervalMs: c.cfg.HeartbeatInterval.Milliseconds(), RebalanceTimeoutMs: c.cfg.RebalanceTimeout.Milliseconds(),
 		GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
 		Assignment: wire.HeartbeatAssignment{AssignedShards: shardRefs(assigned), PendingShards: shardRefs(pending), MetadataVersion: g.MetadataVersion},
 	}
+	if g.Ordered() {
+		res.Assignment.Ordering = events.OrderingKey
+	}
+	// Every waiting barrier of the group (a member may still be reading a
+	// shard it is releasing), from the same state as the answer's
+	// metadataVersion: a member that knows this version knows every barrier
+	// a cutover up to it set.
+	if after := g.ShardBarriers(); len(after) > 0 {
+		shards := make([]int, 0, len(after))
+		for s := range after {
+			shards = append(shards, s)
+		}
+		sort.Ints(shards)
+		for _, s := range shards {
+			res.Assignment.Barriers = append(res.Assignment.Barriers, wire.ShardBarrier{Shard: wire.ShardRef{ShardIndex: s}, After: after[s]})
+		}
+	}
+	return res
 }
 
 // Heartbeat runs the member protocol: join, leave, fencing, ownership validation,

@@ -32,6 +32,7 @@ func (c *Coordinator) ticker() {
 // simulations call Tick with a virtual clock.
 func (c *Coordinator) Tick(ctx context.Context) {
 	c.maintain(ctx)
+	c.rec.proveBarriers(ctx)
 	c.rec.pass(ctx)
 }
 

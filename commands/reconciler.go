@@ -81,6 +81,9 @@ func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, 
 	if err := c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, count); err != nil {
 		return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, count-1, k.ConsumerGroup)
 	}
+	// Fences an earlier group of this name left would refuse the new
+	// group's producers (metadata version 1).
+	r.lowerFencesTo(ctx, k, count, 1)
 	return nil, nil
 }
 
@@ -97,6 +100,9 @@ func (r *reconciler) provisionFor(ctx context.Context, k projection.GroupKey, to
 	defer unlock()
 	if err := c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, to); err != nil {
 		return failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d in Redis (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, to-1)
+	}
+	if g, ok := c.state.Group(k); ok {
+		r.lowerFencesTo(ctx, k, to, g.MetadataVersion) // shards a deleted group of this name fenced
 	}
 	return nil
 }
@@ -206,7 +212,13 @@ func (r *reconciler) resumePreparing(ctx context.Context, k projection.GroupKey,
 		r.c.cfg.Logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("resume provisioning")
 		return
 	}
-	_ = r.decide(ctx, k, func(t *tx) { t.activate(k, m.ReshardingID) })
+	id := m.ReshardingID
+	_, err := r.c.fencedChange(ctx, events.Meta{Actor: Actor}, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
+		return nil, t.activate(k, id, co)
+	})
+	if err != nil {
+		r.c.cfg.Logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("resume activation")
+	}
 }
 
 // prove reads the drain evidence of shards (false when Redis could not be read).

@@ -46,6 +46,7 @@ func (c *Coordinator) RepairShards(ctx context.Context) int {
 	}
 	repaired := 0
 	for _, g := range c.state.Groups() {
+		c.rec.checkFences(ctx, g)
 		if g.ShardCount == 0 {
 			continue
 		}

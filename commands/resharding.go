@@ -65,8 +65,10 @@ func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.
 		if err := c.rec.provisionFor(ctx, k, *in.TargetShardCount); err != nil {
 			return nil, err
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
-			t.activate(k, id)
+		return c.fencedChange(ctx, meta, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
+			if err := t.activate(k, id, co); err != nil {
+				return nil, err
+			}
 			g := t.group(k)
 			if g == nil || g.Resharding(id) == nil {
 				return nil, ErrReshardingNotFound
@@ -150,7 +152,13 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 				}
 			}
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
+		var keys []projection.GroupKey
+		for _, gk := range p.order {
+			if _, ok := p.prepped[gk]; ok {
+				keys = append(keys, gk)
+			}
+		}
+		return c.fencedChange(ctx, meta, keys, activation(func(gk projection.GroupKey) string { return p.prepped[gk] }), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
 			res := p.res
 			res.Reshardings = []projection.ReshardingView{}
 			for _, gk := range p.order {
@@ -165,7 +173,9 @@ func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix 
 					})
 					continue
 				}
-				t.activate(gk, id)
+				if err := t.activate(gk, id, co); err != nil {
+					return nil, err
+				}
 				g := t.group(gk)
 				if g == nil || g.Resharding(id) == nil {
 					return nil, ErrReshardingNotFound
@@ -199,6 +209,9 @@ func (t *tx) checkScalable(k projection.GroupKey, target int, streamLevel bool) 
 	if g.ShardCount == target {
 		return withMsg(ErrShardCountUnchanged, "group already has %d shards; a resharding must change the shard count", target)
 	}
+	if len(g.Barriers) > 0 {
+		return withMsg(ErrActiveResharding, "Group still has %s; a new resharding starts once they are released", describeBarriers(g.Barriers))
+	}
 	return nil
 }
 
@@ -214,22 +227,40 @@ func (t *tx) prepare(k projection.GroupKey, in ScaleInput) string {
 	return id
 }
 
+// activation is the layout change of activating the PREPARING resharding
+// idOf names for a group (ordering.go).
+func activation(idOf func(projection.GroupKey) string) layoutChange {
+	return func(g *projection.Group) (int, bool) {
+		m := g.Resharding(idOf(g.Key))
+		if m == nil || m.State != projection.Preparing || g.ActiveResharding != m.ReshardingID {
+			return 0, false
+		}
+		return m.To, true
+	}
+}
+
 // activate moves a PREPARING resharding whose streams were provisioned to
-// ACTIVE (nothing when it is not PREPARING any more: somebody else did).
-func (t *tx) activate(k projection.GroupKey, id string) {
+// ACTIVE (nothing when it is not PREPARING any more: somebody else did). An
+// ordered group's activation records its cutover first (errRefence when the
+// fences co holds are not this activation's).
+func (t *tx) activate(k projection.GroupKey, id string, co map[projection.GroupKey]*cutoverEvidence) error {
 	g := t.group(k)
 	if g == nil {
-		return
+		return nil
 	}
 	m := g.Resharding(id)
 	if m == nil || m.State != projection.Preparing {
-		return
+		return nil
+	}
+	if err := t.recordCutover(k, id, m.To, co); err != nil {
+		return err
 	}
 	t.emitAs(Actor, k, &events.ReshardingProvisioned{ReshardingID: id, Shards: m.To})
 	g = t.group(k)
 	assignable := max(m.From, m.To)
 	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g)})
 	t.reconcile(k)
+	return nil
 }
 
 // RollbackInput is an operator's rollback request.
@@ -260,8 +291,8 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 		if err != nil {
 			return nil, err
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
-			return t.rollback(k, id, in, written)
+		return c.fencedChange(ctx, meta, []projection.GroupKey{k}, rollbackLayout(id), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
+			return t.rollback(k, id, in, written, co)
 		})
 	})
 	if err != nil {
@@ -270,10 +301,23 @@ func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projecti
 	return v.(projection.ReshardingView), nil
 }
 
+// rollbackLayout is the layout change of rolling back resharding id once it
+// was activated: back to its original count.
+func rollbackLayout(id string) layoutChange {
+	return func(g *projection.Group) (int, bool) {
+		m := g.Resharding(id)
+		if m == nil || g.ActiveResharding != id || m.State == projection.Preparing || m.State == projection.RollingBack || m.Terminal() {
+			return 0, false
+		}
+		return m.From, true
+	}
+}
+
 // rollback decides a rollback with the entries written to the new shards
 // (nil: not read, because the resharding was not an active scale-out when the
-// evidence was gathered).
-func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, written map[int]int64) (any, error) {
+// evidence was gathered) and, for an ordered group past PREPARING, the
+// cutover of going back to the original layout.
+func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, written map[int]int64, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
 	c := t.c
 	g := t.group(k)
 	if g == nil {
@@ -316,6 +360,12 @@ func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, writte
 			policy, state = "drain", projection.RollingBack
 			assignable = m.To
 		}
+	}
+	if m.State != projection.Preparing {
+		if err := t.recordCutover(k, id, m.From, co); err != nil {
+			return nil, err
+		}
+		g = t.group(k)
 	}
 	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
 	g = t.reconcile(k)
@@ -383,6 +433,9 @@ func (t *tx) advance(k projection.GroupKey) {
 		return
 	}
 	if m.To >= m.From {
+		if len(g.BarriersOf(m.ReshardingID)) > 0 {
+			return // ordered: completes once its barriers are released
+		}
 		t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: m.ReshardingID, State: projection.Deprecated, MetadataVersion: g.MetadataVersion + 1})
 		return
 	}
@@ -469,6 +522,9 @@ func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 			t.reconcile(k)
 		}
 		return
+	}
+	if len(g.BarriersOf(id)) > 0 {
+		return // ordered: completes once its barriers are released
 	}
 	t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: id, State: final, Evidence: p.ev, MetadataVersion: g.MetadataVersion + 1})
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -53,6 +54,30 @@ type groupRuntime struct {
 	// quarantined holds, per "m:<member id>" and "p:<principal>", until when a
 	// member fenced by an overdue correction round may not open another.
 	quarantined map[string]time.Time
+	// barriers is the latest read of the shards the group's barriers wait
+	// on, per "<stream key> <cutover id>" (ordering.go).
+	barriers map[string]*barrierRuntime
+}
+
+// barrierRuntime is what the reconciler last read of one source shard of a
+// barrier, where its scan for unfenced entries stands, and the unfenced
+// entries found but not recorded yet.
+type barrierRuntime struct {
+	read      events.BarrierRead
+	at        time.Time
+	scannedTo string
+	unfenced  int64
+	first     string
+	reported  time.Time
+}
+
+// unfencedCount is a number of unfenced entries found after one cutover.
+type unfencedCount struct {
+	shard     int
+	streamKey string
+	cutoverID string
+	count     int64
+	first     string
 }
 
 type runtimeState struct {
@@ -336,6 +361,96 @@ func (r *runtimeState) entriesAdded(k projection.GroupKey, reshardingID string) 
 		return entriesEvidence{}, false
 	}
 	return *g.entries, true
+}
+
+// scanFrom is where the next scan for unfenced entries after a cutover starts
+// ("" at the cutover).
+func (r *runtimeState) scanFrom(k projection.GroupKey, streamKey, cutoverID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b := r.group(k).barriers[streamKey+" "+cutoverID]; b != nil {
+		return b.scannedTo
+	}
+	return ""
+}
+
+// setBarrierReads keeps the latest read of every source shard the group's
+// barriers wait on (and forgets the ones they no longer wait on), advances
+// the scans and adds up the unfenced entries they found.
+func (r *runtimeState) setBarrierReads(k projection.GroupKey, reads []events.BarrierRead, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(k)
+	next := make(map[string]*barrierRuntime, len(reads))
+	for _, rd := range reads {
+		key := rd.StreamKey + " " + rd.CutoverID
+		b := g.barriers[key]
+		if b == nil {
+			b = &barrierRuntime{reported: at}
+		}
+		b.read, b.at = rd, at
+		if rd.ScannedTo != "" {
+			b.scannedTo = rd.ScannedTo
+		}
+		if rd.Unfenced > 0 {
+			if b.unfenced == 0 {
+				b.first = rd.FirstUnfenced
+			}
+			b.unfenced += rd.Unfenced
+		}
+		next[key] = b
+	}
+	g.barriers = next
+}
+
+// unfencedDue returns the unfenced entries found and not recorded yet, when
+// it is time to record them: unfencedReportEvery after the last record, or
+// at once when a barrier may be released (force).
+func (r *runtimeState) unfencedDue(k projection.GroupKey, now time.Time, force bool) []unfencedCount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []unfencedCount
+	for _, b := range r.group(k).barriers {
+		if b.unfenced > 0 && (force || now.Sub(b.reported) >= unfencedReportEvery) {
+			out = append(out, unfencedCount{shard: b.read.ShardIndex, streamKey: b.read.StreamKey, cutoverID: b.read.CutoverID, count: b.unfenced, first: b.first})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].streamKey < out[j].streamKey })
+	return out
+}
+
+// unfencedReported takes what a decision recorded off the counts.
+func (r *runtimeState) unfencedReported(k projection.GroupKey, done []unfencedCount, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(k)
+	for _, u := range done {
+		if b := g.barriers[u.streamKey+" "+u.cutoverID]; b != nil {
+			b.unfenced -= u.count
+			b.first = ""
+			b.reported = at
+		}
+	}
+}
+
+// BarrierRead is the latest read of one source shard of a barrier.
+type BarrierRead struct {
+	events.BarrierRead
+	At time.Time
+}
+
+// BarrierReads returns the latest read of the source shards the group's
+// barriers wait on, per "<stream key> <cutover id>".
+func (c *Coordinator) BarrierReads(k projection.GroupKey) map[string]BarrierRead {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	out := map[string]BarrierRead{}
+	if g := c.rt.groups[k]; g != nil {
+		for key, b := range g.barriers {
+			out[key] = BarrierRead{BarrierRead: b.read, At: b.at}
+		}
+	}
+	return out
 }
 
 // MemberRuntime is the in-memory view of a member for monitoring.

@@ -77,12 +77,14 @@ type fakeShards struct {
 	// lost: routed streams (or their group) Redis lost and nobody recreated yet.
 	lost    map[string]bool
 	repairs int
+	// fences per "<stream key> <group>" (ordered resharding).
+	fences map[string]int64
 }
 
 var _ commands.ShardStore = (*fakeShards)(nil)
 
 func newFakeShards(clock *simClock) *fakeShards {
-	return &fakeShards{clock: clock, streams: map[string]*fakeStream{}, unknownLag: map[string]time.Time{}, retired: map[string]bool{}, lost: map[string]bool{}}
+	return &fakeShards{clock: clock, streams: map[string]*fakeStream{}, unknownLag: map[string]time.Time{}, retired: map[string]bool{}, lost: map[string]bool{}, fences: map[string]int64{}}
 }
 
 func streamKey(prefix string, i int) string { return fmt.Sprintf("%s:%d", prefix, i) }
@@ -265,6 +267,91 @@ func (f *fakeShards) lose(prefix, group string, shard int, wholeStream bool) boo
 	}
 	delete(st.groups, group)
 	return true
+}
+
+// An entry's id in the fake is "<n>-0", n counting from 1 in the order they
+// were added; a group has delivered the first added-lag of them, and the
+// last pending of those are pending.
+
+func fakeID(n int64) string { return fmt.Sprintf("%d-0", n) }
+
+func fakeSeq(id string) int64 {
+	var n int64
+	fmt.Sscanf(id, "%d-", &n)
+	return n
+}
+
+func (f *fakeShards) Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return nil, errFakeRedis
+	}
+	out := make([]events.CutoverRead, len(shards))
+	for i, sh := range shards {
+		k := streamKey(prefix, sh.Index)
+		if sh.Raise && f.fences[k+" "+group] < fence {
+			f.fences[k+" "+group] = fence
+		}
+		r := events.CutoverRead{ShardCutover: events.ShardCutover{ShardIndex: sh.Index, StreamKey: k, LastID: "0-0", Fenced: sh.Raise}, Done: true}
+		if st := f.streams[k]; st != nil && st.added > 0 {
+			r.LastID = fakeID(st.added)
+			g := st.groups[group]
+			r.Done = g != nil && g.lag == 0 && g.pending == 0
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func (f *fakeShards) LowerFences(ctx context.Context, prefix, group string, count int, mv int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return 0, errFakeRedis
+	}
+	n := 0
+	for i := 0; i < count; i++ {
+		if key := streamKey(prefix, i) + " " + group; f.fences[key] > mv {
+			f.fences[key] = mv
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (f *fakeShards) BarrierEvidence(ctx context.Context, group string, sources []events.BarrierSource) ([]events.BarrierRead, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return nil, errFakeRedis
+	}
+	out := make([]events.BarrierRead, len(sources))
+	for i, src := range sources {
+		r := events.BarrierRead{BarrierProof: events.BarrierProof{ShardIndex: src.ShardIndex, StreamKey: src.StreamKey, CutoverID: src.CutoverID}, ScannedTo: src.ScanFrom}
+		if st := f.streams[src.StreamKey]; st != nil {
+			r.Exists = true
+			if g := st.groups[group]; g != nil {
+				delivered := st.added - g.lag
+				r.LastDelivered = fakeID(delivered)
+				if firstPending := delivered - g.pending + 1; g.pending > 0 && firstPending <= fakeSeq(src.CutoverID) {
+					r.Pending = min(g.pending, fakeSeq(src.CutoverID)-firstPending+1)
+				}
+			}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// fence is the group's fence on a shard (0 when none).
+func (f *fakeShards) fence(prefix, group string, shard int) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fences[streamKey(prefix, shard)+" "+group]
 }
 
 func (f *fakeShards) takeViolations() []string {

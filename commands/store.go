@@ -28,6 +28,15 @@ type ShardStore interface {
 	// Repair recreates lost streams (empty, group at the end) and lost
 	// consumer groups (at the stream's start: what is left is read again).
 	Repair(ctx context.Context, prefix, group string, shards []int) error
+	// Cutover raises group's fence to fence on the shards marked Raise and
+	// reads, atomically per shard, where each stands (ordering.go).
+	Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error)
+	// LowerFences lowers group's fences above mv on shards 0..count-1 and
+	// returns how many it lowered.
+	LowerFences(ctx context.Context, prefix, group string, count int, mv int64) (int, error)
+	// BarrierEvidence reads whether group read and acknowledged each source
+	// shard up to its cutover, and scans for unfenced entries after it.
+	BarrierEvidence(ctx context.Context, group string, sources []events.BarrierSource) ([]events.BarrierRead, error)
 }
 
 // SnapshotStore keeps the newest few projection snapshots next to the log, each

@@ -87,9 +87,9 @@ func sampleEvents() map[string]events.Event {
 		"resharding.cutover": &events.ReshardingCutover{ReshardingID: "rsh-1", Fence: 11, FromCount: 4, ToCount: 6, Shards: []events.ShardCutover{
 			{ShardIndex: 0, StreamKey: "orders:0", LastID: "1700000000000-3", Fenced: true},
 			{ShardIndex: 1, StreamKey: "orders:1", LastID: "0-0", Fenced: false},
-		}},
+		}, Barriers: []events.CutoverBarrier{{ShardIndex: 4, After: "0-0", Sources: []int{0}}}},
 		"resharding.barrier_released": &events.BarrierReleased{ReshardingID: "rsh-1", Fence: 11, Shards: []int{4, 5}, Evidence: []events.BarrierProof{
-			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "1700000000000-3", Exists: true},
+			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "1700000000000-3", Exists: true, Pending: 2},
 			{ShardIndex: 1, StreamKey: "orders:1", CutoverID: "0-0", LastDelivered: "", Exists: false},
 		}},
 		"resharding.unfenced_writes": &events.UnfencedWrites{ReshardingID: "rsh-1", Fence: 11, Shards: []events.ShardWrites{

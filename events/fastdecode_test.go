@@ -385,12 +385,13 @@ func TestEveryTypeDecodesFast(t *testing.T) {
 	}
 	evidence := samples["resharding.drained"].(*events.ReshardingDrained).Evidence
 	nested := map[string]any{
-		"ShardDrain":   &evidence[0],
-		"GroupDrain":   &evidence[0].Groups[1],
-		"ShardRepair":  &samples["group.shards_repaired"].(*events.ShardsRepaired).Shards[0],
-		"ShardCutover": &samples["resharding.cutover"].(*events.ReshardingCutover).Shards[0],
-		"BarrierProof": &samples["resharding.barrier_released"].(*events.BarrierReleased).Evidence[0],
-		"ShardWrites":  &samples["resharding.unfenced_writes"].(*events.UnfencedWrites).Shards[0],
+		"ShardDrain":     &evidence[0],
+		"GroupDrain":     &evidence[0].Groups[1],
+		"ShardRepair":    &samples["group.shards_repaired"].(*events.ShardsRepaired).Shards[0],
+		"ShardCutover":   &samples["resharding.cutover"].(*events.ReshardingCutover).Shards[0],
+		"CutoverBarrier": &samples["resharding.cutover"].(*events.ReshardingCutover).Barriers[0],
+		"BarrierProof":   &samples["resharding.barrier_released"].(*events.BarrierReleased).Evidence[0],
+		"ShardWrites":    &samples["resharding.unfenced_writes"].(*events.UnfencedWrites).Shards[0],
 	}
 	for _, name := range registeredTypes() {
 		if !events.HasFastDecoder(name) {

@@ -34,28 +34,42 @@ type ShardCutover struct {
 	Fenced     bool   `msgpack:"fenced" json:"fenced"`
 }
 
-// ReshardingCutover is written, for a group with ordering KEY, right before the
-// shard layout changes (an activation, or a rollback after one): fences were
-// raised to Fence (the metadata version the change takes the group to) and
-// FromCount shards stood at Shards; ToCount is the layout after the change.
-// Barriers follow from it (projection).
-type ReshardingCutover struct {
-	ReshardingID string         `msgpack:"reshardingId" json:"reshardingId"`
-	Fence        int64          `msgpack:"fence" json:"fence"`
-	FromCount    int            `msgpack:"fromCount" json:"fromCount"`
-	ToCount      int            `msgpack:"toCount" json:"toCount"`
-	Shards       []ShardCutover `msgpack:"shards" json:"shards"`
+// CutoverBarrier is one shard of the layout after a change whose entries
+// after After must wait until the Sources (shard indexes of the layout
+// before, each with its cutover in the event's Shards) are proven read up to
+// their cutover. After is the shard's own cutover ("0-0" for a new shard).
+type CutoverBarrier struct {
+	ShardIndex int    `msgpack:"shardIndex" json:"shardIndex"`
+	After      string `msgpack:"after" json:"after"`
+	Sources    []int  `msgpack:"sources" json:"sources"`
 }
 
-// BarrierProof is Redis's evidence that one source shard's entries up to its
-// cutover were all delivered and acknowledged by the group (or that the
-// stream is gone).
+// ReshardingCutover is written, for a group with ordering KEY, right before the
+// shard layout changes (an activation, or a rollback after one): fences of the
+// shards that lose keys were raised to Fence (the metadata version the change
+// takes the group to), FromCount shards stood at Shards, ToCount is the
+// layout after the change, and Barriers are the shards that wait.
+type ReshardingCutover struct {
+	ReshardingID string           `msgpack:"reshardingId" json:"reshardingId"`
+	Fence        int64            `msgpack:"fence" json:"fence"`
+	FromCount    int              `msgpack:"fromCount" json:"fromCount"`
+	ToCount      int              `msgpack:"toCount" json:"toCount"`
+	Shards       []ShardCutover   `msgpack:"shards" json:"shards"`
+	Barriers     []CutoverBarrier `msgpack:"barriers" json:"barriers"`
+}
+
+// BarrierProof is what Redis showed of one source shard of a barrier: whether
+// the stream exists, the group's last delivered id ("" without the group) and
+// how many entries up to the cutover were pending (counted up to 100). It
+// proves the source when the stream is gone, or the last delivered id is at
+// or past the cutover with nothing pending (projection.SourceProven).
 type BarrierProof struct {
 	ShardIndex    int    `msgpack:"shardIndex" json:"shardIndex"`
 	StreamKey     string `msgpack:"streamKey" json:"streamKey"`
 	CutoverID     string `msgpack:"cutoverId" json:"cutoverId"`
 	LastDelivered string `msgpack:"lastDelivered" json:"lastDelivered"`
 	Exists        bool   `msgpack:"exists" json:"exists"`
+	Pending       int64  `msgpack:"pending" json:"pending"`
 }
 
 // BarrierReleased is written when Redis proved, for every source shard of the
@@ -83,6 +97,45 @@ type UnfencedWrites struct {
 	ReshardingID string        `msgpack:"reshardingId" json:"reshardingId"`
 	Fence        int64         `msgpack:"fence" json:"fence"`
 	Shards       []ShardWrites `msgpack:"shards" json:"shards"`
+}
+
+// Evidence the reconciler reads from Redis for ordered reshardings (not
+// events; the events above carry what decisions made of it).
+
+// CutoverShard asks for one shard's cutover: Raise its fence (its keys move)
+// or only read where it stands.
+type CutoverShard struct {
+	Index int
+	Raise bool
+}
+
+// CutoverRead is where one shard stood when its fence was raised, and Done
+// when the group had already read and acknowledged everything up to there
+// (then nothing has to wait for it).
+type CutoverRead struct {
+	ShardCutover
+	Done bool
+}
+
+// BarrierSource is one source shard of a barrier to prove, and where the scan
+// for unfenced entries after its cutover stands (ScanFrom "" starts at the
+// cutover; Scan is how many entries to scan, 0 for none).
+type BarrierSource struct {
+	ShardIndex int
+	StreamKey  string
+	CutoverID  string
+	ScanFrom   string
+	Scan       int
+}
+
+// BarrierRead is what Redis shows of one source shard: the proof, and the
+// unfenced entries found after the cutover by this read's scan (how many,
+// the first), with where the next scan starts.
+type BarrierRead struct {
+	BarrierProof
+	Unfenced      int64
+	FirstUnfenced string
+	ScannedTo     string
 }
 
 func (GroupOrderingChanged) EventType() string { return "group.ordering_changed" }
@@ -133,7 +186,23 @@ func (e *ShardCutover) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
-var reshardingCutoverFields = fieldTable{names: []string{"reshardingId", "fence", "fromCount", "toCount", "shards"}}
+var cutoverBarrierFields = fieldTable{names: []string{"shardIndex", "after", "sources"}}
+
+func (e *CutoverBarrier) wireFields() *fieldTable { return &cutoverBarrierFields }
+func (e *CutoverBarrier) reset()                  { *e = CutoverBarrier{} }
+func (e *CutoverBarrier) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ShardIndex, err = r.int()
+	case 1:
+		e.After, err = r.string()
+	case 2:
+		err = r.ints(&e.Sources)
+	}
+	return err
+}
+
+var reshardingCutoverFields = fieldTable{names: []string{"reshardingId", "fence", "fromCount", "toCount", "shards", "barriers"}}
 
 func (e *ReshardingCutover) wireFields() *fieldTable { return &reshardingCutoverFields }
 func (e *ReshardingCutover) reset()                  { *e = ReshardingCutover{} }
@@ -149,11 +218,13 @@ func (e *ReshardingCutover) decodeField(r *reader, i int) (err error) {
 		e.ToCount, err = r.int()
 	case 4:
 		err = decodeStructs(r, &e.Shards)
+	case 5:
+		err = decodeStructs(r, &e.Barriers)
 	}
 	return err
 }
 
-var barrierProofFields = fieldTable{names: []string{"shardIndex", "streamKey", "cutoverId", "lastDelivered", "exists"}}
+var barrierProofFields = fieldTable{names: []string{"shardIndex", "streamKey", "cutoverId", "lastDelivered", "exists", "pending"}}
 
 func (e *BarrierProof) wireFields() *fieldTable { return &barrierProofFields }
 func (e *BarrierProof) reset()                  { *e = BarrierProof{} }
@@ -169,6 +240,8 @@ func (e *BarrierProof) decodeField(r *reader, i int) (err error) {
 		e.LastDelivered, err = r.string()
 	case 4:
 		e.Exists, err = r.bool()
+	case 5:
+		e.Pending, err = r.int64()
 	}
 	return err
 }

@@ -149,9 +149,9 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.read.Config().RebalanceTimeout),
-		Assignments: assignmentsBody(projection.ViewAssignments(g)), Migrations: []wire.Resharding{}}
+		Assignments: projection.WireAssignments(projection.ViewAssignments(g)), Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
-		resp.Migrations = append(resp.Migrations, reshardingBody(projection.ViewResharding(g, m)))
+		resp.Migrations = append(resp.Migrations, projection.WireResharding(projection.ViewResharding(g, m)))
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

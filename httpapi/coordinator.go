@@ -21,6 +21,7 @@ type Decider interface {
 	ScaleStream(ctx context.Context, meta events.Meta, prefix string, in commands.ScaleInput) (commands.StreamScaleResult, error)
 	Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, reshardingID string, in commands.RollbackInput) (projection.ReshardingView, error)
 	DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.DeleteGroupInput) (projection.GroupView, error)
+	SetOrdering(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.OrderingInput) (projection.GroupView, error)
 	Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error)
 }
 
@@ -48,6 +49,8 @@ type Runtime interface {
 	MemberRuntimes(k projection.GroupKey) map[string]commands.MemberRuntime
 	DrainEvidence(k projection.GroupKey) ([]events.ShardDrain, time.Time)
 	RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo
+	// BarrierReads is the latest read of the shards waiting barriers wait on.
+	BarrierReads(k projection.GroupKey) map[string]commands.BarrierRead
 }
 
 // Leadership is this replica's place among --ha replicas.

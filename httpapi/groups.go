@@ -26,6 +26,7 @@ func (s *Server) registerGroupRoutes() {
 	r.HandleFunc(groupPath, s.handleGetGroup).Methods(http.MethodGet)
 	r.HandleFunc(groupPath, s.handleDeleteGroup).Methods(http.MethodDelete)
 	r.HandleFunc(groupPath+"/producer-routing", s.handleProducerRouting).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/ordering", s.handleSetOrdering).Methods(http.MethodPut)
 	r.HandleFunc(groupPath+"/scale", s.handleScaleGroup).Methods(http.MethodPost)
 	r.HandleFunc(groupPath+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
 	r.HandleFunc(groupPath+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
@@ -49,13 +50,13 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 	}
 	g, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
 		StreamPrefix: prefix, ConsumerGroup: prefix, InitialShardCount: req.InitialShardCount,
-		RequestedBy: req.RequestedBy, Reason: req.Reason, StreamLevel: true,
+		RequestedBy: req.RequestedBy, Reason: req.Reason, StreamLevel: true, Ordering: req.Ordering,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: g.StreamPrefix, ShardCount: g.ShardCount, MetadataVersion: g.MetadataVersion})
+	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: g.StreamPrefix, ShardCount: g.ShardCount, MetadataVersion: g.MetadataVersion, Ordering: g.Ordering})
 }
 
 // handleCreateGroup serves POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
@@ -75,13 +76,13 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	view, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
 		StreamPrefix: p, ConsumerGroup: g, InitialShardCount: req.InitialShardCount,
-		RequestedBy: req.RequestedBy, Reason: req.Reason,
+		RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, groupBody(view))
+	writeJSON(w, http.StatusCreated, projection.WireGroup(view))
 }
 
 // handleGetGroup serves GET /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
@@ -100,7 +101,18 @@ func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return groupBody(v), nil
+		return projection.WireGroup(v), nil
+	})
+}
+
+// handleSetOrdering serves PUT .../groups/{consumerGroup}/ordering.
+func (s *Server) handleSetOrdering(w http.ResponseWriter, r *http.Request) {
+	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.OrderingRequest) (any, error) {
+		v, err := s.dec.SetOrdering(r.Context(), meta(r), k, commands.OrderingInput{Ordering: req.Ordering, RequestedBy: req.RequestedBy, Reason: req.Reason})
+		if err != nil {
+			return nil, err
+		}
+		return projection.WireGroup(v), nil
 	})
 }
 
@@ -131,10 +143,11 @@ func RoutingOf(g *projection.Group) wire.ProducerRoutingResponse {
 	resp := wire.ProducerRoutingResponse{
 		StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, MetadataVersion: g.MetadataVersion,
 		ShardCount: g.ShardCount, StreamKeyPattern: routing.KeyPattern(g.Key.StreamPrefix), Shards: []wire.RoutingShard{},
+		Ordering: projection.OrderingName(g.Ordering),
 	}
 	for i := 0; i < g.ShardCount; i++ {
 		key := routing.StreamKey(g.Key.StreamPrefix, i)
-		resp.Shards = append(resp.Shards, wire.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)})
+		resp.Shards = append(resp.Shards, wire.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key), FenceKey: routing.FenceKey(key)})
 	}
 	return resp
 }
@@ -171,7 +184,7 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 	out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
 		AffectedConsumerGroups: res.AffectedConsumerGroups, Migrations: make([]wire.Resharding, 0, len(res.Reshardings))}
 	for _, v := range res.Reshardings {
-		out.Migrations = append(out.Migrations, reshardingBody(v))
+		out.Migrations = append(out.Migrations, projection.WireResharding(v))
 	}
 	writeJSON(w, http.StatusAccepted, out)
 }
@@ -183,7 +196,7 @@ func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return reshardingBody(v), nil
+		return projection.WireResharding(v), nil
 	})
 }
 
@@ -267,7 +280,25 @@ func reshardingLive(ctx context.Context, rt Runtime, g *projection.Group, m *pro
 		}
 		v.Rollback = rt.RollbackEligibility(ctx, g, m)
 	}
-	return reshardingBody(v)
+	fillBarrierReads(v.Barriers, rt.BarrierReads(g.Key))
+	return projection.WireResharding(v)
+}
+
+// fillBarrierReads adds to barrier views what the reconciler last read of
+// their source shards.
+func fillBarrierReads(bs []projection.BarrierView, reads map[string]commands.BarrierRead) {
+	for i := range bs {
+		for j := range bs[i].WaitingOn {
+			src := &bs[i].WaitingOn[j]
+			rd, ok := reads[src.StreamKey+" "+src.CutoverID]
+			if !ok {
+				continue
+			}
+			delivered, pending, at := rd.LastDelivered, rd.Pending, rd.At.UTC()
+			src.Proven = projection.SourceProven(rd.BarrierProof)
+			src.LastDeliveredID, src.PendingToCutover, src.CheckedAt = &delivered, &pending, &at
+		}
+	}
 }
 
 // handleRollback serves POST .../migrations/{reshardingId}/rollback.
@@ -281,6 +312,6 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return reshardingBody(v), nil
+		return projection.WireResharding(v), nil
 	})
 }

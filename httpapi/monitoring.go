@@ -158,7 +158,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, assignmentsBody(projection.ViewAssignments(g)))
+	writeJSON(w, http.StatusOK, projection.WireAssignments(projection.ViewAssignments(g)))
 }
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.

@@ -813,6 +813,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		}
 	}
 
+	call("PUT", gp+"/ordering", g+"/ordering", `{"ordering":"KEY","requestedBy":"alice","reason":"per-key order"}`)
+	call("PUT", gp+"/ordering", g+"/ordering", `{"ordering":"FIFO","requestedBy":"alice"}`) // 400
 	mig := call("POST", gp+"/scale", g+"/scale", `{"targetShardCount":6,"requestedBy":"alice","reason":"more"}`)
 	call("POST", gp+"/scale", g+"/scale", `{"targetShardCount":8,"requestedBy":"alice","reason":"again"}`) // 409 while active
 	id, _ := mig["reshardingId"].(string)

@@ -1,6 +1,9 @@
 package projection
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/rscoord/rsc/events"
 )
 
@@ -39,6 +42,7 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 			GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: 1,
 			Members: map[string]*Member{}, Targets: map[string][]int{},
 			CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
+			Ordering: normalOrdering(ev.Ordering),
 		}
 	}
 	if g == nil {
@@ -195,6 +199,39 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		if ev.State == RolledBack && g.ActiveResharding == ev.ReshardingID {
 			g.ActiveResharding = ""
 		}
+	case *events.GroupOrderingChanged:
+		g.Ordering = normalOrdering(ev.Ordering)
+	case *events.ReshardingCutover:
+		byIndex := make(map[int]events.ShardCutover, len(ev.Shards))
+		for _, c := range ev.Shards {
+			byIndex[c.ShardIndex] = c
+		}
+		for _, cb := range ev.Barriers {
+			b := &Barrier{
+				ReshardingID: ev.ReshardingID, Fence: ev.Fence, Shard: cb.ShardIndex, After: cb.After, Since: rec.Time,
+				StreamKey: k.StreamPrefix + ":" + strconv.Itoa(cb.ShardIndex),
+			}
+			for _, s := range cb.Sources {
+				if c, ok := byIndex[s]; ok {
+					b.Sources = append(b.Sources, c)
+				}
+			}
+			g.Barriers = append(g.Barriers, b)
+		}
+		stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("cutover: fences raised to %d; %d shards wait on a barrier", ev.Fence, len(ev.Barriers)), rec)
+	case *events.BarrierReleased:
+		var kept []*Barrier // a new slice: a clone shares the old one
+		for _, b := range g.Barriers {
+			if b.Fence != ev.Fence || !containsInt(ev.Shards, b.Shard) {
+				kept = append(kept, b)
+			}
+		}
+		g.Barriers = kept
+		stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("barrier released on shards %v", ev.Shards), rec)
+	case *events.UnfencedWrites:
+		for _, w := range ev.Shards {
+			g.UnfencedWrites += w.Count
+		}
 	case *events.ShardsRetired:
 		if m := g.Resharding(ev.ReshardingID); m != nil {
 			m.Retired = true
@@ -208,6 +245,22 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		}
 	}
 	return g
+}
+
+// normalOrdering is the ordering a group keeps: KEY, or "" for none.
+func normalOrdering(o string) string {
+	if o == events.OrderingKey {
+		return o
+	}
+	return ""
+}
+
+// stateOf is a resharding's state ("" when unknown).
+func stateOf(g *Group, id string) string {
+	if m := g.Resharding(id); m != nil {
+		return m.State
+	}
+	return ""
 }
 
 func stateChange(g *Group, id, state, phase string, rec events.Record) {

@@ -41,6 +41,14 @@ type genGroup struct {
 	nextMember, nextResharding  int
 	rsh                         *genResharding
 	unretired                   []string // finished scale-ins whose streams are not retired yet
+	ordered                     bool
+	barriers                    []genBarrier // unreleased
+}
+
+type genBarrier struct {
+	id    string
+	fence int64
+	shard int
 }
 
 type generator struct {
@@ -169,7 +177,12 @@ func (g *generator) step() {
 		gr.assignable = gr.shardCount
 		gr.groupEpoch, gr.assignEpoch, gr.mv = 1, 1, 1
 		gr.members, gr.targets, gr.rsh, gr.unretired = map[string]*genMember{}, map[string][]int{}, nil, nil
-		g.emit(gr.key, "alice", &events.GroupCreated{ShardCount: gr.shardCount, Provisioned: true, RequestedBy: "alice", Reason: "generated"})
+		gr.ordered, gr.barriers = g.r.IntN(2) == 0, nil
+		created := &events.GroupCreated{ShardCount: gr.shardCount, Provisioned: true, RequestedBy: "alice", Reason: "generated"}
+		if gr.ordered {
+			created.Ordering = events.OrderingKey
+		}
+		g.emit(gr.key, "alice", created)
 		return
 	}
 	live := gr.ids(projection.MemberActive)
@@ -252,6 +265,34 @@ func (g *generator) step() {
 			g.terms++
 			g.emit(projection.GroupKey{}, "coordinator", &events.TermStarted{Term: g.terms, Holder: fmt.Sprintf("replica-%d#00ff", g.terms%3), URL: "http://replica:8080"})
 		}
+	case x < 96 && len(gr.barriers) > 0:
+		// Release the barriers of the oldest cutover on some of its shards.
+		b0 := gr.barriers[0]
+		var shards []int
+		var kept []genBarrier
+		for _, b := range gr.barriers {
+			if b.fence == b0.fence && (len(shards) == 0 || g.r.IntN(2) == 0) {
+				shards = append(shards, b.shard)
+				continue
+			}
+			kept = append(kept, b)
+		}
+		gr.barriers = kept
+		g.emit(gr.key, "coordinator", &events.BarrierReleased{ReshardingID: b0.id, Fence: b0.fence, Shards: shards, Evidence: []events.BarrierProof{
+			{ShardIndex: 0, StreamKey: gr.key.StreamPrefix + ":0", CutoverID: "5-0", LastDelivered: "6-0", Exists: true},
+		}})
+		if g.r.IntN(3) == 0 {
+			g.emit(gr.key, "coordinator", &events.UnfencedWrites{ReshardingID: b0.id, Fence: b0.fence, Shards: []events.ShardWrites{
+				{ShardIndex: 0, StreamKey: gr.key.StreamPrefix + ":0", Count: int64(1 + g.r.IntN(5)), FirstID: "7-0"},
+			}})
+		}
+	case x < 96 && gr.rsh == nil && len(gr.barriers) == 0:
+		gr.ordered = !gr.ordered
+		o := events.OrderingNone
+		if gr.ordered {
+			o = events.OrderingKey
+		}
+		g.emit(gr.key, "alice", &events.GroupOrderingChanged{Ordering: o, RequestedBy: "alice", Reason: "generated"})
 	case x < 97:
 		gr.exists = false
 		g.emit(gr.key, "alice", &events.GroupDeleted{RequestedBy: "alice", Reason: "generated", Force: g.r.IntN(2) == 0})
@@ -262,6 +303,28 @@ func (g *generator) step() {
 	default:
 		g.emit(gr.key, "coordinator", &events.AssignmentComputed{AssignmentEpoch: gr.assignEpoch, Targets: gr.copyTargets()})
 	}
+}
+
+// cutover records the fences and barriers of a layout change of an ordered
+// group (the metadata version the change is about to bump to).
+func (g *generator) cutover(gr *genGroup, id string, from, to int) {
+	fence := gr.mv + 1
+	ev := &events.ReshardingCutover{ReshardingID: id, Fence: fence, FromCount: from, ToCount: to}
+	for s := 0; s < from; s++ {
+		ev.Shards = append(ev.Shards, events.ShardCutover{ShardIndex: s, StreamKey: fmt.Sprintf("%s:%d", gr.key.StreamPrefix, s), LastID: fmt.Sprintf("%d-%d", 100+g.r.IntN(50), g.r.IntN(3)), Fenced: g.r.IntN(4) > 0})
+	}
+	for t := 0; t < to; t++ {
+		if g.r.IntN(2) == 0 {
+			continue
+		}
+		after := "0-0"
+		if t < from {
+			after = ev.Shards[t].LastID
+		}
+		ev.Barriers = append(ev.Barriers, events.CutoverBarrier{ShardIndex: t, After: after, Sources: []int{(t + 1) % from}})
+		gr.barriers = append(gr.barriers, genBarrier{id: id, fence: fence, shard: t})
+	}
+	g.emit(gr.key, "coordinator", ev)
 }
 
 func (g *generator) join(gr *genGroup, id string) {
@@ -316,6 +379,9 @@ func (g *generator) reshard(gr *genGroup) {
 		rs.stage = "provisioned"
 		g.emit(k, "coordinator", &events.ReshardingProvisioned{ReshardingID: rs.id, Shards: max(rs.from, rs.to)})
 	case "provisioned":
+		if gr.ordered {
+			g.cutover(gr, rs.id, rs.from, rs.to)
+		}
 		rs.stage = "active"
 		gr.shardCount, gr.assignable = rs.to, rs.to
 		if scaleIn {
@@ -365,6 +431,9 @@ func (g *generator) reshard(gr *genGroup) {
 func (g *generator) rollBack(gr *genGroup, policy string) {
 	rs := gr.rsh
 	state := projection.RolledBack
+	if gr.ordered && rs.stage != "preparing" && rs.stage != "provisioned" {
+		g.cutover(gr, rs.id, rs.to, rs.from) // the layout goes back
+	}
 	gr.shardCount, gr.assignable = rs.from, rs.from
 	if policy == "drain" {
 		state = projection.RollingBack

@@ -3,6 +3,7 @@ package projection
 import (
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -140,6 +141,92 @@ type Group struct {
 	CreatedAt        time.Time     `msgpack:"createdAt"`
 	UpdatedAt        time.Time     `msgpack:"updatedAt"`
 	CreatedBy        string        `msgpack:"createdBy"`
+	// Ordering is events.OrderingKey for a group whose reshardings keep
+	// per-key order, "" for none.
+	Ordering string `msgpack:"ordering,omitempty"`
+	// Barriers are the unreleased barriers, in the order their cutovers
+	// happened (released ones leave the state; the log keeps them).
+	Barriers []*Barrier `msgpack:"barriers,omitempty"`
+	// UnfencedWrites counts the entries found on fenced shards after their
+	// cutover that no fence check let in.
+	UnfencedWrites int64 `msgpack:"unfencedWrites,omitempty"`
+}
+
+// Barrier is a shard of the layout after a cutover whose entries after After
+// wait until every source shard is proven read and acknowledged up to its
+// cutover id.
+type Barrier struct {
+	ReshardingID string                `msgpack:"reshardingId"`
+	Fence        int64                 `msgpack:"fence"`
+	Shard        int                   `msgpack:"shard"`
+	StreamKey    string                `msgpack:"streamKey"`
+	After        string                `msgpack:"after"`
+	Since        time.Time             `msgpack:"since"`
+	Sources      []events.ShardCutover `msgpack:"sources"`
+}
+
+// Ordered reports whether the group keeps per-key order across reshardings.
+func (g *Group) Ordered() bool { return g.Ordering == events.OrderingKey }
+
+// ShardBarriers returns, for each shard with an unreleased barrier, the lowest
+// After (entries beyond it wait).
+func (g *Group) ShardBarriers() map[int]string {
+	if len(g.Barriers) == 0 {
+		return nil
+	}
+	out := make(map[int]string, len(g.Barriers))
+	for _, b := range g.Barriers {
+		if cur, ok := out[b.Shard]; !ok || CompareIDs(b.After, cur) < 0 {
+			out[b.Shard] = b.After
+		}
+	}
+	return out
+}
+
+// BarriersOf returns the unreleased barriers of one resharding.
+func (g *Group) BarriersOf(id string) []*Barrier {
+	var out []*Barrier
+	for _, b := range g.Barriers {
+		if b.ReshardingID == id {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// SourceProven is the verdict on one source shard of a barrier: the stream is
+// gone, its cutover is "0-0" (nothing came before it), or the group's last
+// delivered id is at or past the cutover with nothing up to it pending.
+func SourceProven(p events.BarrierProof) bool {
+	if !p.Exists || p.CutoverID == "0-0" {
+		return true
+	}
+	return p.LastDelivered != "" && CompareIDs(p.LastDelivered, p.CutoverID) >= 0 && p.Pending == 0
+}
+
+// CompareIDs orders two Redis stream ids ("ms-seq"; "" and malformed parts
+// count as 0): -1, 0 or 1.
+func CompareIDs(a, b string) int {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	switch {
+	case am < bm:
+		return -1
+	case am > bm:
+		return 1
+	case as < bs:
+		return -1
+	case as > bs:
+		return 1
+	}
+	return 0
+}
+
+func splitID(id string) (ms, seq uint64) {
+	head, tail, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(head, 10, 64)
+	seq, _ = strconv.ParseUint(tail, 10, 64)
+	return ms, seq
 }
 
 // MemberIDs returns all member ids, sorted.
@@ -264,6 +351,9 @@ func (g *Group) Clone() *Group {
 		mc.History = append([]StateChange(nil), m.History...)
 		c.Reshardings[i] = &mc
 	}
+	// Barriers are never changed in place (a release builds a new slice), so
+	// the clone shares them.
+	c.Barriers = append([]*Barrier(nil), g.Barriers...)
 	return &c
 }
 

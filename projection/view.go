@@ -24,6 +24,9 @@ type GroupView struct {
 	MetadataVersion      int64
 	ShardCount           int
 	AssignableShardCount int
+	// Ordering is "KEY" or "NONE"; Barriers the barriers that wait.
+	Ordering string
+	Barriers []BarrierView
 	// ActiveResharding is the active resharding, nil when none.
 	ActiveResharding *ReshardingView
 	// TargetAssignmentSummary counts each live member's target shards;
@@ -42,6 +45,7 @@ func ViewGroup(g *Group) GroupView {
 		MetadataVersion: g.MetadataVersion, ShardCount: g.ShardCount, AssignableShardCount: g.AssignableCount,
 		TargetAssignmentSummary: map[string]int{}, CurrentAssignmentSummary: map[string]int{},
 		CreatedAt: g.CreatedAt.UTC(), UpdatedAt: g.UpdatedAt.UTC(),
+		Ordering: OrderingName(g.Ordering), Barriers: ViewBarriers(g, ""),
 	}
 	if m := g.Active(); m != nil {
 		rv := ViewResharding(g, m)
@@ -80,6 +84,58 @@ type ReshardingView struct {
 	Revoke        RevokeProgress
 	Rollback      RollbackInfo
 	Retirement    *Retirement // nil until the resharding ended with shards removed
+	// Barriers are the resharding's barriers that wait (ordering KEY).
+	Barriers []BarrierView
+}
+
+// BarrierView is a waiting barrier: a shard whose entries after After wait,
+// since when, and on which source shards (up to their cutover ids). What
+// Redis last showed of the sources is added by the API from the runtime.
+type BarrierView struct {
+	ReshardingID string
+	Shard        int
+	StreamKey    string
+	After        string
+	Fence        int64
+	Since        time.Time
+	WaitingOn    []BarrierSourceView
+}
+
+// BarrierSourceView is one source shard of a barrier; Proven and the
+// pointers are the reconciler's latest read (false and nil before it).
+type BarrierSourceView struct {
+	Shard            int
+	StreamKey        string
+	CutoverID        string
+	Proven           bool
+	LastDeliveredID  *string
+	PendingToCutover *int64
+	CheckedAt        *time.Time
+}
+
+// OrderingName is a group's ordering as the API shows it: KEY or NONE.
+func OrderingName(o string) string {
+	if o == events.OrderingKey {
+		return o
+	}
+	return events.OrderingNone
+}
+
+// ViewBarriers renders the group's waiting barriers, all of them or those of
+// one resharding (never nil).
+func ViewBarriers(g *Group, reshardingID string) []BarrierView {
+	out := []BarrierView{}
+	for _, b := range g.Barriers {
+		if reshardingID != "" && b.ReshardingID != reshardingID {
+			continue
+		}
+		v := BarrierView{ReshardingID: b.ReshardingID, Shard: b.Shard, StreamKey: b.StreamKey, After: b.After, Fence: b.Fence, Since: b.Since.UTC(), WaitingOn: make([]BarrierSourceView, 0, len(b.Sources))}
+		for _, s := range b.Sources {
+			v.WaitingOn = append(v.WaitingOn, BarrierSourceView{Shard: s.ShardIndex, StreamKey: s.StreamKey, CutoverID: s.LastID})
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Provisioning is how many shard streams of the target count exist; State is
@@ -166,6 +222,7 @@ func Phase(g *Group, m *Resharding) string {
 // rollback eligibility) is added by the API from commands' runtime.
 func ViewResharding(g *Group, m *Resharding) ReshardingView {
 	v := ReshardingView{
+		Barriers:     ViewBarriers(g, m.ReshardingID),
 		ReshardingID: m.ReshardingID, FromShardCount: m.From, ToShardCount: m.To, State: m.State,
 		CreatedAt: m.CreatedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
 		RequestedBy: m.RequestedBy, Reason: m.Reason, Phase: Phase(g, m),

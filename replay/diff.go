@@ -234,7 +234,7 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 		if ma != nil {
 			rc.State.From = ma.State
 		}
-		for _, c := range wireStateChanges(mb.History) {
+		for _, c := range projection.WireStateChanges(mb.History) {
 			if after(c.EventID, fromID) {
 				rc.Changes = append(rc.Changes, c)
 			}

@@ -144,7 +144,7 @@ func History(ctx context.Context, log events.Log, key projection.GroupKey) (*Tim
 			ReshardingID: m.ReshardingID, FromShardCount: m.From, ToShardCount: m.To, Kind: kind(m.From, m.To),
 			State: m.State, RequestedBy: m.RequestedBy, Reason: m.Reason,
 			Before:  Epochs{GroupEpoch: m.StartEpochs.GroupEpoch, MetadataVersion: m.StartEpochs.MetadataVersion},
-			Changes: wireStateChanges(m.History),
+			Changes: projection.WireStateChanges(m.History),
 		}
 		if rec, ok := rollbacks[id]; ok {
 			at := rec.Time.UTC()

@@ -117,7 +117,7 @@ func RollbackPlan(ctx context.Context, log events.Log, key projection.GroupKey, 
 		StreamPrefix: key.StreamPrefix, ConsumerGroup: key.ConsumerGroup, ReshardingID: reshardingID,
 		FromShardCount: m.From, ToShardCount: m.To, Kind: kind(m.From, m.To), State: m.State,
 		FirstEventID: firstID, LastEventID: lastID,
-		Rollback: wireRollback(info),
+		Rollback: projection.WireRollback(info),
 	}
 	if end != nil && end.Resharding(reshardingID) != nil {
 		p.State = end.Resharding(reshardingID).State

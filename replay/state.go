@@ -121,9 +121,9 @@ func GroupStates(st *projection.State) []GroupSnapshot {
 func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 	s := GroupSnapshot{
 		LastID:      lastID,
-		Group:       wireGroup(projection.ViewGroup(g)),
+		Group:       projection.WireGroup(projection.ViewGroup(g)),
 		Members:     []MemberView{},
-		Assignments: wireAssignments(projection.ViewAssignments(g)),
+		Assignments: projection.WireAssignments(projection.ViewAssignments(g)),
 		Reshardings: []wire.Resharding{},
 	}
 	for _, id := range g.MemberIDs() {
@@ -131,14 +131,14 @@ func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 		s.Members = append(s.Members, MemberView{
 			MemberID: m.ID, MemberName: m.Name, State: m.State, MemberEpoch: m.Epoch,
 			MetadataVersion: g.MetadataVersion, RuntimeMaxConcurrency: m.MaxConcurrency,
-			CurrentAssignment: wireShards(projection.SortedInts(m.Current)),
-			GrantedAssignment: wireShards(projection.SortedInts(m.Granted)),
-			Revoking:          wireShards(projection.SortedInts(m.Revoking)),
+			CurrentAssignment: projection.WireShards(projection.SortedInts(m.Current)),
+			GrantedAssignment: projection.WireShards(projection.SortedInts(m.Granted)),
+			Revoking:          projection.WireShards(projection.SortedInts(m.Revoking)),
 			JoinedAt:          m.JoinedAt.UTC(), UpdatedAt: m.UpdatedAt.UTC(),
 		})
 	}
 	for _, m := range g.Reshardings {
-		s.Reshardings = append(s.Reshardings, wireResharding(projection.ViewResharding(g, m)))
+		s.Reshardings = append(s.Reshardings, projection.WireResharding(projection.ViewResharding(g, m)))
 	}
 	return s
 }

@@ -25,6 +25,7 @@ type StreamCreateResponse struct {
 	StreamPrefix    string `json:"streamPrefix"`
 	ShardCount      int    `json:"shardCount"`
 	MetadataVersion int64  `json:"metadataVersion"`
+	Ordering        string `json:"ordering"`
 }
 
 // DeleteRequest is DeleteGroupRequest.
