@@ -3,128 +3,196 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/internal/redistest"
-	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 )
 
-// TestIntegrationConcurrentAdminLoad fires hundreds of parallel create, scale and
-// rollback requests at the same and different groups: every conflict has exactly
-// one winner, the others get 409/422, and the log tells one consistent story.
+// TestIntegrationConcurrentAdminLoad fires 400 admin requests in three racing
+// rounds, each released at once on a start barrier across four groups: 100
+// creates, 200 scales with distinct targets, 100 rollbacks. Every conflict has
+// exactly one winner: one 201 per created group; one 202 per group among its 50
+// scales, the only resharding.preparing of the group in the log; one
+// resharding.rolled_back per resharding, however many rollbacks raced for it
+// (a repeated rollback answers 202 with the rolled-back resharding). The log
+// never holds two active reshardings of a group, and the served state equals a
+// fresh fold of it.
 func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 	rs := redistest.StartProcess(t)
-	tc := startCoordinator(t, rs, fastTimings)
-	const groups, requests = 4, 400
-	var mu sync.Mutex
-	createWins := map[string]int{}
-	codes := map[string]map[int]int{"create": {}, "scale": {}, "rollback": {}}
-	var wg sync.WaitGroup
-	for i := 0; i < requests; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(int64(i)))
-			g := fmt.Sprintf("g%d", rng.Intn(groups))
-			path := "/coord/v1/streams/load/groups/" + g
-			var kind string
-			var r apiResponse
-			var err error
-			switch rng.Intn(3) {
-			case 0:
-				kind = "create"
-				r, err = tc.TryDoAs("admin", "password", "POST", path, map[string]any{"initialShardCount": 4, "requestedBy": "load"})
-			case 1:
-				kind = "scale"
-				r, err = tc.TryDoAs("admin", "password", "POST", path+"/scale", map[string]any{"targetShardCount": 1 + rng.Intn(8), "requestedBy": "load", "reason": "load"})
-			default:
-				kind = "rollback"
-				m, err2 := tc.TryDoAs("admin", "password", "GET", path+"/migrations", nil)
-				if err2 != nil || m.Status != 200 || m.JSON["activeReshardingId"] == nil {
+	tc := startCoordinator(t, rs, func(m *Main) {
+		fastTimings(m)
+		// No maintenance tick during the test: a resharding without members
+		// completes at the next tick, after which a second scale of the same
+		// group would rightly win. The reshardings here end only by rollback.
+		m.TickInterval = time.Hour
+	})
+	const groups = 4
+	const creates, scales, rollbacks = 25, 50, 25 // per group: 400 requests in all
+	type answer struct {
+		group  string
+		status int
+		body   []byte
+		id     string // the reshardingId of a 202
+	}
+	base := "/coord/v1/streams/load/groups/"
+	groupName := func(i int) string { return fmt.Sprintf("g%d", i%groups) }
+	// round sends n requests, each built by req(i), all released together once
+	// every goroutine is ready, and returns the answers.
+	round := func(name string, n int, req func(i int) (group, method, path string, body any)) []answer {
+		t.Helper()
+		var ready, done sync.WaitGroup
+		start := make(chan struct{})
+		answers := make([]answer, n)
+		ready.Add(n)
+		done.Add(n)
+		for i := 0; i < n; i++ {
+			go func(i int) {
+				defer done.Done()
+				g, method, path, body := req(i)
+				ready.Done()
+				<-start
+				r, err := tc.TryDoAs("admin", "password", method, path, body)
+				if err != nil {
+					t.Errorf("%s %d (%s): %v", name, i, g, err)
 					return
 				}
-				r, err = tc.TryDoAs("admin", "password", "POST", path+"/migrations/"+m.JSON["activeReshardingId"].(string)+"/rollback", map[string]any{"requestedBy": "load", "reason": "load"})
-			}
-			if err != nil {
-				t.Errorf("%s: %v", kind, err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			codes[kind][r.Status]++
-			if kind == "create" && r.Status == 201 {
-				createWins[g]++
-			}
-		}(i)
+				id, _ := r.JSON["reshardingId"].(string)
+				answers[i] = answer{group: g, status: r.Status, body: r.Body, id: id}
+			}(i)
+		}
+		ready.Wait()
+		close(start)
+		done.Wait()
+		byStatus := map[int]int{}
+		for _, a := range answers {
+			byStatus[a.status]++
+		}
+		t.Logf("%s: %d requests, answers by status %v", name, n, byStatus)
+		if t.Failed() {
+			t.FailNow()
+		}
+		return answers
 	}
-	wg.Wait()
-	t.Logf("answers: %v", codes)
-	allowed := map[string][]int{"create": {201, 409}, "scale": {202, 404, 409, 422}, "rollback": {202, 409, 422}}
-	for kind, byCode := range codes {
-		for code := range byCode {
-			ok := false
-			for _, a := range allowed[kind] {
-				ok = ok || a == code
+	// allowed fails on an answer outside codes and returns the 2xx answers by group.
+	allowed := func(name string, answers []answer, winCode int, codes ...int) map[string][]answer {
+		t.Helper()
+		wins := map[string][]answer{}
+		for _, a := range answers {
+			ok := a.status == winCode
+			for _, c := range codes {
+				ok = ok || a.status == c
 			}
 			if !ok {
-				t.Errorf("%s answered %d", kind, code)
+				t.Errorf("%s of %s answered %d: %s", name, a.group, a.status, a.body)
+			}
+			if a.status == winCode {
+				wins[a.group] = append(wins[a.group], a)
+			}
+		}
+		return wins
+	}
+
+	// Round 1: 25 creates of each group.
+	created := allowed("create", round("create", groups*creates, func(i int) (string, string, string, any) {
+		g := groupName(i)
+		return g, "POST", base + g, map[string]any{"initialShardCount": 4, "requestedBy": "load"}
+	}), 201, 409)
+	for i := 0; i < groups; i++ {
+		if n := len(created[groupName(i)]); n != 1 {
+			t.Errorf("group %s: %d creates won, want exactly 1", groupName(i), n)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Round 2: 50 scales of each group, to 50 different targets (1..50; 4 is
+	// the current count, refused 422 unless a winner came first).
+	scaled := allowed("scale", round("scale", groups*scales, func(i int) (string, string, string, any) {
+		g := groupName(i)
+		return g, "POST", base + g + "/scale", map[string]any{"targetShardCount": 1 + i/groups, "requestedBy": "load", "reason": "load"}
+	}), 202, 409, 422)
+	winner := map[string]string{}
+	for i := 0; i < groups; i++ {
+		g := groupName(i)
+		if n := len(scaled[g]); n != 1 {
+			t.Errorf("group %s: %d of %d racing scales won (202), want exactly 1", g, n, scales)
+			continue
+		}
+		winner[g] = scaled[g][0].id
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Round 3: 25 rollbacks of each group's resharding.
+	rolled := allowed("rollback", round("rollback", groups*rollbacks, func(i int) (string, string, string, any) {
+		g := groupName(i)
+		return g, "POST", base + g + "/migrations/" + winner[g] + "/rollback", map[string]any{"requestedBy": "load", "reason": "load"}
+	}), 202, 409)
+	for g, wins := range rolled {
+		for _, a := range wins {
+			if a.id != winner[g] {
+				t.Errorf("a rollback of %s answered resharding %q: %s", winner[g], a.id, a.body)
 			}
 		}
 	}
-	for g, n := range createWins {
-		if n != 1 {
-			t.Errorf("group %s created %d times", g, n)
-		}
-	}
-	// The log: one group.created per group, never two active reshardings at once.
+
+	// The log: one group.created per group, one resharding.preparing per group
+	// (the scale that won), one resharding.rolled_back per resharding.
 	ctx := context.Background()
 	log := redisstore.NewLog(rs.Client(t), tc.Main.LogStream)
 	entries, err := log.Read(ctx, events.ZeroID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := map[string]int{}
-	active := map[string]string{}
+	createdInLog := map[string]int{}
+	prepared := map[string][]string{}
+	rolledBack := map[string]int{}
 	for _, e := range entries {
 		rec, err := events.Decode(e.ID, e.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := rec.ConsumerGroup
 		switch ev := rec.Event.(type) {
 		case *events.GroupCreated:
-			created[g]++
+			createdInLog[rec.ConsumerGroup]++
 		case *events.ReshardingPreparing:
-			if active[g] != "" {
-				t.Fatalf("%s: resharding %s started while %s was active", g, ev.ReshardingID, active[g])
-			}
-			active[g] = ev.ReshardingID
-		case *events.ReshardingCompleted:
-			delete(active, g)
+			prepared[rec.ConsumerGroup] = append(prepared[rec.ConsumerGroup], ev.ReshardingID)
 		case *events.ReshardingRolledBack:
-			if ev.State == projection.RolledBack {
-				delete(active, g)
-			}
+			rolledBack[ev.ReshardingID]++
 		}
 	}
-	for g, n := range created {
-		if n != 1 {
-			t.Fatalf("log has %d group.created for %s", n, g)
+	for i := 0; i < groups; i++ {
+		g := groupName(i)
+		if createdInLog[g] != 1 {
+			t.Errorf("the log has %d group.created for %s, want 1", createdInLog[g], g)
+		}
+		if len(prepared[g]) != 1 || prepared[g][0] != winner[g] {
+			t.Errorf("the log's reshardings of %s: %v, want only the winner %s", g, prepared[g], winner[g])
+		}
+		if rolledBack[winner[g]] != 1 {
+			t.Errorf("the log has %d resharding.rolled_back for %s (%s), want exactly 1", rolledBack[winner[g]], winner[g], g)
 		}
 	}
-	// Ticks may still append (completions): compare once the log is quiet.
-	eventually(t, 10*time.Second, "served state equals a fresh fold of the log", func() bool {
-		fresh := projection.New()
-		if _, err := projection.Fold(ctx, log, fresh, projection.FoldOptions{}); err != nil {
-			t.Fatal(err)
+	folded := foldCheckingReshardings(t, ctx, log)
+	var ended []string
+	for _, g := range folded.Groups() {
+		ended = append(ended, fmt.Sprintf("%s: %d shards, active %q", g.Key.ConsumerGroup, g.ShardCount, g.ActiveResharding))
+		if g.ShardCount != 4 || g.ActiveResharding != "" {
+			t.Errorf("group %s after the rollback: %d shards, active resharding %q; want 4 and none", g.Key.ConsumerGroup, g.ShardCount, g.ActiveResharding)
 		}
-		want, _ := fresh.Encode()
-		got, _ := tc.Main.Coordinator().State().Encode()
-		return string(want) == string(got)
-	})
+	}
+	sort.Strings(ended)
+	t.Logf("groups at the end: %v", ended)
+	want, _ := folded.Encode()
+	got, _ := tc.Main.Coordinator().State().Encode()
+	if string(want) != string(got) {
+		t.Fatalf("the served state differs from a fresh fold of the log")
+	}
 }
