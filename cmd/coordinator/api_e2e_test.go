@@ -1245,27 +1245,39 @@ func TestIntegrationAPIPythonAndSpringMembers(t *testing.T) {
 	converge(4)
 }
 
+// TestIntegrationAPISteadyHeartbeatAppendsNothing: a member that heartbeats
+// steadily (same epoch, same shards, only its progress moves) appends nothing
+// to the log, neither through its heartbeats nor through the maintenance ticks
+// that run meanwhile: the heartbeats span at least two ticks.
 func TestIntegrationAPISteadyHeartbeatAppendsNothing(t *testing.T) {
-	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	const tick = 100 * time.Millisecond
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.TickInterval = tick })
 	rdb := apiRedis(t, tc)
 	apiCreate(t, tc, "steady", "g", 4)
 	epoch, mv, owned := apiJoinSteady(t, tc, "steady", "g", "A")
-	time.Sleep(1500 * time.Millisecond) // let a maintenance tick pass
 	xlen := apiLogLen(t, tc, rdb)
 	events := len(apiAllEvents(t, tc, "/coord/v1/monitoring/events"))
 	if int64(events) != xlen {
 		t.Errorf("monitoring/events lists %d events, XLEN is %d", events, xlen)
 	}
-	for i := 0; i < 10; i++ {
+	// Heartbeat until at least three tick intervals have passed since XLEN was
+	// read: the coordinator's ticker fires at least twice in that window.
+	start := time.Now()
+	beats := 0
+	for ; beats < 10 || time.Since(start) < 3*tick; beats++ {
 		hb := apiBeat(t, tc, "steady", "g", apiHBBody{Member: "A", Epoch: epoch, MV: mv, Owned: owned, Progress: []map[string]any{
-			{"shard": map[string]any{"shardIndex": 0}, "streamKey": "steady:0", "lastAckedId": fmt.Sprintf("%d-0", i+1), "pendingCount": i},
+			{"shard": map[string]any{"shardIndex": 0}, "streamKey": "steady:0", "lastAckedId": fmt.Sprintf("%d-0", beats+1), "pendingCount": beats},
 		}})
 		if hb.Status != "OK" || hb.MemberEpoch != epoch || !equalInts(hb.Assigned, owned) {
-			t.Fatalf("steady heartbeat %d: %s", i, hb.Body)
+			t.Fatalf("steady heartbeat %d: %s", beats, hb.Body)
+		}
+		if n := apiLogLen(t, tc, rdb); n != xlen {
+			t.Fatalf("after %d steady heartbeats over %s (tick %s) the log grew by %d events", beats+1, time.Since(start).Round(time.Millisecond), tick, n-xlen)
 		}
 	}
+	t.Logf("%d steady heartbeats over %s (tick %s) appended nothing", beats, time.Since(start).Round(time.Millisecond), tick)
 	if after := apiLogLen(t, tc, rdb); after != xlen {
-		t.Fatalf("10 steady heartbeats appended %d events", after-xlen)
+		t.Fatalf("%d steady heartbeats appended %d events", beats, after-xlen)
 	}
 	if after := len(apiAllEvents(t, tc, "/coord/v1/monitoring/events")); after != events {
 		t.Fatalf("monitoring/events grew from %d to %d", events, after)
