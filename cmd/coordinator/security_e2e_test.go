@@ -20,6 +20,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/internal/redistest"
 )
 
@@ -617,10 +618,23 @@ func toStringAPI(v any) string {
 	return string(b)
 }
 
+// TestIntegrationBodyLimit: a body of exactly httpapi.MaxBodyBytes is read
+// (whatever the handler then thinks of it, it is not a 413), one byte more is
+// refused with 413 and an error body, and neither changes anything.
 func TestIntegrationBodyLimit(t *testing.T) {
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "orders", "oc", 2)
-	big := `{"requestedBy":"a","reason":"` + strings.Repeat("x", 1<<20) + `"}`
+	// bodyOf is a JSON object of exactly n bytes (a reason far over any limit
+	// on its length, so that no request below is carried out).
+	bodyOf := func(n int) string {
+		const head, tail = `{"requestedBy":"a","reason":"`, `"}`
+		b := head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+		if len(b) != n {
+			t.Fatalf("body of %d bytes, want %d", len(b), n)
+		}
+		return b
+	}
+	limit, over := bodyOf(httpapi.MaxBodyBytes), bodyOf(httpapi.MaxBodyBytes+1)
 	for _, c := range []struct{ method, path string }{
 		{"POST", apiGroupPath("orders", "big")},
 		{"POST", "/coord/v1/streams/big"},
@@ -632,9 +646,14 @@ func TestIntegrationBodyLimit(t *testing.T) {
 		{"POST", "/coord/v1/auth/login"},
 	} {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
-			r := apiSend(t, tc, apiAdmin, c.method, c.path, big, nil)
+			r := apiSend(t, tc, apiAdmin, c.method, c.path, limit, nil)
+			if r.Status == http.StatusRequestEntityTooLarge || r.Status >= 500 {
+				t.Errorf("a body of exactly %d bytes: HTTP %d body %.200s, want it read (not 413)", httpapi.MaxBodyBytes, r.Status, r.Body)
+			}
+			t.Logf("a body of exactly %d bytes: HTTP %d %.120s", httpapi.MaxBodyBytes, r.Status, r.Body)
+			r = apiSend(t, tc, apiAdmin, c.method, c.path, over, nil)
 			if r.Status != http.StatusRequestEntityTooLarge {
-				t.Fatalf("HTTP %d body %.200s", r.Status, r.Body)
+				t.Fatalf("a body of %d bytes: HTTP %d body %.200s, want 413", httpapi.MaxBodyBytes+1, r.Status, r.Body)
 			}
 			if code, _ := r.JSON["errorCode"].(string); code == "" {
 				t.Fatalf("413 without an errorCode: %.200s", r.Body)
