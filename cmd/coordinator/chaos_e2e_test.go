@@ -202,11 +202,30 @@ func TestIntegrationScaleInAfterRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	time.Sleep(time.Second) // traffic on every shard
 	rdb := rs.Client(t)
+	shards := []string{"orders:0", "orders:1", "orders:2", "orders:3"}
+	// trafficOnEveryShard waits until every shard has more than since[key]
+	// entries added and its group has read some of them.
+	trafficOnEveryShard := func(what string, since map[string]int64) {
+		t.Helper()
+		apiEventually(t, 20*time.Second, what, func() (bool, string) {
+			for _, key := range shards {
+				info, err := rdb.XInfoStream(ctx, key).Result()
+				if err != nil || info.EntriesAdded <= since[key] {
+					return false, fmt.Sprintf("%s: %+v %v", key, info, err)
+				}
+				groups, err := rdb.XInfoGroups(ctx, key).Result()
+				if err != nil || len(groups) == 0 || groups[0].EntriesRead == 0 {
+					return false, fmt.Sprintf("%s groups: %+v %v", key, groups, err)
+				}
+			}
+			return true, ""
+		})
+	}
+	trafficOnEveryShard("entries published and read on every shard", nil)
 	var seen []string
 	counters := func(when string) (maxLag int64) {
-		for _, key := range []string{"orders:0", "orders:1", "orders:2", "orders:3"} {
+		for _, key := range shards {
 			info, _ := rdb.XInfoStream(ctx, key).Result()
 			groups, _ := rdb.XInfoGroups(ctx, key).Result()
 			for _, g := range groups {
@@ -229,7 +248,12 @@ func TestIntegrationScaleInAfterRedisRestart(t *testing.T) {
 	if err := r.WaitStable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// The shards to remove get entries after the restart too.
+	added := map[string]int64{}
+	for _, key := range shards {
+		added[key] = rdb.XInfoStream(ctx, key).Val().EntriesAdded
+	}
+	trafficOnEveryShard("entries published on every shard after the restart", added)
 	if _, err := r.Scale(ctx, chaos.ScalePlan{Target: 2}); err != nil {
 		t.Fatal(err)
 	}

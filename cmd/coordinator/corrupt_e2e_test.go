@@ -64,8 +64,13 @@ func TestIntegrationUndecodableLogRefusesStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := m.Run(ctx); err == nil {
+				// Run returned before the fold ended; it fails in the
+				// background, and says so in the log.
 				defer m.Close()
-				time.Sleep(500 * time.Millisecond)
+				eventually(t, 10*time.Second, "the log names the undecodable entry", func() bool {
+					out := logs.String()
+					return strings.Contains(out, id) && strings.Contains(out, tc.want)
+				})
 				tcb := &testCoordinator{t: t, URL: m.URL()}
 				if r := tcb.DoAs("", "", "GET", "/readyz", nil); r.Status != 503 {
 					t.Fatalf("/readyz = %d with an undecodable entry, want 503", r.Status)

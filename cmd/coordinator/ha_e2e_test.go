@@ -189,7 +189,15 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 	defer load.stop()
 	waitGroupStable(t, admin, prefix, group, 8, 3)
 
-	time.Sleep(500 * time.Millisecond) // messages on every shard
+	apiEventually(t, 20*time.Second, "messages on every shard", func() (bool, string) {
+		for i := 0; i < 8; i++ {
+			key := fmt.Sprintf("%s:%d", prefix, i)
+			if n, err := rdb.XLen(ctx, key).Result(); err != nil || n == 0 {
+				return false, fmt.Sprintf("XLEN %s = %d, %v", key, n, err)
+			}
+		}
+		return true, ""
+	})
 	mig, err := viaFollower.Scale(ctx, prefix, group, 3, "ha-test", "scale in while the leader dies")
 	if err != nil {
 		t.Fatalf("scale through a follower: %v", err)
@@ -323,6 +331,8 @@ func TestIntegrationHAPausedLeaderIsFenced(t *testing.T) {
 		m, err := oldAPI.Scale(ctx, "paused", "g", 6, "ha-test", "sent to a paused leader")
 		ans <- answer{m, err}
 	}()
+	// Give the request time to reach the paused process (the kernel queues
+	// it; nothing observable tells it arrived), then resume.
 	time.Sleep(200 * time.Millisecond)
 	h.replicas[old].Signal(syscall.SIGCONT)
 	resumed = true

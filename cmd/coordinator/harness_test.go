@@ -202,3 +202,21 @@ func eventually(tb testing.TB, timeout time.Duration, what string, cond func() b
 	}
 	tb.Fatalf("timed out after %s waiting for %s", timeout, what)
 }
+
+// consistently checks cond every 50ms for d and fails at the first observation
+// where it does not hold. It is the one place a test lets time pass on
+// purpose: that something does not happen is shown only over a window, so a
+// caller first waits (eventually) for what must have happened, then watches.
+func consistently(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if !cond() {
+			tb.Fatalf("%s stopped holding within the %s window", what, d)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

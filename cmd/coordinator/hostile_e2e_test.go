@@ -79,7 +79,7 @@ func TestIntegrationHostileMemberCannotStallGroup(t *testing.T) {
 					epoch = hb.MemberEpoch
 				}
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the hostile member's heartbeat interval
 		}
 	}()
 	defer func() { cancel(); wg.Wait() }()
@@ -102,10 +102,12 @@ func TestIntegrationHostileMemberCannotStallGroup(t *testing.T) {
 	// hostile member is not assigned.
 	eventually(t, 3*rebalance, "the good members are answered OK again", func() bool {
 		before := a.statusCounts()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // an observation window of a few of a's heartbeats
 		after := a.statusCounts()
 		return after["OK"] > before["OK"] && after["REVOKE_PENDING"] == before["REVOKE_PENDING"] && after["SYNC_METADATA"] == before["SYNC_METADATA"]
 	})
+	// An observation window longer than the rebalance timeout: no new round
+	// may open in it (nothing to wait for; only time shows it).
 	beforeA, beforeB := a.statusCounts(), b.statusCounts()
 	time.Sleep(rebalance + 500*time.Millisecond)
 	for name, m := range map[string]*simMember{"good-a": a, "good-b": b} {

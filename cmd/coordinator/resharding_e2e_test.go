@@ -41,6 +41,34 @@ func waitState(t *testing.T, tc *testCoordinator, prefix, group, id, want string
 	return last
 }
 
+// waitDrainRefused waits until the reconciler has read the removed shards of a
+// scale-in (DRAINING, every drain row with Redis evidence, some shard not
+// drained), then watches for a few ticks that the drain stays unproven.
+func waitDrainRefused(t *testing.T, tc *testCoordinator, prefix, group, id string, tick time.Duration) map[string]any {
+	t.Helper()
+	var last map[string]any
+	apiEventually(t, 15*time.Second, "resharding "+id+" DRAINING with Redis evidence of a shard not drained", func() (bool, string) {
+		last = tc.migration(prefix, group, id)
+		if last["drainProven"] != false || last["state"] == "DEPRECATED" {
+			t.Fatalf("resharding %s with entries left: state %v drainProven %v, want DRAINING, unproven", id, last["state"], last["drainProven"])
+		}
+		rows, _ := last["drain"].([]any)
+		read, undrained := len(rows) > 0, false
+		for _, r := range rows {
+			row, _ := r.(map[string]any)
+			src, _ := row["evidenceSource"].(string)
+			read = read && strings.HasPrefix(src, "redis@")
+			undrained = undrained || row["drained"] == false
+		}
+		return last["state"] == "DRAINING" && read && undrained, fmt.Sprintf("state %v drain %v", last["state"], rows)
+	})
+	consistently(t, 5*tick, "a scale-in with entries left stays DRAINING, its drain unproven", func() bool {
+		last = tc.migration(prefix, group, id)
+		return last["state"] == "DRAINING" && last["drainProven"] == false
+	})
+	return last
+}
+
 func routedCount(t *testing.T, tc *testCoordinator, prefix, group string) int {
 	t.Helper()
 	r := tc.Do("GET", fmt.Sprintf("/coord/v1/streams/%s/groups/%s/producer-routing", prefix, group), nil).MustStatus(t, 200)
@@ -101,18 +129,14 @@ func TestIntegrationScaleInDrainsThenRetires(t *testing.T) {
 		t.Fatalf("routing: %d shards, want 2 at activation", got)
 	}
 	// Nobody consumed: the drain is not proven, the removed shards stay with a.
-	time.Sleep(800 * time.Millisecond)
-	mig := tc.migration("si", "g", id)
-	if mig["state"] != "DRAINING" || mig["drainProven"] != false {
-		t.Fatalf("with entries left: state %v drainProven %v, want DRAINING/false", mig["state"], mig["drainProven"])
-	}
+	waitDrainRefused(t, tc, "si", "g", id, 100*time.Millisecond)
 	if got := a.ownedNow(); len(got) != 4 {
 		t.Fatalf("member owns %v while draining, want all 4 (removed shards stay assigned)", got)
 	}
 	a.setConsume(true)
 	a.stop()
 	a.start(100 * time.Millisecond)
-	mig = waitState(t, tc, "si", "g", id, "DEPRECATED", 15*time.Second)
+	waitState(t, tc, "si", "g", id, "DEPRECATED", 15*time.Second)
 	if a.ackedNow() != 20 {
 		t.Fatalf("acked %d entries, want the 20 left on removed shards", a.ackedNow())
 	}
@@ -147,10 +171,7 @@ func TestIntegrationDrainBlockedByUnknownLagAndForeignGroup(t *testing.T) {
 		t.Fatalf("precondition: want lag=null on lag:1, got %+v", groups)
 	}
 	id := scale(t, tc, "lag", "g", 1) // no members: straight to the Redis checks
-	time.Sleep(1 * time.Second)
-	if s := tc.migration("lag", "g", id)["state"]; s != "DRAINING" {
-		t.Fatalf("lag=null: state %v, want DRAINING", s)
-	}
+	waitDrainRefused(t, tc, "lag", "g", id, 100*time.Millisecond)
 	// Consume everything: lag becomes known 0 and the drain completes.
 	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "ops", Streams: []string{"lag:1", ">"}, Count: 10, Block: -1}).Result()
 	if err != nil {
@@ -169,11 +190,7 @@ func TestIntegrationDrainBlockedByUnknownLagAndForeignGroup(t *testing.T) {
 	res, _ = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "ops", Streams: []string{"fg:1", ">"}, Count: 10, Block: -1}).Result()
 	rdb.XAck(ctx, "fg:1", "g", res[0].Messages[0].ID)
 	id2 := scale(t, tc, "fg", "g", 1)
-	time.Sleep(1 * time.Second)
-	mig := tc.migration("fg", "g", id2)
-	if mig["state"] != "DRAINING" {
-		t.Fatalf("foreign group pending: state %v, want DRAINING", mig["state"])
-	}
+	waitDrainRefused(t, tc, "fg", "g", id2, 100*time.Millisecond)
 	pend, _ := rdb.XPending(ctx, "fg:1", "analytics").Result()
 	rdb.XAck(ctx, "fg:1", "analytics", pend.Lower)
 	waitState(t, tc, "fg", "g", id2, "DEPRECATED", 10*time.Second)

@@ -126,7 +126,7 @@ func TestIntegrationRedisStallDoesNotBlockReads(t *testing.T) {
 						mu.Lock()
 						latency[rd.name] = append(latency[rd.name], d)
 						mu.Unlock()
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(20 * time.Millisecond) // paces the readers
 					}
 				}()
 			}
@@ -148,7 +148,7 @@ func TestIntegrationRedisStallDoesNotBlockReads(t *testing.T) {
 			if err := <-holdErr; err != nil {
 				t.Fatalf("hold Redis: %v", err)
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // the readers keep measuring a moment after the stall
 			close(done)
 			wg.Wait()
 			for i := 0; i < 2; i++ {
