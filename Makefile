@@ -17,8 +17,10 @@ export RSC_REDIS_IMAGE ?= rsc-redis:7
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-# Tests that need Docker fail instead of skipping in these targets.
+# Tests that need Docker, or Chromium (the console browser test), fail instead
+# of skipping in these targets.
 test test-integration: export RSC_REQUIRE_DOCKER := 1
+test test-integration: export RSC_REQUIRE_BROWSER := 1
 
 REDIS_URL ?= redis://127.0.0.1:6379/0
 TEST_TIMEOUT ?= 20m
