@@ -44,6 +44,11 @@ var (
 	descReshardingAge = prometheus.NewDesc("rsc_group_active_resharding_age_seconds",
 		"Seconds since the active resharding was requested (0 when none is active).", groupLabels, nil)
 
+	descBarriers = prometheus.NewDesc("rsc_group_barriers_waiting",
+		"Shards of an ordered group whose entries after a cutover wait for a barrier (0 when none).", groupLabels, nil)
+	descBarrierAge = prometheus.NewDesc("rsc_group_barrier_wait_seconds",
+		"Seconds the oldest waiting barrier of an ordered group has waited (0 when none): how long members hold entries back.", groupLabels, nil)
+
 	descCorrection = prometheus.NewDesc("rsc_group_metadata_correction_open",
 		"1 while a metadata-correction round is open: a member reported a metadata version newer than the coordinator's (alert on it), else 0.", groupLabels, nil)
 
@@ -71,7 +76,7 @@ func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descReady, descLeader, descConflicts, descLogLength, descLogLastID, descApplyLag,
 		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
-		descRevoking, descResharding, descReshardingAge, descCorrection, descShardLag, descShardPending,
+		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descCorrection, descShardLag, descShardPending,
 	} {
 		ch <- d
 	}
@@ -113,6 +118,12 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descResharding, active)
 		gauge(descReshardingAge, age)
+		oldest := 0.0
+		for _, b := range g.Barriers {
+			oldest = max(oldest, now.Sub(b.Since).Seconds())
+		}
+		gauge(descBarriers, float64(len(g.ShardBarriers())))
+		gauge(descBarrierAge, oldest)
 		gauge(descCorrection, boolValue(c.CorrectionOpen(g.Key)))
 
 		for _, o := range r.shards[g.Key] {

@@ -45,6 +45,7 @@ type Metrics struct {
 	heartbeats     *prometheus.CounterVec
 	eventsAppended *prometheus.CounterVec
 	shardsRepaired *prometheus.CounterVec
+	unfenced       *prometheus.CounterVec
 	refreshErrors  *prometheus.CounterVec
 
 	mu      sync.Mutex
@@ -88,11 +89,15 @@ func New(cfg Config) *Metrics {
 		Name: "rsc_shards_repaired_total",
 		Help: "Routed shards whose stream or consumer group Redis had lost and the coordinator recreated (group.shards_repaired events this process appended).",
 	}, groupLabels)
+	m.unfenced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rsc_unfenced_writes_total",
+		Help: "Entries found on a fenced shard of an ordered group after its cutover that no fence check let in (a producer that does not fence its publishes; the per-key order guarantee does not cover them): resharding.unfenced_writes events this process appended.",
+	}, groupLabels)
 	m.refreshErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rsc_metrics_refresh_errors_total",
 		Help: "Failed reads of the periodic metrics refresh, by source (log, shards); the affected gauges are dropped until a read succeeds.",
 	}, []string{"source"})
-	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.heartbeats, m.eventsAppended, m.shardsRepaired, m.refreshErrors,
+	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.heartbeats, m.eventsAppended, m.shardsRepaired, m.unfenced, m.refreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -131,8 +136,15 @@ func (m *Metrics) Observe(route, method string, status int, elapsed time.Duratio
 // AfterAppend is commands' Config.AfterAppend.
 func (m *Metrics) AfterAppend(rec events.Record) {
 	m.eventsAppended.WithLabelValues(rec.Type).Inc()
-	if ev, ok := rec.Event.(*events.ShardsRepaired); ok {
+	switch ev := rec.Event.(type) {
+	case *events.ShardsRepaired:
 		m.shardsRepaired.WithLabelValues(rec.StreamPrefix, rec.ConsumerGroup).Add(float64(len(ev.Shards)))
+	case *events.UnfencedWrites:
+		var n int64
+		for _, w := range ev.Shards {
+			n += w.Count
+		}
+		m.unfenced.WithLabelValues(rec.StreamPrefix, rec.ConsumerGroup).Add(float64(n))
 	}
 }
 

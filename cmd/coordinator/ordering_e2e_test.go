@@ -282,3 +282,53 @@ func TestIntegrationStuckFenceLowered(t *testing.T) {
 		return fenceOf(t, rdb, "sf", "g", 1) == mv
 	})
 }
+
+// TestIntegrationUnfencedWritesCounted: entries a producer adds to a fenced
+// shard after its cutover without the fence check (as the reference Python
+// client does) are counted: a resharding.unfenced_writes event and
+// rsc_unfenced_writes_total. Fenced entries are not.
+func TestIntegrationUnfencedWritesCounted(t *testing.T) {
+	rs := redistest.StartProcess(t)
+	tc := startCoordinator(t, rs, fastTimings)
+	rdb := rs.Client(t)
+	ctx := context.Background()
+	createOrderedGroup(t, tc, "uf", "g", 2)
+	fill(t, rdb, "uf", 0, 3, 1)
+	fill(t, rdb, "uf", 1, 3, 1)
+	readAll(t, rdb, "uf", "g", 0, false)
+	inFlight := readAll(t, rdb, "uf", "g", 1, true) // shard 3 waits on shard 1
+	scale(t, tc, "uf", "g", 4)
+	g := tc.Do("GET", "/coord/v1/streams/uf/groups/g", nil).MustStatus(t, 200)
+	mv := int64(g.JSON["metadataVersion"].(float64))
+	for i := 0; i < 3; i++ {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "uf:1", Values: []any{"python", i}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(t, rdb, "uf", 1, 2, mv) // fenced publishes with the new routing: not counted
+	ackAll(t, rdb, "uf", "g", 1, inFlight)
+	apiEventually(t, 10*time.Second, "resharding.unfenced_writes with the 3 unfenced entries", func() (bool, string) {
+		h := tc.Do("GET", "/coord/v1/monitoring/streams/uf/groups/g/events?limit=200", nil).MustStatus(t, 200)
+		var page struct {
+			Events []struct {
+				Type    string         `json:"type"`
+				Payload map[string]any `json:"payload"`
+			} `json:"events"`
+		}
+		_ = json.Unmarshal(h.Body, &page)
+		var total float64
+		for _, e := range page.Events {
+			if e.Type != "resharding.unfenced_writes" {
+				continue
+			}
+			for _, s := range e.Payload["shards"].([]any) {
+				total += s.(map[string]any)["count"].(float64)
+			}
+		}
+		return total == 3, fmt.Sprintf("counted %v: %s", total, h.Body)
+	})
+	r := tc.Do("GET", "/metrics", nil).MustStatus(t, 200)
+	if !strings.Contains(string(r.Body), `rsc_unfenced_writes_total{consumer_group="g",stream_prefix="uf"} 3`) {
+		t.Fatalf("metrics: %s", grepLines(string(r.Body), "unfenced"))
+	}
+}
