@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/rscoord/rsc/wire"
 )
@@ -79,6 +80,16 @@ func printGroup(a *app, g wire.Group) error {
 	kv.row("GROUP EPOCH", strconv.FormatInt(g.GroupEpoch, 10))
 	kv.row("ASSIGNMENT EPOCH", strconv.FormatInt(g.AssignmentEpoch, 10))
 	kv.row("METADATA VERSION", strconv.FormatInt(g.MetadataVersion, 10))
+	if g.Ordering != "" {
+		kv.row("ORDERING", g.Ordering)
+	}
+	for _, b := range g.Barriers {
+		var on []string
+		for _, src := range b.WaitingOn {
+			on = append(on, fmt.Sprintf("%s up to %s", src.StreamKey, src.CutoverID))
+		}
+		kv.row("  BARRIER", fmt.Sprintf("shard %d holds entries after %s since %s, waiting on %s", b.Shard.ShardIndex, b.After, formatTime(b.Since), strings.Join(on, ", ")))
+	}
 	kv.row("CREATED", formatTime(g.CreatedAt))
 	kv.row("UPDATED", formatTime(g.UpdatedAt))
 	if m := g.ActiveMigration; m != nil {
@@ -132,8 +143,12 @@ func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 	shards := fs.Int("shards", 0, "initial shard count (default: the coordinator's --default-shard-count)")
 	requestedBy := fs.String("requested-by", defaultActor(), "audit identity recorded with the request")
 	reason := fs.String("reason", "", "audit text recorded with the request")
+	ordering := fs.String("ordering", "", "KEY keeps per-key order across reshardings; NONE (default) does not")
 	return func(ctx context.Context, args []string) error {
 		body := wire.CreateRequest{RequestedBy: *requestedBy, Reason: *reason}
+		if *ordering != "" {
+			body.Ordering = ordering
+		}
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "shards" })
 		if given {
@@ -150,7 +165,28 @@ func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 		if a.g.output == "json" {
 			return printJSON(a.stdout, data)
 		}
-		fmt.Fprintf(a.stdout, "created %s / %s with %d shards (metadata version %d)\n", g.StreamPrefix, g.ConsumerGroup, g.ShardCount, g.MetadataVersion)
+		fmt.Fprintf(a.stdout, "created %s / %s with %d shards, ordering %s (metadata version %d)\n", g.StreamPrefix, g.ConsumerGroup, g.ShardCount, g.Ordering, g.MetadataVersion)
+		return nil
+	}
+}
+
+// setupOrdering: rscctl ordering <prefix> <group> <KEY|NONE>
+// (PUT /coord/v1/streams/{p}/groups/{g}/ordering).
+func setupOrdering(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
+	requestedBy := fs.String("requested-by", defaultActor(), "audit identity recorded with the request")
+	reason := fs.String("reason", "", "audit text recorded with the request")
+	return func(ctx context.Context, args []string) error {
+		ordering := args[2]
+		body := wire.OrderingRequest{Ordering: &ordering, RequestedBy: *requestedBy, Reason: *reason}
+		var g wire.Group
+		data, err := a.send(ctx, http.MethodPut, groupPath(args[0], args[1])+"/ordering", body, &g)
+		if err != nil {
+			return err
+		}
+		if a.g.output == "json" {
+			return printJSON(a.stdout, data)
+		}
+		fmt.Fprintf(a.stdout, "%s / %s: ordering %s (metadata version %d)\n", g.StreamPrefix, g.ConsumerGroup, g.Ordering, g.MetadataVersion)
 		return nil
 	}
 }

@@ -95,6 +95,20 @@ func TestIntegrationRscctl(t *testing.T) {
 		t.Errorf("bad password: exit %d: %s", code, errOut)
 	}
 
+	// Ordering: a new ordered group, a switch, a refused value.
+	out = mustRun("create", prefix, "ordered", "--shards", "2", "--ordering", "KEY")
+	wantContains(t, "create --ordering KEY", out, "ordering KEY")
+	out = mustRun("group", prefix, "ordered")
+	if !regexpMatch(`(?m)^ORDERING\s+KEY$`, out) {
+		t.Errorf("group of an ordered group:\n%s", out)
+	}
+	out = mustRun("ordering", prefix, "ordered", "NONE", "--reason", "not needed")
+	wantContains(t, "ordering NONE", out, "ordering NONE")
+	code, _, errOut = rscctl("ordering", prefix, "ordered", "FIFO")
+	if code != exitRefused || !strings.Contains(errOut, "INVALID_REQUEST") {
+		t.Errorf("ordering FIFO: exit %d: %s", code, errOut)
+	}
+
 	// A saved token serves later calls.
 	mustRun("login", "--save")
 	mustRun("groups")

@@ -37,7 +37,10 @@ commands:
   login                          get a bearer token (--save stores it for later calls)
   groups                         list groups
   group <prefix> <group>         one group: epochs, assignment summary, active resharding
-  create <prefix> <group>        create a group (--shards N, --requested-by, --reason)
+  create <prefix> <group>        create a group (--shards N, --ordering KEY|NONE, --requested-by,
+                                 --reason)
+  ordering <prefix> <group> <KEY|NONE>
+                                 switch a group's ordering (no resharding active, no barrier)
   scale <prefix> <group> <N>     start a resharding to N shards (--reason; --wait follows it
                                  to the end, --timeout bounds the wait)
   rollback <prefix> <group> <id> roll a resharding back (--policy metadata|drain)
@@ -102,6 +105,7 @@ func commands() []command {
 		{"groups", "", "list groups", 0, setupGroups},
 		{"group", "<prefix> <group>", "show one group", 2, setupGroup},
 		{"create", "<prefix> <group>", "create a group", 2, setupCreate},
+		{"ordering", "<prefix> <group> <KEY|NONE>", "switch a group's ordering", 3, setupOrdering},
 		{"scale", "<prefix> <group> <target>", "start a resharding", 3, setupScale},
 		{"rollback", "<prefix> <group> <reshardingId>", "roll a resharding back", 3, setupRollback},
 		{"history", "<prefix> <group>", "the group's audit events", 2, setupHistory},
