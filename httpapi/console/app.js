@@ -612,6 +612,7 @@
       card('State', 'state', badge(g.state)),
       card('Routed shards', 'shardCount', String(g.shardCount), g.assignableShardCount !== g.shardCount ? `${g.assignableShardCount} assignable` : 'all assignable'),
       card('Epochs', 'epochs', `${g.groupEpoch} / ${g.assignmentEpoch}`, `group / assignment · metadata v${g.metadataVersion}`),
+      card('Ordering', 'ordering', g.ordering || 'NONE', (g.barriers || []).length ? `${new Set(g.barriers.map((b) => b.shard.shardIndex)).size} shard(s) behind a barrier` : (g.ordering === 'KEY' ? 'per-key order kept' : null)),
       card('Members', 'members', `${live} live`, `${s.members.length} known`),
       card('Resharding', 'phase', m ? badge(m.phase, 'phase') : h('span', { class: 'muted', text: 'none' }), m ? `${m.fromShardCount} → ${m.toShardCount} · ${m.state}` : null),
       card('Updated', 'updatedAt', h('time', { datetime: g.updatedAt, title: g.updatedAt, text: fmtTime(g.updatedAt).slice(11, 19) }), fmtTime(g.updatedAt).slice(0, 10)),
@@ -709,6 +710,8 @@
   function routingLabel(i, g, drainRow, held) {
     if (i < g.shardCount) {
       if (i >= g.assignableShardCount) return h('span', { class: 'tag new', text: 'new · not assignable yet' });
+      const b = (g.barriers || []).find((x) => x.shard.shardIndex === i);
+      if (b) return h('span', { class: 'tag barrier', title: `entries after ${b.after} are held until ${b.waitingOn.map((w) => w.streamKey).join(', ')} are read up to their cutover`, text: 'routed · barrier' });
       return h('span', { class: 'tag', text: 'routed' });
     }
     let what = 'removed';
@@ -783,6 +786,9 @@
           ? fact('Retirement', m.retirement.retired ? (m.retirement.kept ? 'streams kept' : `deleted ${m.retirement.streamKeys.join(', ')}`) : 'pending')
           : null),
     ];
+    if (m.barriers && m.barriers.length) {
+      parts.push(h('h4', { text: 'Ordering barriers (entries held back)' }), h('div', { class: 'grid-scroll' }, barrierTable(m.barriers)));
+    }
     if (m.drain && m.drain.length) {
       parts.push(h('h4', { text: 'Drain of removed shards' }), h('div', { class: 'grid-scroll' }, drainTable(m.drain)));
     }
@@ -815,6 +821,27 @@
         h('td', { class: 'num' }, num(r.memberReportedPending, { unknown: '—' })),
         h('td', { class: 'nowrap' }, r.drained ? h('span', { class: 'ok', text: '✓ drained' }) : h('span', { class: 'no', text: 'not yet' })),
         h('td', { class: 'small muted nowrap' }, evidence(r.evidenceSource))))));
+  }
+
+  // barrierTable: one row per waiting barrier: which shard holds its entries
+  // after which id, since when, and on which shards (up to which id) it
+  // waits, with what Redis last showed of them.
+  function barrierTable(rows) {
+    return h('table', { class: 'table compact barriers' },
+      h('thead', null, h('tr', null,
+        ['Shard', 'Holds entries after', 'Waiting since', 'Waiting on', 'Fence']
+          .map((t) => h('th', { text: t })))),
+      h('tbody', null, rows.map((b) => h('tr', { 'data-barrier-shard': b.shard.shardIndex },
+        h('td', { class: 'mono', text: String(b.shard.shardIndex) }),
+        h('td', { class: 'mono small', text: b.after }),
+        h('td', { class: 'small' }, time(b.since)),
+        h('td', { class: 'small' }, (b.waitingOn || []).map((src) => h('div', { class: 'mono', 'data-source': src.streamKey },
+          `${src.streamKey} up to ${src.cutoverId}: `,
+          src.proven ? h('span', { class: 'ok', text: '✓ read and acknowledged' })
+            : src.checkedAt ? h('span', { class: 'no', text: `delivered to ${src.lastDeliveredId || '—'}, ${src.pendingToCutover} pending` })
+              : h('span', { class: 'muted', text: 'not read yet' }),
+          src.checkedAt ? h('span', { class: 'muted', text: ` (${fmtClock(new Date(src.checkedAt))})` }) : null))),
+        h('td', { class: 'mono small', text: `v${b.fence}` })))));
   }
 
   // evidence renders "redis@<time>" (a live reading), "log" or "none".
