@@ -37,8 +37,10 @@ type Main struct {
 	MaxShardCount       int
 	// MaxMembersPerGroup bounds a group's member records; ShardCheckInterval
 	// spaces the checks that recreate lost shard streams (negative: off).
-	MaxMembersPerGroup   int
-	ShardCheckInterval   time.Duration
+	MaxMembersPerGroup int
+	ShardCheckInterval time.Duration
+	// BarrierCheckInterval spaces the reads that release ordering barriers.
+	BarrierCheckInterval time.Duration
 	HeartbeatInterval    time.Duration
 	MemberLease          time.Duration
 	RebalanceTimeout     time.Duration
@@ -107,6 +109,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted")
 	fs.IntVar(&m.MaxMembersPerGroup, "max-members-per-group", 4096, "most member records a group keeps: a join into a full group prunes left/expired/fenced records first, else is refused (409 GROUP_MAX_SIZE_REACHED)")
 	fs.DurationVar(&m.ShardCheckInterval, "shard-check-interval", 10*time.Second, "how often the leader checks that Redis still has every routed shard stream and consumer group, and recreates what it lost (negative: never)")
+	fs.DurationVar(&m.BarrierCheckInterval, "barrier-check-interval", 100*time.Millisecond, "how often the leader reads Redis to release the barriers of ordered groups (only groups with a waiting barrier are read): members hold entries back until then")
 	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
 	fs.DurationVar(&m.MemberLease, "member-lease", 15*time.Second, "member lease: a member silent this long expires")
 	fs.DurationVar(&m.RebalanceTimeout, "rebalance-timeout", 60*time.Second, "time a member has to release a revoked shard before it is fenced")
@@ -219,7 +222,7 @@ func (m *Main) Run(ctx context.Context) error {
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
-		MaxMembersPerGroup: m.MaxMembersPerGroup, ShardCheckInterval: m.ShardCheckInterval,
+		MaxMembersPerGroup: m.MaxMembersPerGroup, ShardCheckInterval: m.ShardCheckInterval, BarrierCheckInterval: m.BarrierCheckInterval,
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
