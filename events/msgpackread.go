@@ -68,8 +68,6 @@ func codeError(c byte, decoding string) error {
 	return fmt.Errorf("msgpack: invalid code=%x decoding %s", c, decoding)
 }
 
-func (r *reader) remaining() int { return len(r.b) - r.off }
-
 func (r *reader) readByte() (byte, error) {
 	if r.off >= len(r.b) {
 		return 0, errShort
