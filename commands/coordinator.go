@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,10 +195,13 @@ func (c *Coordinator) Run() {
 	c.wg.Add(6)
 	c.writerWG.Add(1)
 	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.dec.run() }()
-	go func() { defer c.wg.Done(); c.ticker() }()
-	go func() { defer c.wg.Done(); c.rec.run() }()
-	go func() { defer c.wg.Done(); c.rec.repairLoop() }()
-	go func() { defer c.wg.Done(); c.rec.barrierLoop() }()
+	// The leader's loops. Maintenance and the reconciler run apart, so a slow
+	// Redis never delays expiry; barriers are checked more often than the
+	// rest of a resharding (members hold entries back until their release).
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.TickInterval, c.maintain) }()
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.TickInterval, c.rec.pass) }()
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.ShardCheckInterval, c.repairShards) }()
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.BarrierCheckInterval, c.rec.proveBarriers) }()
 	go func() { defer c.wg.Done(); c.rep.follow() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
@@ -205,6 +209,26 @@ func (c *Coordinator) Run() {
 		c.electOnce(c.cfg.LeaseTTL / 3)
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.elect() }()
+	}
+}
+
+// leaderLoop calls fn every interval while this replica is ready and leads,
+// until Close (never for a non-positive interval).
+func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Context)) {
+	if interval <= 0 {
+		return
+	}
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tk.C:
+			if c.ready.Load() && c.IsLeader() {
+				fn(context.Background())
+			}
+		}
 	}
 }
 

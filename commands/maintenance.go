@@ -3,26 +3,10 @@ package commands
 import (
 	"context"
 	"sort"
-	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
-
-func (c *Coordinator) ticker() {
-	tk := time.NewTicker(c.cfg.TickInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tk.C:
-			if c.ready.Load() && c.IsLeader() {
-				c.maintain(context.Background())
-			}
-		}
-	}
-}
 
 // Tick runs maintenance once and then one reconciler pass: member expiry,
 // rebalance timeouts, overdue correction rounds, pruning, and the steps of a

@@ -319,25 +319,6 @@ func barrierSources(g *projection.Group) []events.ShardCutover {
 	return out
 }
 
-// barrierLoop proves waiting barriers every BarrierCheckInterval while
-// leading (a pause of producers' keys lasts until the release, so it is
-// checked more often than the rest of a resharding).
-func (r *reconciler) barrierLoop() {
-	c := r.c
-	tk := time.NewTicker(c.cfg.BarrierCheckInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tk.C:
-			if c.ready.Load() && c.IsLeader() {
-				r.proveBarriers(context.Background())
-			}
-		}
-	}
-}
-
 // proveBarriers reads, for every group with a waiting barrier, what Redis
 // shows of the shards the barriers wait on, and hands it to a decision that
 // releases the barriers whose sources are all proven and records the

@@ -135,23 +135,6 @@ func newShards(m *projection.Resharding) []int {
 	return out
 }
 
-// run is the reconciler's loop: a pass every TickInterval while leading.
-func (r *reconciler) run() {
-	c := r.c
-	tk := time.NewTicker(c.cfg.TickInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tk.C:
-			if c.ready.Load() && c.IsLeader() {
-				r.pass(context.Background())
-			}
-		}
-	}
-}
-
 // pass moves every resharding that needs Redis one step: resume provisioning
 // of a PREPARING one, prove removed shards drained (then revoke, complete),
 // retire a finished one's streams, and keep the latest read of an active

@@ -16,38 +16,23 @@ import (
 // hands what Redis lost to a decision that re-checks the shards are still
 // routed and records group.shards_repaired, and only then recreates them.
 // Removed shards (draining, retired) are never touched: retired streams stay
-// deleted.
+// deleted. The same check lowers fences left above a group's metadata version
+// (ordering.go, checkFences).
 
-// repairLoop checks the routed shards every ShardCheckInterval while leading.
-func (r *reconciler) repairLoop() {
-	c := r.c
-	if c.cfg.ShardCheckInterval < 0 || c.cfg.DisableProvisioning || c.shards == nil {
-		return
-	}
-	tk := time.NewTicker(c.cfg.ShardCheckInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tk.C:
-			if c.ready.Load() && c.IsLeader() {
-				c.RepairShards(context.Background())
-			}
-		}
-	}
-}
+// repairShards is the shard check's loop body (--shard-check-interval; a
+// negative interval never runs it).
+func (c *Coordinator) repairShards(ctx context.Context) { c.RepairShards(ctx) }
 
 // RepairShards runs the check once (tests call it directly) and returns how
 // many shards it repaired.
 func (c *Coordinator) RepairShards(ctx context.Context) int {
-	if c.shards == nil || c.cfg.DisableProvisioning {
+	if c.shards == nil {
 		return 0
 	}
 	repaired := 0
 	for _, g := range c.state.Groups() {
 		c.rec.checkFences(ctx, g)
-		if g.ShardCount == 0 {
+		if g.ShardCount == 0 || c.cfg.DisableProvisioning {
 			continue
 		}
 		routed := make([]int, g.ShardCount)
