@@ -26,6 +26,9 @@ var (
 	// ErrReservedField: the message has the field fenced publishes add
 	// (routing.FenceField, "_rsc_rv"); members strip it.
 	ErrReservedField = errors.New("producer: the field _rsc_rv is reserved (the routing version of a fenced publish)")
+	// ErrUnexpectedReply: Redis answered PublishScript with something else
+	// than one id per entry.
+	ErrUnexpectedReply = errors.New("producer: unexpected reply to the publish script")
 	// ErrStaleRouting: a shard's fence kept refusing the publish for longer
 	// than Config.StaleTimeout; nothing was written. The error is a *StaleError.
 	ErrStaleRouting = errors.New("producer: routing older than the shard's fence")

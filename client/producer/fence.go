@@ -14,22 +14,29 @@ import (
 )
 
 // PublishScript is the Lua script every publish runs, whatever the group's
-// ordering: a group switched to ordering KEY is then covered even before a
-// producer's cached routing says so.
+// ordering (a group switched to ordering KEY is then covered even before a
+// producer's cached routing says so). One call writes one or more entries to
+// one shard; a batch sends one call per shard and chunk of up to
+// maxEntriesPerCall messages, pipelined.
 //
 //	KEYS[1]  the shard stream
 //	KEYS[2]  its fence hash (routing.FenceKey, same cluster slot)
 //	ARGV[1]  the consumer group: the fence hash's field
 //	ARGV[2]  the routing metadataVersion the publish was routed with
 //	ARGV[3]  "1" to add the field routing.FenceField (_rsc_rv) = ARGV[2] to
-//	         the entry (the routing says ordering KEY), "0" not to
-//	ARGV[4…] XADD's arguments after the key: NOMKSTREAM [MAXLEN ~ N] * field value …
+//	         every entry (the routing says ordering KEY), "0" not to
+//	ARGV[4]  N of MAXLEN ~ N, "0" for no trimming
+//	ARGV[5…] per entry: the number c of field and value arguments, then
+//	         those c arguments
 //
 // A fence above ARGV[2] means the coordinator is making a newer shard layout
 // visible: the script writes nothing and answers the error "RSCSTALE
-// <fence>". Otherwise it answers XADD's reply: the entry id, or nil when the
-// stream does not exist (NOMKSTREAM). A fence that is not a decimal integer
-// is refused with an "ERR" error rather than ignored.
+// <fence>". Otherwise each entry is written with XADD KEYS[1] NOMKSTREAM
+// [MAXLEN ~ N] * [_rsc_rv ARGV[2]] field value …, and the answer is the array
+// of their ids, in order; or nil, with nothing written, when the stream does
+// not exist (NOMKSTREAM). A fence that is not a decimal integer is refused
+// with an "ERR" error rather than ignored. The fence field comes first in a
+// tagged entry: readers do not depend on field order.
 const PublishScript = `local fence = redis.call('HGET', KEYS[2], ARGV[1])
 if fence then
   local f = tonumber(fence)
@@ -40,12 +47,35 @@ if fence then
     return redis.error_reply('RSCSTALE ' .. fence)
   end
 end
-if ARGV[3] == '1' then
-  ARGV[#ARGV + 1] = '` + routing.FenceField + `'
-  ARGV[#ARGV + 1] = ARGV[2]
+local tag, maxlen, rv = ARGV[3] == '1', ARGV[4], ARGV[2]
+local ids, i, n = {}, 5, #ARGV
+while i <= n do
+  local first, last = i + 1, i + tonumber(ARGV[i])
+  local id
+  if maxlen == '0' then
+    if tag then
+      id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
+    else
+      id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', unpack(ARGV, first, last))
+    end
+  elseif tag then
+    id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
+  else
+    id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, last))
+  end
+  if not id then
+    return false
+  end
+  ids[#ids + 1] = id
+  i = last + 1
 end
-return redis.call('XADD', KEYS[1], unpack(ARGV, 4))
+return ids
 `
+
+// maxEntriesPerCall bounds the entries of one script call: Redis runs a
+// script without serving other clients, and a pipeline of XADDs would not
+// hold them up.
+const maxEntriesPerCall = 64
 
 // staleErrPrefix starts the script's answer when a fence refused a publish.
 const staleErrPrefix = "RSCSTALE"

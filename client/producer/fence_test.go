@@ -52,12 +52,17 @@ func TestPublishScript(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Three entries in one call: all written, in order, or none.
 			before := rdb.XLen(ctx, stream).Val()
-			id, err := script.Run(ctx, rdb, []string{stream, fence}, group, tc.mv, tc.tag, "NOMKSTREAM", "MAXLEN", "~", 1000, "*", "p", tc.name).Text()
+			args := []any{group, tc.mv, tc.tag, 1000}
+			for i := 0; i < 3; i++ {
+				args = append(args, 4, "p", tc.name, "i", i)
+			}
+			ids, err := script.Run(ctx, rdb, []string{stream, fence}, args...).StringSlice()
 			after := rdb.XLen(ctx, stream).Val()
 			if tc.stale != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tc.stale) {
-					t.Fatalf("answer %q, %v; want the error %q", id, err, tc.stale)
+					t.Fatalf("answer %q, %v; want the error %q", ids, err, tc.stale)
 				}
 				if after != before {
 					t.Fatalf("a refused publish wrote: %d entries, was %d", after, before)
@@ -67,18 +72,23 @@ func TestPublishScript(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			entries, err := rdb.XRange(ctx, stream, id, id).Result()
-			if err != nil || len(entries) != 1 || entries[0].Values["p"] != tc.name {
-				t.Fatalf("entry %s: %v %v", id, entries, err)
+			entries, err := rdb.XRange(ctx, stream, ids[0], "+").Result()
+			if err != nil || len(ids) != 3 || len(entries) != 3 {
+				t.Fatalf("ids %v, entries %v: %v", ids, entries, err)
 			}
-			rv, tagged := entries[0].Values[routing.FenceField]
-			if tagged != tc.wantTag || tagged && rv != strconv.FormatInt(tc.mv, 10) {
-				t.Fatalf("entry %v: %s = %v, want tagged %v with %d", entries[0].Values, routing.FenceField, rv, tc.wantTag, tc.mv)
+			for i, e := range entries {
+				if e.ID != ids[i] || e.Values["p"] != tc.name || e.Values["i"] != strconv.Itoa(i) {
+					t.Fatalf("entry %d: %v, id %s", i, e, ids[i])
+				}
+				rv, tagged := e.Values[routing.FenceField]
+				if tagged != tc.wantTag || tagged && rv != strconv.FormatInt(tc.mv, 10) || len(e.Values) != 2+btoi(tagged) {
+					t.Fatalf("entry %v: %s = %v, want tagged %v with %d", e.Values, routing.FenceField, rv, tc.wantTag, tc.mv)
+				}
 			}
 		})
 	}
 	t.Run("missing stream: nil, not created", func(t *testing.T) {
-		err := script.Run(ctx, rdb, []string{"orders:9", routing.FenceKey("orders:9")}, group, 1, "1", "NOMKSTREAM", "*", "p", "x").Err()
+		err := script.Run(ctx, rdb, []string{"orders:9", routing.FenceKey("orders:9")}, group, 1, "1", 0, 2, "p", "x").Err()
 		if !errors.Is(err, redis.Nil) {
 			t.Fatalf("err %v, want redis.Nil", err)
 		}
@@ -86,6 +96,32 @@ func TestPublishScript(t *testing.T) {
 			t.Fatal("NOMKSTREAM must not create the stream")
 		}
 	})
+	t.Run("MAXLEN ~ N trims, 0 does not", func(t *testing.T) {
+		const s = "orders:5"
+		if err := rdb.XGroupCreateMkStream(ctx, s, group, "$").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, maxLen := range []int{0, 10} {
+			args := []any{group, 1, "0", maxLen}
+			for i := 0; i < 500; i++ {
+				args = append(args, 2, "i", i)
+			}
+			if err := script.Run(ctx, rdb, []string{s, routing.FenceKey(s)}, args...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			n := rdb.XLen(ctx, s).Val()
+			if maxLen == 0 && n != 500 || maxLen > 0 && n >= 500 {
+				t.Fatalf("MAXLEN ~ %d: %d entries after 500", maxLen, n)
+			}
+		}
+	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // keyMoving returns a partition key whose shard changes when n shards become
@@ -323,5 +359,30 @@ func TestFenceKeyOutsideTheStreamSlotIsInvalid(t *testing.T) {
 	p := fx.producer(t, nil)
 	if _, err := p.Publish(context.Background(), "k", fields(0)); !errors.Is(err, producer.ErrInvalidRouting) {
 		t.Fatalf("err %v, want ErrInvalidRouting", err)
+	}
+}
+
+// A batch sends a shard's messages in script calls of a bounded size; the
+// shard's entries keep the input order across calls.
+func TestPublishBatchSplitsLargeShards(t *testing.T) {
+	fx := setup(t, 1, 1, 1)
+	fx.coord.setOrdered(1, 1, client.OrderingKey)
+	p := fx.producer(t, nil)
+	msgs := make([]producer.Message, 300)
+	for i := range msgs {
+		msgs[i] = producer.Message{PartitionKey: strconv.Itoa(i), Fields: fields(i)}
+	}
+	res, err := p.PublishBatch(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := fx.rdb.XRange(context.Background(), routing.StreamKey(prefix, 0), "-", "+").Val()
+	if len(entries) != len(msgs) {
+		t.Fatalf("%d entries, want %d", len(entries), len(msgs))
+	}
+	for i, e := range entries {
+		if e.ID != res[i].ID || e.Values["n"] != strconv.Itoa(i) || e.Values[routing.FenceField] != "1" {
+			t.Fatalf("entry %d: %v, result %+v", i, e, res[i])
+		}
 	}
 }

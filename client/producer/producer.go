@@ -74,8 +74,8 @@ type Producer struct {
 	cfg   Config
 	rdb   redis.UniversalClient
 	cache *cache
-	// xaddOpts are XADD's options, in the script's arguments.
-	xaddOpts     []any
+	// maxLen is PublishScript's MAXLEN argument (0: no trimming).
+	maxLen       int64
 	retries      atomic.Int64
 	staleRetries atomic.Int64
 }
@@ -147,10 +147,7 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.StaleTimeout <= 0 {
 		cfg.StaleTimeout = DefaultStaleTimeout
 	}
-	p := &Producer{cfg: cfg, rdb: cfg.Redis, xaddOpts: []any{"NOMKSTREAM", "*"}}
-	if cfg.MaxLen > 0 {
-		p.xaddOpts = []any{"NOMKSTREAM", "MAXLEN", "~", cfg.MaxLen, "*"}
-	}
+	p := &Producer{cfg: cfg, rdb: cfg.Redis, maxLen: max(cfg.MaxLen, 0)}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
 	fetch := func(ctx context.Context) (*client.Routing, error) { return coord.ProducerRouting(ctx, prefix, group) }
 	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, fetch, cfg.Logger)
@@ -222,8 +219,8 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 			retry = false
 		}
 		key := r.keys[idx]
-		args = p.appendScriptArgs(args[:0], r, fields)
-		id, err := publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...).Text()
+		args = appendEntry(p.appendScriptHead(args[:0], r), fields)
+		id, err := oneID(publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...))
 		if err == nil {
 			return Result{StreamKey: key, ShardIndex: idx, ID: id, EventID: eventID, MetadataVersion: r.routing.MetadataVersion, Attempts: tries}, nil
 		}
@@ -287,7 +284,6 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 	n := len(msgs)
 	todo, shardOf, order, failures := sc.ints[:0:n], sc.ints[n:2*n], sc.ints[2*n:3*n], sc.ints[3*n:]
 	clear(failures)
-	cmds, argEnd := sc.cmds, sc.argEnd
 	for i, m := range msgs {
 		if err := checkFields(m.Fields); err != nil {
 			results[i].Err = err
@@ -353,38 +349,56 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 			order[counts[shardOf[i]]] = i
 			counts[shardOf[i]]++
 		}
+		// One script call per shard and chunk, pipelined.
+		calls := sc.calls[:0]
 		args := sc.args[:0]
 		pipe := p.rdb.Pipeline()
-		for j, i := range order {
-			from := len(args)
-			args = p.appendScriptArgs(args, r, fieldsOf(i))
-			argEnd[j] = len(args)
-			cmds[j] = publishScript.EvalSha(ctx, pipe, r.scriptKeys[shardOf[i]], args[from:]...)
+		for from := 0; from < len(order); {
+			shard, to := shardOf[order[from]], from+1
+			for to < len(order) && to-from < maxEntriesPerCall && shardOf[order[to]] == shard {
+				to++
+			}
+			argFrom := len(args)
+			args = p.appendScriptHead(args, r)
+			for _, i := range order[from:to] {
+				args = appendEntry(args, fieldsOf(i))
+			}
+			c := call{from: from, to: to, shard: shard, argFrom: argFrom, argTo: len(args)}
+			c.cmd = publishScript.EvalSha(ctx, pipe, r.scriptKeys[shard], args[argFrom:]...)
+			calls = append(calls, c)
+			from = to
 		}
-		_, _ = pipe.Exec(ctx) // per-command results below
-		p.evalMissing(ctx, r, order, shardOf, args, argEnd, cmds)
-		sc.args = args
+		_, _ = pipe.Exec(ctx) // per-call results below
+		p.evalMissing(ctx, r, calls, args)
+		sc.args, sc.calls = args, calls
 		failed := todo[:0] // order holds the indexes now; todo is free to reuse
 		retried := 0
-		for j, i := range order {
-			key := r.keys[shardOf[i]]
-			results[i].Attempts++
-			id, err := cmds[j].Text()
-			if err == nil {
-				results[i] = Result{StreamKey: key, ShardIndex: shardOf[i], ID: id, EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: results[i].Attempts}
-				continue
+		for _, c := range calls {
+			key := r.keys[c.shard]
+			ids, err := c.cmd.StringSlice()
+			if err == nil && len(ids) != c.to-c.from {
+				err = fmt.Errorf("%w: the script answered %d ids for %d entries", ErrUnexpectedReply, len(ids), c.to-c.from)
 			}
-			if se, ok := staleFence(err, key, r.routing.MetadataVersion); ok {
-				p.staleRetries.Add(1)
+			se, refused := staleFence(err, key, r.routing.MetadataVersion)
+			if refused {
+				p.staleRetries.Add(int64(c.to - c.from))
 				stale.refused(se, p.cfg.StaleTimeout)
-				results[i].Err = se
-				failed = append(failed, i)
-				continue
 			}
-			results[i].Err = xaddError(key, err)
-			if failures[i]++; failures[i] < p.cfg.MaxAttempts {
-				failed = append(failed, i)
-				retried++
+			for k, i := range order[c.from:c.to] {
+				results[i].Attempts++
+				switch {
+				case err == nil:
+					results[i] = Result{StreamKey: key, ShardIndex: c.shard, ID: ids[k], EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: results[i].Attempts}
+				case refused:
+					results[i].Err = se
+					failed = append(failed, i)
+				default:
+					results[i].Err = xaddError(key, err)
+					if failures[i]++; failures[i] < p.cfg.MaxAttempts {
+						failed = append(failed, i)
+						retried++
+					}
+				}
 			}
 		}
 		if len(failed) == 0 || ctx.Err() != nil {
@@ -412,69 +426,89 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 	return results, nil
 }
 
-// evalMissing runs again with EVAL, in a second pipeline, the commands that
+// evalMissing runs again with EVAL, in a second pipeline, the calls that
 // found the script missing from Redis's cache (after a restart or SCRIPT
 // FLUSH): a NOSCRIPT answer ran nothing. EVAL caches the script again.
-func (p *Producer) evalMissing(ctx context.Context, r *route, order, shardOf []int, args []any, argEnd []int, cmds []*redis.Cmd) {
+func (p *Producer) evalMissing(ctx context.Context, r *route, calls []call, args []any) {
 	var pipe redis.Pipeliner
-	for j, i := range order {
-		if !isNoScript(cmds[j].Err()) {
+	for j := range calls {
+		c := &calls[j]
+		if !isNoScript(c.cmd.Err()) {
 			continue
 		}
 		if pipe == nil {
 			pipe = p.rdb.Pipeline()
 		}
-		from := 0
-		if j > 0 {
-			from = argEnd[j-1]
-		}
-		cmds[j] = publishScript.Eval(ctx, pipe, r.scriptKeys[shardOf[i]], args[from:argEnd[j]]...)
+		c.cmd = publishScript.Eval(ctx, pipe, r.scriptKeys[c.shard], args[c.argFrom:c.argTo]...)
 	}
 	if pipe != nil {
 		_, _ = pipe.Exec(ctx)
 	}
 }
 
+// call is one script call of a batch: the messages order[from:to], all of
+// one shard, whose arguments are args[argFrom:argTo].
+type call struct {
+	from, to, shard int
+	argFrom, argTo  int
+	cmd             *redis.Cmd
+}
+
 // scratch is PublishBatch's working memory, pooled: go-redis copies the
 // arguments it sends, and the commands are read before the batch returns.
 type scratch struct {
-	ints   []int
-	args   []any // every message's script arguments, one after the other
-	argEnd []int // argEnd[j]: where the j-th sent message's arguments end
-	cmds   []*redis.Cmd
+	ints  []int
+	args  []any // every call's script arguments, one after the other
+	calls []call
 }
 
 var scratchPool sync.Pool
 
 func getScratch(n int) *scratch {
 	sc, _ := scratchPool.Get().(*scratch)
-	if sc == nil || cap(sc.cmds) < n {
-		return &scratch{ints: make([]int, 4*n), argEnd: make([]int, n), cmds: make([]*redis.Cmd, n)}
+	if sc == nil || cap(sc.ints) < 4*n {
+		return &scratch{ints: make([]int, 4*n)}
 	}
-	sc.ints, sc.argEnd, sc.cmds = sc.ints[:4*n], sc.argEnd[:n], sc.cmds[:n]
+	sc.ints = sc.ints[:4*n]
 	return sc
 }
 
 func putScratch(sc *scratch) {
-	if cap(sc.cmds) > 4096 || cap(sc.args) > 1<<16 {
+	if cap(sc.ints) > 4*4096 || cap(sc.args) > 1<<16 {
 		return // do not keep huge batches' memory alive
 	}
 	clear(sc.args[:cap(sc.args)]) // drop references to the callers' fields
-	sc.args = sc.args[:0]
-	clear(sc.cmds)
+	clear(sc.calls[:cap(sc.calls)])
+	sc.args, sc.calls = sc.args[:0], sc.calls[:0]
 	scratchPool.Put(sc)
 }
 
-// appendScriptArgs appends PublishScript's ARGV for fields published with r:
-// group, routing version, whether to tag the entry, then XADD's arguments
-// after the key: NOMKSTREAM [MAXLEN ~ N] * field value ...
-func (p *Producer) appendScriptArgs(args []any, r *route, fields map[string]any) []any {
-	args = append(args, p.cfg.ConsumerGroup, r.routing.MetadataVersion, r.tag)
-	args = append(args, p.xaddOpts...)
+// appendScriptHead appends PublishScript's ARGV before the entries, for a
+// publish routed with r: group, routing version, whether to tag, MAXLEN.
+func (p *Producer) appendScriptHead(args []any, r *route) []any {
+	return append(args, p.cfg.ConsumerGroup, r.routing.MetadataVersion, r.tag, p.maxLen)
+}
+
+// appendEntry appends one entry's ARGV: its argument count, then field,
+// value, ...
+func appendEntry(args []any, fields map[string]any) []any {
+	args = append(args, 2*len(fields))
 	for k, v := range fields {
 		args = append(args, k, v)
 	}
 	return args
+}
+
+// oneID reads a single-entry script answer.
+func oneID(cmd *redis.Cmd) (string, error) {
+	ids, err := cmd.StringSlice()
+	if err != nil {
+		return "", err
+	}
+	if len(ids) != 1 {
+		return "", fmt.Errorf("%w: the script answered %d ids for one entry", ErrUnexpectedReply, len(ids))
+	}
+	return ids[0], nil
 }
 
 // withEventID returns the fields to write and the event id, adding a fresh id

@@ -39,7 +39,7 @@ type fakeCoordinator struct {
 	ordering string
 }
 
-func newFakeCoordinator(t *testing.T, version int64, shards int) *fakeCoordinator {
+func newFakeCoordinator(t testing.TB, version int64, shards int) *fakeCoordinator {
 	t.Helper()
 	f := &fakeCoordinator{}
 	f.set(version, shards)
