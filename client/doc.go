@@ -8,11 +8,13 @@
 //
 //   - [github.com/rscoord/rsc/client/producer] publishes: it caches producer
 //     routing per (streamPrefix, consumerGroup), routes partition keys with
-//     routeV1 and writes XADD ... NOMKSTREAM MAXLEN ~ N.
+//     routeV1 and writes XADD ... NOMKSTREAM MAXLEN ~ N inside a script that
+//     first checks the shard's fence (ordered resharding).
 //   - [github.com/rscoord/rsc/client/member] consumes: Listen runs N logical
 //     members that heartbeat, read their assigned shards with XREADGROUP, ack,
-//     claim what crashed members left pending, and hand shards over
-//     revoke-before-assign.
+//     claim what crashed members left pending, hand shards over
+//     revoke-before-assign, and in groups with ordering KEY hold entries back
+//     behind the barriers heartbeat answers announce.
 //
 // The SDK speaks the same protocol as the reference Python client and Spring
 // starter. It depends only on packages routing and wire of this repository
