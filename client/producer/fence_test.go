@@ -386,3 +386,60 @@ func TestPublishBatchSplitsLargeShards(t *testing.T) {
 		}
 	}
 }
+
+// On a Redis Cluster, a shard's stream and fence hash share a slot, so the
+// script runs on the stream's master; a batch spans masters, each with its own
+// script cache (flushed here, so every master answers NOSCRIPT first).
+func TestFencedPublishOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	const shards = 8
+	coord := newFakeCoordinator(t, 5, shards)
+	coord.setOrdered(5, shards, client.OrderingKey)
+	masters := map[string]bool{}
+	for i := 0; i < shards; i++ {
+		key := routing.StreamKey(prefix, i)
+		if err := rdb.XGroupCreateMkStream(ctx, key, group, "$").Err(); err != nil {
+			t.Fatal(err)
+		}
+		masters[cl.MasterFor(t, key)] = true
+	}
+	if len(masters) < 2 {
+		t.Fatalf("the shards live on %d master(s); the test wants several", len(masters))
+	}
+	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	p, err := producer.New(producer.Config{Coordinator: client.NewCoordinator(coord.srv.URL, nil), Redis: rdb,
+		StreamPrefix: prefix, ConsumerGroup: group, StaleTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]producer.Message, 100)
+	for i := range msgs {
+		msgs[i] = producer.Message{PartitionKey: "m" + strconv.Itoa(i), Fields: fields(i)}
+	}
+	if _, err := p.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	fenced, _ := routing.RouteKey("k", shards)
+	if err := rdb.HSet(ctx, routing.FenceKey(routing.StreamKey(prefix, fenced)), group, 6).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(ctx, "k", fields(1)); !errors.Is(err, producer.ErrStaleRouting) {
+		t.Fatalf("publish on the fenced shard: %v, want ErrStaleRouting", err)
+	}
+	var n int64
+	for i := 0; i < shards; i++ {
+		for _, e := range rdb.XRange(ctx, routing.StreamKey(prefix, i), "-", "+").Val() {
+			if e.Values[routing.FenceField] != "5" {
+				t.Fatalf("entry %v without the routing version", e)
+			}
+			n++
+		}
+	}
+	if n != int64(len(msgs)) {
+		t.Fatalf("%d entries, want %d", n, len(msgs))
+	}
+}
