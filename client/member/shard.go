@@ -339,7 +339,10 @@ func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, he
 	r.m.log.Info("holding back entries of an ordered resharding", "stream", r.key, "from", id, "count", held, "reason", why)
 	r.rt.emit(Event{MemberID: r.m.id, Kind: EventHeld, Shards: []int{r.index}, Count: held, Detail: why})
 	r.m.poke()
+	since := time.Now()
 	var retry <-chan time.Time
+	slow := time.NewTimer(holdWarnAfter)
+	defer slow.Stop()
 	for {
 		if len(*acks) > 0 && retry == nil {
 			retry = time.After(r.rt.cfg.Block)
@@ -348,6 +351,14 @@ func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, he
 		case <-retry:
 			retry = nil
 			*acks = r.ack(ctx, *acks)
+			continue
+		case <-slow.C:
+			// A barrier waits for Redis to prove the source shards acked up
+			// to their cutovers; a version wait for the coordinator to reach
+			// the entry's routing version. Either can stall on another part.
+			r.m.log.Warn("entries still held back", "stream", r.key, "from", id, "count", held,
+				"for", time.Since(since).Round(time.Second), "reason", r.holdReason(r.m.gate.load(), id, rv))
+			slow.Reset(holdWarnEvery)
 			continue
 		case <-k.changed:
 		case <-r.stopCh:
@@ -364,6 +375,12 @@ func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, he
 		}
 	}
 }
+
+// A hold is logged again after holdWarnAfter, then every holdWarnEvery.
+const (
+	holdWarnAfter = 10 * time.Second
+	holdWarnEvery = 30 * time.Second
+)
 
 func (r *reader) holdReason(k *knowledge, id string, rv int64) string {
 	if k.judge(r.index, id, rv) == holdVersion {
