@@ -24,6 +24,10 @@ test test-integration: export RSC_REQUIRE_BROWSER := 1
 
 REDIS_URL ?= redis://127.0.0.1:6379/0
 TEST_TIMEOUT ?= 20m
+# How many tests of one package run at once. cmd/coordinator's end-to-end tests
+# that may share the machine call t.Parallel (see parallel in its harness_test.go);
+# they mostly wait on Redis, ticks and leases, so 4 keep 2 cores busy.
+TEST_PARALLEL ?= 4
 BENCHTIME ?= 200ms
 BENCH_TIMEOUT ?= 15m
 
@@ -41,14 +45,14 @@ setup:
 
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 
 test-unit:
 	$(GO) test -race -short -timeout $(TEST_TIMEOUT) ./...
 
 test-integration: setup
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run Integration ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -run Integration ./...
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -timeout $(BENCH_TIMEOUT) ./...

@@ -23,6 +23,7 @@ import (
 // request appended to the log is bounded. At the end the honest members still
 // converge. RSC_ABUSE_REQUESTS and RSC_ABUSE_SEED change the campaign.
 func TestIntegrationHeartbeatAbuse(t *testing.T) {
+	parallel(t)
 	requests := 1500
 	if testing.Short() {
 		requests = 300

@@ -23,6 +23,7 @@ import (
 // never holds two active reshardings of a group, and the served state equals a
 // fresh fold of it.
 func TestIntegrationConcurrentAdminLoad(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, func(m *Main) {
 		fastTimings(m)

@@ -38,6 +38,7 @@ var migrationFields = []string{
 }
 
 func TestIntegrationAPICreateGroup(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 
 	t.Run("compat create answers 201 GroupResponse", func(t *testing.T) {
@@ -219,6 +220,7 @@ func TestIntegrationAPICreateGroup(t *testing.T) {
 }
 
 func TestIntegrationAPIProvisioning(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
@@ -325,6 +327,7 @@ func TestIntegrationAPIProvisioning(t *testing.T) {
 }
 
 func TestIntegrationAPIGetListDelete(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "orders", "oc", 4)
 	apiCreate(t, tc, "orders", "empty", 2)
@@ -435,6 +438,7 @@ func TestIntegrationAPIGetListDelete(t *testing.T) {
 }
 
 func TestIntegrationAPIProducerRouting(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "orders", "orders-consumer", 4)
 	r := apiDo(t, tc, "GET", apiGroupPath("orders", "orders-consumer", "producer-routing"), nil).apiWant(t, 200)
@@ -462,6 +466,7 @@ func TestIntegrationAPIProducerRouting(t *testing.T) {
 }
 
 func TestIntegrationAPIScale(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
@@ -661,6 +666,7 @@ func TestIntegrationAPIScale(t *testing.T) {
 }
 
 func TestIntegrationAPIRollback(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
@@ -798,6 +804,7 @@ func apiCheckRejected(t *testing.T, hb apiHB, status string, epoch int64, member
 }
 
 func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "hb", "g", 4)
 	body := func(mut func(m map[string]any)) map[string]any {
@@ -930,6 +937,7 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 // memberEpoch -1, and the leaver's shards stay pending for the other member until
 // its revoke report says REVOKED with nothing in flight.
 func TestIntegrationAPIHeartbeatLeave(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "lv", "g", 4)
 	a := apiBeat(t, tc, "lv", "g", apiHBBody{Member: "A"})
@@ -1096,6 +1104,7 @@ func (m *apiSimMember) adopt(hb apiHB) {
 // must converge to a balanced STABLE group, and no heartbeat may ever grant a shard
 // that another member's last heartbeat still listed.
 func TestIntegrationAPIPythonAndSpringMembers(t *testing.T) {
+	parallel(t)
 	// Each client authenticates as it does by default, with a principal of
 	// its own: Python with the bearer token from /auth/login, Spring with
 	// Basic credentials on every call.
@@ -1250,6 +1259,7 @@ func TestIntegrationAPIPythonAndSpringMembers(t *testing.T) {
 // to the log, neither through its heartbeats nor through the maintenance ticks
 // that run meanwhile: the heartbeats span at least two ticks.
 func TestIntegrationAPISteadyHeartbeatAppendsNothing(t *testing.T) {
+	parallel(t)
 	const tick = 100 * time.Millisecond
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.TickInterval = tick })
 	rdb := apiRedis(t, tc)
@@ -1285,6 +1295,7 @@ func TestIntegrationAPISteadyHeartbeatAppendsNothing(t *testing.T) {
 }
 
 func TestIntegrationAPIMonitoring(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
@@ -1458,6 +1469,7 @@ func TestIntegrationAPIMonitoring(t *testing.T) {
 }
 
 func TestIntegrationAPIMessages(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
@@ -1595,6 +1607,7 @@ func redisIDMillisAPI(id string) (int64, bool) {
 }
 
 func TestIntegrationAPIAuditEventsAndReplay(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "au", "g", 4)
 	apiDo(t, tc, "POST", apiGroupPath("au", "g"), map[string]any{"initialShardCount": 4, "requestedBy": "mallory"}).apiWantError(t, 409, "GROUP_ALREADY_EXISTS")
@@ -1703,6 +1716,7 @@ func TestIntegrationAPIAuditEventsAndReplay(t *testing.T) {
 // TestIntegrationAPIConcurrentCreate: 100 concurrent creates of one group give one
 // 201, 99 × 409 and exactly one group.created event.
 func TestIntegrationAPIConcurrentCreate(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	const n = 100
 	var wg sync.WaitGroup

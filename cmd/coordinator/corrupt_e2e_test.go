@@ -35,6 +35,7 @@ func (b *syncBuffer) String() string {
 // type this build does not know, stops start-up with a message naming the entry
 // id; the coordinator never becomes ready and never skips the entry.
 func TestIntegrationUndecodableLogRefusesStart(t *testing.T) {
+	parallel(t)
 	future, _ := msgpack.Marshal(map[string]any{"type": "group.teleported", "v": 1, "prefix": "p", "group": "g", "time": 1, "payload": []byte{0x80}})
 	cases := []struct {
 		name string

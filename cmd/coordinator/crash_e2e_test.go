@@ -105,6 +105,7 @@ func tryPost(url string, body any) (int, error) {
 // coordinator finishes the work, its state equals a fresh replay of the log, and no
 // shard was ever held by both of its two members.
 func TestIntegrationCrashAtEveryStep(t *testing.T) {
+	parallel(t)
 	cases := []string{
 		"group.created", "member.joined", "resharding.preparing", "resharding.provisioned", "resharding.activated",
 		"resharding.draining", "resharding.drained", "resharding.completed", "resharding.retired", "resharding.rolled_back",

@@ -8,6 +8,7 @@ import (
 
 // TestIntegrationWorkedExample replays the contract's worked example (§3.1) over HTTP.
 func TestIntegrationWorkedExample(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, nil)
 	tc.Do("POST", "/coord/v1/streams/orders/groups/oc", map[string]any{"initialShardCount": 4, "requestedBy": "alice"}).MustStatus(t, 201)

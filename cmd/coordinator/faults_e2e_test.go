@@ -79,6 +79,7 @@ func (p *linkProxy) setCut(cut bool) {
 // unready, refuses decisions with 503 (a joining member is not answered from state
 // that was not persisted), and it recovers by itself when the link returns.
 func TestIntegrationRedisLinkCut(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	proxy := newLinkProxy(t, rs.Addr())
 	tc := startCoordinator(t, rs, func(m *Main) {
@@ -113,6 +114,7 @@ func TestIntegrationRedisLinkCut(t *testing.T) {
 // TestIntegrationRedisRestartMidResharding: Redis (AOF on) restarts during a
 // scale-in with members consuming; the resharding completes and nothing is lost.
 func TestIntegrationRedisRestartMidResharding(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 	tc := startCoordinator(t, rs, fastTimings)
 	ctx := context.Background()

@@ -157,6 +157,7 @@ func gfGroupRows(tb testing.TB, tc *testCoordinator) map[string]map[string]any {
 // TestIntegrationGrafanaRoutes covers options, groups, members, shards and
 // assignments rows on groups in known states, and the READ role.
 func TestIntegrationGrafanaRoutes(t *testing.T) {
+	parallel(t)
 	users := apiUsersFile(t, []map[string]any{
 		{"username": "admin", "password": "password", "roles": []string{"ADMIN"}},
 		{"username": "reader", "password": "r-pw", "roles": []string{"READ"}},
@@ -425,6 +426,7 @@ func gfRate(tb testing.TB, row map[string]any, col string) *float64 {
 // numeric afterwards; consumed follows the group's lag and is null when Redis
 // cannot tell the lag.
 func TestIntegrationGrafanaRates(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	ctx := context.Background()
 	rdb := apiRedis(t, tc)
@@ -510,6 +512,7 @@ func TestIntegrationGrafanaRates(t *testing.T) {
 // TestIntegrationGrafanaMessages pages one shard and all shards merged, with
 // record id cursors, merged cursors, tail cursors and recordId search.
 func TestIntegrationGrafanaMessages(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	ctx := context.Background()
 	rdb := apiRedis(t, tc)

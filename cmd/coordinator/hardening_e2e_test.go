@@ -106,6 +106,7 @@ func TestSecureDefaultFlags(t *testing.T) {
 
 // TestIntegrationEscapeHatchesWarn: the escape hatches work and say so.
 func TestIntegrationEscapeHatchesWarn(t *testing.T) {
+	parallel(t)
 	logs := &apiSyncBuffer{}
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
 		m.Listen = "0.0.0.0:0"
@@ -128,6 +129,7 @@ func TestIntegrationEscapeHatchesWarn(t *testing.T) {
 // TestIntegrationMembersAuthenticateByDefault: a heartbeat without credentials
 // is a 401 that changes nothing.
 func TestIntegrationMembersAuthenticateByDefault(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "orders", "oc", 2)
 	before := apiLogLen(t, tc, apiRedis(t, tc))
@@ -169,6 +171,7 @@ func apiWriteUsers(t *testing.T, path string, users []map[string]any) {
 // changes and on SIGHUP, removing a user revokes its tokens and removing a
 // role takes it away; a broken file keeps the users loaded before.
 func TestIntegrationUsersFileTokens(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	alice := map[string]any{"username": "alice", "password": "a-pw", "roles": []string{"READ", "WRITE"}}
 	bob := map[string]any{"username": "bob", "password": "b-pw", "roles": []string{"ADMIN"}}
@@ -264,6 +267,7 @@ func TestIntegrationUsersFileSIGHUP(t *testing.T) {
 // TestIntegrationRefreshedTokenExpiry: a token bought with a token expires
 // when the first one does.
 func TestIntegrationRefreshedTokenExpiry(t *testing.T) {
+	parallel(t)
 	clock := &apiManualClock{t: time.Now()}
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
 		m.TokenTTL = time.Hour
@@ -291,6 +295,7 @@ func TestIntegrationRefreshedTokenExpiry(t *testing.T) {
 // TestIntegrationLoginThrottle: the 11th failed password for a user is a 429
 // that does not check the password; the bucket refills.
 func TestIntegrationLoginThrottle(t *testing.T) {
+	parallel(t)
 	clock := &apiManualClock{t: time.Now()}
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.clock = clock.Now })
 	for i := 0; i < 10; i++ {
@@ -309,6 +314,7 @@ func TestIntegrationLoginThrottle(t *testing.T) {
 // reads answer 503 without Redis's address or error text; a bad cursor is
 // still a 400, decided before Redis is asked.
 func TestIntegrationRedisErrorsDoNotLeak(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, nil)
 	apiCreate(t, tc, "orders", "oc", 2)
@@ -363,6 +369,7 @@ func TestIntegrationRedisErrorsDoNotLeak(t *testing.T) {
 
 // TestIntegrationHeaderLimit: request headers beyond 32 KiB are a 431.
 func TestIntegrationHeaderLimit(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	for pad, want := range map[int]int{32<<10 - 512: 200, 32 << 10: 431, 64 << 10: 431} {
 		req, _ := http.NewRequest("GET", tc.URL+"/readyz", nil)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,5 +219,21 @@ func consistently(tb testing.TB, d time.Duration, what string, cond func() bool)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// parallel marks a test to run alongside the package's other parallel tests,
+// once every serial test has finished (go test -parallel bounds how many run
+// at once). It is for tests that start their own Redis and coordinator, set
+// no environment variable, signal no process, and hold no wall-clock bound
+// that CPU contention could break (deadlines of several seconds and member
+// leases of two seconds or more are fine). Chaos, HA takeovers, the Redis
+// stall, Docker Compose, the Redis Cluster failover and the hostile member's
+// rebalance windows stay serial. RSC_TEST_SERIAL=1 runs everything serially
+// (to tell a flaky interaction from a flaky test).
+func parallel(t *testing.T) {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("RSC_TEST_SERIAL"))) {
+	case "", "0", "false", "no":
+		t.Parallel()
 	}
 }

@@ -152,6 +152,7 @@ func (m *simMember) statusCounts() map[string]int {
 // belongs to the principal that joined it: anyone else gets 403, leave
 // included, and nothing is released or recorded.
 func TestIntegrationMemberIDBoundToPrincipal(t *testing.T) {
+	parallel(t)
 	users := []map[string]any{
 		{"username": "svc-a", "password": "a-pw", "roles": []string{"MEMBER"}},
 		{"username": "svc-b", "password": "b-pw", "roles": []string{"MEMBER"}},
@@ -212,6 +213,7 @@ func TestIntegrationMemberIDBoundToPrincipal(t *testing.T) {
 // cannot tell an impostor from an anonymous member (README), but a member that
 // joined with credentials stays bound to them.
 func TestIntegrationAnonymousMembersStillBindCredentials(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.AllowAnonymousMembers = true })
 	apiCreate(t, tc, "anon", "g", 2).apiWant(t, 201)
 	if hb := apiHeartbeat(t, tc, apiNoAuth, "anon", "g", "free", apiHBBody{Member: "free"}.toMap()); hb.Status != "OK" {
@@ -229,6 +231,7 @@ func TestIntegrationAnonymousMembersStillBindCredentials(t *testing.T) {
 // now: the limit is accepted, one byte more is a 400 naming the field, and a
 // refused admin command's record keeps at most the limit.
 func TestIntegrationBoundedInputs(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	apiCreate(t, tc, "bounded", "g", 4).apiWant(t, 201)
@@ -316,6 +319,7 @@ func lastEntryBytes(t *testing.T, tc *testCoordinator) int {
 // hold keep the contract's outcome (the member is fenced) and nothing of the
 // report is stored; progress reports name the shard's real stream key.
 func TestIntegrationClaimsOutsideAuthorityAreNotStored(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "claims", "g", 4).apiWant(t, 201)
 	epoch, mv, owned := apiJoinSteady(t, tc, "claims", "g", "a")
@@ -353,6 +357,7 @@ func TestIntegrationClaimsOutsideAuthorityAreNotStored(t *testing.T) {
 // than a crash (15 s lease). The contract (§3.2) releases them at once; only
 // shards reported as DRAINING stay blocked until REVOKED.
 func TestIntegrationGracefulLeaveReleasesAtOnce(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "leave", "g", 4).apiWant(t, 201)
 	ea, mva, _ := apiJoinSteady(t, tc, "leave", "g", "a")
@@ -423,6 +428,7 @@ func containsIntE2E(s []int, v int) bool {
 // records: the limit joins, one more is 409 GROUP_MAX_SIZE_REACHED, and a
 // record that only remains for monitoring (a member that left) makes room.
 func TestIntegrationMemberCap(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MaxMembersPerGroup = 3 })
 	apiCreate(t, tc, "cap", "g", 4).apiWant(t, 201)
 	for _, id := range []string{"m1", "m2", "m3"} {
@@ -453,6 +459,7 @@ func TestIntegrationMemberCap(t *testing.T) {
 // mistake) is repaired by the next check, with an event and a metric; a
 // retired stream stays deleted.
 func TestIntegrationSelfHealingShards(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
 		m.ShardCheckInterval = 200 * time.Millisecond
 		m.TickInterval = 100 * time.Millisecond
@@ -521,6 +528,7 @@ func grepLines(s, sub string) string {
 // changed now: bytes per join stay flat as the group grows, and a round of
 // heartbeats after a join records only the members whose grants changed.
 func TestIntegrationJoinLogGrowthFlat(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("1,000 joins")
 	}

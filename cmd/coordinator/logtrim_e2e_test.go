@@ -20,6 +20,7 @@ import (
 // resharding history, and a restart from the trimmed log serves the same state,
 // the same audit history and the same stateHistory, and goes on appending.
 func TestIntegrationTrimLog(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	stream := fmt.Sprintf("coordinator:events:trim:%d", time.Now().UnixNano())
 	opts := func(m *Main) {

@@ -76,6 +76,7 @@ func routedCount(t *testing.T, tc *testCoordinator, prefix, group string) int {
 }
 
 func TestIntegrationScaleOutConverges(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	createGroup(t, tc, "so", "g", 4)
@@ -112,6 +113,7 @@ func TestIntegrationScaleOutConverges(t *testing.T) {
 // consumed by their owners (the shards stay assigned while draining), then the
 // shards are revoked, the resharding completes and the streams are deleted.
 func TestIntegrationScaleInDrainsThenRetires(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	ctx := context.Background()
@@ -154,6 +156,7 @@ func TestIntegrationScaleInDrainsThenRetires(t *testing.T) {
 // TestIntegrationDrainBlockedByUnknownLagAndForeignGroup: lag=null and a foreign
 // consumer group's pending entries each keep a scale-in DRAINING.
 func TestIntegrationDrainBlockedByUnknownLagAndForeignGroup(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	ctx := context.Background()
@@ -199,6 +202,7 @@ func TestIntegrationDrainBlockedByUnknownLagAndForeignGroup(t *testing.T) {
 // TestIntegrationScaleInAllMembersExpired: with every member gone, the revoke wait
 // is skipped and Redis alone decides; scale to 0 empties routing.
 func TestIntegrationScaleInAllMembersExpired(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	createGroup(t, tc, "ex", "g", 3)
@@ -221,6 +225,7 @@ func TestIntegrationScaleInAllMembersExpired(t *testing.T) {
 // TestIntegrationRollbacks: metadata rollback of an unused scale-out; refusal once
 // a new shard has an entry, and the drain policy; scale-in rollback.
 func TestIntegrationRollbacks(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	ctx := context.Background()
@@ -272,6 +277,7 @@ func TestIntegrationRollbacks(t *testing.T) {
 // rollback wrote to shards 4 and 5 after it; the retirement then waited forever
 // and the entries were never read.)
 func TestIntegrationStaleWritesAfterTheEndAreRead(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	ctx := context.Background()

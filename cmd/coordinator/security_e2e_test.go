@@ -212,6 +212,7 @@ var apiRoleUsers = []map[string]any{
 // First every refused request, then a check that they changed nothing, then
 // the users of each role.
 func TestIntegrationAuthEveryRoute(t *testing.T) {
+	parallel(t)
 	clock := &apiManualClock{t: time.Now()}
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
 		m.UsersFile = apiUsersFile(t, apiRoleUsers)
@@ -390,6 +391,7 @@ func apiUsersFile(t *testing.T, users []map[string]any) string {
 }
 
 func TestIntegrationAuthRoles(t *testing.T) {
+	parallel(t)
 	users := apiUsersFile(t, []map[string]any{
 		{"username": "reader", "password": "r-pw", "roles": []string{"READ"}},
 		{"username": "monitor", "password": "mo-pw", "roles": []string{"MONITOR"}},
@@ -471,6 +473,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 }
 
 func TestIntegrationAuthLoginAndTokens(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	before := time.Now()
 	l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "admin", "password": "password"}, nil).apiWant(t, 200)
@@ -553,6 +556,7 @@ func TestIntegrationAuthLoginAndTokens(t *testing.T) {
 // derived from it) never appear in the coordinator's log output, even at debug
 // level, nor in the event log.
 func TestIntegrationSecretsStayOutOfLogs(t *testing.T) {
+	parallel(t)
 	const secret = "Zx9-unique-admin-S3cret"
 	logs := &apiSyncBuffer{}
 	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
@@ -625,6 +629,7 @@ func toStringAPI(v any) string {
 // (whatever the handler then thinks of it, it is not a 413), one byte more is
 // refused with 413 and an error body, and neither changes anything.
 func TestIntegrationBodyLimit(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "orders", "oc", 2)
 	// bodyOf is a JSON object of exactly n bytes (a reason far over any limit
@@ -699,6 +704,7 @@ func TestIntegrationRateLimit(t *testing.T) {
 
 // TestIntegrationPathInjection: path parameters cannot inject Redis keys or patterns.
 func TestIntegrationPathInjection(t *testing.T) {
+	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	rdb := apiRedis(t, tc)
 	apiCreate(t, tc, "orders", "oc", 2)

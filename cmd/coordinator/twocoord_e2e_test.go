@@ -20,6 +20,7 @@ import (
 // after every event of the log), both end with the same state, equal to a fresh
 // fold, and no shard is ever owned twice.
 func TestIntegrationTwoCoordinatorsOneLog(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	stream := fmt.Sprintf("coordinator:events:two:%d", time.Now().UnixNano())
 	same := func(m *Main) { fastTimings(m); m.LogStream = stream; m.MemberLease = 10 * time.Second }
