@@ -57,7 +57,7 @@ func TestIntegrationAPICreateGroup(t *testing.T) {
 
 	t.Run("stream-level create answers 201 StreamCreateResponse", func(t *testing.T) {
 		r := apiDo(t, tc, "POST", "/coord/v1/streams/payments", map[string]any{"initialShardCount": 3, "requestedBy": "alice"}).apiWant(t, 201)
-		apiJSONEqual(t, r.Body, `{"streamPrefix":"payments","shardCount":3,"metadataVersion":1}`)
+		apiJSONEqual(t, r.Body, `{"streamPrefix":"payments","shardCount":3,"metadataVersion":1,"ordering":"NONE"}`)
 		g := apiGroup(t, tc, "payments", "payments")
 		if g["consumerGroup"] != "payments" || g["shardCount"] != 3.0 {
 			t.Fatalf("stream-level create must create the group named after the prefix: %v", g)
@@ -446,11 +446,12 @@ func TestIntegrationAPIProducerRouting(t *testing.T) {
 		"streamPrefix": "orders", "consumerGroup": "orders-consumer", "metadataVersion": 1, "shardCount": 4,
 		"streamKeyPattern": "orders:{shardIndex}",
 		"shards": [
-			{"shardIndex": 0, "streamKey": "orders:0", "redisSlot": 8578},
-			{"shardIndex": 1, "streamKey": "orders:1", "redisSlot": 12707},
-			{"shardIndex": 2, "streamKey": "orders:2", "redisSlot": 448},
-			{"shardIndex": 3, "streamKey": "orders:3", "redisSlot": 4577}
-		]}`)
+			{"shardIndex": 0, "streamKey": "orders:0", "redisSlot": 8578, "fenceKey": "{orders:0}:fence"},
+			{"shardIndex": 1, "streamKey": "orders:1", "redisSlot": 12707, "fenceKey": "{orders:1}:fence"},
+			{"shardIndex": 2, "streamKey": "orders:2", "redisSlot": 448, "fenceKey": "{orders:2}:fence"},
+			{"shardIndex": 3, "streamKey": "orders:3", "redisSlot": 4577, "fenceKey": "{orders:3}:fence"}
+		],
+		"ordering": "NONE"}`)
 	apiDo(t, tc, "GET", apiGroupPath("orders", "nope", "producer-routing"), nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
 	if r := apiSend(t, tc, apiNoAuth, "GET", apiGroupPath("orders", "orders-consumer", "producer-routing"), nil, nil); r.Status != 401 {
 		t.Fatalf("producer routing without credentials: HTTP %d, want 401 (needs READ)", r.Status)
