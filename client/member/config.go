@@ -42,8 +42,10 @@ var (
 )
 
 // Handler processes one message. A nil error acks it; an error leaves it
-// pending, to be retried after Config.RetryBackoff. The context is cancelled
-// only when a shutdown outlasts Config.ShutdownTimeout.
+// pending, to be retried after Config.RetryBackoff (in a group with ordering
+// KEY, in place: no later entry of its shard is handed over before it is
+// handled or dead-lettered). The context is cancelled only when a shutdown
+// outlasts Config.ShutdownTimeout.
 type Handler func(ctx context.Context, msg Message) error
 
 // Message is one stream entry delivered to a member.
@@ -115,7 +117,10 @@ type Config struct {
 	// entry at once, whatever its idle time.
 	ClaimMinIdle time.Duration
 	// RetryBackoff is how long a failed message stays pending before it is
-	// delivered again (default DefaultRetryBackoff).
+	// delivered again (default DefaultRetryBackoff). In a group with ordering
+	// KEY the failed message blocks its shard meanwhile: it is claimed again
+	// (XCLAIM) and retried after RetryBackoff, over and over, before any later
+	// entry of the shard; in other groups the shard moves on.
 	RetryBackoff time.Duration
 	// MaxDeliveries, with DeadLetter set, bounds the deliveries of a failing
 	// message: when the handler fails on delivery MaxDeliveries, DeadLetter is

@@ -39,12 +39,18 @@
 //   - on taking a shard, it claims every pending entry at once, whatever
 //     ClaimMinIdle, and handles them in id order before reading new ones, so
 //     entries held back by a previous owner (released, stopped or crashed)
-//     keep their place.
+//     keep their place;
+//   - a failed entry blocks its shard: it stays pending and is retried in
+//     place (claimed again with XCLAIM, so Redis counts the delivery) every
+//     RetryBackoff until the handler accepts it or, after MaxDeliveries, the
+//     dead-letter hook takes it; no later entry of the shard is handed over
+//     meanwhile. A revoke or a shutdown during the retries leaves it and the
+//     entries after it pending, for the next owner to claim in order.
 //
-// A shard's entries are handled one at a time, in id order; a failed one is
-// retried after RetryBackoff, possibly after later entries (the handler
-// decides what a failure means for order). The _rsc_rv field is removed from
-// the values handed to the handler, whatever the ordering.
+// A shard's entries are handled one at a time, in id order. Outside ordered
+// groups a failed one is retried after RetryBackoff, possibly after later
+// entries. The _rsc_rv field is removed from the values handed to the
+// handler, whatever the ordering.
 //
 // A member learns everything through heartbeats: it never submits a shard
 // count, never creates or changes group metadata (the coordinator provisions

@@ -223,19 +223,21 @@ func (r *reader) deliveries(ctx context.Context, msgs []redis.XMessage) map[stri
 }
 
 // process handles a batch in order and acks the entries the handler accepted
-// (or the dead-letter hook took). Failed entries stay pending. An entry the
-// gate holds back (and every entry after it) waits, after the entries before
-// it were acked; process reports false when the reader was stopped while
-// waiting: the held entries stay pending, for this shard's next reader.
+// (or the dead-letter hook took). Failed entries stay pending (in an ordered
+// group they are retried in place first, see settle). An entry the gate holds
+// back (and every entry after it) waits, after the entries before it were
+// acked; process reports false when the reader was stopped while waiting or
+// retrying: the entries from there on stay pending, for this shard's next
+// reader.
 func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries map[string]int64) bool {
 	if len(msgs) == 0 {
 		return true
 	}
-	cfg := &r.rt.cfg
 	r.inFlight.Store(int64(len(msgs)))
 	r.rt.stats.delivered.Add(int64(len(msgs)))
 	acks := make([]string, 0, len(msgs))
 	completed := true
+entries:
 	for i, xm := range msgs {
 		if xm.Values == nil {
 			acks = append(acks, xm.ID) // trimmed away while pending: nothing to handle
@@ -258,29 +260,21 @@ func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries 
 			d = v + 1
 		}
 		msg := Message{MemberID: r.m.id, StreamKey: r.key, ShardIndex: r.index, ID: xm.ID, Values: xm.Values, Deliveries: d}
-		err := r.call(ctx, msg)
-		if err == nil {
-			r.rt.stats.handled.Add(1)
+		switch out, last := r.settle(ctx, msg, &acks); out {
+		case settledAck:
 			acks = append(acks, xm.ID)
 			r.forget(xm.ID)
-			continue
-		}
-		r.rt.stats.failed.Add(1)
-		if cfg.MaxDeliveries > 0 && d >= cfg.MaxDeliveries && cfg.DeadLetter != nil {
-			dlErr := r.deadLetter(ctx, msg, err)
-			if dlErr == nil {
-				r.rt.stats.deadLettered.Add(1)
-				acks = append(acks, xm.ID)
-				r.forget(xm.ID)
-				continue
+		case settledGone:
+			r.forget(xm.ID)
+		case settledPending:
+			if _, ok := r.failed[xm.ID]; !ok {
+				r.failedCount.Add(1)
 			}
-			r.m.log.Warn("dead-letter hook failed; the message stays pending", "stream", r.key, "id", xm.ID, "err", dlErr)
+			r.failed[xm.ID] = last
+		case settledStopped:
+			completed = false
+			break entries
 		}
-		if _, ok := r.failed[xm.ID]; !ok {
-			r.failedCount.Add(1)
-		}
-		r.failed[xm.ID] = d
-		r.m.log.Debug("handler failed; the message stays pending", "stream", r.key, "id", xm.ID, "deliveries", d, "err", err)
 	}
 	r.ack(ctx, acks)
 	// Entries come in stream order, from XREADGROUP and XAUTOCLAIM alike.
@@ -293,6 +287,107 @@ func (r *reader) process(ctx context.Context, msgs []redis.XMessage, deliveries 
 	r.mu.Unlock()
 	r.inFlight.Store(0)
 	return completed
+}
+
+// settled is what became of one entry handed to the handler.
+type settled int
+
+const (
+	// settledAck: handled, or taken by the dead-letter hook: ack it.
+	settledAck settled = iota
+	// settledPending: failed; it stays pending, for a later delivery.
+	settledPending
+	// settledGone: no longer pending for this consumer while it was retried
+	// in place (acked or claimed elsewhere, or deleted): nothing to ack.
+	settledGone
+	// settledStopped: the reader was stopped (or the runtime ended) while it
+	// retried the entry in place; it stays pending, and so do the ones after it.
+	settledStopped
+)
+
+// settle runs the handler on msg and decides its fate; it also returns the
+// deliveries of the last attempt. A failure on the MaxDeliveries-th delivery
+// goes to the dead-letter hook when there is one. Otherwise a failed entry
+// stays pending and the shard moves on (it is retried after RetryBackoff,
+// possibly after later entries), except in a group with ordering KEY: there a
+// failed entry blocks its shard. It is retried in place every RetryBackoff,
+// each time claimed again with XCLAIM (Redis counts the delivery, and the
+// entry's fields are read afresh), until it is handled or dead-lettered,
+// before any later entry of the shard is handed over. The entries handled
+// before it are acked while it waits.
+func (r *reader) settle(ctx context.Context, msg Message, acks *[]string) (settled, int64) {
+	cfg := &r.rt.cfg
+	for {
+		err := r.call(ctx, msg)
+		if err == nil {
+			r.rt.stats.handled.Add(1)
+			return settledAck, msg.Deliveries
+		}
+		r.rt.stats.failed.Add(1)
+		if cfg.MaxDeliveries > 0 && msg.Deliveries >= cfg.MaxDeliveries && cfg.DeadLetter != nil {
+			dlErr := r.deadLetter(ctx, msg, err)
+			if dlErr == nil {
+				r.rt.stats.deadLettered.Add(1)
+				return settledAck, msg.Deliveries
+			}
+			r.m.log.Warn("dead-letter hook failed; the message stays pending", "stream", r.key, "id", msg.ID, "err", dlErr)
+		}
+		if !r.m.gate.load().ordered {
+			r.m.log.Debug("handler failed; the message stays pending", "stream", r.key, "id", msg.ID, "deliveries", msg.Deliveries, "err", err)
+			return settledPending, msg.Deliveries
+		}
+		r.m.log.Info("handler failed in an ordered group; retrying the entry in place before any later entry of the shard",
+			"stream", r.key, "id", msg.ID, "deliveries", msg.Deliveries, "retryIn", cfg.RetryBackoff, "err", err)
+		*acks = r.ack(ctx, *acks)
+		next, out := r.reclaim(ctx, msg)
+		if next == nil {
+			return out, msg.Deliveries
+		}
+		msg = *next
+	}
+}
+
+// reclaim waits RetryBackoff and claims msg again for this consumer (XCLAIM
+// with min-idle 0), for another attempt; it waits longer while the member's
+// lease is lapsed, and retries a failed XCLAIM after another RetryBackoff. It
+// returns the entry as claimed, or nil and what became of it: stopped, or gone
+// (no longer pending here, or its stream or group is gone).
+func (r *reader) reclaim(ctx context.Context, msg Message) (*Message, settled) {
+	cfg := &r.rt.cfg
+	for {
+		if r.sleep(cfg.RetryBackoff) || ctx.Err() != nil {
+			return nil, settledStopped
+		}
+		for !r.m.leaseValid() {
+			// Another member may own the shard by now: touch nothing.
+			if r.sleep(20*time.Millisecond) || ctx.Err() != nil {
+				return nil, settledStopped
+			}
+		}
+		got, err := cfg.Redis.XClaim(ctx, &redis.XClaimArgs{
+			Stream: r.key, Group: cfg.ConsumerGroup, Consumer: r.m.id, MinIdle: 0, Messages: []string{msg.ID},
+		}).Result()
+		switch {
+		case err != nil && isNoGroup(err):
+			return nil, settledGone
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, settledStopped
+			}
+			r.m.log.Warn("XCLAIM of a failed entry failed; trying again", "stream", r.key, "id", msg.ID, "err", err)
+			continue
+		case len(got) == 0 || got[0].ID != msg.ID:
+			r.m.log.Warn("a failed entry is no longer pending for this member; moving on", "stream", r.key, "id", msg.ID)
+			return nil, settledGone
+		case got[0].Values == nil:
+			// Deleted from the stream while pending: nothing to handle.
+			return nil, settledAck
+		}
+		takeFenceField(got[0].Values)
+		msg.Values = got[0].Values
+		msg.Deliveries++
+		return &msg, settledAck
+	}
 }
 
 // ack acks ids (the handled entries of a batch, in order) and returns what
