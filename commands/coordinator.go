@@ -32,6 +32,12 @@ type Config struct {
 	// barriers of ordered groups that wait (100ms; only groups with a
 	// waiting barrier are read; ordering.go).
 	BarrierCheckInterval time.Duration
+	// AutoscaleInterval is how often the leader samples the shards of
+	// autoscaled groups and evaluates their policies (TickInterval).
+	AutoscaleInterval time.Duration
+	// AfterEvaluate, if set, is called with every autoscaling evaluation
+	// (metrics).
+	AfterEvaluate func(k projection.GroupKey, v Verdict, outcome string)
 	// DisableProvisioning turns off stream and consumer-group creation (on by default).
 	DisableProvisioning bool
 	// KeepRetiredStreams keeps removed shard streams after a resharding finishes
@@ -90,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShardCheckInterval == 0 {
 		c.ShardCheckInterval = 10 * time.Second
+	}
+	if c.AutoscaleInterval <= 0 {
+		c.AutoscaleInterval = c.TickInterval
 	}
 	if c.BarrierCheckInterval <= 0 {
 		c.BarrierCheckInterval = 100 * time.Millisecond
@@ -192,7 +201,7 @@ func (c *Coordinator) Conflicts() int64 { return c.dec.conflicts.Load() }
 // Run starts the writer, the maintenance ticker, the reconciler, the shard
 // check and the log follower. It returns at once; Close stops them.
 func (c *Coordinator) Run() {
-	c.wg.Add(6)
+	c.wg.Add(7)
 	c.writerWG.Add(1)
 	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.dec.run() }()
 	// The leader's loops. Maintenance and the reconciler run apart, so a slow
@@ -202,6 +211,7 @@ func (c *Coordinator) Run() {
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.TickInterval, c.rec.pass) }()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.ShardCheckInterval, c.repairShards) }()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.BarrierCheckInterval, c.rec.proveBarriers) }()
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.AutoscaleInterval, c.rec.autoscale) }()
 	go func() { defer c.wg.Done(); c.rep.follow() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free

@@ -18,6 +18,10 @@ type ScaleInput struct {
 	TargetShardCount *int
 	RequestedBy      string
 	Reason           string
+	// Decided is the autoscaler's decision behind the request (nil for an
+	// operator's): recorded with the resharding it starts, which must start
+	// from its From count while the policy is on.
+	Decided *events.AutoscalingDecided
 }
 
 func (c *Coordinator) validateScale(in ScaleInput) error {
@@ -55,6 +59,11 @@ func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.
 			}
 			if err := t.checkScalable(k, *in.TargetShardCount, false); err != nil {
 				return nil, err
+			}
+			if d := in.Decided; d != nil {
+				if g := t.group(k); !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
+					return nil, withMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
+				}
 			}
 			return t.prepare(k, in), nil
 		})
@@ -224,6 +233,11 @@ func (t *tx) prepare(k projection.GroupKey, in ScaleInput) string {
 	}
 	id := "reshard-" + newUUID()
 	t.emit(k, &events.ReshardingPreparing{ReshardingID: id, FromShardCount: g.ShardCount, ToShardCount: *in.TargetShardCount, RequestedBy: in.RequestedBy, Reason: in.Reason})
+	if in.Decided != nil {
+		d := *in.Decided
+		d.ReshardingID = id
+		t.emitAs(AutoscalerActor, k, &d)
+	}
 	return id
 }
 

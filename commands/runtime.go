@@ -57,6 +57,10 @@ type groupRuntime struct {
 	// barriers is the latest read of the shards the group's barriers wait
 	// on, per "<stream key> <cutover id>" (ordering.go).
 	barriers map[string]*barrierRuntime
+	// load holds the autoscaler's samples, oldest first, and its latest
+	// evaluation (autoscale.go).
+	load       []loadSample
+	evaluation *Evaluation
 }
 
 // barrierRuntime is what the reconciler last read of one source shard of a
@@ -431,6 +435,63 @@ func (r *runtimeState) unfencedReported(k projection.GroupKey, done []unfencedCo
 			b.reported = at
 		}
 	}
+}
+
+// addLoadSample keeps one read of a group's shards (or notes that Redis
+// could not be read) and returns the load over window. Samples older than
+// needed for one window are dropped.
+func (r *runtimeState) addLoadSample(k projection.GroupKey, at time.Time, samples []events.ShardSample, readErr error, window time.Duration) Load {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(k)
+	if readErr != nil {
+		l := loadOver(g.load, window)
+		l.Unreadable = "Redis could not be read: " + readErr.Error()
+		return l
+	}
+	s := loadSample{at: at, shards: make(map[int]events.ShardSample, len(samples))}
+	for _, x := range samples {
+		s.shards[x.ShardIndex] = x
+	}
+	g.load = append(g.load, s)
+	// Keep the newest sample at least a window old and everything after it.
+	keep := 0
+	for i, x := range g.load {
+		if at.Sub(x.at) >= window {
+			keep = i
+		}
+	}
+	if keep > 0 {
+		g.load = append(g.load[:0:0], g.load[keep:]...)
+	}
+	return loadOver(g.load, window)
+}
+
+// dropLoad forgets a group's autoscaling samples (autoscaling off).
+func (r *runtimeState) dropLoad(k projection.GroupKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil {
+		g.load, g.evaluation = nil, nil
+	}
+}
+
+// setEvaluation keeps the autoscaler's latest evaluation of a group.
+func (r *runtimeState) setEvaluation(k projection.GroupKey, e Evaluation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.group(k).evaluation = &e
+}
+
+// LastEvaluation is the autoscaler's latest evaluation of a group (false
+// when none since this process leads).
+func (c *Coordinator) LastEvaluation(k projection.GroupKey) (Evaluation, bool) {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	if g := c.rt.groups[k]; g != nil && g.evaluation != nil {
+		return *g.evaluation, true
+	}
+	return Evaluation{}, false
 }
 
 // BarrierRead is the latest read of one source shard of a barrier.

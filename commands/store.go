@@ -37,6 +37,9 @@ type ShardStore interface {
 	// BarrierEvidence reads whether group read and acknowledged each source
 	// shard up to its cutover, and scans for unfenced entries after it.
 	BarrierEvidence(ctx context.Context, group string, sources []events.BarrierSource) ([]events.BarrierRead, error)
+	// Load reads the autoscaler's evidence of group's shards: entries-added,
+	// lag and the age of the oldest unread entry (autoscale.go).
+	Load(ctx context.Context, prefix, group string, shards []int) ([]events.ShardSample, error)
 }
 
 // SnapshotStore keeps the newest few projection snapshots next to the log, each

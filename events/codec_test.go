@@ -92,6 +92,15 @@ func sampleEvents() map[string]events.Event {
 			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "1700000000000-3", Exists: true, Pending: 2},
 			{ShardIndex: 1, StreamKey: "orders:1", CutoverID: "0-0", LastDelivered: "", Exists: false},
 		}},
+		"autoscaling.configured": &events.AutoscalingConfigured{
+			Enabled: true, MinShards: 2, MaxShards: 32, TargetRate: 1000.5, MaxLagSeconds: 30, ScaleOutCooldown: 60, ScaleInCooldown: 300,
+			EvaluationWindow: 60, MaxStepFactor: 2, DryRun: true, RequestedBy: "alice", Reason: "on demand",
+		},
+		"autoscaling.disabled": &events.AutoscalingDisabled{RequestedBy: "alice", Reason: "manual again"},
+		"autoscaling.decided": &events.AutoscalingDecided{
+			From: 2, To: 4, Direction: "OUT", DryRun: true, ReshardingID: "rsh-9", Reason: "8000 entries/s over 60s", Window: 60.25, Rate: 8000.5,
+			Shards: []events.ShardLoad{{ShardIndex: 1, Rate: 4000.25, Lag: 12, LagSeconds: 0.5}},
+		},
 		"resharding.unfenced_writes": &events.UnfencedWrites{ReshardingID: "rsh-1", Fence: 11, Shards: []events.ShardWrites{
 			{ShardIndex: 2, StreamKey: "orders:2", Count: 3, FirstID: "1700000000001-0"},
 		}},

@@ -392,6 +392,7 @@ func TestEveryTypeDecodesFast(t *testing.T) {
 		"CutoverBarrier": &samples["resharding.cutover"].(*events.ReshardingCutover).Barriers[0],
 		"BarrierProof":   &samples["resharding.barrier_released"].(*events.BarrierReleased).Evidence[0],
 		"ShardWrites":    &samples["resharding.unfenced_writes"].(*events.UnfencedWrites).Shards[0],
+		"ShardLoad":      &samples["autoscaling.decided"].(*events.AutoscalingDecided).Shards[0],
 	}
 	for _, name := range registeredTypes() {
 		if !events.HasFastDecoder(name) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // reader is a cursor over msgpack bytes, for the hand-written decoders of the
@@ -165,6 +166,26 @@ func (r *reader) int64() (int64, error) {
 func (r *reader) int() (int, error) {
 	n, err := r.int64()
 	return int(n), err
+}
+
+// float64 reads a float32 or float64, or an integer of any width (as msgpack's
+// own decoder does); nil is 0.
+func (r *reader) float64() (float64, error) {
+	switch r.peek() {
+	case mpFloat32:
+		_, _ = r.readByte()
+		n, err := r.uint32()
+		return float64(math.Float32frombits(uint32(n))), err
+	case mpFloat64:
+		_, _ = r.readByte()
+		n, err := r.uint64()
+		return math.Float64frombits(n), err
+	}
+	n, err := r.int64()
+	if err != nil {
+		return 0, err
+	}
+	return float64(n), nil
 }
 
 // bool reads true or false; nil is false.

@@ -22,6 +22,8 @@ type Decider interface {
 	Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, reshardingID string, in commands.RollbackInput) (projection.ReshardingView, error)
 	DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.DeleteGroupInput) (projection.GroupView, error)
 	SetOrdering(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.OrderingInput) (projection.GroupView, error)
+	SetAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.AutoscalingInput) (*projection.Autoscaling, error)
+	DisableAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error)
 	Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error)
 }
 
@@ -51,6 +53,8 @@ type Runtime interface {
 	RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo
 	// BarrierReads is the latest read of the shards waiting barriers wait on.
 	BarrierReads(k projection.GroupKey) map[string]commands.BarrierRead
+	// LastEvaluation is the autoscaler's latest evaluation of a group.
+	LastEvaluation(k projection.GroupKey) (commands.Evaluation, bool)
 }
 
 // Leadership is this replica's place among --ha replicas.

@@ -813,6 +813,10 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		}
 	}
 
+	call("PUT", gp+"/autoscaling", g+"/autoscaling", `{"minShards":2,"maxShards":16,"targetEntriesPerSecondPerShard":500,"maxLagSecondsPerShard":30,"dryRun":true,"requestedBy":"alice"}`)
+	call("PUT", gp+"/autoscaling", g+"/autoscaling", `{"minShards":0,"maxShards":16,"targetEntriesPerSecondPerShard":500,"requestedBy":"alice"}`) // 400
+	call("GET", gp+"/autoscaling", g+"/autoscaling", "")
+	call("DELETE", gp+"/autoscaling", g+"/autoscaling", "")
 	call("PUT", gp+"/ordering", g+"/ordering", `{"ordering":"KEY","requestedBy":"alice","reason":"per-key order"}`)
 	call("PUT", gp+"/ordering", g+"/ordering", `{"ordering":"FIFO","requestedBy":"alice"}`) // 400
 	mig := call("POST", gp+"/scale", g+"/scale", `{"targetShardCount":6,"requestedBy":"alice","reason":"more"}`)

@@ -88,6 +88,7 @@ func NewServer(cfg Config, c Coordinator, streams StreamReader) *Server {
 	s.registerHealthRoutes()
 	s.registerAuthRoutes()
 	s.registerGroupRoutes()
+	s.registerAutoscalingRoutes()
 	s.registerMemberRoutes()
 	s.registerMonitoringRoutes()
 	s.registerAuditRoutes()

@@ -49,6 +49,15 @@ var (
 	descBarrierAge = prometheus.NewDesc("rsc_group_barrier_wait_seconds",
 		"Seconds the oldest waiting barrier of an ordered group has waited (0 when none): how long members hold entries back.", groupLabels, nil)
 
+	descAutoscaling = prometheus.NewDesc("rsc_autoscaling_enabled",
+		"1 while the autoscaler manages the group's shard count (a dry-run policy included), else 0.", groupLabels, nil)
+	descAutoscaleMin = prometheus.NewDesc("rsc_autoscaling_min_shards",
+		"The autoscaling policy's minShards (absent without a policy).", groupLabels, nil)
+	descAutoscaleMax = prometheus.NewDesc("rsc_autoscaling_max_shards",
+		"The autoscaling policy's maxShards (absent without a policy).", groupLabels, nil)
+	descAutoscaleRec = prometheus.NewDesc("rsc_autoscaling_recommended_shards",
+		"The shard count the autoscaler's latest evaluation recommends (absent before the first since this process leads).", groupLabels, nil)
+
 	descCorrection = prometheus.NewDesc("rsc_group_metadata_correction_open",
 		"1 while a metadata-correction round is open: a member reported a metadata version newer than the coordinator's (alert on it), else 0.", groupLabels, nil)
 
@@ -76,7 +85,7 @@ func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descReady, descLeader, descConflicts, descLogLength, descLogLastID, descApplyLag,
 		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
-		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descCorrection, descShardLag, descShardPending,
+		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descAutoscaling, descAutoscaleMin, descAutoscaleMax, descAutoscaleRec, descCorrection, descShardLag, descShardPending,
 	} {
 		ch <- d
 	}
@@ -124,6 +133,14 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descBarriers, float64(len(g.ShardBarriers())))
 		gauge(descBarrierAge, oldest)
+		gauge(descAutoscaling, boolValue(g.AutoscalingEnabled()))
+		if a := g.Autoscaling; a != nil {
+			gauge(descAutoscaleMin, float64(a.Policy.MinShards))
+			gauge(descAutoscaleMax, float64(a.Policy.MaxShards))
+			if ev, ok := c.LastEvaluation(g.Key); ok && a.Policy.Enabled {
+				gauge(descAutoscaleRec, float64(ev.Verdict.Recommended))
+			}
+		}
 		gauge(descCorrection, boolValue(c.CorrectionOpen(g.Key)))
 
 		for _, o := range r.shards[g.Key] {

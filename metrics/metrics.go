@@ -14,6 +14,7 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
 )
 
 // Path is the route of the exposition endpoint.
@@ -46,6 +47,7 @@ type Metrics struct {
 	eventsAppended *prometheus.CounterVec
 	shardsRepaired *prometheus.CounterVec
 	unfenced       *prometheus.CounterVec
+	autoscale      *prometheus.CounterVec
 	refreshErrors  *prometheus.CounterVec
 
 	mu      sync.Mutex
@@ -93,11 +95,15 @@ func New(cfg Config) *Metrics {
 		Name: "rsc_unfenced_writes_total",
 		Help: "Entries found on a fenced shard of an ordered group after its cutover that no fence check let in (a producer that does not fence its publishes; the per-key order guarantee does not cover them): resharding.unfenced_writes events this process appended.",
 	}, groupLabels)
+	m.autoscale = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rsc_autoscaling_decisions_total",
+		Help: "Shard-count changes the autoscaler decided, by direction (OUT, IN) and outcome (applied: a resharding was requested; dry_run: recorded only; refused: the resharding could not start).",
+	}, []string{"stream_prefix", "consumer_group", "direction", "outcome"})
 	m.refreshErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rsc_metrics_refresh_errors_total",
 		Help: "Failed reads of the periodic metrics refresh, by source (log, shards); the affected gauges are dropped until a read succeeds.",
 	}, []string{"source"})
-	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.heartbeats, m.eventsAppended, m.shardsRepaired, m.unfenced, m.refreshErrors,
+	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.heartbeats, m.eventsAppended, m.shardsRepaired, m.unfenced, m.autoscale, m.refreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -145,6 +151,14 @@ func (m *Metrics) AfterAppend(rec events.Record) {
 			n += w.Count
 		}
 		m.unfenced.WithLabelValues(rec.StreamPrefix, rec.ConsumerGroup).Add(float64(n))
+	}
+}
+
+// AfterEvaluate is commands' Config.AfterEvaluate: it counts the changes the
+// autoscaler decided (holds are not counted).
+func (m *Metrics) AfterEvaluate(k projection.GroupKey, v commands.Verdict, outcome string) {
+	if v.Change {
+		m.autoscale.WithLabelValues(k.StreamPrefix, k.ConsumerGroup, v.Direction, outcome).Inc()
 	}
 }
 

@@ -228,6 +228,35 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		}
 		g.Barriers = kept
 		stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("barrier released on shards %v", ev.Shards), rec)
+	case *events.AutoscalingConfigured:
+		a := Autoscaling{}
+		if g.Autoscaling != nil {
+			a = *g.Autoscaling
+		}
+		a.Policy, a.ConfiguredAt = *ev, rec.Time
+		g.Autoscaling = &a
+	case *events.AutoscalingDisabled:
+		if g.Autoscaling != nil {
+			a := *g.Autoscaling
+			a.Policy.Enabled = false
+			a.Policy.RequestedBy, a.Policy.Reason = ev.RequestedBy, ev.Reason
+			a.ConfiguredAt = rec.Time
+			g.Autoscaling = &a
+		}
+	case *events.AutoscalingDecided:
+		a := Autoscaling{}
+		if g.Autoscaling != nil {
+			a = *g.Autoscaling
+		}
+		a.LastDecision = &AutoscaleDecision{At: rec.Time, EventID: rec.ID, Decided: *ev}
+		if !ev.DryRun {
+			if ev.Direction == events.ScaleIn {
+				a.LastInAt = rec.Time
+			} else {
+				a.LastOutAt = rec.Time
+			}
+		}
+		g.Autoscaling = &a
 	case *events.UnfencedWrites:
 		for _, w := range ev.Shards {
 			g.UnfencedWrites += w.Count

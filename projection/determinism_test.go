@@ -293,6 +293,26 @@ func (g *generator) step() {
 			o = events.OrderingKey
 		}
 		g.emit(gr.key, "alice", &events.GroupOrderingChanged{Ordering: o, RequestedBy: "alice", Reason: "generated"})
+	case x < 97 && g.r.IntN(3) == 0:
+		switch g.r.IntN(3) {
+		case 0:
+			g.emit(gr.key, "alice", &events.AutoscalingConfigured{
+				Enabled: g.r.IntN(4) > 0, MinShards: 1, MaxShards: 1 + g.r.IntN(16), TargetRate: float64(g.r.IntN(5000)) + 0.5,
+				MaxLagSeconds: float64(g.r.IntN(3)) * 7.5, ScaleOutCooldown: 60, ScaleInCooldown: 300, EvaluationWindow: 30 + g.r.IntN(60),
+				MaxStepFactor: 2, DryRun: g.r.IntN(2) == 0, RequestedBy: "alice", Reason: "generated",
+			})
+		case 1:
+			g.emit(gr.key, "alice", &events.AutoscalingDisabled{RequestedBy: "alice", Reason: "generated"})
+		default:
+			dir := events.ScaleOut
+			if g.r.IntN(2) == 0 {
+				dir = events.ScaleIn
+			}
+			g.emit(gr.key, "autoscaler", &events.AutoscalingDecided{
+				From: gr.shardCount, To: 1 + g.r.IntN(8), Direction: dir, DryRun: true, Reason: "generated",
+				Window: 60, Rate: float64(g.r.IntN(100000)) / 8, Shards: []events.ShardLoad{{ShardIndex: 0, Rate: 12.25, Lag: int64(g.r.IntN(10)) - 1, LagSeconds: 0.75}},
+			})
+		}
 	case x < 97:
 		gr.exists = false
 		g.emit(gr.key, "alice", &events.GroupDeleted{RequestedBy: "alice", Reason: "generated", Force: g.r.IntN(2) == 0})

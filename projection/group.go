@@ -150,7 +150,35 @@ type Group struct {
 	// UnfencedWrites counts the entries found on fenced shards after their
 	// cutover that no fence check let in.
 	UnfencedWrites int64 `msgpack:"unfencedWrites,omitempty"`
+	// Autoscaling is the group's autoscaling policy and the autoscaler's
+	// last decision (nil when never configured). The fold replaces it whole
+	// on every change: a clone may share it.
+	Autoscaling *Autoscaling `msgpack:"autoscaling,omitempty"`
 }
+
+// Autoscaling is a group's autoscaling policy (as last configured; Enabled
+// false once turned off) and what the autoscaler last decided.
+type Autoscaling struct {
+	Policy       events.AutoscalingConfigured `msgpack:"policy"`
+	ConfiguredAt time.Time                    `msgpack:"configuredAt"`
+	// LastDecision is the last autoscaling.decided (nil before the first);
+	// LastOutAt and LastInAt when the last change in each direction was
+	// requested (dry runs do not count), for the cooldowns.
+	LastDecision *AutoscaleDecision `msgpack:"lastDecision,omitempty"`
+	LastOutAt    time.Time          `msgpack:"lastOutAt"`
+	LastInAt     time.Time          `msgpack:"lastInAt"`
+}
+
+// AutoscaleDecision is a recorded autoscaling decision: when, its event id,
+// and what it decided with its evidence.
+type AutoscaleDecision struct {
+	At      time.Time                 `msgpack:"at"`
+	EventID string                    `msgpack:"eventId"`
+	Decided events.AutoscalingDecided `msgpack:"decided"`
+}
+
+// AutoscalingEnabled reports whether the autoscaler manages the group.
+func (g *Group) AutoscalingEnabled() bool { return g.Autoscaling != nil && g.Autoscaling.Policy.Enabled }
 
 // Barrier is a shard of the layout after a cutover whose entries after After
 // wait until every source shard is proven read and acknowledged up to its

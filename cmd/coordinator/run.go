@@ -39,8 +39,10 @@ type Main struct {
 	// spaces the checks that recreate lost shard streams (negative: off).
 	MaxMembersPerGroup int
 	ShardCheckInterval time.Duration
-	// BarrierCheckInterval spaces the reads that release ordering barriers.
+	// BarrierCheckInterval spaces the reads that release ordering barriers;
+	// AutoscaleInterval the autoscaler's samples of autoscaled groups.
 	BarrierCheckInterval time.Duration
+	AutoscaleInterval    time.Duration
 	HeartbeatInterval    time.Duration
 	MemberLease          time.Duration
 	RebalanceTimeout     time.Duration
@@ -110,6 +112,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&m.MaxMembersPerGroup, "max-members-per-group", 4096, "most member records a group keeps: a join into a full group prunes left/expired/fenced records first, else is refused (409 GROUP_MAX_SIZE_REACHED)")
 	fs.DurationVar(&m.ShardCheckInterval, "shard-check-interval", 10*time.Second, "how often the leader checks that Redis still has every routed shard stream and consumer group, and recreates what it lost (negative: never)")
 	fs.DurationVar(&m.BarrierCheckInterval, "barrier-check-interval", 100*time.Millisecond, "how often the leader reads Redis to release the barriers of ordered groups (only groups with a waiting barrier are read): members hold entries back until then")
+	fs.DurationVar(&m.AutoscaleInterval, "autoscale-interval", 0, "how often the leader samples the shards of autoscaled groups (entries-added, lag) and evaluates their policies (0: --tick-interval)")
 	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
 	fs.DurationVar(&m.MemberLease, "member-lease", 15*time.Second, "member lease: a member silent this long expires")
 	fs.DurationVar(&m.RebalanceTimeout, "rebalance-timeout", 60*time.Second, "time a member has to release a revoked shard before it is fenced")
@@ -222,7 +225,7 @@ func (m *Main) Run(ctx context.Context) error {
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
-		MaxMembersPerGroup: m.MaxMembersPerGroup, ShardCheckInterval: m.ShardCheckInterval, BarrierCheckInterval: m.BarrierCheckInterval,
+		MaxMembersPerGroup: m.MaxMembersPerGroup, ShardCheckInterval: m.ShardCheckInterval, BarrierCheckInterval: m.BarrierCheckInterval, AutoscaleInterval: m.AutoscaleInterval,
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
@@ -247,6 +250,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.metrics = m.newMetrics()
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
+	cfg.AfterEvaluate = m.metrics.AfterEvaluate
 	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
 	m.metrics.Watch(m.coord, shardOffsets{shards})
 	m.server = httpapi.NewServer(httpapi.Config{
