@@ -85,40 +85,53 @@ func freePort(tb testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// cluster is a redis-server and a coordinator process using it.
+// cluster is a redis-server (or a Redis Cluster) and a coordinator process
+// using it.
 type cluster struct {
-	tb      testing.TB
-	URL     string
-	Redis   *redistest.Server
-	RDB     *redis.Client
-	Admin   *client.Coordinator
-	logPath string
+	tb    testing.TB
+	URL   string
+	Redis *redistest.Server // nil on a Redis Cluster
+	RDB   *redis.Client     // nil on a Redis Cluster
+	// KV is the Redis the shard streams live in, whichever kind.
+	KV       redis.UniversalClient
+	Admin    *client.Coordinator
+	redisURL string
+	addr     string
+	logPath  string
+	logf     *os.File
+
+	mu   sync.Mutex
+	proc *exec.Cmd // the coordinator process running now
+	done chan struct{}
 }
 
 func startCluster(tb testing.TB) *cluster {
 	tb.Helper()
-	bin := coordinatorBinary(tb)
 	rs := redistest.StartProcess(tb)
+	rdb := rs.Client(tb)
+	c := bootCluster(tb, rs.URL(), rdb)
+	c.Redis, c.RDB = rs, rdb
+	return c
+}
+
+// bootCluster starts a coordinator on redisURL (a redis:// or
+// redis+cluster:// URL) whose shard streams kv reaches.
+func bootCluster(tb testing.TB, redisURL string, kv redis.UniversalClient) *cluster {
+	tb.Helper()
+	coordinatorBinary(tb)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(tb))
 	logPath := filepath.Join(tb.TempDir(), "coordinator.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--listen", addr, "--redis", rs.URL(),
-		"--member-lease", "3s", "--tick-interval", "200ms", "--heartbeat-interval", "500ms",
-		"--rebalance-timeout", "20s", "--log-level", "info")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	c := &cluster{tb: tb, URL: "http://" + addr, Redis: rs, RDB: rs.Client(tb), logPath: logPath,
+	c := &cluster{tb: tb, URL: "http://" + addr, KV: kv, redisURL: redisURL, addr: addr, logPath: logPath, logf: logf,
 		Admin: client.NewCoordinator("http://"+addr, client.BasicAuth{Username: "admin", Password: "password"})}
 	tb.Cleanup(func() {
+		c.mu.Lock()
+		cmd, done := c.proc, c.done
+		c.mu.Unlock()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -130,20 +143,56 @@ func startCluster(tb testing.TB) *cluster {
 			c.dumpLog()
 		}
 	})
+	c.startCoordinator()
+	return c
+}
+
+// startCoordinator runs the coordinator binary on c.addr and waits until it
+// is ready.
+func (c *cluster) startCoordinator() {
+	c.tb.Helper()
+	cmd := exec.Command(coordinatorBinary(c.tb), "--listen", c.addr, "--redis", c.redisURL,
+		"--member-lease", "3s", "--tick-interval", "200ms", "--heartbeat-interval", "500ms",
+		"--rebalance-timeout", "20s", "--log-level", "info")
+	cmd.Stdout, cmd.Stderr = c.logf, c.logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		c.tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c.mu.Lock()
+	c.proc, c.done = cmd, done
+	c.mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get(c.URL + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return c
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("coordinator not ready after 20s: %v", err)
+			c.tb.Fatalf("coordinator not ready after 20s: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// restartCoordinator kills the coordinator (SIGKILL: no graceful stop) and
+// starts it again on the same address, Redis and event log.
+func (c *cluster) restartCoordinator() {
+	c.tb.Helper()
+	c.mu.Lock()
+	cmd, done := c.proc, c.done
+	c.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.tb.Fatal(err)
+	}
+	<-done
+	fmt.Fprintf(c.logf, "--- test: coordinator killed (SIGKILL) and started again ---\n")
+	c.startCoordinator()
 }
 
 func (c *cluster) dumpLog() {
@@ -192,7 +241,7 @@ func (c *cluster) scale(prefix, group string, from, to int, refresh func()) {
 	for i := to; i < from; i++ {
 		key := routing.StreamKey(prefix, i)
 		c.waitFor(10*time.Second, key+" retired", func() bool {
-			n, err := c.RDB.Exists(ctx, key).Result()
+			n, err := c.KV.Exists(ctx, key).Result()
 			return err == nil && n == 0
 		})
 	}
@@ -256,7 +305,7 @@ func (c *cluster) memberState(prefix, group, id string) string {
 
 // pendingOn returns the Redis group's pending count per consumer on a shard.
 func (c *cluster) pendingOn(key, group string) (int64, map[string]int64) {
-	p, err := c.RDB.XPending(context.Background(), key, group).Result()
+	p, err := c.KV.XPending(context.Background(), key, group).Result()
 	if err != nil {
 		return 0, nil
 	}
@@ -356,11 +405,17 @@ func missing(tb testing.TB, rdb *redis.Client, consumedKey string, ids []string)
 	return out
 }
 
-// runHelperMember is a member process for the crash test, configured by
-// environment variables; it runs until killed.
+// runHelperMember is a member process for the crash tests, configured by
+// environment variables; it runs until killed. Its handler records event ids
+// (recordingHandler), or with RSC_T_CHECK each key's sequence numbers
+// (seqChecker).
 func runHelperMember() int {
 	conc, _ := strconv.Atoi(os.Getenv("RSC_T_CONCURRENCY"))
 	sleep, _ := time.ParseDuration(os.Getenv("RSC_T_SLEEP"))
+	retry, err := time.ParseDuration(os.Getenv("RSC_T_RETRY"))
+	if err != nil {
+		retry = time.Second
+	}
 	opts, err := redis.ParseURL(os.Getenv("RSC_T_REDIS"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -371,11 +426,15 @@ func runHelperMember() int {
 		Coordinator: client.NewCoordinator(os.Getenv("RSC_T_COORDINATOR"), memberCreds), Redis: rdb,
 		StreamPrefix: os.Getenv("RSC_T_PREFIX"), ConsumerGroup: os.Getenv("RSC_T_GROUP"),
 		MemberIDBase: os.Getenv("RSC_T_BASE"), Concurrency: conc, MemberLease: 2500 * time.Millisecond,
-		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: time.Second,
+		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: retry,
+	}
+	h := recordingHandler(rdb, os.Getenv("RSC_T_CONSUMED"), sleep)
+	if name := os.Getenv("RSC_T_CHECK"); name != "" {
+		h = newSeqChecker(rdb, name).handler(sleep)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := member.Listen(ctx, cfg, recordingHandler(rdb, os.Getenv("RSC_T_CONSUMED"), sleep)); err != nil {
+	if err := member.Listen(ctx, cfg, h); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -385,11 +444,23 @@ func runHelperMember() int {
 // startHelperMember runs runHelperMember in a child process.
 func startHelperMember(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep time.Duration, consumedKey string) *exec.Cmd {
 	tb.Helper()
+	return startHelper(tb, c, prefix, group, base, concurrency, sleep, "RSC_T_CONSUMED="+consumedKey)
+}
+
+// startCheckedMember runs runHelperMember in a child process whose handler
+// is the seqChecker called check.
+func startCheckedMember(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep, retry time.Duration, check string) *exec.Cmd {
+	tb.Helper()
+	return startHelper(tb, c, prefix, group, base, concurrency, sleep, "RSC_T_CHECK="+check, "RSC_T_RETRY="+retry.String())
+}
+
+func startHelper(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep time.Duration, env ...string) *exec.Cmd {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=1",
 		"RSC_T_COORDINATOR="+c.URL, "RSC_T_REDIS="+c.Redis.URL(), "RSC_T_PREFIX="+prefix, "RSC_T_GROUP="+group,
-		"RSC_T_BASE="+base, "RSC_T_CONCURRENCY="+strconv.Itoa(concurrency), "RSC_T_SLEEP="+sleep.String(),
-		"RSC_T_CONSUMED="+consumedKey)
+		"RSC_T_BASE="+base, "RSC_T_CONCURRENCY="+strconv.Itoa(concurrency), "RSC_T_SLEEP="+sleep.String())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
