@@ -109,6 +109,24 @@ func TestIntegrationRscctl(t *testing.T) {
 		t.Errorf("ordering FIFO: exit %d: %s", code, errOut)
 	}
 
+	// Autoscaling: set, show, off.
+	out = mustRun("autoscale", prefix, "ordered", "--min", "2", "--max", "8", "--target", "500", "--window", "30", "--dry-run", "--reason", "try it")
+	wantContains(t, "autoscale set", out, "on (dry run", "2..8 shards, target 500 entries/s per shard, max lag none, window 30s, cooldowns out 60s / in 300s, step x2")
+	out = mustRun("autoscale", prefix, "ordered")
+	wantContains(t, "autoscale show", out, "AUTOSCALING", "dry run")
+	out = mustRun("autoscale", prefix, "ordered", "--off")
+	if !regexpMatch(`(?m)^AUTOSCALING\s+off$`, out) {
+		t.Errorf("autoscale --off:\n%s", out)
+	}
+	code, _, errOut = rscctl("autoscale", prefix, "ordered", "--min", "0", "--max", "8", "--target", "5")
+	if code != exitRefused || !strings.Contains(errOut, "minShards") {
+		t.Errorf("autoscale --min 0: exit %d: %s", code, errOut)
+	}
+	code, _, _ = rscctl("autoscale", prefix, "ordered", "--min", "2")
+	if code != exitUsage {
+		t.Errorf("autoscale --min alone: exit %d, want %d", code, exitUsage)
+	}
+
 	// A saved token serves later calls.
 	mustRun("login", "--save")
 	mustRun("groups")

@@ -44,6 +44,10 @@ commands:
   scale <prefix> <group> <N>     start a resharding to N shards (--reason; --wait follows it
                                  to the end, --timeout bounds the wait)
   rollback <prefix> <group> <id> roll a resharding back (--policy metadata|drain)
+  autoscale <prefix> <group>     show the group's autoscaling (policy, load, last decision);
+                                 --min N --max N --target R [--max-lag S --window S
+                                 --out-cooldown S --in-cooldown S --step F --dry-run] sets the
+                                 policy, --off turns it off
   history <prefix> <group>       the group's audit events (--after ID, --limit N, --type T[,T])
   members <prefix> <group>       members with their current, granted, target and revoking shards
   routing <prefix> <group>       producer routing: shards, stream keys, cluster slots
@@ -108,6 +112,7 @@ func commands() []command {
 		{"ordering", "<prefix> <group> <KEY|NONE>", "switch a group's ordering", 3, setupOrdering},
 		{"scale", "<prefix> <group> <target>", "start a resharding", 3, setupScale},
 		{"rollback", "<prefix> <group> <reshardingId>", "roll a resharding back", 3, setupRollback},
+		{"autoscale", "<prefix> <group>", "show, set or turn off the group's autoscaling", 2, setupAutoscale},
 		{"history", "<prefix> <group>", "the group's audit events", 2, setupHistory},
 		{"members", "<prefix> <group>", "the group's members", 2, setupMembers},
 		{"routing", "<prefix> <group>", "the group's producer routing", 2, setupRouting},
