@@ -43,7 +43,7 @@ func TestIntegrationOrderingPropertyUnderReshardingCrashAndRestart(t *testing.T)
 	skipShort(t)
 	c := startCluster(t)
 	start := time.Now()
-	groups := []*propGroup{startPropGroup(t, c, "ordered", client.OrderingKey), startPropGroup(t, c, "plain", client.OrderingNone)}
+	groups := []*propGroup{startPropGroup(t, c, "ordered", client.OrderingKey, true), startPropGroup(t, c, "plain", client.OrderingNone, true)}
 	for _, g := range groups {
 		c.waitStable(g.name, g.name, g.members...)
 	}
@@ -177,7 +177,10 @@ type propGroup struct {
 	members   []string // the live logical members
 }
 
-func startPropGroup(t *testing.T, c *cluster, name, ordering string) *propGroup {
+// startPropGroup creates a group of 4 shards with its producers and 4
+// logical members: 2 in this process (member ids a-m0, a-m1) and 2 in a
+// child process (b-m0, b-m1), or without childProcess in this one too.
+func startPropGroup(t *testing.T, c *cluster, name, ordering string, childProcess bool) *propGroup {
 	t.Helper()
 	ctx := context.Background()
 	shards := 4
@@ -193,17 +196,24 @@ func startPropGroup(t *testing.T, c *cluster, name, ordering string) *propGroup 
 		}
 		g.producers = append(g.producers, p)
 	}
-	rt, err := member.Start(ctx, member.Config{
-		Coordinator: c.Member(), Redis: c.KV, StreamPrefix: name, ConsumerGroup: name,
-		MemberIDBase: "a", Concurrency: 2, MemberLease: 2500 * time.Millisecond,
-		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: propRetry,
-	}, g.chk.handler(propLocalSleep))
-	if err != nil {
-		t.Fatal(err)
+	startMembers := func(base string, sleep time.Duration) *member.Runtime {
+		rt, err := member.Start(ctx, member.Config{
+			Coordinator: c.Member(), Redis: c.KV, StreamPrefix: name, ConsumerGroup: name,
+			MemberIDBase: base, Concurrency: 2, MemberLease: 2500 * time.Millisecond,
+			Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: propRetry,
+		}, g.chk.handler(sleep))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rt.Close() })
+		return rt
 	}
-	t.Cleanup(func() { _ = rt.Close() })
-	g.local = rt
-	g.helper = startCheckedMember(t, c, name, name, "b", 2, propHelperSleep, propRetry, name)
+	g.local = startMembers("a", propLocalSleep)
+	if childProcess {
+		g.helper = startCheckedMember(t, c, name, name, "b", 2, propHelperSleep, propRetry, name)
+	} else {
+		startMembers("b", propHelperSleep)
+	}
 	g.members = []string{"a-m0", "a-m1", "b-m0", "b-m1"}
 	return g
 }
