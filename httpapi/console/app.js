@@ -388,6 +388,7 @@
       this.summary = h('div', { class: 'summary', id: 'summary' });
       this.grid = h('div', { class: 'card flush', id: 'grid' }, h('p', { class: 'empty', text: 'Loading…' }));
       this.resharding = h('div', { class: 'card', id: 'resharding' });
+      this.autoscaling = h('div', { class: 'card', id: 'autoscaling' }, h('p', { class: 'muted', text: 'Loading…' }));
       this.historyRows = h('div', { class: 'events', id: 'history-rows' }, h('p', { class: 'empty', text: 'Loading…' }));
       this.historyCount = h('span', { class: 'muted small' });
       this.filter = h('input', {
@@ -406,7 +407,9 @@
             h('h2', null, 'Ownership ', legend()),
             this.grid,
             h('h2', { text: 'Resharding' }),
-            this.resharding),
+            this.resharding,
+            h('h2', { text: 'Autoscaling' }),
+            this.autoscaling),
           h('aside', { class: 'side-col' },
             h('h2', null, 'History ', this.historyCount),
             h('div', { class: 'card flush history', id: 'history' },
@@ -450,14 +453,18 @@
     async refreshLive() {
       const b = this.base;
       const data = await guarded('live', 'Refreshing the group', async () => {
-        const [group, members, assignments, migrations, offsets] = await Promise.all([
+        const [group, members, assignments, migrations, offsets, autoscaling] = await Promise.all([
           api(b), api(`${b}/members`), api(`${b}/assignments`), api(`${b}/migrations`),
           api(`${b}/offsets`).catch((e) => {
             if (e instanceof SignedOut) throw e;
             return { error: e.message };
           }),
+          api(`${API}/streams/${enc(this.prefix)}/groups/${enc(this.group)}/autoscaling`).catch((e) => {
+            if (e instanceof SignedOut) throw e;
+            return { error: e.message };
+          }),
         ]);
-        return { group, members: members.members, assignments, migrations: migrations.migrations, activeId: migrations.activeReshardingId, offsets };
+        return { group, members: members.members, assignments, migrations: migrations.migrations, activeId: migrations.activeReshardingId, offsets, autoscaling };
       }, () => this.renderMissing());
       if (!data || page !== this || this.at) return;
       liveStamp(this.stamp);
@@ -468,7 +475,7 @@
       this.render({
         group: data.group, members: data.members || [], assignments: data.assignments, migrations: data.migrations || [],
         activeMigration: active, offsets: data.offsets && !data.offsets.error ? data.offsets : null,
-        offsetsError: data.offsets && data.offsets.error, replay: false,
+        offsetsError: data.offsets && data.offsets.error, replay: false, autoscaling: data.autoscaling,
       });
     }
 
@@ -541,6 +548,7 @@
       this.summary.replaceChildren(...summaryCards(s));
       this.grid.replaceChildren(ownershipGrid(s));
       this.resharding.replaceChildren(reshardingPanel(s, this.prefix, this.group));
+      this.autoscaling.replaceChildren(autoscalingPanel(s));
     }
 
     async refreshHistory() {
@@ -804,6 +812,42 @@
           h('td', { class: 'mono small', text: `${c.groupEpoch} · ${c.metadataVersion}` })))))));
     }
     return h('div', { class: 'migration', 'data-resharding': m.reshardingId }, parts);
+  }
+
+  // autoscalingPanel: the policy, the load the leader's autoscaler sees, its
+  // recommendation and its last decision (with why it held), and the last
+  // change the log recorded.
+  function autoscalingPanel(s) {
+    if (s.replay) return h('p', { class: 'muted', text: 'Live only: the load is read from Redis.' });
+    const a = s.autoscaling;
+    if (!a || a.error) return h('p', { class: 'muted', text: a && a.error ? `Unavailable: ${a.error}` : '—' });
+    const p = a.policy;
+    if (!p) return h('p', { class: 'muted', id: 'autoscaling-none', text: 'Not configured: the shard count changes only when an operator scales it.' });
+    const fact = (k, ...v) => [h('dt', { text: k }), h('dd', null, ...v)];
+    const state = !p.enabled ? 'off' : p.dryRun ? 'on · dry run (recommends, does not act)' : 'on';
+    const parts = [h('dl', { class: 'facts' },
+      fact('State', h('span', { id: 'autoscaling-state', class: p.enabled ? 'ok' : 'muted', text: state })),
+      fact('Policy', `${p.minShards}–${p.maxShards} shards · target ${p.targetEntriesPerSecondPerShard} entries/s per shard` +
+        (p.maxLagSecondsPerShard != null ? ` · max lag ${p.maxLagSecondsPerShard}s` : '') +
+        ` · window ${p.evaluationWindowSeconds}s · cooldowns ${p.scaleOutCooldownSeconds}s out / ${p.scaleInCooldownSeconds}s in · step ×${p.maxStepFactor}`),
+      fact('Set', `by ${p.requestedBy} `, time(p.configuredAt), p.reason ? h('span', { class: 'muted', text: ` — ${p.reason}` }) : null),
+      a.load ? fact('Load', `${a.load.entriesPerSecond.toFixed(1)} entries/s over ${Math.round(a.load.windowSeconds)}s` +
+        (a.load.complete ? '' : ' (window not complete yet)') + ` · lag ${a.load.lag == null ? 'unknown' : a.load.lag} · oldest unread ${a.load.maxLagSeconds.toFixed(1)}s`) : null,
+      a.recommendation ? fact('Recommends', h('span', { id: 'autoscaling-recommendation', text: `${a.recommendation.shardCount} shards` })) : null,
+      a.lastDecision ? fact('Last decision', badge(a.lastDecision.outcome), ` ${a.lastDecision.from} → ${a.lastDecision.to} `, time(a.lastDecision.at),
+        h('div', { class: 'muted small', id: 'autoscaling-reason', text: a.lastDecision.reason })) : null,
+      a.lastChange ? fact('Last change', badge(a.lastChange.outcome), ` ${a.lastChange.from} → ${a.lastChange.to} `, time(a.lastChange.at),
+        a.lastChange.reshardingId ? h('span', { class: 'mono small', text: ` ${a.lastChange.reshardingId}` }) : null) : null)];
+    if (a.load && a.load.shards && a.load.shards.length) {
+      parts.push(h('div', { class: 'grid-scroll' }, h('table', { class: 'table compact autoscaling-load' },
+        h('thead', null, h('tr', null, ['Shard', 'Entries/s', 'Lag', 'Oldest unread'].map((t) => h('th', { text: t })))),
+        h('tbody', null, a.load.shards.map((x) => h('tr', null,
+          h('td', { class: 'mono', text: String(x.shard.shardIndex) }),
+          h('td', { class: 'num', text: x.entriesPerSecond.toFixed(1) }),
+          h('td', { class: 'num' }, num(x.lag, { unknownTitle: 'Redis reports lag as unknown (null)' })),
+          h('td', { class: 'num', text: `${x.lagSeconds.toFixed(1)}s` })))))));
+    }
+    return h('div', null, parts);
   }
 
   function drainTable(rows) {
