@@ -11,6 +11,9 @@
 //	rscbench rebalance  rounds and shard moves when members join and leave
 //	rscbench joins      log bytes a member join appends as the group grows,
 //	                    early vs late in the growth
+//	rscbench ordering   ordered groups: the pause a resharding causes against
+//	                    the backlog at the cutover (vs handling the backlog
+//	                    without one), and the fenced publish vs plain XADD
 //	rscbench all        everything
 //
 // It starts a throwaway redis-server (--save "" --appendonly no) on a free
@@ -28,6 +31,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +52,10 @@ commands:
              (throughput, p50/p99, events per steady heartbeat), then rebalance
   rebalance  rounds until stable and shards moved when members join and leave
   joins      log bytes per member join at 0->100 vs 100->1000 members
+  ordering   ordered groups: pause per resharding (cutover -> barriers
+             released) against the backlog at the cutover, 4->8 and 4->6,
+             vs handling that backlog without a resharding; fenced publish
+             vs plain XADD (single and batches of 64)
   all        everything
 
 common flags: --quick (smaller sizes), -json, --redis URL (instead of a
@@ -97,15 +106,22 @@ type options struct {
 	joins      int
 	joinsEarly int
 	joinShards int
+
+	// ordering
+	backlogs      intList
+	orderingLoad  int
+	orderingReps  int
+	publishSlice  time.Duration
+	publishRounds int
 }
 
-var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "all"}
+var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "all"}
 
 // newOptions returns the defaults that do not depend on --quick; a command's
 // flags start from them, and the flags it does not have keep them.
 func newOptions() *options {
 	return &options{seed: 1, appendRounds: 3, reps: 3, shards: 128, concurrency: 64, passes: 2, rbMembers: 100, rbShards: 256, rbLeavers: 10,
-		joins: 1000, joinsEarly: 100, joinShards: 128}
+		joins: 1000, joinsEarly: 100, joinShards: 128, orderingLoad: 500}
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
@@ -135,6 +151,13 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.IntVar(&o.joinsEarly, "joins-early", o.joinsEarly, "joins of the early phase the later bytes per join are compared with")
 		fs.IntVar(&o.joinShards, "join-shards", o.joinShards, "shards of the joined group")
 	}
+	if cmd == "ordering" || cmd == "all" {
+		fs.Var(&o.backlogs, "backlogs", "comma-separated backlogs at the cutover, in entries (default 0,1000,10000,50000; quick 0,1000)")
+		fs.IntVar(&o.orderingLoad, "ordering-load", o.orderingLoad, "steady publish rate during the pause measurements, msgs/s")
+		fs.IntVar(&o.orderingReps, "ordering-reps", 0, "repetitions of each pause measurement, a fresh group each; medians are reported (default 3; quick 1)")
+		fs.DurationVar(&o.publishSlice, "publish-slice", 0, "duration of one fenced-publish or XADD measurement slice (default 500ms; quick 100ms)")
+		fs.IntVar(&o.publishRounds, "publish-rounds", 0, "slices per variant, alternating which runs first (default 4; quick 2)")
+	}
 	if cmd == "heartbeat" || cmd == "rebalance" || cmd == "all" {
 		fs.IntVar(&o.rbMembers, "rebalance-members", o.rbMembers, "members joining the rebalance group")
 		fs.IntVar(&o.rbShards, "rebalance-shards", o.rbShards, "shards of the rebalance group")
@@ -156,6 +179,20 @@ func (o *options) resolve() error {
 	pick(&o.members, 10_000, 2_000)
 	pick(&o.groups, 100, 20)
 	pick(&o.requests, 100_000, 10_000)
+	pick(&o.publishRounds, 4, 2)
+	pick(&o.orderingReps, 3, 1)
+	if o.publishSlice == 0 {
+		o.publishSlice = 500 * time.Millisecond
+		if o.quick {
+			o.publishSlice = 100 * time.Millisecond
+		}
+	}
+	if o.backlogs == nil {
+		o.backlogs = intList{0, 1000, 10_000, 50_000}
+		if o.quick {
+			o.backlogs = intList{0, 1000}
+		}
+	}
 	if o.appendSlice == 0 {
 		o.appendSlice = 500 * time.Millisecond
 		if o.quick {
@@ -175,6 +212,11 @@ func (o *options) resolve() error {
 	check(o.rbMembers > 0 && o.rbShards > 0, "--rebalance-members and --rebalance-shards must be positive")
 	check(o.rbLeavers >= 0 && o.rbLeavers < o.rbMembers, "--leavers must be between 0 and --rebalance-members-1")
 	check(o.joinsEarly > 0 && o.joins > o.joinsEarly && o.joinShards > 0, "--joins must exceed --joins-early, both and --join-shards positive")
+	check(len(o.backlogs) > 0, "--backlogs must list at least one backlog")
+	for _, n := range o.backlogs {
+		check(n >= 0, "--backlogs must not be negative")
+	}
+	check(o.orderingLoad >= 0 && o.orderingReps > 0 && o.publishSlice > 0 && o.publishRounds > 0, "--ordering-load must not be negative, --ordering-reps, --publish-slice and --publish-rounds must be positive")
 	return errors.Join(problems...)
 }
 
@@ -282,6 +324,8 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runRebalance(ctx, rep)
 	case "joins":
 		return b.runJoins(ctx, rep)
+	case "ordering":
+		return b.runOrdering(ctx, rep)
 	case "all":
 		if err := b.runLog(ctx, rep); err != nil {
 			return err
@@ -292,7 +336,36 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		if err := b.runJoins(ctx, rep); err != nil {
 			return err
 		}
+		if err := b.runOrdering(ctx, rep); err != nil {
+			return err
+		}
 		return b.runRebalance(ctx, rep)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// intList is a comma-separated list of integers (a flag).
+type intList []int
+
+func (l *intList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = (*l)[:0]
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
 }

@@ -157,6 +157,31 @@ func TestHeartbeatTiny(t *testing.T) {
 	noKeysLeft(t, srv)
 }
 
+func TestOrderingTiny(t *testing.T) {
+	srv := redistest.StartProcess(t)
+	r := mustRun(t, "ordering", "--backlogs", "0,300", "--ordering-load", "200", "--ordering-reps", "1",
+		"--publish-slice", "20ms", "--publish-rounds", "1", "--redis", srv.URL(), "-json")
+	got := checkReport(t, decodeReport(t, r.stdout), "ordering.pause", "ordering.publish")
+	if v := value(t, got, "ordering.pause", "backlog 300: handled without a resharding"); v <= 0 {
+		t.Errorf("drain of the backlog took %v ms", v)
+	}
+	paused := 0
+	for name, res := range got["ordering.pause"] {
+		if strings.HasPrefix(name, "backlog 300, 4 -> ") && res.Value > 0 {
+			paused++
+		}
+	}
+	if paused != 2 {
+		t.Errorf("want a pause for 4 -> 8 and 4 -> 6 with a backlog of 300: %v", got["ordering.pause"])
+	}
+	for _, name := range []string{"fenced single publish", "fenced PublishBatch of 64"} {
+		if r := got["ordering.publish"][name]; r.Ratio == nil {
+			t.Errorf("ordering.publish: %q has no ratio: %+v", name, r)
+		}
+	}
+	noKeysLeft(t, srv)
+}
+
 func TestRebalanceTable(t *testing.T) {
 	r := mustRun(t, "rebalance", "--rebalance-members", "20", "--rebalance-shards", "64", "--leavers", "2")
 	for _, want := range []string{"== heartbeat.rebalance", "join: rounds until stable", "leave: shards moved between stable states", "(baseline)"} {
@@ -177,9 +202,11 @@ func TestAllStartsAndStopsItsOwnRedis(t *testing.T) {
 	}
 	r := mustRun(t, "all", "--quick", "--events", "1000", "--append-slice", "10ms", "--append-rounds", "1", "--reps", "1",
 		"--members", "40", "--groups", "2", "--shards", "8", "--requests", "80", "--concurrency", "4",
-		"--rebalance-members", "10", "--rebalance-shards", "32", "--leavers", "1", "-json")
+		"--rebalance-members", "10", "--rebalance-shards", "32", "--leavers", "1",
+		"--backlogs", "0,200", "--ordering-load", "100", "--publish-slice", "10ms", "--publish-rounds", "1", "-json")
 	rep := decodeReport(t, r.stdout)
-	checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "log.trim", "heartbeat.steady", "heartbeat.rebalance")
+	checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "log.trim", "heartbeat.steady", "heartbeat.rebalance",
+		"ordering.pause", "ordering.publish")
 	addr, ok := strings.CutPrefix(rep.Env.RedisSource, "throwaway redis-server ")
 	if !ok {
 		t.Fatalf("redisSource = %q, want a throwaway server", rep.Env.RedisSource)
@@ -201,6 +228,8 @@ func TestUsage(t *testing.T) {
 		{"unknown flag", []string{"log", "--nope"}, 2},
 		{"too few events", []string{"log", "--events", "10"}, 2},
 		{"more leavers than members", []string{"rebalance", "--rebalance-members", "3", "--leavers", "3"}, 2},
+		{"bad backlog list", []string{"ordering", "--backlogs", "0,x"}, 2},
+		{"negative backlog", []string{"ordering", "--backlogs", "-1"}, 2},
 		{"stray argument", []string{"rebalance", "extra"}, 2},
 		{"help", []string{"help"}, 0},
 		{"command help", []string{"heartbeat", "-h"}, 0},
