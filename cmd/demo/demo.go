@@ -49,10 +49,14 @@ type demo struct {
 
 	producers []*producer.Producer
 	stopLoad  chan struct{}
-	loadDone  sync.WaitGroup
-	pubMu     sync.Mutex
-	published []string
-	pubErrs   []error
+
+	// --ordered (ordered.go): the two groups, and the final figures.
+	sides          []*side
+	orderedSummary string
+	loadDone       sync.WaitGroup
+	pubMu          sync.Mutex
+	published      []string
+	pubErrs        []error
 }
 
 func newDemo(o options, out io.Writer) *demo {
@@ -674,6 +678,12 @@ func (d *demo) cleanup() {
 	if d.memberProc != nil && !d.memberProc.exited() {
 		d.memberProc.stop(10 * time.Second)
 		stopped = append(stopped, "member process")
+	}
+	for _, s := range d.sides {
+		if s.proc != nil && !s.proc.exited() {
+			s.proc.stop(10 * time.Second)
+			stopped = append(stopped, s.label+" member process")
+		}
 	}
 	if d.coordProc != nil {
 		d.coordProc.stop(10 * time.Second)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,28 @@ func TestIntegrationDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q", want)
 		}
+	}
+}
+
+// make demo-ordered: the ordered group shows no inversion and loses nothing
+// (the demo fails otherwise); the plain group's count is printed beside it.
+func TestIntegrationDemoOrdered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs redis-server, the coordinator and two member processes")
+	}
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--coordinator-bin", "", "--replay-bin", "", "--ordered"}, &out, &out)
+	t.Log(out.String())
+	if code != 0 {
+		t.Fatalf("demo --ordered exited %d", code)
+	}
+	for _, want := range []string{`"ordering":"KEY"`, "holds back", "inversions", "ordered group: every key's messages handled in the order they were published", "RESULT: PASS — ordered group:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`ordered  KEY +\d+ +\d+ +0 +\d+ +0\n`).MatchString(out.String()) {
+		t.Errorf("the result table does not show the ordered group with 0 lost and 0 inversions")
 	}
 }
 

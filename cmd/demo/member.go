@@ -86,6 +86,9 @@ func runMember() int {
 		})
 		return err
 	}
+	if ns := os.Getenv("RSC_DEMO_CHECK"); ns != "" {
+		handler = seqHandler(rdb, seqKeys(ns)) // the ordered demo
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := member.Listen(ctx, cfg, handler); err != nil {
