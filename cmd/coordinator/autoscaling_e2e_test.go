@@ -131,6 +131,7 @@ func decidedEvents(t *testing.T, tc *testCoordinator, prefix, group string) []ma
 // stops it scales back to minShards after the cooldowns, each step a scale-in
 // drained as any. The audit history explains both directions.
 func TestIntegrationAutoscalingOutAndIn(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	rdb := rs.Client(t)
@@ -221,6 +222,7 @@ func TestIntegrationAutoscalingOutAndIn(t *testing.T) {
 // (±10% around the target of 2 shards) for 20 windows causes at most one
 // change.
 func TestIntegrationAutoscalingDoesNotFlap(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	rdb := rs.Client(t)
@@ -251,6 +253,7 @@ func TestIntegrationAutoscalingDoesNotFlap(t *testing.T) {
 // limit accepted, beyond it refused, naming the field), dry runs record the
 // recommendation without a resharding, DELETE turns it off.
 func TestIntegrationAutoscalingPolicyAPI(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, func(m *Main) {
 		fastTimings(m)

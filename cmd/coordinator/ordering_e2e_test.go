@@ -129,6 +129,7 @@ func fenceOf(t *testing.T, rdb *redis.Client, prefix, group string, shard int) i
 // shard 1, until those entries are acknowledged; the resharding completes
 // only then.
 func TestIntegrationOrderedScaleOut(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	rdb := rs.Client(t)
@@ -204,6 +205,7 @@ func TestIntegrationOrderedScaleOut(t *testing.T) {
 // barriers wait, a new scale and an ordering switch are refused (409); once
 // released both are accepted. Bad ordering values are 400s.
 func TestIntegrationOrderedRollbackAndGuards(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	rdb := rs.Client(t)
@@ -266,6 +268,7 @@ func TestIntegrationOrderedRollbackAndGuards(t *testing.T) {
 // version (a layout change that was never recorded) refuses up-to-date
 // producers; the shard check lowers it.
 func TestIntegrationStuckFenceLowered(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, func(m *Main) {
 		fastTimings(m)
@@ -288,6 +291,7 @@ func TestIntegrationStuckFenceLowered(t *testing.T) {
 // client does) are counted: a resharding.unfenced_writes event and
 // rsc_unfenced_writes_total. Fenced entries are not.
 func TestIntegrationUnfencedWritesCounted(t *testing.T) {
+	parallel(t)
 	rs := redistest.StartProcess(t)
 	tc := startCoordinator(t, rs, fastTimings)
 	rdb := rs.Client(t)
