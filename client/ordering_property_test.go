@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -329,6 +330,13 @@ func rollbackAll(t *testing.T, c *cluster, groups []*propGroup, n int) {
 	cutover(t, groups, func() {
 		for _, g := range groups {
 			ids[g.name] = startScale(t, c, g, n)
+			// A probe on every new shard at once, so the rollback comes well
+			// before the members could complete the scale-out.
+			for i := g.shards; i < n; i++ {
+				if _, err := g.producers[0].Publish(ctx, probeKey(i, n), map[string]any{"probe": "1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		for _, g := range groups {
 			c.waitFor(10*time.Second, g.name+": entries on a new shard", func() bool {
@@ -364,6 +372,16 @@ func rollbackAll(t *testing.T, c *cluster, groups []*propGroup, n int) {
 			})
 		}
 		c.waitStable(g.name, g.name, g.members...)
+	}
+}
+
+// probeKey returns a partition key routed to shard of n.
+func probeKey(shard, n int) string {
+	for i := 0; ; i++ {
+		k := "probe-" + strconv.Itoa(i)
+		if s, _ := routing.RouteKey(k, n); s == shard {
+			return k
+		}
 	}
 }
 
