@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,16 +47,66 @@ func (c *simClock) Advance(d time.Duration) {
 // errFakeRedis is what the fake answers while an outage window is open.
 var errFakeRedis = errors.New("fake redis: connection refused")
 
-// fakeGroup is one Redis consumer group on a shard stream: lag is entries added
-// but not yet delivered, pending entries delivered but not acknowledged.
-type fakeGroup struct {
-	lag, pending int64
+// fakeEntry is one stream entry. Its id is "<id>-0", ids counting from 1
+// across every stream of the fake, like Redis's time-based ids (a stream
+// recreated after a loss gets ids above the ones it had). Entries a keyed
+// producer wrote carry their partition key, their sequence number among the
+// entries of that key (publish order) and, when tagged (ordering KEY), the
+// routing version they were published with (routing.FenceField).
+type fakeEntry struct {
+	id     int64
+	key    string
+	seq    int
+	rv     int64
+	tagged bool
 }
+
+// fakePending is an entry delivered to a consumer and not acknowledged: the
+// index of the entry in its stream, the consumer, and when it was delivered
+// (XAUTOCLAIM's idle time).
+type fakePending struct {
+	idx      int
+	consumer string
+	at       time.Time
+}
+
+// fakeGroup is one Redis consumer group on a shard stream: the stream's first
+// delivered entries have been delivered (the last of them is the group's
+// last-delivered-id), and pending lists those not acknowledged, in id order.
+type fakeGroup struct {
+	delivered int
+	pending   []fakePending
+}
+
+// lag is the number of entries added but not yet delivered.
+func (g *fakeGroup) lag(st *fakeStream) int64 { return int64(len(st.entries) - g.delivered) }
+
+// pendingCount is the number of entries delivered but not acknowledged.
+func (g *fakeGroup) pendingCount() int64 { return int64(len(g.pending)) }
 
 // fakeStream is one shard stream.
 type fakeStream struct {
-	added  int64 // entries-added
-	groups map[string]*fakeGroup
+	entries []fakeEntry // in id order; the fake never trims
+	groups  map[string]*fakeGroup
+}
+
+// added is XINFO STREAM's entries-added.
+func (st *fakeStream) added() int64 { return int64(len(st.entries)) }
+
+// lastID is the stream's last-generated-id ("0-0" when empty).
+func (st *fakeStream) lastID() string {
+	if len(st.entries) == 0 {
+		return "0-0"
+	}
+	return fakeID(st.entries[len(st.entries)-1].id)
+}
+
+// lastDelivered is the group's last-delivered-id ("0-0" when it delivered nothing).
+func (st *fakeStream) lastDelivered(g *fakeGroup) string {
+	if g.delivered == 0 {
+		return "0-0"
+	}
+	return fakeID(st.entries[g.delivered-1].id)
 }
 
 // fakeShards implements commands.ShardStore over in-memory streams. It also lets
@@ -79,6 +130,11 @@ type fakeShards struct {
 	repairs int
 	// fences per "<stream key> <group>" (ordered resharding).
 	fences map[string]int64
+	// lastID is the id of the last entry added to any stream.
+	lastID int64
+	// dropped: keyed entries that vanished with their stream (lost, or
+	// deleted by a retirement), for the ordered simulation's ledger.
+	dropped []fakeEntry
 }
 
 var _ commands.ShardStore = (*fakeShards)(nil)
@@ -150,7 +206,7 @@ func (f *fakeShards) DrainEvidence(ctx context.Context, prefix string, shards []
 		}
 		for _, name := range sortedKeys(st.groups) {
 			g := st.groups[name]
-			gd := events.GroupDrain{Name: name, Pending: g.pending, Lag: g.lag}
+			gd := events.GroupDrain{Name: name, Pending: g.pendingCount(), Lag: g.lag(st)}
 			if f.lagUnknownLocked(k) {
 				gd.Lag = -1
 			}
@@ -171,7 +227,7 @@ func (f *fakeShards) EntriesAdded(ctx context.Context, prefix string, shards []i
 	out := map[int]int64{}
 	for _, s := range shards {
 		if st := f.streams[streamKey(prefix, s)]; st != nil {
-			out[s] = st.added
+			out[s] = st.added()
 		} else {
 			out[s] = 0
 		}
@@ -190,10 +246,11 @@ func (f *fakeShards) Delete(ctx context.Context, keys []string) error {
 		if st := f.streams[k]; st != nil {
 			f.deleted++
 			for _, name := range sortedKeys(st.groups) {
-				if g := st.groups[name]; g.pending != 0 || g.lag != 0 {
-					f.violations = append(f.violations, fmt.Sprintf("stream %s deleted with unconsumed entries: group %s pending=%d lag=%d", k, name, g.pending, g.lag))
+				if g := st.groups[name]; g.pendingCount() != 0 || g.lag(st) != 0 {
+					f.violations = append(f.violations, fmt.Sprintf("stream %s deleted with unconsumed entries: group %s pending=%d lag=%d", k, name, g.pendingCount(), g.lag(st)))
 				}
 			}
+			f.drop(st)
 		}
 		delete(f.streams, k)
 		delete(f.unknownLag, k)
@@ -242,7 +299,7 @@ func (f *fakeShards) Repair(ctx context.Context, prefix, group string, shards []
 			f.streams[k] = st
 		}
 		if st.groups[group] == nil {
-			st.groups[group] = &fakeGroup{lag: st.added}
+			st.groups[group] = &fakeGroup{} // nothing delivered: all of it is lag
 			f.repairs++
 		}
 	}
@@ -261,6 +318,7 @@ func (f *fakeShards) lose(prefix, group string, shard int, wholeStream bool) boo
 	}
 	f.lost[k] = true
 	if wholeStream {
+		f.drop(st)
 		delete(f.streams, k)
 		delete(f.unknownLag, k)
 		return true
@@ -269,15 +327,31 @@ func (f *fakeShards) lose(prefix, group string, shard int, wholeStream bool) boo
 	return true
 }
 
-// An entry's id in the fake is "<n>-0", n counting from 1 in the order they
-// were added; a group has delivered the first added-lag of them, and the
-// last pending of those are pending.
+// drop records the keyed entries of a stream about to vanish.
+func (f *fakeShards) drop(st *fakeStream) {
+	for _, e := range st.entries {
+		if e.key != "" {
+			f.dropped = append(f.dropped, e)
+		}
+	}
+}
+
+// takeDropped returns the keyed entries that vanished since the last call.
+func (f *fakeShards) takeDropped() []fakeEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.dropped
+	f.dropped = nil
+	return d
+}
+
+// An entry's id in the fake is "<n>-0" (fakeEntry).
 
 func fakeID(n int64) string { return fmt.Sprintf("%d-0", n) }
 
 func fakeSeq(id string) int64 {
-	var n int64
-	fmt.Sscanf(id, "%d-", &n)
+	head, _, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(head, 10, 64)
 	return n
 }
 
@@ -295,10 +369,10 @@ func (f *fakeShards) Cutover(ctx context.Context, prefix, group string, fence in
 			f.fences[k+" "+group] = fence
 		}
 		r := events.CutoverRead{ShardCutover: events.ShardCutover{ShardIndex: sh.Index, StreamKey: k, LastID: "0-0", Fenced: sh.Raise}, Done: true}
-		if st := f.streams[k]; st != nil && st.added > 0 {
-			r.LastID = fakeID(st.added)
+		if st := f.streams[k]; st != nil && len(st.entries) > 0 {
+			r.LastID = st.lastID()
 			g := st.groups[group]
-			r.Done = g != nil && g.lag == 0 && g.pending == 0
+			r.Done = g != nil && g.lag(st) == 0 && g.pendingCount() == 0
 		}
 		out[i] = r
 	}
@@ -331,14 +405,36 @@ func (f *fakeShards) BarrierEvidence(ctx context.Context, group string, sources 
 	}
 	out := make([]events.BarrierRead, len(sources))
 	for i, src := range sources {
-		r := events.BarrierRead{BarrierProof: events.BarrierProof{ShardIndex: src.ShardIndex, StreamKey: src.StreamKey, CutoverID: src.CutoverID}, ScannedTo: src.ScanFrom}
-		if st := f.streams[src.StreamKey]; st != nil {
-			r.Exists = true
-			if g := st.groups[group]; g != nil {
-				delivered := st.added - g.lag
-				r.LastDelivered = fakeID(delivered)
-				if firstPending := delivered - g.pending + 1; g.pending > 0 && firstPending <= fakeSeq(src.CutoverID) {
-					r.Pending = min(g.pending, fakeSeq(src.CutoverID)-firstPending+1)
+		// The scan for entries after the cutover without the fence field
+		// starts after ScanFrom (the cutover when empty), as the script's.
+		from := src.ScanFrom
+		if from == "" {
+			from = src.CutoverID
+		}
+		r := events.BarrierRead{BarrierProof: events.BarrierProof{ShardIndex: src.ShardIndex, StreamKey: src.StreamKey, CutoverID: src.CutoverID}, ScannedTo: from}
+		st := f.streams[src.StreamKey]
+		if st == nil {
+			out[i] = r
+			continue
+		}
+		r.Exists = true
+		cut := fakeSeq(src.CutoverID)
+		if g := st.groups[group]; g != nil {
+			r.LastDelivered = st.lastDelivered(g)
+			for _, p := range g.pending {
+				if st.entries[p.idx].id <= cut {
+					r.Pending++
+				}
+			}
+		}
+		after := fakeSeq(from)
+		first := sort.Search(len(st.entries), func(i int) bool { return st.entries[i].id > after })
+		for _, e := range st.entries[first:min(len(st.entries), first+src.Scan)] {
+			r.ScannedTo = fakeID(e.id)
+			if !e.tagged {
+				r.Unfenced++
+				if r.FirstUnfenced == "" {
+					r.FirstUnfenced = fakeID(e.id)
 				}
 			}
 		}
@@ -367,7 +463,8 @@ func (f *fakeShards) lagUnknownLocked(k string) bool {
 	return ok && f.clock.Now().Before(until)
 }
 
-// publish is XADD ... NOMKSTREAM: false when the stream does not exist.
+// publish is XADD ... NOMKSTREAM of an entry without key: false when the
+// stream does not exist.
 func (f *fakeShards) publish(prefix string, shard int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -375,10 +472,8 @@ func (f *fakeShards) publish(prefix string, shard int) bool {
 	if st == nil {
 		return false
 	}
-	st.added++
-	for _, g := range st.groups {
-		g.lag++
-	}
+	f.lastID++
+	st.entries = append(st.entries, fakeEntry{id: f.lastID})
 	return true
 }
 
@@ -393,8 +488,11 @@ func (f *fakeShards) consume(prefix, group string, shard int) bool {
 		return false
 	}
 	g := st.groups[group]
-	g.pending = g.lag
-	g.lag = 0
+	g.pending = g.pending[:0]
+	for i := g.delivered; i < len(st.entries); i++ {
+		g.pending = append(g.pending, fakePending{idx: i, at: f.clock.Now()})
+	}
+	g.delivered = len(st.entries)
 	return true
 }
 
@@ -403,7 +501,7 @@ func (f *fakeShards) ack(prefix, group string, shard int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st := f.streams[streamKey(prefix, shard)]; st != nil && st.groups[group] != nil {
-		st.groups[group].pending = 0
+		st.groups[group].pending = nil
 	}
 }
 
@@ -411,9 +509,138 @@ func (f *fakeShards) pending(prefix, group string, shard int) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st := f.streams[streamKey(prefix, shard)]; st != nil && st.groups[group] != nil {
-		return st.groups[group].pending
+		return st.groups[group].pendingCount()
 	}
 	return 0
+}
+
+// --- what the Go SDK does to a shard stream (ordered simulation) ---
+
+// publishResult is the answer of the SDK's publish script (producer.PublishScript).
+type publishResult int
+
+const (
+	published       publishResult = iota
+	publishStale                  // RSCSTALE: the fence is above the routing version; nothing written
+	publishNoStream               // NOMKSTREAM: the stream does not exist; nothing written
+)
+
+// publishFenced is producer.PublishScript on one shard for one entry of key
+// (its seq-th): refused when the group's fence is above rv; the entry is
+// tagged with rv when tag (the routing says ordering KEY).
+func (f *fakeShards) publishFenced(prefix, group string, shard int, rv int64, tag bool, key string, seq int) (fakeEntry, publishResult) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := streamKey(prefix, shard)
+	if f.fences[k+" "+group] > rv {
+		return fakeEntry{}, publishStale
+	}
+	st := f.streams[k]
+	if st == nil {
+		return fakeEntry{}, publishNoStream
+	}
+	f.lastID++
+	e := fakeEntry{id: f.lastID, key: key, seq: seq, tagged: tag}
+	if tag {
+		e.rv = rv
+	}
+	st.entries = append(st.entries, e)
+	return e, published
+}
+
+// claim is XAUTOCLAIM from 0-0 over the whole pending list: the entries
+// pending for at least minIdle become consumer's (delivered now), returned
+// in id order; skip names entries not to claim (the reader's own). ok is false
+// on NOGROUP.
+func (f *fakeShards) claim(prefix, group string, shard int, consumer string, minIdle time.Duration, skip map[int64]bool) (out []fakeEntry, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[streamKey(prefix, shard)]
+	if st == nil || st.groups[group] == nil {
+		return nil, false
+	}
+	g := st.groups[group]
+	now := f.clock.Now()
+	for i := range g.pending {
+		p := &g.pending[i]
+		e := st.entries[p.idx]
+		if skip[e.id] || now.Sub(p.at) < minIdle {
+			continue
+		}
+		p.consumer, p.at = consumer, now
+		out = append(out, e)
+	}
+	return out, true
+}
+
+// readNew is XREADGROUP > COUNT n: up to n entries after the group's
+// last-delivered-id, now pending for consumer. ok is false on NOGROUP.
+func (f *fakeShards) readNew(prefix, group string, shard int, consumer string, n int) (out []fakeEntry, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[streamKey(prefix, shard)]
+	if st == nil || st.groups[group] == nil {
+		return nil, false
+	}
+	g := st.groups[group]
+	now := f.clock.Now()
+	for ; g.delivered < len(st.entries) && len(out) < n; g.delivered++ {
+		g.pending = append(g.pending, fakePending{idx: g.delivered, consumer: consumer, at: now})
+		out = append(out, st.entries[g.delivered])
+	}
+	return out, true
+}
+
+// ackIDs is XACK of the given entry ids.
+func (f *fakeShards) ackIDs(prefix, group string, shard int, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[streamKey(prefix, shard)]
+	if st == nil || st.groups[group] == nil {
+		return
+	}
+	g := st.groups[group]
+	acked := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		acked[id] = true
+	}
+	kept := g.pending[:0]
+	for _, p := range g.pending {
+		if !acked[st.entries[p.idx].id] {
+			kept = append(kept, p)
+		}
+	}
+	g.pending = kept
+}
+
+// where describes an entry's place for a failure report: its stream, whether
+// the group delivered it and to whom it is pending.
+func (f *fakeShards) where(prefix, group string, shard int, id int64) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := streamKey(prefix, shard)
+	st := f.streams[k]
+	if st == nil {
+		return k + " (no stream)"
+	}
+	g := st.groups[group]
+	if g == nil {
+		return k + " (no group)"
+	}
+	for _, p := range g.pending {
+		if st.entries[p.idx].id == id {
+			return fmt.Sprintf("%s pending for %s since %s", k, p.consumer, p.at.Format("15:04:05.000"))
+		}
+	}
+	for i := g.delivered; i < len(st.entries); i++ {
+		if st.entries[i].id == id {
+			return k + " not delivered yet (last delivered " + st.lastDelivered(g) + ")"
+		}
+	}
+	return k + " delivered and acknowledged"
 }
 
 // isLost reports whether Redis lost the shard's stream or group and nobody
@@ -464,8 +691,8 @@ func (f *fakeShards) undrained(prefix string, shards []int) []string {
 		}
 		for _, name := range sortedKeys(st.groups) {
 			g := st.groups[name]
-			if g.pending != 0 || g.lag != 0 || f.lagUnknownLocked(k) {
-				out = append(out, fmt.Sprintf("%s group %s pending=%d lag=%d lagUnknown=%v", k, name, g.pending, g.lag, f.lagUnknownLocked(k)))
+			if g.pendingCount() != 0 || g.lag(st) != 0 || f.lagUnknownLocked(k) {
+				out = append(out, fmt.Sprintf("%s group %s pending=%d lag=%d lagUnknown=%v", k, name, g.pendingCount(), g.lag(st), f.lagUnknownLocked(k)))
 			}
 		}
 	}
@@ -480,7 +707,7 @@ func (f *fakeShards) unconsumed(prefix string, from int) int64 {
 	for s := from; s < 64; s++ {
 		if st := f.streams[streamKey(prefix, s)]; st != nil {
 			for _, g := range st.groups {
-				n += g.lag + g.pending
+				n += g.lag(st) + g.pendingCount()
 			}
 		}
 	}
@@ -493,7 +720,7 @@ func (f *fakeShards) entriesAdded(prefix string, shards []int) map[int]int64 {
 	out := map[int]int64{}
 	for _, s := range shards {
 		if st := f.streams[streamKey(prefix, s)]; st != nil {
-			out[s] = st.added
+			out[s] = st.added()
 		}
 	}
 	return out
@@ -516,10 +743,10 @@ func (f *fakeShards) describe() string {
 	})
 	for _, k := range keys {
 		st := f.streams[k]
-		fmt.Fprintf(&b, "  %s added=%d", k, st.added)
+		fmt.Fprintf(&b, "  %s added=%d last=%s", k, st.added(), st.lastID())
 		for _, name := range sortedKeys(st.groups) {
 			g := st.groups[name]
-			fmt.Fprintf(&b, " [%s lag=%d pending=%d unknownLag=%v]", name, g.lag, g.pending, f.lagUnknownLocked(k))
+			fmt.Fprintf(&b, " [%s lag=%d pending=%d delivered=%s unknownLag=%v]", name, g.lag(st), g.pendingCount(), st.lastDelivered(g), f.lagUnknownLocked(k))
 		}
 		b.WriteString("\n")
 	}
