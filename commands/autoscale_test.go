@@ -65,7 +65,10 @@ func TestEvaluateCases(t *testing.T) {
 		{name: "scale-out cooldown over", st: func(s *commands.AutoscaleState) { s.LastOutAt = t0.Add(-60 * time.Second) }, load: fullLoad(5000), change: true, to: 8},
 		{name: "scale-in cooldown", st: func(s *commands.AutoscaleState) { s.LastInAt = t0.Add(-299 * time.Second) }, load: fullLoad(0), to: 4, reason: "scale-in cooldown"},
 		{name: "one change per window", p: func(p *events.AutoscalingConfigured) { p.ScaleInCooldown = 1 },
-			st: func(s *commands.AutoscaleState) { s.LastOutAt = t0.Add(-100 * time.Second); s.LastInAt = t0.Add(-29 * time.Second) }, load: fullLoad(5000), to: 4, reason: "less than a window ago"},
+			st: func(s *commands.AutoscaleState) {
+				s.LastOutAt = t0.Add(-100 * time.Second)
+				s.LastInAt = t0.Add(-29 * time.Second)
+			}, load: fullLoad(5000), to: 4, reason: "less than a window ago"},
 		{name: "dry run records", p: func(p *events.AutoscalingConfigured) { p.DryRun = true }, load: fullLoad(5000), change: true, to: 8, reason: "dry run"},
 		{name: "dry run does not repeat itself", p: func(p *events.AutoscalingConfigured) { p.DryRun = true },
 			st: func(s *commands.AutoscaleState) {

@@ -281,6 +281,10 @@ type simProducer struct {
 	count     int
 	fetchedAt time.Time
 	refresh   time.Duration
+	// The ordered simulation's producers (the Go SDK) also keep the
+	// routing's metadata version and ordering.
+	mv      int64
+	ordered bool
 }
 
 type epochMark struct {
@@ -327,11 +331,18 @@ type sim struct {
 	srvEpoch              map[string]epochMark
 	replay                *projection.State
 	stats                 map[string]int
+
+	// ord is the ordered simulation's state (nil in TestSim's), and run
+	// the test that replays a seed.
+	ord *orderSim
+	run string
+	// bg, if set, counts coordinators closing in the background (close).
+	bg *sync.WaitGroup
 }
 
 func runSim(t *testing.T, seed int64, steps int, off string) uint64 {
 	t.Helper()
-	s := newSim(t, seed, off)
+	s := newSim(t, seed, off, "")
 	defer s.close()
 	s.steps = steps
 	for i := 0; i < steps; i++ {
@@ -358,7 +369,10 @@ func runSim(t *testing.T, seed int64, steps int, off string) uint64 {
 	return s.digest
 }
 
-func newSim(t testing.TB, seed int64, off string) *sim {
+// newSim builds a simulation; ordering "" is TestSim's (a group without
+// ordering, Python and Spring members, producers without keys), else the
+// ordered simulation's with that ordering (simorder_test.go).
+func newSim(t testing.TB, seed int64, off, ordering string) *sim {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := newSimClock(start)
 	fake := newFakeShards(clock)
@@ -372,12 +386,17 @@ func newSim(t testing.TB, seed int64, off string) *sim {
 	s.lossRate = 0.15 * s.rng.Float64()
 	s.lateRate = 0.04 * s.rng.Float64()
 	s.springShare = s.rng.Float64()
+	var orderingIn *string
+	if ordering != "" {
+		s.ord = newOrderSim(s, ordering)
+		orderingIn = &ordering
+	}
 	s.startCoordinator()
 	initial := 1 + s.rng.IntN(12)
 	s.act("create group shards=%d", initial)
 	if _, err := s.c.CreateGroup(context.Background(), events.Meta{Actor: "sim"}, commands.CreateGroupInput{
 		StreamPrefix: simKey.StreamPrefix, ConsumerGroup: simKey.ConsumerGroup, InitialShardCount: &initial,
-		RequestedBy: "sim", Reason: "simulation",
+		RequestedBy: "sim", Reason: "simulation", Ordering: orderingIn,
 	}); err != nil {
 		t.Fatalf("seed %d: create group: %v", seed, err)
 	}
@@ -402,6 +421,7 @@ func (s *sim) startCoordinator() {
 	cfg := commands.Config{
 		TickInterval:         time.Hour, // the simulation ticks by itself
 		ShardCheckInterval:   -1,        // and checks shard streams by itself
+		BarrierCheckInterval: time.Hour, // and proves barriers in Tick
 		MemberLease:          15 * time.Second,
 		RebalanceTimeout:     60 * time.Second,
 		HeartbeatInterval:    3 * time.Second,
@@ -417,11 +437,36 @@ func (s *sim) startCoordinator() {
 	s.c = c
 }
 
+// restartCoordinator replaces the coordinator by a new one on the same log.
+func (s *sim) restartCoordinator() {
+	s.stats["coordinator-restart"]++
+	s.act(" coordinator restart (folds the log again; leases re-armed)")
+	old := s.c
+	s.closed.Add(1)
+	go func() { defer s.closed.Done(); old.Close() }()
+	s.startCoordinator()
+}
+
+// close stops the coordinator and waits for the ones a restart replaced; with
+// bg set, in the background, counted in bg (a coordinator's Close waits up to
+// a second of real time for its log follower).
 func (s *sim) close() {
-	if s.c != nil {
-		s.c.Close()
+	c := s.c
+	if s.bg == nil {
+		if c != nil {
+			c.Close()
+		}
+		s.closed.Wait()
+		return
 	}
-	s.closed.Wait()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		if c != nil {
+			c.Close()
+		}
+		s.closed.Wait()
+	}()
 }
 
 // --- trace and failure ---
@@ -469,6 +514,9 @@ func (s *sim) endStep() {
 	if len(violations) > 0 {
 		s.fail("%s", strings.Join(violations, "\n"))
 	}
+	if s.ord != nil {
+		s.ord.endStep()
+	}
 	s.checkInvariants()
 }
 
@@ -484,7 +532,11 @@ func (s *sim) fail(format string, args ...any) {
 	if len(s.off) > 0 {
 		off = " -sim.off=" + strings.Join(sortedKeys(s.off), ",")
 	}
-	fmt.Fprintf(&b, "replay: go test ./commands -count=1 -run 'TestSim$' -sim.seed=%d -sim.steps=%d%s [-sim.v]\n", s.seed, steps, off)
+	run := s.run
+	if run == "" {
+		run = "TestSim"
+	}
+	fmt.Fprintf(&b, "replay: go test ./commands -count=1 -run '%s$' -sim.seed=%d -sim.steps=%d%s [-sim.v]\n", run, s.seed, steps, off)
 	fmt.Fprintf(&b, "--- last %d actions ---\n%s\n", len(s.trace), strings.Join(s.trace, "\n"))
 	s.hook.mu.Lock()
 	pending := append([]string(nil), s.hook.lines...)
@@ -532,6 +584,9 @@ func (s *sim) describe() string {
 	}
 	b.WriteString("--- shard streams ---\n")
 	b.WriteString(s.fake.describe())
+	if s.ord != nil {
+		b.WriteString(s.ord.describe())
+	}
 	return b.String()
 }
 
@@ -543,7 +598,13 @@ func (s *sim) addMember() *simMember {
 	if s.rng.Float64() < s.springShare {
 		kind = springClient
 	}
+	if s.ord != nil {
+		kind = goClient
+	}
 	m := newSimMember(fmt.Sprintf("m%02d", s.nextID), kind, s.now())
+	if kind == goClient {
+		m.sdk = newSDKState()
+	}
 	m.nextHB = s.now().Add(time.Duration(s.rng.IntN(3000)) * time.Millisecond)
 	s.members = append(s.members, m)
 	return m
@@ -569,6 +630,9 @@ func (s *sim) pick(ms []*simMember) *simMember {
 func (s *sim) crash(m *simMember, why string) {
 	m.alive = false
 	m.reading, m.draining, m.revoked = map[int]bool{}, map[int]bool{}, map[int]bool{}
+	if m.sdk != nil {
+		m.sdk = newSDKState() // a new process knows nothing
+	}
 	m.restartAt = s.now().Add(time.Duration(2000+s.rng.IntN(58000)) * time.Millisecond)
 	s.act(" %s %s (restart at %s)", why, m.id, s.elapsed(m.restartAt))
 }
@@ -602,6 +666,10 @@ func (s *sim) consume(m *simMember) {
 	if !m.alive {
 		return
 	}
+	if m.kind == goClient {
+		s.consumeSDK(m, s.ord.batch)
+		return
+	}
 	if !m.paused {
 		for _, sh := range setList(m.reading) {
 			if !s.fake.consume(simKey.StreamPrefix, simKey.ConsumerGroup, sh) && !s.fake.isLost(simKey.StreamPrefix, sh) {
@@ -624,6 +692,9 @@ func (s *sim) consume(m *simMember) {
 }
 
 func (s *sim) buildRequest(m *simMember) (*wire.HeartbeatRequest, bool) {
+	if m.kind == goClient {
+		return s.buildRequestSDK(m)
+	}
 	s.reqN++
 	epoch := m.epoch
 	if m.leaving {
@@ -729,6 +800,9 @@ func (s *sim) heartbeat(m *simMember, lose bool) {
 	req, lastLeave := s.buildRequest(m)
 	s.act(" hb %s/%s#%d %s", m.id, m.kind, m.incarnation, reportString(req))
 	resp, err := s.c.Heartbeat(context.Background(), simKey, m.id, "", req)
+	if err != nil && s.ord != nil && s.ord.avoidSpanError(m, err) {
+		return
+	}
 	if err != nil {
 		s.fail("heartbeat of %s returned an error: %v", m.id, err)
 	}
@@ -794,6 +868,10 @@ func (s *sim) checkResponse(m *simMember, req *wire.HeartbeatRequest, resp *wire
 
 // apply is the client library's reaction to a response.
 func (s *sim) apply(m *simMember, req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse) {
+	if m.kind == goClient {
+		s.applySDK(m, req, resp)
+		return
+	}
 	assigned := map[int]bool{}
 	for _, sh := range refInts(resp.Assignment.AssignedShards) {
 		assigned[sh] = true
@@ -879,6 +957,10 @@ func (s *sim) routedCount() int {
 }
 
 func (s *sim) publish(p *simProducer, n int) {
+	if s.ord != nil {
+		s.publishKeyed(p, n)
+		return
+	}
 	published, failed := 0, 0
 	for i := 0; i < n; i++ {
 		if s.calm || s.now().Sub(p.fetchedAt) >= p.refresh {
@@ -942,11 +1024,20 @@ func (s *sim) scheduleNext(m *simMember) {
 		jitter = 0
 	}
 	m.nextHB = s.now().Add(3*time.Second + jitter)
+	if m.kind == goClient && m.sdk.holding() {
+		// The Go SDK heartbeats faster while a reader holds entries back.
+		m.nextHB = s.now().Add(sdkHoldHeartbeat)
+	}
 }
 
 func (s *sim) randomStep() {
 	s.step++
 	s.restartDue()
+	if s.ord != nil && s.ord.step() {
+		s.autoTick()
+		s.endStep()
+		return
+	}
 	r := s.rng.Float64()
 	switch {
 	case r < 0.70: // the next scheduled heartbeat
@@ -994,18 +1085,22 @@ func (s *sim) randomStep() {
 			s.crash(m, "crash")
 		}
 	case r < 0.925:
-		var spring []*simMember
+		var graceful []*simMember // Spring and the Go SDK leave gracefully
 		for _, m := range s.alive() {
-			if m.kind == springClient && !m.leaving && m.epoch > 0 {
-				spring = append(spring, m)
+			if m.kind != pythonClient && !m.leaving && m.epoch > 0 {
+				graceful = append(graceful, m)
 			}
 		}
-		if m := s.pick(spring); m != nil && s.on("leave") {
+		if m := s.pick(graceful); m != nil && s.on("leave") {
 			s.stats["leave"]++
 			m.leaving = true
 			if s.rng.IntN(2) == 0 {
 				// Finish in-flight work before saying goodbye: every shard REVOKED.
 				for sh := range m.reading {
+					if m.kind == goClient {
+						s.ackInFlight(m, sh)
+						continue
+					}
 					s.fake.ack(simKey.StreamPrefix, simKey.ConsumerGroup, sh)
 				}
 				s.act(" %s drains, then", m.id)
@@ -1043,15 +1138,9 @@ func (s *sim) randomStep() {
 		s.act(" STALL: clock +%s", d)
 		s.advance(d)
 	case r < 0.9465:
-		if !s.on("restart") {
-			break
+		if s.on("restart") {
+			s.restartCoordinator()
 		}
-		s.stats["coordinator-restart"]++
-		s.act(" coordinator restart (folds the log again; leases re-armed)")
-		old := s.c
-		s.closed.Add(1)
-		go func() { defer s.closed.Done(); old.Close() }()
-		s.startCoordinator()
 	case r < 0.948:
 		var ms []*simMember
 		for _, m := range s.alive() {
@@ -1067,13 +1156,13 @@ func (s *sim) randomStep() {
 			}
 		}
 	case r < 0.953:
-		var spring []*simMember
+		var draining []*simMember // Spring and the Go SDK drain revoked shards
 		for _, m := range s.alive() {
-			if m.kind == springClient {
-				spring = append(spring, m)
+			if m.kind != pythonClient {
+				draining = append(draining, m)
 			}
 		}
-		if m := s.pick(spring); m != nil && s.on("slow") {
+		if m := s.pick(draining); m != nil && s.on("slow") {
 			m.slowUntil = s.now().Add(time.Duration(10000+s.rng.IntN(110000)) * time.Millisecond)
 			s.stats["slow-handler"]++
 			s.act(" %s handler stuck until %s", m.id, s.elapsed(m.slowUntil))
@@ -1081,6 +1170,9 @@ func (s *sim) randomStep() {
 	case r < 0.9535:
 		if n := s.routedCount(); n > 0 && s.on("lose") {
 			sh, whole := s.rng.IntN(n), s.rng.IntN(2) == 0
+			if s.ord != nil && s.ord.avoidLoss(whole) {
+				break
+			}
 			if s.fake.lose(simKey.StreamPrefix, simKey.ConsumerGroup, sh, whole) {
 				s.stats["redis-lost-shard"]++
 				what := "consumer group on"
@@ -1167,6 +1259,9 @@ func (s *sim) rollback() {
 		id = g.Reshardings[s.rng.IntN(len(g.Reshardings))].ReshardingID
 	}
 	policy := []string{"", "metadata", "drain"}[s.rng.IntN(3)]
+	if s.ord != nil && s.ord.avoidRollback(g, id) {
+		return
+	}
 	s.stats["rollback"]++
 	s.act(" rollback %s policy=%q", s.hook.alias(id), policy)
 	mv, err := s.c.Rollback(context.Background(), events.Meta{Actor: "sim"}, simKey, id, commands.RollbackInput{RequestedBy: "operator", Reason: "simulation", Policy: policy})
@@ -1368,8 +1463,15 @@ func (s *sim) calmDown() {
 				}
 			}
 		}
-		s.publish(s.producers[0], 1)
+		if s.ord == nil {
+			s.publish(s.producers[0], 1)
+		} else {
+			s.ord.calmSecond(i)
+		}
 		s.endStep()
+		if s.ord != nil && s.ord.settled(i) {
+			break
+		}
 	}
 }
 
@@ -1443,6 +1545,9 @@ func (s *sim) finalChecks() {
 		if sh >= g.AssignableCount {
 			s.fail("invariant 4: %v still read shard %d outside the assignable range 0..%d", ids, sh, g.AssignableCount-1)
 		}
+	}
+	if s.ord != nil {
+		s.ord.finalChecks(g)
 	}
 }
 

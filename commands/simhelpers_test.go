@@ -772,11 +772,18 @@ type clientKind int
 const (
 	pythonClient clientKind = iota // adopts assigned on OK, never reports revokes, never leaves
 	springClient                   // DRAINING/REVOKED reports, graceful leave
+	// goClient is the Go SDK member runtime (client/member): Spring's protocol,
+	// plus entry by entry processing with an assignment lease and, in ordered
+	// groups, barriers, routing versions and takeover claims (simorder_test.go).
+	goClient
 )
 
 func (k clientKind) String() string {
-	if k == springClient {
+	switch k {
+	case springClient:
 		return "spring"
+	case goClient:
+		return "go"
 	}
 	return "python"
 }
@@ -806,6 +813,8 @@ type simMember struct {
 	restartAt time.Time
 	// lastAdopted is the highest member epoch adopted in this incarnation.
 	lastAdopted int64
+	// sdk is the Go SDK runtime's state (goClient only).
+	sdk *sdkState
 }
 
 func newSimMember(id string, kind clientKind, now time.Time) *simMember {
@@ -823,6 +832,9 @@ func (m *simMember) reset() {
 	m.paused, m.leaving = false, false
 	m.lastAdopted = 0
 	m.slowUntil = time.Time{}
+	if m.sdk != nil {
+		m.sdk.reset()
+	}
 }
 
 // readSet is every shard whose entries the member is processing: polled shards

@@ -178,7 +178,9 @@ type AutoscaleDecision struct {
 }
 
 // AutoscalingEnabled reports whether the autoscaler manages the group.
-func (g *Group) AutoscalingEnabled() bool { return g.Autoscaling != nil && g.Autoscaling.Policy.Enabled }
+func (g *Group) AutoscalingEnabled() bool {
+	return g.Autoscaling != nil && g.Autoscaling.Policy.Enabled
+}
 
 // Barrier is a shard of the layout after a cutover whose entries after After
 // wait until every source shard is proven read and acknowledged up to its
