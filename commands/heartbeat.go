@@ -131,24 +131,56 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 	return nil
 }
 
-// checkSpan refuses a heartbeat whose arrays are longer than the group's shard
-// span (routed shards plus removed shards still assigned): no member can hold
-// more. Claims on shards outside the member's authority are not refused here;
-// the decision fences the member for them, as the contract says.
-func checkSpan(req *wire.HeartbeatRequest, span int) error {
-	var p []string
-	for _, a := range []struct {
-		field string
-		n     int
-	}{{"ownedShards", len(req.OwnedShards)}, {"revokingShards", len(req.RevokingShards)}, {"shardProgress", len(req.ShardProgress)}} {
-		if a.n > span {
-			p = append(p, fmt.Sprintf("%s: must not hold more shards than the group has (%d, got %d)", a.field, span, a.n))
+// withinSpan drops from a report every shard at or past the group's shard
+// span: a shard retired (or never created) can be neither owned nor released,
+// and a report that still names one is stale, not hostile. The Go SDK and
+// Spring send a REVOKED report again until an answer is accepted; after a
+// lost answer the resharding may have retired the shard meanwhile, and
+// refusing the report would leave the member retrying it forever. Indices
+// are distinct (validateHeartbeat), so what is left holds at most span
+// entries per array: nothing a report brings into an event outgrows the
+// group. req is not modified; the copy shares what is kept.
+func withinSpan(req *wire.HeartbeatRequest, span int) *wire.HeartbeatRequest {
+	over := func(i int) bool { return i >= span }
+	n := 0
+	for _, s := range req.OwnedShards {
+		if over(s.ShardIndex) {
+			n++
 		}
 	}
-	if len(p) > 0 {
-		return withMsg(ErrInvalid, "%s", strings.Join(p, "; "))
+	for _, rv := range req.RevokingShards {
+		if over(rv.Shard.ShardIndex) {
+			n++
+		}
 	}
-	return nil
+	for _, p := range req.ShardProgress {
+		if over(p.Shard.ShardIndex) {
+			n++
+		}
+	}
+	if n == 0 {
+		return req
+	}
+	out := *req
+	out.OwnedShards = make([]wire.ShardRef, 0, len(req.OwnedShards))
+	for _, s := range req.OwnedShards {
+		if !over(s.ShardIndex) {
+			out.OwnedShards = append(out.OwnedShards, s)
+		}
+	}
+	out.RevokingShards = make([]wire.RevokingReport, 0, len(req.RevokingShards))
+	for _, rv := range req.RevokingShards {
+		if !over(rv.Shard.ShardIndex) {
+			out.RevokingShards = append(out.RevokingShards, rv)
+		}
+	}
+	out.ShardProgress = make([]wire.ShardProgress, 0, len(req.ShardProgress))
+	for _, p := range req.ShardProgress {
+		if !over(p.Shard.ShardIndex) {
+			out.ShardProgress = append(out.ShardProgress, p)
+		}
+	}
+	return &out
 }
 
 func (c *Coordinator) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire.HeartbeatResponse {
@@ -211,7 +243,8 @@ func (c *Coordinator) Heartbeat(ctx context.Context, k projection.GroupKey, path
 		// may already be stale.
 		return nil, ErrNotLeader
 	}
-	if err := c.admissible(k, pathID, principal, req); err != nil {
+	req, err := c.admissible(k, pathID, principal, req)
+	if err != nil {
 		return nil, err
 	}
 	if resp := c.steadyHeartbeat(k, pathID, req); resp != nil {
@@ -240,32 +273,26 @@ func (c *Coordinator) issued(k projection.GroupKey, id string, resp *wire.Heartb
 	c.rt.issued(k, id, resp.MemberEpoch)
 }
 
-// admissible refuses, from the recorded state, a heartbeat whose arrays exceed
-// the group's span or that comes from another principal than the member's.
-// The decision checks both again against the state it decides on.
-func (c *Coordinator) admissible(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) error {
+// admissible refuses, from the recorded state, a heartbeat from another
+// principal than the member's, and drops from the report the shards past the
+// group's span (withinSpan). The decision does both again against the state
+// it decides on.
+func (c *Coordinator) admissible(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
 	c.state.RLock()
 	defer c.state.RUnlock()
 	g := c.state.GroupLocked(k)
 	if g == nil {
-		return nil
+		return req, nil
 	}
 	return checkCaller(g, id, principal, req)
 }
 
-func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) error {
+func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
 	m := g.Members[id]
 	if m != nil && m.Principal != "" && m.Principal != principal {
-		return withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
+		return nil, withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
 	}
-	span := shardSpan(g)
-	if m != nil {
-		// A member that stalled through the end of a resharding (expired, say)
-		// still lists what it held; it gets the contract's answer (FENCED), not
-		// a 400.
-		span = max(span, len(m.Current)+len(m.Revoking))
-	}
-	return checkSpan(req, span)
+	return withinSpan(req, shardSpan(g)), nil
 }
 
 // shardSpan is how many shards a group's members can legitimately report: the
@@ -407,7 +434,8 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *wire.He
 	if g == nil {
 		return c.rejected(req, id, wire.StatusUnknownMember), nil
 	}
-	if err := checkCaller(g, id, principal, req); err != nil {
+	req, err := checkCaller(g, id, principal, req)
+	if err != nil {
 		return nil, err
 	}
 	t.expireLapsed(k)

@@ -208,10 +208,10 @@ func runOrderedSim(t *testing.T, seed int64, steps int, off, ordering string, bg
 	cutovers, released := s.hook.counts["resharding.cutover"], s.hook.counts["resharding.barrier_released"]
 	activated, rolledBack := s.hook.counts["resharding.activated"], s.hook.counts["resharding.rolled_back"]
 	s.hook.mu.Unlock()
-	t.Logf("seed %d (%s): %d steps, virtual time %s, %d keys, batch %d: %d entries published (%d refused by a fence first), %d handled again, %d lost with a stream, %d unhandled; %d reshardings, %d rollbacks, %d coordinator restarts, %d cutovers, %d barrier releases; holds: %d at a barrier, %d for a routing version; %d claimed on takeover; %d inversions; known bugs avoided: %d rollbacks, %d losses, %d refused heartbeats",
+	t.Logf("seed %d (%s): %d steps, virtual time %s, %d keys, batch %d: %d entries published (%d refused by a fence first), %d handled again, %d lost with a stream, %d unhandled; %d reshardings, %d rollbacks, %d coordinator restarts, %d cutovers, %d barrier releases; holds: %d at a barrier, %d for a routing version; %d claimed on takeover; %d inversions; known bugs avoided: %d rollbacks, %d losses",
 		seed, ordering, s.step, s.clock.Now().Sub(s.start), len(o.keys), o.batch, len(o.entries), o.stats["stale"], o.stats["handled-again"], o.stats["lost"], o.stats["unhandled"],
 		activated, rolledBack, s.stats["coordinator-restart"], cutovers, released, o.stats["hold-barrier"], o.stats["hold-rv"], o.stats["claimed"], o.inversions,
-		o.stats["rollback-avoided"], o.stats["loss-avoided"], o.stats["span-error-avoided"])
+		o.stats["rollback-avoided"], o.stats["loss-avoided"])
 	return orderedResult{digest: s.digest, inversions: o.inversions}
 }
 
@@ -952,7 +952,7 @@ func (s *sim) applySDK(m *simMember, req *wire.HeartbeatRequest, resp *wire.Hear
 //
 // The ordered simulation steers around the bugs it found, so that it keeps
 // checking everything else. RSC_SIM_KNOWN_BUGS runs into them: "all" (or
-// "1"), or a comma-separated list of rollback, loss, span.
+// "1"), or a comma-separated list of rollback, loss.
 
 // intoKnownBug reports whether RSC_SIM_KNOWN_BUGS asks to run into bug name.
 func intoKnownBug(name string) bool {
@@ -996,24 +996,6 @@ func (o *orderSim) avoidLoss(whole bool) bool {
 	}
 	o.stats["loss-avoided"]++
 	o.s.act(" (loss of a consumer group avoided: known bug)")
-	return true
-}
-
-// avoidSpanError handles a heartbeat refused with 400 because it reports
-// more shards than the group's span (TestRevokedReportAfterRetirementIsAnswered):
-// a REVOKED report sent again after a lost answer, the DRAINING reports of a
-// member fenced meanwhile, or the owned shards of a member that stalled,
-// after a scale-in retired those shards (RSC_SIM_KNOWN_BUGS=span: seed 171).
-// The Go SDK would send the same report forever; the simulation restarts
-// the member's protocol (epoch 0, nothing held) instead, as an operator
-// restarting the stuck process would.
-func (o *orderSim) avoidSpanError(m *simMember, err error) bool {
-	if intoKnownBug("span") || !isKind(err, commands.KindInvalid) || !strings.Contains(err.Error(), "must not hold more shards than the group has") {
-		return false
-	}
-	o.stats["span-error-avoided"]++
-	o.s.act(" -> 400 (%v); the member starts over (known bug)", err)
-	m.reset()
 	return true
 }
 
@@ -1150,16 +1132,16 @@ func TestOrderedRollbackOfScaleInWithWaitingBarriers(t *testing.T) {
 
 // TestRevokedReportAfterRetirementIsAnswered: a heartbeat that reports a
 // shard REVOKED again, because the answer to the first report was lost, is
-// refused with 400 when the scale-in that removed the shard retired it
-// meanwhile (checkSpan counts REVOKED reports against the group's current
-// span). The Go SDK keeps a REVOKED report until an answer is accepted, so
-// it sends the same heartbeat forever: its lease lapses, it never rejoins.
-// The ordered simulation hits the same refusal for the DRAINING reports of a
-// member fenced for a slow drain and for the owned shards of a member that
-// stalled through the scale-in (seeds 79, 310 and 682 of TestSimOrdered
-// -short, with RSC_SIM_KNOWN_BUGS=1; 1000 seeds).
+// answered after the scale-in that removed the shard retired it meanwhile.
+// It was refused with 400 (the reports were counted against the group's
+// current span), and the Go SDK, which keeps a REVOKED report until an answer
+// is accepted, sent the same heartbeat forever: its lease lapsed, it never
+// rejoined. The ordered simulation hit the same refusal for the DRAINING
+// reports of a member fenced for a slow drain and for the owned shards of a
+// member that stalled through the scale-in (seeds 79, 310 and 682 of
+// TestSimOrdered -short; 1000 seeds). Shards past the span are now dropped
+// from the report (withinSpan).
 func TestRevokedReportAfterRetirementIsAnswered(t *testing.T) {
-	t.Skip("bug: checkSpan refuses (400) a REVOKED report sent again after a lost answer once the shard was retired; the Go SDK retries it forever")
 	h := newBugHarness(t, 3, events.OrderingNone)
 	r, err := h.heartbeat("a", 0, nil, nil)
 	if err != nil || r.Status != wire.StatusOK {
