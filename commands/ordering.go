@@ -56,6 +56,9 @@ type cutoverEvidence struct {
 	fence    int64
 	from, to int
 	shards   []events.CutoverRead
+	// removed is where the shards from..to-1 that still exist stand (shards
+	// a scale-in removed and a rollback routes again), by index.
+	removed map[int]string
 }
 
 // OrderingInput switches a group's ordering.
@@ -208,14 +211,31 @@ func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout 
 	for s := range shards {
 		shards[s] = events.CutoverShard{Index: s, Raise: routing.LosesKeys(from, to, s)}
 	}
+	// A shard the change routes again that a scale-in removed and that is
+	// not retired still holds entries its keys had before the scale-in,
+	// which are older than anything the keys got on the shards that took them
+	// over: its barrier starts after them, not at its start (its own fence,
+	// raised by the scale-in, keeps writes out until this change is recorded).
+	for s := from; s < min(to, shardSpan(g)); s++ {
+		shards = append(shards, events.CutoverShard{Index: s})
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	read, err := c.shards.Cutover(rctx, k.StreamPrefix, k.ConsumerGroup, ev.fence, shards)
-	if err != nil {
+	if err != nil || len(read) != len(shards) {
 		r.lowerFences(ctx, []projection.GroupKey{k})
+		if err == nil {
+			err = fmt.Errorf("%d cutover reads for %d shards", len(read), len(shards))
+		}
 		return nil, failed(ErrUnavailable, err, "could not raise the ordering fences of %s in Redis", k.StreamPrefix)
 	}
-	ev.shards = read
+	ev.shards = read[:from]
+	for _, rd := range read[from:] {
+		if ev.removed == nil {
+			ev.removed = map[int]string{}
+		}
+		ev.removed[rd.ShardIndex] = rd.LastID
+	}
 	return ev, nil
 }
 
@@ -296,6 +316,8 @@ func (t *tx) recordCutover(k projection.GroupKey, id string, to int, co map[proj
 		after := "0-0"
 		if target < ev.from {
 			after = ev.shards[target].LastID
+		} else if id, ok := ev.removed[target]; ok {
+			after = id
 		}
 		out.Barriers = append(out.Barriers, events.CutoverBarrier{ShardIndex: target, After: after, Sources: sources})
 	}

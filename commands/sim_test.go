@@ -1256,9 +1256,6 @@ func (s *sim) rollback() {
 		id = g.Reshardings[s.rng.IntN(len(g.Reshardings))].ReshardingID
 	}
 	policy := []string{"", "metadata", "drain"}[s.rng.IntN(3)]
-	if s.ord != nil && s.ord.avoidRollback(g, id) {
-		return
-	}
 	s.stats["rollback"]++
 	s.act(" rollback %s policy=%q", s.hook.alias(id), policy)
 	mv, err := s.c.Rollback(context.Background(), events.Meta{Actor: "sim"}, simKey, id, commands.RollbackInput{RequestedBy: "operator", Reason: "simulation", Policy: policy})

@@ -208,10 +208,10 @@ func runOrderedSim(t *testing.T, seed int64, steps int, off, ordering string, bg
 	cutovers, released := s.hook.counts["resharding.cutover"], s.hook.counts["resharding.barrier_released"]
 	activated, rolledBack := s.hook.counts["resharding.activated"], s.hook.counts["resharding.rolled_back"]
 	s.hook.mu.Unlock()
-	t.Logf("seed %d (%s): %d steps, virtual time %s, %d keys, batch %d: %d entries published (%d refused by a fence first), %d handled again, %d lost with a stream, %d unhandled; %d reshardings, %d rollbacks, %d coordinator restarts, %d cutovers, %d barrier releases; holds: %d at a barrier, %d for a routing version; %d claimed on takeover; %d inversions; known bugs avoided: %d rollbacks, %d losses",
+	t.Logf("seed %d (%s): %d steps, virtual time %s, %d keys, batch %d: %d entries published (%d refused by a fence first), %d handled again, %d lost with a stream, %d unhandled; %d reshardings, %d rollbacks, %d coordinator restarts, %d cutovers, %d barrier releases; holds: %d at a barrier, %d for a routing version; %d claimed on takeover; %d inversions; known bugs avoided: %d losses",
 		seed, ordering, s.step, s.clock.Now().Sub(s.start), len(o.keys), o.batch, len(o.entries), o.stats["stale"], o.stats["handled-again"], o.stats["lost"], o.stats["unhandled"],
 		activated, rolledBack, s.stats["coordinator-restart"], cutovers, released, o.stats["hold-barrier"], o.stats["hold-rv"], o.stats["claimed"], o.inversions,
-		o.stats["rollback-avoided"], o.stats["loss-avoided"])
+		o.stats["loss-avoided"])
 	return orderedResult{digest: s.digest, inversions: o.inversions}
 }
 
@@ -952,7 +952,7 @@ func (s *sim) applySDK(m *simMember, req *wire.HeartbeatRequest, resp *wire.Hear
 //
 // The ordered simulation steers around the bugs it found, so that it keeps
 // checking everything else. RSC_SIM_KNOWN_BUGS runs into them: "all" (or
-// "1"), or a comma-separated list of rollback, loss.
+// "1"), or loss.
 
 // intoKnownBug reports whether RSC_SIM_KNOWN_BUGS asks to run into bug name.
 func intoKnownBug(name string) bool {
@@ -962,23 +962,6 @@ func intoKnownBug(name string) bool {
 		}
 	}
 	return false
-}
-
-// avoidRollback reports whether the ordered simulation skips rolling back
-// resharding id: the rollback of an activated scale-in while its barriers
-// wait deadlocks them (TestOrderedRollbackOfScaleInWithWaitingBarriers;
-// RSC_SIM_KNOWN_BUGS=rollback: 34 of the 200 seeds, 6 the first).
-func (o *orderSim) avoidRollback(g *projection.Group, id string) bool {
-	if intoKnownBug("rollback") || !o.ordered() {
-		return false
-	}
-	m := g.Resharding(id)
-	if m == nil || g.ActiveResharding != id || m.To >= m.From || m.State == projection.Preparing || m.Terminal() || len(g.BarriersOf(id)) == 0 {
-		return false
-	}
-	o.stats["rollback-avoided"]++
-	o.s.act(" rollback %s avoided (known bug: scale-in with waiting barriers)", o.s.hook.alias(id))
-	return true
 }
 
 // avoidLoss reports whether the ordered simulation skips the fault where
@@ -1079,22 +1062,19 @@ func (h *bugHarness) heartbeat(id string, epoch int64, owned []int, revoked []in
 }
 
 // TestOrderedRollbackOfScaleInWithWaitingBarriers: rolling back a scale-in of
-// an ordered group while the scale-in's barriers wait deadlocks them (seeds
-// 5 and 6 of TestSimOrdered with RSC_SIM_KNOWN_BUGS=1, 600 steps).
+// an ordered group while the scale-in's barriers wait no longer deadlocks
+// them (found by TestSimOrdered, seeds 5 and 6 at 600 steps).
 //
 // 2 -> 1 with a backlog on shard 1: the cutover's barrier holds shard 0
 // after its cutover until shard 1 is read up to its own. The rollback
-// (1 -> 2, by metadata) records a cutover whose barrier on shard 1 has After
-// "0-0" (recordCutover treats every shard at or past the current shard count
-// as new and empty) and waits on shard 0 up to its new cutover, past the
-// first barrier. Shard 1 still holds the backlog the first barrier waits
-// for, now held by the second: each barrier waits for entries the other
-// holds, nothing is ever released, the resharding never completes and no
-// other can start. (The keys of that backlog would also be handled after
-// the entries published for them on shard 0 in between, were the second
-// barrier released first.)
+// (1 -> 2, by metadata) records a cutover with a barrier on shard 1 that
+// waits on shard 0 up to its new cutover. That barrier used to start at
+// "0-0" (every shard at or past the current shard count was taken for new
+// and empty), so it held shard 1's backlog, which the first barrier waits
+// for, while waiting for shard 0's entries, which the first barrier holds:
+// nothing was ever released. It now starts after shard 1's last entry, read
+// with the cutover.
 func TestOrderedRollbackOfScaleInWithWaitingBarriers(t *testing.T) {
-	t.Skip("bug: the rollback of a scale-in whose barriers wait gives the removed shards a barrier after 0-0 that holds the entries the first barrier waits for (deadlock)")
 	h := newBugHarness(t, 2, events.OrderingKey)
 	h.publish(0, 3, "a")
 	h.publish(1, 3, "b")
