@@ -15,8 +15,11 @@ import (
 // reads the routed shards of every provisioned group (outside the writer),
 // hands what Redis lost to a decision that re-checks the shards are still
 // routed and records group.shards_repaired, and only then recreates them.
-// Removed shards (draining, retired) are never touched: retired streams stay
-// deleted. The same check lowers fences left above a group's metadata version
+// A removed shard that still drains (or that an ordered group's barrier
+// waits on) gets back a lost consumer group, at the stream's start, so its
+// entries are read again and its drain can be proven; a lost stream of a
+// removed shard is not recreated (nothing is left to drain), and retired
+// shards are never touched: retired streams stay deleted. The same check lowers fences left above a group's metadata version
 // (ordering.go, checkFences).
 
 // repairShards is the shard check's loop body (--shard-check-interval; a
@@ -35,12 +38,12 @@ func (c *Coordinator) RepairShards(ctx context.Context) int {
 		if g.ShardCount == 0 || c.cfg.DisableProvisioning {
 			continue
 		}
-		routed := make([]int, g.ShardCount)
-		for i := range routed {
-			routed[i] = i
+		span := make([]int, shardSpan(g))
+		for i := range span {
+			span[i] = i
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		damage, err := c.shards.Damage(rctx, g.Key.StreamPrefix, g.Key.ConsumerGroup, routed)
+		damage, err := c.shards.Damage(rctx, g.Key.StreamPrefix, g.Key.ConsumerGroup, span)
 		cancel()
 		if err != nil {
 			c.cfg.Logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Str("group", g.Key.ConsumerGroup).Msg("check shard streams")
@@ -55,7 +58,8 @@ func (c *Coordinator) RepairShards(ctx context.Context) int {
 }
 
 // repairGroup records the repair of the damaged shards that are still routed,
-// then recreates them.
+// and of the lost consumer groups of removed shards not yet retired, then
+// recreates them.
 func (c *Coordinator) repairGroup(ctx context.Context, k projection.GroupKey, damage []events.ShardRepair) int {
 	v, err := c.submit(ctx, events.Meta{Actor: Actor}, func(t *tx) (any, error) {
 		g := t.group(k)
@@ -65,7 +69,7 @@ func (c *Coordinator) repairGroup(ctx context.Context, k projection.GroupKey, da
 		var still []events.ShardRepair
 		var shards []int
 		for _, d := range damage {
-			if d.ShardIndex < g.ShardCount {
+			if d.ShardIndex < g.ShardCount || (d.ShardIndex < shardSpan(g) && !d.StreamMissing) {
 				still = append(still, d)
 				shards = append(shards, d.ShardIndex)
 			}

@@ -966,13 +966,12 @@ func intoKnownBug(name string) bool {
 
 // avoidLoss reports whether the ordered simulation skips the fault where
 // Redis loses the group's consumer group on a shard (whole streams it still
-// loses). A barrier whose source shard lost its consumer group waits
-// forever when the shard is removed by the resharding: removed shards are
-// never repaired, and the proof wants the group's last delivered id
-// (RSC_SIM_KNOWN_BUGS=loss, -sim.steps=300, seeds 805 and 930); or when the
-// group, recreated at the stream's start, must deliver the shard again up to
-// the cutover while the shard's only reader holds an entry behind another
-// barrier and reads nothing more (-sim.steps=400, seeds 117 and 162).
+// loses). The group, recreated at the stream's start, must deliver the shard
+// again up to the cutover while the shard's only reader holds an entry behind
+// a barrier and reads nothing more: the barrier waits until the member
+// restarts or the shard moves (RSC_SIM_KNOWN_BUGS=loss, -sim.steps=300,
+// seeds 117, 162 and 342 of 1000). The other case it found, a removed shard's
+// lost consumer group, is fixed (TestLostConsumerGroupOfRemovedShardIsRepaired).
 func (o *orderSim) avoidLoss(whole bool) bool {
 	if intoKnownBug("loss") || !o.ordered() || whole {
 		return false
@@ -1159,5 +1158,45 @@ func TestRevokedReportAfterRetirementIsAnswered(t *testing.T) {
 		t.Fatalf("a REVOKED report sent again after a lost answer was refused: %v", err)
 	} else {
 		t.Logf("answered %s", r.Status)
+	}
+}
+
+// TestLostConsumerGroupOfRemovedShardIsRepaired: Redis loses the group's
+// consumer group on a shard a scale-in removed while an ordered group's
+// barrier waits on it (found by TestSimOrdered, seeds 805 and 930 at 300
+// steps). The shard check only repaired routed shards, and the proof wants
+// the group's last delivered id, so the barrier (and the drain) waited
+// forever. The check now recreates a lost consumer group on a removed shard
+// that is not retired, at the stream's start: its entries are read again and
+// the barrier is released.
+func TestLostConsumerGroupOfRemovedShardIsRepaired(t *testing.T) {
+	h := newBugHarness(t, 2, events.OrderingKey)
+	h.publish(1, 3, "b")
+	h.scale(1)
+	if g := h.group(); len(g.Barriers) != 1 || g.Barriers[0].Shard != 0 {
+		t.Fatalf("after 2 -> 1: want one barrier on shard 0, got %s", barrierString(g.Barriers))
+	}
+	if !h.fake.lose(simKey.StreamPrefix, simKey.ConsumerGroup, 1, false) {
+		t.Fatal("shard 1 has no stream")
+	}
+	if n := h.c.RepairShards(context.Background()); n != 1 {
+		t.Fatalf("the shard check repaired %d shards, want 1 (the removed shard's consumer group)", n)
+	}
+	for round := 0; round < 20 && len(h.group().Barriers) > 0; round++ {
+		fresh, _ := h.fake.readNew(simKey.StreamPrefix, simKey.ConsumerGroup, 1, "m", 100)
+		var ids []int64
+		for _, e := range fresh {
+			ids = append(ids, e.id)
+		}
+		h.fake.ackIDs(simKey.StreamPrefix, simKey.ConsumerGroup, 1, ids)
+		h.tick()
+	}
+	if g := h.group(); len(g.Barriers) > 0 {
+		t.Fatalf("shard 1's entries were read again and acked, yet the barrier waits: %s", barrierString(g.Barriers))
+	}
+	// A lost stream of a removed shard is not recreated: nothing is left to drain.
+	h.fake.lose(simKey.StreamPrefix, simKey.ConsumerGroup, 1, true)
+	if n := h.c.RepairShards(context.Background()); n != 0 {
+		t.Fatalf("the shard check recreated %d lost streams of a removed shard", n)
 	}
 }

@@ -73,7 +73,9 @@ type ShardRepair struct {
 // without persistence, an operator's mistake), just before it recreates them.
 // A lost stream comes back empty; a lost consumer group on a surviving stream
 // is recreated at the stream's start, so what is still in the stream is read
-// again (at least once). It changes no state; retired shards are never repaired.
+// again (at least once). It changes no state. Retired shards are never
+// repaired; a removed shard still draining gets back a lost consumer group,
+// never a lost stream.
 type ShardsRepaired struct {
 	Shards []ShardRepair `msgpack:"shards" json:"shards"`
 }
