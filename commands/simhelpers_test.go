@@ -418,6 +418,7 @@ func (f *fakeShards) BarrierEvidence(ctx context.Context, group string, sources 
 			continue
 		}
 		r.Exists = true
+		r.LastGenerated = st.lastID()
 		cut := fakeSeq(src.CutoverID)
 		if g := st.groups[group]; g != nil {
 			r.LastDelivered = st.lastDelivered(g)
@@ -571,6 +572,23 @@ func (f *fakeShards) claim(prefix, group string, shard int, consumer string, min
 		out = append(out, e)
 	}
 	return out, true
+}
+
+// pendingFor is XPENDING key group id id 1 consumer: whether entry id is
+// pending for consumer (false on NOGROUP).
+func (f *fakeShards) pendingFor(prefix, group string, shard int, consumer string, id int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[streamKey(prefix, shard)]
+	if st == nil || st.groups[group] == nil {
+		return false
+	}
+	for _, p := range st.groups[group].pending {
+		if st.entries[p.idx].id == id && p.consumer == consumer {
+			return true
+		}
+	}
+	return false
 }
 
 // readNew is XREADGROUP > COUNT n: up to n entries after the group's

@@ -390,7 +390,7 @@ func TestEveryTypeDecodesFast(t *testing.T) {
 		"ShardRepair":    &samples["group.shards_repaired"].(*events.ShardsRepaired).Shards[0],
 		"ShardCutover":   &samples["resharding.cutover"].(*events.ReshardingCutover).Shards[0],
 		"CutoverBarrier": &samples["resharding.cutover"].(*events.ReshardingCutover).Barriers[0],
-		"BarrierProof":   &samples["resharding.barrier_released"].(*events.BarrierReleased).Evidence[0],
+		"BarrierProof":   &samples["resharding.barrier_released.lastgenerated"].(*events.BarrierReleased).Evidence[0],
 		"ShardWrites":    &samples["resharding.unfenced_writes"].(*events.UnfencedWrites).Shards[0],
 		"ShardLoad":      &samples["autoscaling.decided"].(*events.AutoscalingDecided).Shards[0],
 	}

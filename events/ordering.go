@@ -70,6 +70,10 @@ type BarrierProof struct {
 	LastDelivered string `msgpack:"lastDelivered" json:"lastDelivered"`
 	Exists        bool   `msgpack:"exists" json:"exists"`
 	Pending       int64  `msgpack:"pending" json:"pending"`
+	// LastGenerated is the stream's last generated id: below CutoverID only
+	// when the stream was recreated after the cutover (ids never go back in
+	// a stream's life), and what it held up to the cutover is gone.
+	LastGenerated string `msgpack:"lastGenerated,omitempty" json:"lastGenerated,omitempty"`
 }
 
 // BarrierReleased is written when Redis proved, for every source shard of the
@@ -224,7 +228,7 @@ func (e *ReshardingCutover) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
-var barrierProofFields = fieldTable{names: []string{"shardIndex", "streamKey", "cutoverId", "lastDelivered", "exists", "pending"}}
+var barrierProofFields = fieldTable{names: []string{"shardIndex", "streamKey", "cutoverId", "lastDelivered", "exists", "pending", "lastGenerated"}}
 
 func (e *BarrierProof) wireFields() *fieldTable { return &barrierProofFields }
 func (e *BarrierProof) reset()                  { *e = BarrierProof{} }
@@ -242,6 +246,8 @@ func (e *BarrierProof) decodeField(r *reader, i int) (err error) {
 		e.Exists, err = r.bool()
 	case 5:
 		e.Pending, err = r.int64()
+	case 6:
+		e.LastGenerated, err = r.string()
 	}
 	return err
 }

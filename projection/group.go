@@ -226,12 +226,19 @@ func (g *Group) BarriersOf(id string) []*Barrier {
 
 // SourceProven is the verdict on one source shard of a barrier: the stream is
 // gone, its cutover is "0-0" (nothing came before it), or the group's last
-// delivered id is at or past the cutover with nothing up to it pending.
+// delivered id is at or past the cutover with nothing up to it pending. A
+// stream recreated after the cutover (its last generated id is below it)
+// lost what it held up to there: the group has to be past what the new
+// stream holds, not past the cutover (which an empty stream never reaches).
 func SourceProven(p events.BarrierProof) bool {
 	if !p.Exists || p.CutoverID == "0-0" {
 		return true
 	}
-	return p.LastDelivered != "" && CompareIDs(p.LastDelivered, p.CutoverID) >= 0 && p.Pending == 0
+	upTo := p.CutoverID
+	if p.LastGenerated != "" && CompareIDs(p.LastGenerated, upTo) < 0 {
+		upTo = p.LastGenerated
+	}
+	return p.LastDelivered != "" && CompareIDs(p.LastDelivered, upTo) >= 0 && p.Pending == 0
 }
 
 // CompareIDs orders two Redis stream ids ("ms-seq"; "" and malformed parts

@@ -147,10 +147,16 @@ const maxPendingShown = 100
 // cutover id: KEYS[1] stream; ARGV[1] group, ARGV[2] cutover id. Returns
 // {exists (0/1), last delivered id ("" without the group), pending up to the
 // cutover (at most maxPendingShown), unfenced entries after the cutover
-// among the next ARGV[4] from ARGV[3], the first of them, the last id scanned}.
+// among the next ARGV[4] from ARGV[3], the first of them, the last id scanned,
+// the stream's last generated id}.
 // An entry is unfenced when it lacks routing.FenceField.
 var barrierScript = redis.NewScript("#!lua flags=no-writes\n" + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0, 0, '', ARGV[3]} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0, 0, '', ARGV[3], ''} end
+local generated = ''
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+for i = 1, #info, 2 do
+  if info[i] == 'last-generated-id' then generated = info[i+1] end
+end
 local delivered = ''
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
   local name, d = nil, ''
@@ -179,7 +185,7 @@ if n > 0 then
     end
   end
 end
-return {1, delivered, pending, unfenced, first, lastScanned}
+return {1, delivered, pending, unfenced, first, lastScanned, generated}
 `)
 
 // BarrierEvidence reads, atomically per source shard, whether group read and
@@ -203,7 +209,7 @@ func (s *Shards) BarrierEvidence(ctx context.Context, group string, sources []ev
 		if err != nil {
 			return nil, fmt.Errorf("barrier evidence of %s: %w", src.StreamKey, err)
 		}
-		if len(res) != 6 {
+		if len(res) != 7 {
 			return nil, fmt.Errorf("barrier evidence of %s: unexpected reply %v", src.StreamKey, res)
 		}
 		r := events.BarrierRead{BarrierProof: events.BarrierProof{
@@ -215,6 +221,7 @@ func (s *Shards) BarrierEvidence(ctx context.Context, group string, sources []ev
 		r.Unfenced = toInt(res[3])
 		r.FirstUnfenced, _ = res[4].(string)
 		r.ScannedTo, _ = res[5].(string)
+		r.LastGenerated, _ = res[6].(string)
 		out[i] = r
 	}
 	return out, nil
