@@ -1167,9 +1167,6 @@ func (s *sim) randomStep() {
 	case r < 0.9535:
 		if n := s.routedCount(); n > 0 && s.on("lose") {
 			sh, whole := s.rng.IntN(n), s.rng.IntN(2) == 0
-			if s.ord != nil && s.ord.avoidLoss(whole) {
-				break
-			}
 			if s.fake.lose(simKey.StreamPrefix, simKey.ConsumerGroup, sh, whole) {
 				s.stats["redis-lost-shard"]++
 				what := "consumer group on"

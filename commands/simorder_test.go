@@ -37,12 +37,13 @@ import (
 //     entry tagged with a routing version above that answer's metadata
 //     version (both wait, and the member heartbeats every second meanwhile),
 //     and on taking a shard every pending entry claimed at once, in id order,
-//     before anything new is read. Members crash, restart, leave, stall and
-//     lose answers as in TestSim; the operator scales (powers of two or not,
-//     down to 0) and rolls back (both policies), the coordinator restarts on
-//     the same log, and shard Redis has outages, hides lags and loses
-//     streams (consumer groups alone only with RSC_SIM_KNOWN_BUGS: see
-//     "known bugs" below).
+//     before anything new is read; a held entry no longer pending for the
+//     reader (Redis lost the consumer group or the stream) makes it start
+//     over. Members crash, restart, leave, stall and lose answers as in
+//     TestSim; the operator scales (powers of two or not, down to 0) and
+//     rolls back (both policies), the coordinator restarts on the same log,
+//     and shard Redis has outages, hides lags and loses streams and consumer
+//     groups.
 //
 // Invariants, on top of TestSim's (checked at every step):
 //
@@ -82,7 +83,8 @@ import (
 //	go test ./commands -run 'TestSimOrdered$'                              # 200 seeds, 150 steps
 //	RSC_SIM_ORDERED_SEEDS=2000 go test ./commands -run 'TestSimOrdered$' -sim.steps=600 -timeout 1h
 //	go test ./commands -count=1 -run 'TestSimOrdered$' -sim.seed=7 -sim.v  # replay one
-//	RSC_SIM_KNOWN_BUGS=all go test ./commands -run 'TestSimOrdered$'       # into the known bugs
+//
+// The bugs it found are reduced to the tests at the end of this file.
 
 const (
 	// sdkLease is the Go SDK's assignment lease (5 heartbeat intervals).
@@ -208,10 +210,9 @@ func runOrderedSim(t *testing.T, seed int64, steps int, off, ordering string, bg
 	cutovers, released := s.hook.counts["resharding.cutover"], s.hook.counts["resharding.barrier_released"]
 	activated, rolledBack := s.hook.counts["resharding.activated"], s.hook.counts["resharding.rolled_back"]
 	s.hook.mu.Unlock()
-	t.Logf("seed %d (%s): %d steps, virtual time %s, %d keys, batch %d: %d entries published (%d refused by a fence first), %d handled again, %d lost with a stream, %d unhandled; %d reshardings, %d rollbacks, %d coordinator restarts, %d cutovers, %d barrier releases; holds: %d at a barrier, %d for a routing version; %d claimed on takeover; %d inversions; known bugs avoided: %d losses",
+	t.Logf("seed %d (%s): %d steps, virtual time %s, %d keys, batch %d: %d entries published (%d refused by a fence first), %d handled again, %d lost with a stream, %d unhandled; %d reshardings, %d rollbacks, %d coordinator restarts, %d cutovers, %d barrier releases; holds: %d at a barrier, %d for a routing version; %d claimed on takeover; %d inversions",
 		seed, ordering, s.step, s.clock.Now().Sub(s.start), len(o.keys), o.batch, len(o.entries), o.stats["stale"], o.stats["handled-again"], o.stats["lost"], o.stats["unhandled"],
-		activated, rolledBack, s.stats["coordinator-restart"], cutovers, released, o.stats["hold-barrier"], o.stats["hold-rv"], o.stats["claimed"], o.inversions,
-		o.stats["loss-avoided"])
+		activated, rolledBack, s.stats["coordinator-restart"], cutovers, released, o.stats["hold-barrier"], o.stats["hold-rv"], o.stats["claimed"], o.inversions)
 	return orderedResult{digest: s.digest, inversions: o.inversions}
 }
 
@@ -778,6 +779,17 @@ func (s *sim) pollReader(m *simMember, sh int, r *sdkReader, budget int) int {
 		}
 		e := r.queue[0]
 		if why := k.judge(sh, e); why != "" {
+			if r.held != "" && !s.fake.pendingFor(prefix, group, sh, m.id, e.id) {
+				// The held entry is no longer pending for the reader: Redis
+				// lost the consumer group (recreated at the stream's start)
+				// or the stream. The reader starts over: it claims what is
+				// pending and reads again from what the group delivers
+				// (shard.go, wait).
+				o.stats["hold-lost"]++
+				s.act(" (%s: held %s on %d no longer pending; the reader starts over)", m.id, fakeID(e.id), sh)
+				*r = sdkReader{}
+				return handled
+			}
 			if r.held != why {
 				o.stats["hold-"+why]++
 				s.act(" (%s holds %s on %d: %s)", m.id, fakeID(e.id), sh, why)
@@ -946,39 +958,6 @@ func (s *sim) applySDK(m *simMember, req *wire.HeartbeatRequest, resp *wire.Hear
 		m.leaving = leaving
 		s.act(" reset->%s#%d", m.kind, m.incarnation)
 	}
-}
-
-// --- known bugs ---
-//
-// The ordered simulation steers around the bugs it found, so that it keeps
-// checking everything else. RSC_SIM_KNOWN_BUGS runs into them: "all" (or
-// "1"), or loss.
-
-// intoKnownBug reports whether RSC_SIM_KNOWN_BUGS asks to run into bug name.
-func intoKnownBug(name string) bool {
-	for _, b := range strings.Split(os.Getenv("RSC_SIM_KNOWN_BUGS"), ",") {
-		if b = strings.TrimSpace(b); b == name || b == "all" || b == "1" {
-			return true
-		}
-	}
-	return false
-}
-
-// avoidLoss reports whether the ordered simulation skips the fault where
-// Redis loses the group's consumer group on a shard (whole streams it still
-// loses). The group, recreated at the stream's start, must deliver the shard
-// again up to the cutover while the shard's only reader holds an entry behind
-// a barrier and reads nothing more: the barrier waits until the member
-// restarts or the shard moves (RSC_SIM_KNOWN_BUGS=loss, -sim.steps=300,
-// seeds 117, 162 and 342 of 1000). The other case it found, a removed shard's
-// lost consumer group, is fixed (TestLostConsumerGroupOfRemovedShardIsRepaired).
-func (o *orderSim) avoidLoss(whole bool) bool {
-	if intoKnownBug("loss") || !o.ordered() || whole {
-		return false
-	}
-	o.stats["loss-avoided"]++
-	o.s.act(" (loss of a consumer group avoided: known bug)")
-	return true
 }
 
 // --- bugs the ordered simulation found, reduced to a few steps ---

@@ -354,3 +354,34 @@ func TestCloseWhileHoldingLeavesEntriesPending(t *testing.T) {
 		t.Fatalf("leave %+v", leave)
 	}
 }
+
+// A held-back entry that Redis no longer lists as pending (the consumer group
+// was lost and recreated at the stream's start) makes the reader start over:
+// it reads the shard again from what the group delivers, instead of holding
+// forever while the barrier waits for the group to read the shard again.
+func TestLostHeldEntryMakesTheReaderStartOver(t *testing.T) {
+	e := setup(t, 1, ordered{mv: 12, assigned: []int{0}, barriers: map[int]string{0: "5-2"}}.reply())
+	for i, p := range []string{"a", "b", "c"} {
+		e.add(t, 0, "5-"+strconv.Itoa(i+1), "p", p)
+	}
+	var got received
+	e.start(t, e.config(func(c *member.Config) { c.HoldHeartbeatInterval = 30 * time.Millisecond }), got.handler)
+	eventually(t, "entries up to After handled", payloadsAre(&got, "a", "b"))
+	eventually(t, "c held", func() bool { return e.pending(t, 0) == 1 })
+	// Redis loses the consumer group; the coordinator recreates it at 0.
+	ctx := context.Background()
+	key := routing.StreamKey(prefix, 0)
+	if err := e.rdb.XGroupDestroy(ctx, key, group).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.XGroupCreate(ctx, key, group, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The entries up to the barrier are handled again (at least once), in
+	// order, and acked: the group's proof can complete.
+	eventually(t, "a and b handled again", payloadsAre(&got, "a", "b", "a", "b"))
+	eventually(t, "c held again, nothing else pending", func() bool { return e.pending(t, 0) == 1 })
+	e.coord.set(ordered{mv: 12, assigned: []int{0}}.reply())
+	eventually(t, "released", payloadsAre(&got, "a", "b", "a", "b", "c"))
+	eventually(t, "all acked", func() bool { return e.pending(t, 0) == 0 })
+}

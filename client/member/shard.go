@@ -39,6 +39,9 @@ type reader struct {
 	failedCount atomic.Int64
 	// failed is the reader goroutine's own: failed entry id → deliveries.
 	failed map[string]int64
+	// restart is set by wait when the entry it held back is no longer pending
+	// for the reader: the reader goroutine's own.
+	restart bool
 
 	mu            sync.Mutex
 	lastDelivered string
@@ -91,22 +94,45 @@ func (r *reader) run() {
 		close(r.done)
 		r.m.poke()
 	}()
-	cfg := &r.rt.cfg
 	ctx := r.rt.hard
-	// Take over what a previous owner (crashed, fenced, or one that failed
-	// messages) left pending. In an ordered group, all of it and first: a
-	// new entry must not overtake an older one of its key, so nothing is
-	// read before the whole pending list was claimed and handled.
+	// A held-back entry that Redis no longer lists as pending for this
+	// reader (the consumer group was lost and recreated at the stream's
+	// start, or the stream itself) makes the reader start over: take over
+	// what is pending, then read what the group delivers again.
+	for r.takeOver(ctx) {
+		if !r.read(ctx) {
+			return
+		}
+		r.m.log.Warn("a held-back entry is no longer pending (the consumer group or the stream was lost); reading the shard again from what the group delivers", "stream", r.key)
+	}
+}
+
+// takeOver takes over what a previous owner (crashed, fenced, or one that
+// failed messages) left pending. In an ordered group, all of it and first: a
+// new entry must not overtake an older one of its key, so nothing is read
+// before the whole pending list was claimed and handled. It reports false
+// when the reader was stopped.
+func (r *reader) takeOver(ctx context.Context) bool {
+	r.restart = false
 	if r.m.gate.load().ordered {
 		for backoff := time.Duration(0); !r.claim(ctx, 0, true); {
+			r.restart = false // a lost held entry: claim again from the start
 			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
 			if r.sleep(backoff) || ctx.Err() != nil {
-				return
+				return false
 			}
 		}
-	} else {
-		r.claim(ctx, cfg.ClaimMinIdle, true)
+		return true
 	}
+	r.claim(ctx, r.rt.cfg.ClaimMinIdle, true)
+	return !r.stopped() && ctx.Err() == nil
+}
+
+// read is the reader's loop: XREADGROUP, handle, XACK, and the sweep of idle
+// pending entries. It reports true when the reader must start over (restart),
+// false when it was stopped or the runtime ended.
+func (r *reader) read(ctx context.Context) bool {
+	cfg := &r.rt.cfg
 	sweepIdle := min(cfg.ClaimMinIdle, cfg.RetryBackoff)
 	nextSweep := time.Now().Add(sweepIdle)
 	var backoff time.Duration
@@ -119,7 +145,7 @@ func (r *reader) run() {
 			// Another member may own the shard by now: read nothing until a
 			// heartbeat renews the lease.
 			if r.sleep(20 * time.Millisecond) {
-				return
+				return false
 			}
 			continue
 		}
@@ -129,13 +155,13 @@ func (r *reader) run() {
 			backoff = 0
 			for _, s := range streams {
 				if !r.process(ctx, s.Messages, nil) {
-					return // stopped while entries were held back
+					return r.restart // stopped while entries were held back, or the held entry was lost
 				}
 			}
 		case errors.Is(err, redis.Nil):
 			backoff = 0
 		case ctx.Err() != nil:
-			return
+			return false
 		default:
 			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
 			if isNoGroup(err) {
@@ -146,14 +172,18 @@ func (r *reader) run() {
 				r.m.log.Warn("XREADGROUP failed", "stream", r.key, "err", err)
 			}
 			if r.sleep(backoff) {
-				return
+				return false
 			}
 		}
 		if time.Now().After(nextSweep) && !r.stopped() {
 			r.claim(ctx, sweepIdle, false)
+			if r.restart {
+				return true
+			}
 			nextSweep = time.Now().Add(sweepIdle)
 		}
 	}
+	return false
 }
 
 // claim takes over pending entries idle for at least minIdle (entries of a
@@ -438,6 +468,8 @@ func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, he
 	var retry <-chan time.Time
 	slow := time.NewTimer(holdWarnAfter)
 	defer slow.Stop()
+	lostCheck := time.NewTicker(holdLostCheckEvery)
+	defer lostCheck.Stop()
 	for {
 		if len(*acks) > 0 && retry == nil {
 			retry = time.After(r.rt.cfg.Block)
@@ -455,6 +487,12 @@ func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, he
 				"for", time.Since(since).Round(time.Second), "reason", r.holdReason(r.m.gate.load(), id, rv))
 			slow.Reset(holdWarnEvery)
 			continue
+		case <-lostCheck.C:
+			if r.heldLost(ctx, id) {
+				r.restart = true
+				return false
+			}
+			continue
 		case <-k.changed:
 		case <-r.stopCh:
 			r.m.log.Info("stopped while holding back entries; they stay pending for the shard's next owner", "stream", r.key, "from", id, "count", held)
@@ -471,11 +509,29 @@ func (r *reader) wait(ctx context.Context, k *knowledge, id string, rv int64, he
 	}
 }
 
-// A hold is logged again after holdWarnAfter, then every holdWarnEvery.
+// A hold is logged again after holdWarnAfter, then every holdWarnEvery; the
+// held entry is checked to be still pending every holdLostCheckEvery.
 const (
-	holdWarnAfter = 10 * time.Second
-	holdWarnEvery = 30 * time.Second
+	holdWarnAfter      = 10 * time.Second
+	holdWarnEvery      = 30 * time.Second
+	holdLostCheckEvery = time.Second
 )
+
+// heldLost reports whether Redis no longer lists entry id as pending for this
+// reader: its consumer group (or its stream) was lost, and was recreated at
+// the stream's start or not at all. Waiting for the barrier would then wait
+// forever: the barrier waits until the group has read this shard again, and
+// the reader reads nothing while it holds. An error reading it is not a
+// verdict.
+func (r *reader) heldLost(ctx context.Context, id string) bool {
+	pend, err := r.rt.cfg.Redis.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: r.key, Group: r.rt.cfg.ConsumerGroup, Start: id, End: id, Count: 1, Consumer: r.m.id,
+	}).Result()
+	if err != nil {
+		return isNoGroup(err)
+	}
+	return len(pend) == 0
+}
 
 func (r *reader) holdReason(k *knowledge, id string, rv int64) string {
 	if k.judge(r.index, id, rv) == holdVersion {
