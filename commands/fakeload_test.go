@@ -9,6 +9,7 @@ import (
 // Load is the fake's autoscaling evidence: entries-added and the group's lag
 // from the counters; an unread entry's age is not modelled.
 func (f *fakeShards) Load(ctx context.Context, prefix, group string, shards []int) ([]events.ShardSample, error) {
+	defer f.answerLate("Load")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++

@@ -131,17 +131,25 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 	return nil
 }
 
-// withinSpan drops from a report every shard at or past the group's shard
-// span: a shard retired (or never created) can be neither owned nor released,
-// and a report that still names one is stale, not hostile. The Go SDK and
-// Spring send a REVOKED report again until an answer is accepted; after a
-// lost answer the resharding may have retired the shard meanwhile, and
-// refusing the report would leave the member retrying it forever. Indices
-// are distinct (validateHeartbeat), so what is left holds at most span
-// entries per array: nothing a report brings into an event outgrows the
-// group. req is not modified; the copy shares what is kept.
-func withinSpan(req *wire.HeartbeatRequest, span int) *wire.HeartbeatRequest {
-	over := func(i int) bool { return i >= span }
+// withinSpan is applied to a report that lists more shards than the group
+// has (its span, or what the log records the member holding, whichever is
+// more): it drops every shard at or past the span that the log does not
+// record the member holding (m nil: none). Such a report is stale, not
+// hostile: the Go SDK and Spring send a REVOKED report again until an answer
+// is accepted, and after a lost answer the resharding may have retired the
+// shards meanwhile; a member that stalled through a scale-in still lists the
+// retired shards it owned. Refusing it (400) left the member retrying the
+// same report forever. A shard the member is recorded holding is always
+// kept: dropping a DRAINING report would release a shard its reader still
+// reads. A report within the limit is left as it is (shards past the span
+// that a member still reads must reach the decision). Indices are distinct
+// (validateHeartbeat), so what is left is bounded by the span and the
+// member's recorded shards: nothing a report brings into an event outgrows
+// the group. req is not modified; the copy shares what is kept.
+func withinSpan(req *wire.HeartbeatRequest, span int, m *projection.Member) *wire.HeartbeatRequest {
+	over := func(i int) bool {
+		return i >= span && (m == nil || (!containsInt(m.Current, i) && !containsInt(m.Revoking, i)))
+	}
 	n := 0
 	for _, s := range req.OwnedShards {
 		if over(s.ShardIndex) {
@@ -292,7 +300,17 @@ func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatR
 	if m != nil && m.Principal != "" && m.Principal != principal {
 		return nil, withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
 	}
-	return withinSpan(req, shardSpan(g)), nil
+	span := shardSpan(g)
+	limit := span
+	if m != nil {
+		// A member that stalled through the end of a resharding still lists
+		// what the log records it holding.
+		limit = max(limit, len(m.Current)+len(m.Revoking))
+	}
+	if len(req.OwnedShards) <= limit && len(req.RevokingShards) <= limit && len(req.ShardProgress) <= limit {
+		return req, nil
+	}
+	return withinSpan(req, span, m), nil
 }
 
 // shardSpan is how many shards a group's members can legitimately report: the

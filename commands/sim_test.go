@@ -34,7 +34,7 @@ var (
 	simSteps   = flag.Int("sim.steps", 0, "random steps per seed (default 2000; 500 with -short)")
 	simSeeds   = flag.Int("sim.seeds", 0, "number of seeds (default 20; 3 with -short)")
 	simVerbose = flag.Bool("sim.v", false, "log every simulated action")
-	simOff     = flag.String("sim.off", "", "comma-separated faults to switch off: loss,late,crash,leave,join,scale,rollback,lagnull,stall,restart,bogusmv,outage,slow,early,lose; or recordcheck (the check that a holder reads only what the log records it holding)")
+	simOff     = flag.String("sim.off", "", "comma-separated faults to switch off: loss,late,crash,leave,join,scale,rollback,lagnull,stall,restart,bogusmv,outage,slow,early,lose,slow-redis; or recordcheck (the check that a holder reads only what the log records it holding)")
 )
 
 // on reports whether a fault (or check) is switched on (see -sim.off).
@@ -318,6 +318,13 @@ type sim struct {
 	lossRate, lateRate, springShare float64
 	maxMembers                      int
 
+	// slowRedis draws whether a shard Redis answer comes late (and how
+	// late), from its own stream of the seed; slowRate is the seed's share of
+	// late answers; inSlow is set while one is late (no nesting).
+	slowRedis *rand.Rand
+	slowRate  float64
+	inSlow    bool
+
 	// trace of the last actions; digest of every action for the determinism check
 	trace  []string
 	action strings.Builder
@@ -386,6 +393,9 @@ func newSim(t testing.TB, seed int64, off, ordering string) *sim {
 	s.lossRate = 0.15 * s.rng.Float64()
 	s.lateRate = 0.04 * s.rng.Float64()
 	s.springShare = s.rng.Float64()
+	s.slowRedis = rand.New(rand.NewPCG(uint64(seed), 0x510e))
+	s.slowRate = 0.6 * s.slowRedis.Float64()
+	fake.late = s.answerLate
 	var orderingIn *string
 	if ordering != "" {
 		s.ord = newOrderSim(s, ordering)
@@ -1195,6 +1205,40 @@ func (s *sim) randomStep() {
 	}
 	s.autoTick()
 	s.endStep()
+}
+
+// answerLate is the fake shard Redis answering a reconciler's evidence read
+// (or a cutover) late: the answer was computed, and before the reconciler
+// gets it up to 3 s pass, during which the members that are due heartbeat.
+// The decision that carries the evidence then meets a state that moved on
+// (members joined, left or expired, shards released, leases lapsed).
+func (s *sim) answerLate(call string) {
+	if s.inSlow || !s.on("slow-redis") || s.slowRedis.Float64() >= s.slowRate {
+		return
+	}
+	s.inSlow = true
+	defer func() { s.inSlow = false }()
+	d := time.Duration(100+s.slowRedis.IntN(2900)) * time.Millisecond
+	s.stats["slow-redis"]++
+	s.act(" {shard Redis answers %s %s late:", call, d)
+	end := s.now().Add(d)
+	for n := 0; n < 4; n++ {
+		m := s.earliestDue()
+		if m == nil || m.nextHB.After(end) {
+			break
+		}
+		if m.nextHB.After(s.now()) {
+			s.advance(m.nextHB.Sub(s.now()))
+		}
+		s.heartbeat(m, false)
+		if m.alive {
+			s.scheduleNext(m)
+		}
+	}
+	if end.After(s.now()) {
+		s.advance(end.Sub(s.now()))
+	}
+	s.act(" }")
 }
 
 // autoTick is the coordinator's own 1 s maintenance loop (which sometimes misses a beat).

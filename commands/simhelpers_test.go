@@ -135,6 +135,19 @@ type fakeShards struct {
 	// dropped: keyed entries that vanished with their stream (lost, or
 	// deleted by a retirement), for the ordered simulation's ledger.
 	dropped []fakeEntry
+	// late, if set, runs after an evidence read computed its answer and
+	// before the caller gets it (f.mu released): a slow Redis, during which
+	// the simulation lets time pass and members heartbeat, so the decision
+	// that carries the evidence meets a state that moved on.
+	late func(call string)
+}
+
+// answerLate runs the late hook (deferred before f.mu is locked, so it runs
+// after the unlock).
+func (f *fakeShards) answerLate(call string) {
+	if f.late != nil {
+		f.late(call)
+	}
 }
 
 var _ commands.ShardStore = (*fakeShards)(nil)
@@ -188,6 +201,7 @@ func (f *fakeShards) ExistingKeys(ctx context.Context, prefix string, count int)
 }
 
 func (f *fakeShards) DrainEvidence(ctx context.Context, prefix string, shards []int) ([]events.ShardDrain, error) {
+	defer f.answerLate("DrainEvidence")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
@@ -218,6 +232,7 @@ func (f *fakeShards) DrainEvidence(ctx context.Context, prefix string, shards []
 }
 
 func (f *fakeShards) EntriesAdded(ctx context.Context, prefix string, shards []int) (map[int]int64, error) {
+	defer f.answerLate("EntriesAdded")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
@@ -260,6 +275,7 @@ func (f *fakeShards) Delete(ctx context.Context, keys []string) error {
 }
 
 func (f *fakeShards) Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error) {
+	defer f.answerLate("Damage")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
@@ -356,6 +372,7 @@ func fakeSeq(id string) int64 {
 }
 
 func (f *fakeShards) Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error) {
+	defer f.answerLate("Cutover")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
@@ -397,6 +414,7 @@ func (f *fakeShards) LowerFences(ctx context.Context, prefix, group string, coun
 }
 
 func (f *fakeShards) BarrierEvidence(ctx context.Context, group string, sources []events.BarrierSource) ([]events.BarrierRead, error) {
+	defer f.answerLate("BarrierEvidence")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++

@@ -1179,3 +1179,75 @@ func TestLostConsumerGroupOfRemovedShardIsRepaired(t *testing.T) {
 		t.Fatalf("the shard check recreated %d lost streams of a removed shard", n)
 	}
 }
+
+// TestDrainingReportPastTheSpanKeepsTheShard: a member still draining shards
+// that a rolled-back scale-out removed reports them DRAINING while the next
+// resharding is preparing, when the group's span (which only looks at the
+// last resharding) no longer covers them. The report must keep them
+// revoking: dropping the DRAINING reports as past the span released them
+// while the member's reader still read them, and the next layout handed
+// them to another member (TestSimOrdered seed 233 at 400 steps, with shard
+// Redis answering late).
+func TestDrainingReportPastTheSpanKeepsTheShard(t *testing.T) {
+	h := newBugHarness(t, 2, events.OrderingNone)
+	r, err := h.heartbeat("a", 0, nil, nil)
+	if err != nil || r.Status != wire.StatusOK {
+		t.Fatalf("join: %v %v", r, err)
+	}
+	id := h.scale(5)
+	owned := refInts(r.Assignment.AssignedShards)
+	for i := 0; i < 5 && len(owned) < 5; i++ {
+		if r, err = h.heartbeat("a", r.MemberEpoch, owned, nil); err != nil {
+			t.Fatal(err)
+		}
+		owned = refInts(r.Assignment.AssignedShards)
+	}
+	if len(owned) != 5 {
+		t.Fatalf("a owns %v after the scale-out, want 5 shards", owned)
+	}
+	if _, err := h.c.Rollback(context.Background(), events.Meta{Actor: "test"}, simKey, id, commands.RollbackInput{RequestedBy: "test", Reason: "test"}); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	// a drains 2..4 (its handler is slow), and says so.
+	drain := func(epoch int64, extra ...int) *wire.HeartbeatResponse {
+		t.Helper()
+		h.n++
+		req := &wire.HeartbeatRequest{
+			ProtocolVersion: ptr(wire.ProtocolVersion), RequestID: fmt.Sprintf("r%d", h.n), MemberID: "a", MemberName: ptr("a"),
+			MemberEpoch: ptr(epoch), MetadataVersion: ptr(h.group().MetadataVersion),
+			RuntimeConsumerCapacity: &wire.Capacity{RuntimeMaxConcurrency: ptr(1), AvailableConcurrency: ptr(1)},
+			OwnedShards:             shardIDs([]int{0, 1}), ShardProgress: []wire.ShardProgress{},
+		}
+		for _, sh := range append([]int{2, 3, 4}, extra...) {
+			req.RevokingShards = append(req.RevokingShards, wire.RevokingReport{Shard: &wire.ShardRef{ShardIndex: sh}, State: wire.RevokeDraining})
+		}
+		resp, err := h.c.Heartbeat(context.Background(), simKey, "a", "", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	r = drain(r.MemberEpoch)
+	if m := h.group().Members["a"]; len(m.Revoking) != 3 {
+		t.Fatalf("a drains 2..4, recorded revoking %v", m.Revoking)
+	}
+	// The next scale-out prepares (shard Redis is down: it stays PREPARING).
+	h.fake.setDown(h.clock.Now().Add(time.Hour))
+	to := 3
+	if _, err := h.c.Scale(context.Background(), events.Meta{Actor: "test"}, simKey, commands.ScaleInput{TargetShardCount: &to, RequestedBy: "test", Reason: "test"}); err == nil {
+		t.Fatal("scale with shard Redis down succeeded")
+	}
+	if g := h.group(); g.Active() == nil || g.Active().State != projection.Preparing {
+		t.Fatalf("want a PREPARING resharding, got %+v", g.Active())
+	}
+	drain(r.MemberEpoch)
+	if m := h.group().Members["a"]; !containsInt(m.Revoking, 3) || !containsInt(m.Revoking, 4) {
+		t.Fatalf("a still drains 3 and 4, but the coordinator released them: revoking %v", m.Revoking)
+	}
+	// A report longer than the group (shards it never held besides): those
+	// are dropped, the recorded ones kept.
+	drain(r.MemberEpoch, 5, 6, 7, 8)
+	if m := h.group().Members["a"]; !containsInt(m.Revoking, 3) || !containsInt(m.Revoking, 4) || containsInt(m.Revoking, 5) {
+		t.Fatalf("after a report past the span, recorded revoking %v, want 2..4 kept and nothing else", m.Revoking)
+	}
+}
