@@ -346,11 +346,13 @@ func (r *reconciler) autoscale(ctx context.Context) {
 	if c.shards == nil {
 		return
 	}
-	for _, g := range c.state.Groups() {
-		if !g.AutoscalingEnabled() {
-			c.rt.dropLoad(g.Key)
-			continue
-		}
+	groups := c.state.GroupsWhere(func(g *projection.Group) bool { return g.AutoscalingEnabled() })
+	on := make(map[projection.GroupKey]bool, len(groups))
+	for _, g := range groups {
+		on[g.Key] = true
+	}
+	c.rt.keepLoadOf(on)
+	for _, g := range groups {
 		r.autoscaleGroup(ctx, g)
 	}
 }

@@ -350,10 +350,7 @@ func (r *reconciler) proveBarriers(ctx context.Context) {
 	if c.shards == nil {
 		return
 	}
-	for _, g := range c.state.Groups() {
-		if len(g.Barriers) == 0 {
-			continue
-		}
+	for _, g := range c.state.GroupsWhere(func(g *projection.Group) bool { return len(g.Barriers) > 0 }) {
 		sources := barrierSources(g)
 		req := make([]events.BarrierSource, len(sources))
 		for i, s := range sources {

@@ -144,7 +144,7 @@ func (r *reconciler) pass(ctx context.Context) {
 	if !c.ready.Load() || !c.IsLeader() {
 		return
 	}
-	for _, g := range c.state.Groups() {
+	for _, g := range c.state.GroupsWhere(inPass) {
 		if m := g.Active(); m != nil {
 			switch m.State {
 			case projection.Preparing:
@@ -258,4 +258,19 @@ func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 		return
 	}
 	_ = r.decide(ctx, g.Key, func(t *tx) { t.retired(g.Key, m.ReshardingID, keys) })
+}
+
+// inPass reports whether the pass has anything to do for a group: an active
+// resharding, or a finished one whose removed shards are not retired yet.
+func inPass(g *projection.Group) bool {
+	if g.ActiveResharding != "" {
+		return true
+	}
+	n := len(g.Reshardings)
+	if n == 0 {
+		return false
+	}
+	m := g.Reshardings[n-1]
+	lo, hi := m.RemovedRange()
+	return m.Terminal() && !m.Retired && hi > lo
 }

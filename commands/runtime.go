@@ -467,12 +467,15 @@ func (r *runtimeState) addLoadSample(k projection.GroupKey, at time.Time, sample
 	return loadOver(g.load, window)
 }
 
-// dropLoad forgets a group's autoscaling samples (autoscaling off).
-func (r *runtimeState) dropLoad(k projection.GroupKey) {
+// keepLoadOf forgets the autoscaling samples of every group not in on
+// (autoscaling off, or the group deleted).
+func (r *runtimeState) keepLoadOf(on map[projection.GroupKey]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g := r.groups[k]; g != nil {
-		g.load, g.evaluation = nil, nil
+	for k, g := range r.groups {
+		if !on[k] {
+			g.load, g.evaluation = nil, nil
+		}
 	}
 }
 

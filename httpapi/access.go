@@ -27,6 +27,10 @@ const (
 type routeMatch struct {
 	template string
 	served   bool // a route of the router serves it
+	// handler and vars are the match of a served route: ServeHTTP calls the
+	// handler with them rather than matching the request a second time.
+	handler http.Handler
+	vars    map[string]string
 }
 
 // label is the route's metrics label.
@@ -42,7 +46,7 @@ func (s *Server) resolve(r *http.Request) routeMatch {
 	var m mux.RouteMatch
 	if s.router.Match(r, &m) && m.Route != nil && m.MatchErr == nil {
 		if tpl, err := m.Route.GetPathTemplate(); err == nil {
-			return routeMatch{template: tpl, served: true}
+			return routeMatch{template: tpl, served: true, handler: m.Handler, vars: m.Vars}
 		}
 	}
 	if s.catchAll.Match(r, &m) && m.Route != nil {

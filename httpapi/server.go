@@ -85,11 +85,13 @@ func NewServer(cfg Config, c Coordinator, streams StreamReader) *Server {
 	s.router.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
 	})
+	// The heartbeat route first: the router tries routes in order, and
+	// heartbeats are most of the traffic (no other route matches its paths).
+	s.registerMemberRoutes()
 	s.registerHealthRoutes()
 	s.registerAuthRoutes()
 	s.registerGroupRoutes()
 	s.registerAutoscalingRoutes()
-	s.registerMemberRoutes()
 	s.registerMonitoringRoutes()
 	s.registerAuditRoutes()
 	s.registerOpenAPIRoute()
@@ -153,6 +155,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, authOutcome{p, err}))
 	if s.forwardWrite(rec, r) {
+		return
+	}
+	if match.handler != nil {
+		// The route resolve matched (the router would match it again).
+		match.handler.ServeHTTP(rec, mux.SetURLVars(r, match.vars))
 		return
 	}
 	s.router.ServeHTTP(rec, r)

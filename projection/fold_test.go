@@ -587,6 +587,18 @@ func TestFoldGroupDeletion(t *testing.T) {
 	if !reflect.DeepEqual(keys, []projection.GroupKey{payments, orders}) {
 		t.Errorf("groups in order %v, want [payments orders]", keys)
 	}
+	// GroupsWhere copies only the groups it accepts, in the same order.
+	eight := s.GroupsWhere(func(g *projection.Group) bool { return g.ShardCount == 8 })
+	if len(eight) != 1 || eight[0].Key != orders {
+		t.Errorf("GroupsWhere(8 shards) = %v, want [orders]", eight)
+	}
+	eight[0].ShardCount = 99
+	if g := MustGroup(t, s, orders); g.ShardCount != 8 {
+		t.Errorf("GroupsWhere returned the live group, not a copy")
+	}
+	if none := s.GroupsWhere(func(*projection.Group) bool { return false }); len(none) != 0 {
+		t.Errorf("GroupsWhere(false) = %v", none)
+	}
 }
 
 func TestFoldEventOfUnknownGroup(t *testing.T) {

@@ -79,6 +79,23 @@ func (s *State) Groups() []*Group {
 	return out
 }
 
+// GroupsWhere returns deep copies of the groups keep accepts, in creation
+// order. keep runs under the read lock on the live group: it must be quick,
+// and must neither keep nor modify it. A loop that runs often and concerns a
+// few groups (barriers, autoscaling, reshardings) copies only those: copying
+// every group costs as much as the group's members.
+func (s *State) GroupsWhere(keep func(*Group) bool) []*Group {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*Group
+	for _, k := range s.order {
+		if g := s.groups[k]; keep(g) {
+			out = append(out, g.Clone())
+		}
+	}
+	return out
+}
+
 func (s *State) removeOrder(k GroupKey) {
 	for i, o := range s.order {
 		if o == k {
