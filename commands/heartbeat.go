@@ -131,10 +131,11 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 	return nil
 }
 
-// withinSpan is applied to a report that lists more shards than the group
-// has (its span, or what the log records the member holding, whichever is
-// more): it drops every shard at or past the span that the log does not
-// record the member holding (m nil: none). Such a report is stale, not
+// withinSpan is applied to a report of a known member that lists more shards
+// than the group has (its span, or what the log records the member holding,
+// whichever is more; from a member the group does not know, such a report is
+// refused, 400): it drops every shard at or past the span that the log does not
+// record the member holding. Such a report is stale, not
 // hostile: the Go SDK and Spring send a REVOKED report again until an answer
 // is accepted, and after a lost answer the resharding may have retired the
 // shards meanwhile; a member that stalled through a scale-in still lists the
@@ -310,7 +311,27 @@ func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatR
 	if len(req.OwnedShards) <= limit && len(req.RevokingShards) <= limit && len(req.ShardProgress) <= limit {
 		return req, nil
 	}
+	if m == nil {
+		// Nobody the group knows: no stale report explains more shards than
+		// the group has.
+		return nil, overSpan(req, limit)
+	}
 	return withinSpan(req, span, m), nil
+}
+
+// overSpan is the 400 for a report with more shards than the group has, from
+// a member the group does not know.
+func overSpan(req *wire.HeartbeatRequest, span int) error {
+	var p []string
+	for _, a := range []struct {
+		field string
+		n     int
+	}{{"ownedShards", len(req.OwnedShards)}, {"revokingShards", len(req.RevokingShards)}, {"shardProgress", len(req.ShardProgress)}} {
+		if a.n > span {
+			p = append(p, fmt.Sprintf("%s: must not hold more shards than the group has (%d, got %d)", a.field, span, a.n))
+		}
+	}
+	return withMsg(ErrInvalid, "%s", strings.Join(p, "; "))
 }
 
 // shardSpan is how many shards a group's members can legitimately report: the

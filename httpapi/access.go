@@ -27,8 +27,8 @@ const (
 type routeMatch struct {
 	template string
 	served   bool // a route of the router serves it
-	// handler and vars are the match of a served route: ServeHTTP calls the
-	// handler with them rather than matching the request a second time.
+	// handler (with the router's middleware) and vars are the match of a
+	// served route: ServeHTTP calls the handler rather than matching again.
 	handler http.Handler
 	vars    map[string]string
 }

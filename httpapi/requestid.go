@@ -73,6 +73,17 @@ func printableToken(v string) bool {
 }
 
 // withRequestInfo returns r carrying info.
+// RouteTemplate is the template of the route the server matched r to, for
+// the handlers and middleware it runs ("" when no route serves r). The
+// server matches each request once and calls the route's handler itself, so
+// mux.CurrentRoute does not know it.
+func RouteTemplate(r *http.Request) string {
+	if route := infoOf(r).route; route != "unmatched" {
+		return route
+	}
+	return ""
+}
+
 func withRequestInfo(r *http.Request, info requestInfo) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), requestKey{}, info))
 }

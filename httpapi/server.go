@@ -158,7 +158,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if match.handler != nil {
-		// The route resolve matched (the router would match it again).
+		// The route resolve matched, with the router's middleware: matching
+		// again in the router would cost as much once more.
 		match.handler.ServeHTTP(rec, mux.SetURLVars(r, match.vars))
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+
+	"github.com/rscoord/rsc/httpapi"
 )
 
 // heartbeatRouteSuffix identifies the heartbeat route among httpapi's route
@@ -16,12 +18,18 @@ const heartbeatRouteSuffix = "/members/{memberId}/heartbeat"
 const maxCapturedBody = 64 << 10
 
 func isHeartbeatRoute(r *http.Request) bool {
-	route := mux.CurrentRoute(r)
-	if route == nil {
-		return false
+	tpl := httpapi.RouteTemplate(r)
+	if tpl == "" {
+		route := mux.CurrentRoute(r)
+		if route == nil {
+			return false
+		}
+		var err error
+		if tpl, err = route.GetPathTemplate(); err != nil {
+			return false
+		}
 	}
-	tpl, err := route.GetPathTemplate()
-	return err == nil && strings.HasSuffix(tpl, heartbeatRouteSuffix)
+	return strings.HasSuffix(tpl, heartbeatRouteSuffix)
 }
 
 // countHeartbeats reads the status out of each answer of next as it is written.
