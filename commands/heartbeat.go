@@ -483,10 +483,20 @@ func (t *tx) heartbeat(k projection.GroupKey, id, principal string, req *wire.He
 	m := g.Members[id]
 	// A correction round concerns members that carry state; a join or rejoin
 	// (epoch 0 from a member that is not live) starts from nothing.
-	syncable := m != nil && (m.Live() || (m.State == projection.MemberLeaving && *req.MemberEpoch != 0))
+	syncable := m != nil && (m.Live() || (m.State == projection.MemberLeaving && *req.MemberEpoch == -1))
 	r := parseReport(req, m)
 	epoch := *req.MemberEpoch
 	reqMV := *req.MetadataVersion
+	if m != nil && m.State == projection.MemberLeaving && epoch > 0 {
+		// It left (or a request with its principal said so): the epoch it
+		// held before is no longer current, and it rejoins with epoch 0.
+		// Accepting it answered OK with nothing assigned (or, in a
+		// correction round, SYNC_METADATA with the leave's epoch -1, which
+		// clients adopt), renewed its lease and kept it LEAVING for as long
+		// as it heartbeat. The contract refuses it (INVALID_REQUEST, the
+		// epoch is above the stored -1); FENCED tells every client to rejoin.
+		return c.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil
+	}
 
 	// Metadata correction: a member that saw a newer metadata version than the log
 	// holds means metadata was lost; the coordinator never raises its version to match.

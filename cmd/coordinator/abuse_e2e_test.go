@@ -145,7 +145,7 @@ func TestIntegrationHeartbeatAbuse(t *testing.T) {
 	for _, m := range honest {
 		m.start(150 * time.Millisecond)
 	}
-	eventually(t, 30*time.Second, "the honest members own every shard again", func() bool {
+	converged := func() bool {
 		seen := map[int]bool{}
 		for _, m := range honest {
 			for _, s := range m.ownedNow() {
@@ -153,7 +153,17 @@ func TestIntegrationHeartbeatAbuse(t *testing.T) {
 			}
 		}
 		return len(seen) == shards
-	})
+	}
+	for deadline := time.Now().Add(30 * time.Second); !converged(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			for _, m := range honest {
+				t.Logf("%s owns %v", m.id, m.ownedNow())
+			}
+			g := apiSend(t, tc, apiAdmin, "GET", "/coord/v1/monitoring/streams/"+prefix+"/groups/"+group, nil, nil)
+			ms := apiSend(t, tc, apiAdmin, "GET", "/coord/v1/monitoring/streams/"+prefix+"/groups/"+group+"/members", nil, nil)
+			t.Fatalf("timed out after 30s waiting for the honest members to own every shard again\ngroup: %s\nmembers: %s", g.Body, ms.Body)
+		}
+	}
 	abuseCheckOwnership(t, tc, k)
 }
 

@@ -301,3 +301,54 @@ func consolePageState(ctx context.Context) string {
 	}
 	return "\n" + state
 }
+
+// TestIntegrationConsoleBrowserBarriersAndAutoscaling: the console shows an
+// ordered group's waiting barriers (which shard holds its entries after which
+// id, and on which shard up to which id it waits, with what Redis showed), and
+// the group's autoscaling policy. A 2 -> 4 scale-out of an ordering-KEY group
+// whose shards hold unread entries makes the new shards 2 and 3 wait on 0 and
+// 1; a dry-run autoscaling policy is configured beside it.
+func TestIntegrationConsoleBrowserBarriersAndAutoscaling(t *testing.T) {
+	if _, err := os.Stat(consoleChromiumPath); err != nil {
+		if consoleBrowserRequired() {
+			t.Fatalf("%s is missing (%v), required because RSC_REQUIRE_BROWSER=1 or CI is set: run .ci/setup.sh (Debian's chromium package)", consoleChromiumPath, err)
+		}
+		t.Skipf("%s is missing", consoleChromiumPath)
+	}
+	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	const prefix, group = "ordcon", "billing"
+	base := "/coord/v1/streams/" + prefix + "/groups/" + group
+	createOrderedGroup(t, tc, prefix, group, 2)
+	rdb := apiRedis(t, tc)
+	fill(t, rdb, prefix, 0, 3, 1)
+	fill(t, rdb, prefix, 1, 3, 1)
+	tc.Do("POST", base+"/scale", map[string]any{"targetShardCount": 4, "requestedBy": "console-test", "reason": "more shards"}).MustStatus(t, 202)
+	tc.Do("PUT", base+"/autoscaling", map[string]any{"enabled": true, "minShards": 2, "maxShards": 8, "targetEntriesPerSecondPerShard": 500,
+		"dryRun": true, "requestedBy": "console-test", "reason": "watch first"}).MustStatus(t, 200)
+
+	ctx := consoleBrowser(t)
+	jsErrors := consoleWatchErrors(t, ctx)
+	consoleDo(t, ctx, "log in",
+		chromedp.Navigate(tc.URL+"/console/"),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.ID("login-username"), "admin"),
+		chromedp.SendKeys(chromedp.ID("login-password"), "password"),
+		chromedp.Click(chromedp.ID("login-submit")),
+	)
+	link := chromedp.CSS(fmt.Sprintf(`#groups-table tr[data-group="%s/%s"] a`, prefix, group))
+	consoleDo(t, ctx, "open the group page", chromedp.WaitVisible(link), chromedp.Click(link))
+	consoleWaitFor(t, ctx, "the barriers of shards 2 and 3", `!!document.querySelector('tr[data-barrier-shard="2"]') && !!document.querySelector('tr[data-barrier-shard="3"]') && !document.querySelector('tr[data-barrier-shard="0"]')`)
+	consoleWaitFor(t, ctx, "shard 2 waiting on shard 0, read from Redis", fmt.Sprintf(`(() => { const s = document.querySelector('tr[data-barrier-shard="2"] [data-source="%s:0"]'); return !!s && s.textContent.includes('up to') && s.textContent.includes('delivered to'); })()`, prefix))
+	consoleWaitFor(t, ctx, "the dry-run autoscaling policy", `(() => { const s = document.getElementById('autoscaling-state'); return !!s && s.textContent.includes('dry run'); })()`)
+	if text := consoleRun(t, ctx, "read the autoscaling card", chromedp.Text(chromedp.ID("autoscaling"))); !strings.Contains(text, "2–8 shards") || !strings.Contains(text, "target 500 entries/s") {
+		t.Fatalf("autoscaling card %q: want the policy's bounds and target", text)
+	}
+
+	// The members read and acknowledge shards 0 and 1: the barriers go.
+	readAll(t, rdb, prefix, group, 0, false)
+	readAll(t, rdb, prefix, group, 1, false)
+	consoleWaitFor(t, ctx, "the barriers released", `!document.querySelector('tr[data-barrier-shard]')`)
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Fatalf("the page reported errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
