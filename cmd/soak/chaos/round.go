@@ -383,24 +383,53 @@ func (r *Round) RestartRedis(ctx context.Context) error {
 
 // KillMemberProcess waits until the member process has entries in flight,
 // kills it with SIGKILL, and restarts it (same member ids) after a while. It
-// returns how many entries the killed process left pending.
+// returns how many entries the killed process left pending. The process may
+// ack its batch between the check and the kill (the window is a few
+// milliseconds, wider on a loaded machine): then it is killed again once it
+// reads again, up to killAttempts times.
 func (r *Round) KillMemberProcess(ctx context.Context) (int64, error) {
 	if r.proc == nil {
 		return 0, nil
 	}
-	ids := r.proc.MemberIDs()
-	// Kill it mid-batch: when entries were delivered to it and not acked yet
-	// (unless it reads no shard: more members than shards).
+	const killAttempts = 3
+	for attempt := 1; ; attempt++ {
+		orphaned, holding, err := r.killMemberProcessOnce(ctx)
+		if err != nil || orphaned > 0 || holding == 0 || attempt == killAttempts {
+			return orphaned, err
+		}
+		// Wait until the restarted process reads again before the next try.
+		ids := r.proc.MemberIDs()
+		deadline := time.Now().Add(15 * time.Second)
+		for r.holdingOf(ctx, ids) == 0 && time.Now().Before(deadline) {
+			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// holdingOf is how many shards the coordinator records ids reading.
+func (r *Round) holdingOf(ctx context.Context, ids []string) int {
 	holding := 0
 	if a, err := r.admin.Assignments(ctx, r.o.Prefix, r.o.Group); err == nil {
 		for _, id := range ids {
 			holding += len(a.CurrentAssignments[id])
 		}
 	}
+	return holding
+}
+
+// killMemberProcessOnce is one kill and restart of KillMemberProcess; it
+// returns the entries left pending and how many shards the process read.
+func (r *Round) killMemberProcessOnce(ctx context.Context) (int64, int, error) {
+	ids := r.proc.MemberIDs()
+	// Kill it mid-batch: when entries were delivered to it and not acked yet
+	// (unless it reads no shard: more members than shards).
+	holding := r.holdingOf(ctx, ids)
 	deadline := time.Now().Add(10 * time.Second)
 	for holding > 0 && r.pendingOf(ctx, ids) == 0 && time.Now().Before(deadline) {
 		if err := sleep(ctx, 2*time.Millisecond); err != nil {
-			return 0, err
+			return 0, holding, err
 		}
 	}
 	r.proc.Kill()
@@ -410,13 +439,13 @@ func (r *Round) KillMemberProcess(ctx context.Context) (int64, error) {
 	down := r.between(300*time.Millisecond, 1500*time.Millisecond)
 	r.o.Logf("kill -9 member process %s (%v, reading %d shards) with %d entries in flight; restart in %s", r.proc.Proc, ids, holding, orphaned, down.Round(time.Millisecond))
 	if err := sleep(ctx, down); err != nil {
-		return orphaned, err
+		return orphaned, holding, err
 	}
 	r.rejoin, r.rejoinAfter = map[string]bool{}, time.Now()
 	for _, id := range ids {
 		r.rejoin[id] = true
 	}
-	return orphaned, r.startProcess()
+	return orphaned, holding, r.startProcess()
 }
 
 // pendingOf sums the entries pending for these consumers on every shard stream.
