@@ -120,10 +120,7 @@ func (l *Log) AppendIndexed(ctx context.Context, after string, batch []events.Dr
 	keys, args := l.indexedArgs(batch, 1)
 	res, err := indexedAppendScript.Run(ctx, l.rdb, append([]string{l.key}, keys...), append([]any{pos.String()}, args...)...).StringSlice()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "RSCCONFLICT") {
-			return nil, fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(err.Error(), "RSCCONFLICT "), after)
-		}
-		return nil, fmt.Errorf("append %d events to %s: %w", len(batch), l.key, err)
+		return nil, appendError(err, l.key, after, len(batch), 0)
 	}
 	return res, nil
 }

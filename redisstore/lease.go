@@ -273,21 +273,14 @@ func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []eve
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	tok := f.lease.Token()
-	if tok == 0 {
-		return nil, fmt.Errorf("%w: this replica does not hold the leader lease", events.ErrFenced)
+	tok, err := f.token()
+	if err != nil {
+		return nil, err
 	}
 	keys, args := f.indexedArgs(batch, 2)
 	res, err := fencedIndexedAppendScript.Run(ctx, f.rdb, append([]string{f.key, f.lease.key}, keys...), append([]any{tok, pos.String()}, args...)...).StringSlice()
 	if err != nil {
-		msg := err.Error()
-		switch {
-		case strings.HasPrefix(msg, "RSCFENCED"):
-			return nil, fmt.Errorf("%w: term %d is over (lease token now %s)", events.ErrFenced, tok, strings.TrimPrefix(msg, "RSCFENCED "))
-		case strings.HasPrefix(msg, "RSCCONFLICT"):
-			return nil, fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(msg, "RSCCONFLICT "), after)
-		}
-		return nil, fmt.Errorf("append %d events to %s: %w", len(batch), f.key, err)
+		return nil, appendError(err, f.key, after, len(batch), tok)
 	}
 	return res, nil
 }
@@ -300,9 +293,9 @@ func (f *fencedLog) Append(ctx context.Context, after string, batch [][]byte) ([
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	tok := f.lease.Token()
-	if tok == 0 {
-		return nil, fmt.Errorf("%w: this replica does not hold the leader lease", events.ErrFenced)
+	tok, err := f.token()
+	if err != nil {
+		return nil, err
 	}
 	args := make([]any, 0, len(batch)+2)
 	args = append(args, tok, pos.String())
@@ -311,16 +304,19 @@ func (f *fencedLog) Append(ctx context.Context, after string, batch [][]byte) ([
 	}
 	res, err := fencedAppendScript.Run(ctx, f.rdb, []string{f.key, f.lease.key}, args...).StringSlice()
 	if err != nil {
-		msg := err.Error()
-		switch {
-		case strings.HasPrefix(msg, "RSCFENCED"):
-			return nil, fmt.Errorf("%w: term %d is over (lease token now %s)", events.ErrFenced, tok, strings.TrimPrefix(msg, "RSCFENCED "))
-		case strings.HasPrefix(msg, "RSCCONFLICT"):
-			return nil, fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(msg, "RSCCONFLICT "), after)
-		}
-		return nil, fmt.Errorf("append %d events to %s: %w", len(batch), f.key, err)
+		return nil, appendError(err, f.key, after, len(batch), tok)
 	}
 	return res, nil
+}
+
+// token is the lease's fencing token, or ErrFenced when this replica does not
+// hold the lease.
+func (f *fencedLog) token() (int64, error) {
+	tok := f.lease.Token()
+	if tok == 0 {
+		return 0, fmt.Errorf("%w: this replica does not hold the leader lease", events.ErrFenced)
+	}
+	return tok, nil
 }
 
 func toStr(v any) string {

@@ -78,12 +78,23 @@ func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]strin
 	}
 	res, err := appendScript.Run(ctx, l.rdb, []string{l.key}, args...).StringSlice()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "RSCCONFLICT") {
-			return nil, fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(err.Error(), "RSCCONFLICT "), after)
-		}
-		return nil, fmt.Errorf("append %d events to %s: %w", len(batch), l.key, err)
+		return nil, appendError(err, l.key, after, len(batch), 0)
 	}
 	return res, nil
+}
+
+// appendError maps the error reply of a compare-and-append script: RSCCONFLICT
+// (the log moved past after), RSCFENCED (the lease term tok is over), or
+// anything else Redis said.
+func appendError(err error, key, after string, n int, tok int64) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "RSCFENCED"):
+		return fmt.Errorf("%w: term %d is over (lease token now %s)", events.ErrFenced, tok, strings.TrimPrefix(msg, "RSCFENCED "))
+	case strings.HasPrefix(msg, "RSCCONFLICT"):
+		return fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(msg, "RSCCONFLICT "), after)
+	}
+	return fmt.Errorf("append %d events to %s: %w", n, key, err)
 }
 
 func (l *Log) Read(ctx context.Context, after string, count int) ([]events.Entry, error) {
