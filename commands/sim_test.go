@@ -873,6 +873,16 @@ func (s *sim) checkResponse(m *simMember, req *wire.HeartbeatRequest, resp *wire
 	}
 }
 
+// adoptEpoch takes the answer's member epoch and metadata version, checking
+// invariant 2 (an incarnation is never told an older epoch).
+func (s *sim) adoptEpoch(m *simMember, resp *wire.HeartbeatResponse) {
+	if resp.MemberEpoch < m.lastAdopted {
+		s.fail("invariant 2: member %s (incarnation %d) was told epoch %d after epoch %d", m.id, m.incarnation, resp.MemberEpoch, m.lastAdopted)
+	}
+	m.lastAdopted = resp.MemberEpoch
+	m.epoch, m.mv = resp.MemberEpoch, resp.MetadataVersion
+}
+
 // apply is the client library's reaction to a response.
 func (s *sim) apply(m *simMember, req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse) {
 	if m.kind == goClient {
@@ -883,13 +893,7 @@ func (s *sim) apply(m *simMember, req *wire.HeartbeatRequest, resp *wire.Heartbe
 	for _, sh := range refInts(resp.Assignment.AssignedShards) {
 		assigned[sh] = true
 	}
-	adopt := func() {
-		if resp.MemberEpoch < m.lastAdopted {
-			s.fail("invariant 2: member %s (incarnation %d) was told epoch %d after epoch %d", m.id, m.incarnation, resp.MemberEpoch, m.lastAdopted)
-		}
-		m.lastAdopted = resp.MemberEpoch
-		m.epoch, m.mv = resp.MemberEpoch, resp.MetadataVersion
-	}
+	adopt := func() { s.adoptEpoch(m, resp) }
 	// drop stops polling a shard: Python forgets it; Spring drains what is in flight.
 	drop := func(sh int) {
 		delete(m.reading, sh)

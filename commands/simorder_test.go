@@ -908,11 +908,7 @@ func (s *sim) applySDK(m *simMember, req *wire.HeartbeatRequest, resp *wire.Hear
 		assigned[sh] = true
 	}
 	adopt := func() {
-		if resp.MemberEpoch < m.lastAdopted {
-			s.fail("invariant 2: member %s (incarnation %d) was told epoch %d after epoch %d", m.id, m.incarnation, resp.MemberEpoch, m.lastAdopted)
-		}
-		m.lastAdopted = resp.MemberEpoch
-		m.epoch, m.mv = resp.MemberEpoch, resp.MetadataVersion
+		s.adoptEpoch(m, resp)
 		d.leaseUntil = s.now().Add(sdkLease)
 		d.learn(resp)
 		// The coordinator received the REVOKED reports: forget them.
