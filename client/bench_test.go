@@ -22,7 +22,7 @@ import (
 // so that drift affects both alike. Each reports msgs/s of both sides and
 // their ratio ("sdk/raw", 1.0 = no overhead). Targets: publish >= 0.8 (every
 // SDK publish runs producer.PublishScript, the fence check, where the raw side
-// runs a plain XADD; see also producer's BenchmarkPublishFencedVsRawXAdd),
+// runs a plain XADD; the fence alone: rscbench ordering, section ordering.publish),
 // consume >= 0.8. Run: make bench, or
 //
 //	go test -run '^$' -bench . -benchtime 2s ./client/
