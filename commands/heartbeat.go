@@ -146,50 +146,25 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 // that a member still reads must reach the decision). Indices are distinct
 // (validateHeartbeat), so what is left is bounded by the span and the
 // member's recorded shards: nothing a report brings into an event outgrows
-// the group. req is not modified; the copy shares what is kept.
+// the group. req is not modified.
 func withinSpan(req *wire.HeartbeatRequest, span int, m *projection.Member) *wire.HeartbeatRequest {
-	over := func(i int) bool {
-		return i >= span && (m == nil || (!containsInt(m.Current, i) && !containsInt(m.Revoking, i)))
-	}
-	n := 0
-	for _, s := range req.OwnedShards {
-		if over(s.ShardIndex) {
-			n++
-		}
-	}
-	for _, rv := range req.RevokingShards {
-		if over(rv.Shard.ShardIndex) {
-			n++
-		}
-	}
-	for _, p := range req.ShardProgress {
-		if over(p.Shard.ShardIndex) {
-			n++
-		}
-	}
-	if n == 0 {
-		return req
-	}
+	keep := func(i int) bool { return i < span || containsInt(m.Current, i) || containsInt(m.Revoking, i) }
 	out := *req
-	out.OwnedShards = make([]wire.ShardRef, 0, len(req.OwnedShards))
-	for _, s := range req.OwnedShards {
-		if !over(s.ShardIndex) {
-			out.OwnedShards = append(out.OwnedShards, s)
-		}
-	}
-	out.RevokingShards = make([]wire.RevokingReport, 0, len(req.RevokingShards))
-	for _, rv := range req.RevokingShards {
-		if !over(rv.Shard.ShardIndex) {
-			out.RevokingShards = append(out.RevokingShards, rv)
-		}
-	}
-	out.ShardProgress = make([]wire.ShardProgress, 0, len(req.ShardProgress))
-	for _, p := range req.ShardProgress {
-		if !over(p.Shard.ShardIndex) {
-			out.ShardProgress = append(out.ShardProgress, p)
-		}
-	}
+	out.OwnedShards = filterShards(req.OwnedShards, func(s wire.ShardRef) bool { return keep(s.ShardIndex) })
+	out.RevokingShards = filterShards(req.RevokingShards, func(rv wire.RevokingReport) bool { return keep(rv.Shard.ShardIndex) })
+	out.ShardProgress = filterShards(req.ShardProgress, func(p wire.ShardProgress) bool { return keep(p.Shard.ShardIndex) })
 	return &out
+}
+
+// filterShards is the entries of in that keep accepts, in order.
+func filterShards[T any](in []T, keep func(T) bool) []T {
+	out := make([]T, 0, len(in))
+	for _, v := range in {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (c *Coordinator) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire.HeartbeatResponse {
