@@ -20,6 +20,9 @@ const (
 	unknownAPIRoute = apiRoot + "/" // the catch-all: a 404 under the API
 )
 
+// HeartbeatRoute is the heartbeat route's template, as RouteTemplate gives it.
+const HeartbeatRoute = heartbeatRoute
+
 // routeMatch is what a request resolved to: the template of the route that
 // serves it, or of the API's catch-all (unknownAPIRoute) when its path is
 // under /coord/v1 but no route serves it with this method (a 404 or a 405);

@@ -3,33 +3,15 @@ package metrics
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
-
-	"github.com/gorilla/mux"
 
 	"github.com/rscoord/rsc/httpapi"
 )
-
-// heartbeatRouteSuffix identifies the heartbeat route among httpapi's route
-// templates (.../groups/{consumerGroup}/members/{memberId}/heartbeat).
-const heartbeatRouteSuffix = "/members/{memberId}/heartbeat"
 
 // maxCapturedBody bounds what is kept of a heartbeat answer to read its status.
 const maxCapturedBody = 64 << 10
 
 func isHeartbeatRoute(r *http.Request) bool {
-	tpl := httpapi.RouteTemplate(r)
-	if tpl == "" {
-		route := mux.CurrentRoute(r)
-		if route == nil {
-			return false
-		}
-		var err error
-		if tpl, err = route.GetPathTemplate(); err != nil {
-			return false
-		}
-	}
-	return strings.HasSuffix(tpl, heartbeatRouteSuffix)
+	return httpapi.RouteTemplate(r) == httpapi.HeartbeatRoute
 }
 
 // countHeartbeats reads the status out of each answer of next as it is written.
