@@ -28,7 +28,7 @@ type (
 
 // CreateGroup creates a group with initialShardCount shards (0: the
 // coordinator's default): POST /coord/v1/streams/{p}/groups/{g}.
-func (c *Coordinator) CreateGroup(ctx context.Context, streamPrefix, consumerGroup string, initialShardCount int, requestedBy string) (*Group, error) {
+func (c *Client) CreateGroup(ctx context.Context, streamPrefix, consumerGroup string, initialShardCount int, requestedBy string) (*Group, error) {
 	body := wire.CreateRequest{RequestedBy: requestedBy}
 	if initialShardCount > 0 {
 		body.InitialShardCount = &initialShardCount
@@ -42,7 +42,7 @@ func (c *Coordinator) CreateGroup(ctx context.Context, streamPrefix, consumerGro
 
 // Scale starts a resharding of one group to targetShardCount:
 // POST /coord/v1/streams/{p}/groups/{g}/scale.
-func (c *Coordinator) Scale(ctx context.Context, streamPrefix, consumerGroup string, targetShardCount int, requestedBy, reason string) (*Migration, error) {
+func (c *Client) Scale(ctx context.Context, streamPrefix, consumerGroup string, targetShardCount int, requestedBy, reason string) (*Migration, error) {
 	body := wire.ScaleRequest{TargetShardCount: &targetShardCount, RequestedBy: requestedBy, Reason: reason}
 	var m Migration
 	if err := c.Do(ctx, http.MethodPost, GroupPath(streamPrefix, consumerGroup)+"/scale", body, &m); err != nil {
@@ -52,7 +52,7 @@ func (c *Coordinator) Scale(ctx context.Context, streamPrefix, consumerGroup str
 }
 
 // Group reads a group: GET /coord/v1/streams/{p}/groups/{g}.
-func (c *Coordinator) Group(ctx context.Context, streamPrefix, consumerGroup string) (*Group, error) {
+func (c *Client) Group(ctx context.Context, streamPrefix, consumerGroup string) (*Group, error) {
 	var g Group
 	if err := c.Do(ctx, http.MethodGet, GroupPath(streamPrefix, consumerGroup), nil, &g); err != nil {
 		return nil, fmt.Errorf("get group %s/%s: %w", streamPrefix, consumerGroup, err)
@@ -61,7 +61,7 @@ func (c *Coordinator) Group(ctx context.Context, streamPrefix, consumerGroup str
 }
 
 // Migrations lists a group's reshardings: GET .../groups/{g}/migrations.
-func (c *Coordinator) Migrations(ctx context.Context, streamPrefix, consumerGroup string) (*Migrations, error) {
+func (c *Client) Migrations(ctx context.Context, streamPrefix, consumerGroup string) (*Migrations, error) {
 	var m Migrations
 	if err := c.Do(ctx, http.MethodGet, GroupPath(streamPrefix, consumerGroup)+"/migrations", nil, &m); err != nil {
 		return nil, fmt.Errorf("list migrations of %s/%s: %w", streamPrefix, consumerGroup, err)
@@ -70,7 +70,7 @@ func (c *Coordinator) Migrations(ctx context.Context, streamPrefix, consumerGrou
 }
 
 // Migration reads one resharding: GET .../groups/{g}/migrations/{id}.
-func (c *Coordinator) Migration(ctx context.Context, streamPrefix, consumerGroup, reshardingID string) (*Migration, error) {
+func (c *Client) Migration(ctx context.Context, streamPrefix, consumerGroup, reshardingID string) (*Migration, error) {
 	var m Migration
 	path := GroupPath(streamPrefix, consumerGroup) + "/migrations/" + url.PathEscape(reshardingID)
 	if err := c.Do(ctx, http.MethodGet, path, nil, &m); err != nil {
@@ -81,7 +81,7 @@ func (c *Coordinator) Migration(ctx context.Context, streamPrefix, consumerGroup
 
 // Assignments reads the target and current assignments of a group:
 // GET /coord/v1/monitoring/streams/{p}/groups/{g}/assignments.
-func (c *Coordinator) Assignments(ctx context.Context, streamPrefix, consumerGroup string) (*Assignments, error) {
+func (c *Client) Assignments(ctx context.Context, streamPrefix, consumerGroup string) (*Assignments, error) {
 	var a Assignments
 	if err := c.Do(ctx, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/assignments", nil, &a); err != nil {
 		return nil, fmt.Errorf("assignments of %s/%s: %w", streamPrefix, consumerGroup, err)
@@ -91,7 +91,7 @@ func (c *Coordinator) Assignments(ctx context.Context, streamPrefix, consumerGro
 
 // Members lists the members of a group:
 // GET /coord/v1/monitoring/streams/{p}/groups/{g}/members.
-func (c *Coordinator) Members(ctx context.Context, streamPrefix, consumerGroup string) ([]Member, error) {
+func (c *Client) Members(ctx context.Context, streamPrefix, consumerGroup string) ([]Member, error) {
 	var resp wire.MembersResponse
 	if err := c.Do(ctx, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/members", nil, &resp); err != nil {
 		return nil, fmt.Errorf("members of %s/%s: %w", streamPrefix, consumerGroup, err)

@@ -18,7 +18,7 @@ import (
 	"github.com/rscoord/rsc/wire"
 )
 
-// DefaultTimeout bounds one coordinator call when the Coordinator has no
+// DefaultTimeout bounds one coordinator call when the Client has no
 // HTTPClient of its own (the reference Python client's HTTP timeout).
 const DefaultTimeout = 5 * time.Second
 
@@ -54,7 +54,7 @@ func (t BearerToken) AuthorizationHeader() string {
 	return "Bearer " + string(t)
 }
 
-// Coordinator calls a coordinator over HTTP. The zero value is not usable: set
+// Client calls a coordinator over HTTP. The zero value is not usable: set
 // BaseURL or Endpoints, and do not change the fields once calls have started.
 // It is safe for concurrent use; do not copy it after first use.
 //
@@ -74,7 +74,7 @@ func (t BearerToken) AuthorizationHeader() string {
 // (none only when the coordinator runs with --allow-anonymous-members); the
 // admin calls need WRITE, the monitoring calls READ. Give members credentials
 // that hold MEMBER (a user with only that role is enough).
-type Coordinator struct {
+type Client struct {
 	// BaseURL is the coordinator's address, e.g. "http://127.0.0.1:8080", or
 	// the addresses of several replicas separated by commas,
 	// "http://10.0.0.1:8080,http://10.0.0.2:8080".
@@ -97,16 +97,16 @@ type Coordinator struct {
 
 var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
 
-// NewCoordinator returns a Coordinator for baseURL (one URL, or several
+// New returns a Client for baseURL (one URL, or several
 // replicas' URLs separated by commas) with optional credentials.
-func NewCoordinator(baseURL string, creds Credentials) *Coordinator {
-	return &Coordinator{BaseURL: strings.TrimRight(baseURL, "/"), Credentials: creds}
+func New(baseURL string, creds Credentials) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Credentials: creds}
 }
 
-// NewCoordinatorEndpoints returns a Coordinator for several replicas of one
+// NewEndpoints returns a Client for several replicas of one
 // coordinator, tried in the order given, with optional credentials.
-func NewCoordinatorEndpoints(urls []string, creds Credentials) *Coordinator {
-	return &Coordinator{Endpoints: append([]string(nil), urls...), Credentials: creds}
+func NewEndpoints(urls []string, creds Credentials) *Client {
+	return &Client{Endpoints: append([]string(nil), urls...), Credentials: creds}
 }
 
 // GroupPath is the path of a group: /coord/v1/streams/{p}/groups/{g}, each
@@ -122,7 +122,7 @@ func monitoringGroupPath(streamPrefix, consumerGroup string) string {
 
 // ProducerRouting fetches the producer routing of a group:
 // GET /coord/v1/streams/{p}/groups/{g}/producer-routing.
-func (c *Coordinator) ProducerRouting(ctx context.Context, streamPrefix, consumerGroup string) (*Routing, error) {
+func (c *Client) ProducerRouting(ctx context.Context, streamPrefix, consumerGroup string) (*Routing, error) {
 	var r Routing
 	if err := c.Do(ctx, http.MethodGet, GroupPath(streamPrefix, consumerGroup)+"/producer-routing", nil, &r); err != nil {
 		return nil, fmt.Errorf("producer routing of %s/%s: %w", streamPrefix, consumerGroup, err)
@@ -134,7 +134,7 @@ func (c *Coordinator) ProducerRouting(ctx context.Context, streamPrefix, consume
 // POST /coord/v1/streams/{p}/groups/{g}/members/{memberId}/heartbeat.
 // Protocol outcomes (fenced, unknown member, ...) come back as a response
 // status with err == nil; err is a transport failure or a non-2xx answer.
-func (c *Coordinator) Heartbeat(ctx context.Context, streamPrefix, consumerGroup string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
+func (c *Client) Heartbeat(ctx context.Context, streamPrefix, consumerGroup string, req *HeartbeatRequest) (*HeartbeatResponse, error) {
 	var resp HeartbeatResponse
 	path := GroupPath(streamPrefix, consumerGroup) + "/members/" + url.PathEscape(req.MemberID) + "/heartbeat"
 	// A repeated heartbeat is harmless (the coordinator answers it from the
@@ -147,7 +147,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, streamPrefix, consumerGroup
 
 // Login exchanges a user name and password for a bearer token:
 // POST /coord/v1/auth/login.
-func (c *Coordinator) Login(ctx context.Context, username, password string) (BearerToken, time.Time, error) {
+func (c *Client) Login(ctx context.Context, username, password string) (BearerToken, time.Time, error) {
 	var resp struct {
 		wire.LoginResponse
 		// Token is where servers other than ours may put the token (the
@@ -170,14 +170,14 @@ func (c *Coordinator) Login(ctx context.Context, username, password string) (Bea
 // decodes a 2xx JSON answer into out (when out is not nil). A non-2xx answer
 // is an *APIError. With several endpoints, a GET or HEAD moves on to the next
 // one after a lost answer too; other methods only when the request cannot
-// have been processed (see Coordinator).
-func (c *Coordinator) Do(ctx context.Context, method, path string, body, out any) error {
+// have been processed (see Client).
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
 	return c.do(ctx, method, path, body, out, method == http.MethodGet || method == http.MethodHead)
 }
 
 // do is Do over the endpoints; replayable says the request may be repeated
 // after it was sent without an answer.
-func (c *Coordinator) do(ctx context.Context, method, path string, body, out any, replayable bool) error {
+func (c *Client) do(ctx context.Context, method, path string, body, out any, replayable bool) error {
 	var data []byte
 	if body != nil {
 		var err error
@@ -214,7 +214,7 @@ func (c *Coordinator) do(ctx context.Context, method, path string, body, out any
 // next endpoint: ep answered 503, or failed in a way that allows it (see
 // progress.failover). An endpoint that answered anything else becomes the
 // preferred one.
-func (c *Coordinator) send(ctx context.Context, ep, method, path string, data []byte, hasBody bool, out any, replayable bool) (next bool, err error) {
+func (c *Client) send(ctx context.Context, ep, method, path string, data []byte, hasBody bool, out any, replayable bool) (next bool, err error) {
 	var rd io.Reader
 	if hasBody {
 		rd = bytes.NewReader(data)

@@ -2,7 +2,7 @@
 // for the v1 wire contract (producer routing, member heartbeats, login, and the
 // admin and monitoring calls operators and tests use), with Basic or Bearer
 // authentication, against one coordinator or several replicas of a highly
-// available one (see Coordinator for the failover rules).
+// available one (see Client for the failover rules).
 //
 // The SDK itself lives in two subpackages:
 //

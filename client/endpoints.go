@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// A Coordinator may know several coordinator replicas. One call tries them in
+// A Client may know several coordinator replicas. One call tries them in
 // order, starting at the preferred one (the last that answered), each at most
 // once, and moves on only when the replica cannot have acted on the request
 // (see failover). This file holds that policy; coordinator.go sends one
@@ -21,7 +21,7 @@ var errNoEndpoint = errors.New("client: Coordinator has no endpoint: set BaseURL
 // endpoints lists the configured coordinator URLs in order: the
 // comma-separated URLs of BaseURL, then those of Endpoints; each trimmed of
 // spaces and of trailing "/", empty ones and duplicates dropped.
-func (c *Coordinator) endpoints() []string {
+func (c *Client) endpoints() []string {
 	if len(c.Endpoints) == 0 && !strings.Contains(c.BaseURL, ",") {
 		if u := strings.TrimRight(strings.TrimSpace(c.BaseURL), "/"); u != "" {
 			return []string{u}
@@ -54,7 +54,7 @@ func contains(list []string, s string) bool {
 }
 
 // first is the index in eps of the endpoint a call starts at.
-func (c *Coordinator) first(eps []string) int {
+func (c *Client) first(eps []string) int {
 	c.mu.Lock()
 	p := c.preferred
 	c.mu.Unlock()
@@ -71,10 +71,10 @@ func (c *Coordinator) first(eps []string) int {
 const headerForwardedTo = "X-Rsc-Forwarded-To"
 
 // answered makes ep the preferred endpoint: it just answered a call. When ep is
-// a follower that relayed the answer from a leader this Coordinator also knows
+// a follower that relayed the answer from a leader this Client also knows
 // (forwardedTo is one of its endpoints), the leader is preferred instead, so
 // later calls skip the extra hop.
-func (c *Coordinator) answered(ep, forwardedTo string) {
+func (c *Client) answered(ep, forwardedTo string) {
 	if forwardedTo = strings.TrimRight(forwardedTo, "/"); forwardedTo != "" && contains(c.endpoints(), forwardedTo) {
 		ep = forwardedTo
 	}
@@ -85,7 +85,7 @@ func (c *Coordinator) answered(ep, forwardedTo string) {
 
 // failed moves the preference from ep to next, unless another call has
 // already moved it (a concurrent success elsewhere wins over a stale failure).
-func (c *Coordinator) failed(eps []string, ep, next string) {
+func (c *Client) failed(eps []string, ep, next string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.preferred

@@ -100,32 +100,32 @@ func closedURL(tb testing.TB) string {
 	return u
 }
 
-// call is one SDK call through a Coordinator.
+// call is one SDK call through a Client.
 type call struct {
 	name string
-	do   func(ctx context.Context, c *client.Coordinator) error
+	do   func(ctx context.Context, c *client.Client) error
 }
 
 var (
-	routingCall = call{"producer routing", func(ctx context.Context, c *client.Coordinator) error {
+	routingCall = call{"producer routing", func(ctx context.Context, c *client.Client) error {
 		r, err := c.ProducerRouting(ctx, "p", "g")
 		if err == nil && r.MetadataVersion != 7 {
 			return errors.New("wrong routing decoded")
 		}
 		return err
 	}}
-	heartbeatCall = call{"heartbeat", func(ctx context.Context, c *client.Coordinator) error {
+	heartbeatCall = call{"heartbeat", func(ctx context.Context, c *client.Client) error {
 		r, err := c.Heartbeat(ctx, "p", "g", &client.HeartbeatRequest{ProtocolVersion: new(1), MemberID: "m1"})
 		if err == nil && r.MemberEpoch != 3 {
 			return errors.New("wrong heartbeat answer decoded")
 		}
 		return err
 	}}
-	createGroupCall = call{"create group", func(ctx context.Context, c *client.Coordinator) error {
+	createGroupCall = call{"create group", func(ctx context.Context, c *client.Client) error {
 		_, err := c.CreateGroup(ctx, "p", "g", 2, "test")
 		return err
 	}}
-	adminPostCall = call{"Do POST", func(ctx context.Context, c *client.Coordinator) error {
+	adminPostCall = call{"Do POST", func(ctx context.Context, c *client.Client) error {
 		return c.Do(ctx, http.MethodPost, client.GroupPath("p", "g")+"/scale", map[string]any{"targetShardCount": 4}, nil)
 	}}
 )
@@ -134,7 +134,7 @@ func TestFailoverConnectionRefusedThenLive(t *testing.T) {
 	for _, tc := range []call{routingCall, heartbeatCall, createGroupCall, adminPostCall} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := MustReplica(t, live(t))
-			c := client.NewCoordinator(closedURL(t)+","+up.URL, nil)
+			c := client.New(closedURL(t)+","+up.URL, nil)
 			if err := tc.do(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestFailover503ThenLive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			down := MustReplica(t, answer(http.StatusServiceUnavailable, unavailableBody))
 			up := MustReplica(t, live(t))
-			c := client.NewCoordinatorEndpoints([]string{down.URL, up.URL}, client.BearerToken("tok"))
+			c := client.NewEndpoints([]string{down.URL, up.URL}, client.BearerToken("tok"))
 			if err := tc.do(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +172,7 @@ func TestFailoverSticksToTheEndpointThatLastAnswered(t *testing.T) {
 		live(t)(w, r)
 	})
 	b := MustReplica(t, live(t))
-	c := client.NewCoordinator(a.URL+","+b.URL, nil)
+	c := client.New(a.URL+","+b.URL, nil)
 	ctx := context.Background()
 	want := func(step string, wantA, wantB int64) {
 		t.Helper()
@@ -201,7 +201,7 @@ func TestFailoverSticksToTheEndpointThatLastAnswered(t *testing.T) {
 func TestFailoverAllEndpointsDown(t *testing.T) {
 	t.Run("connection refused", func(t *testing.T) {
 		u1, u2 := closedURL(t), closedURL(t)
-		err := routingCall.do(context.Background(), client.NewCoordinator(u1+","+u2, nil))
+		err := routingCall.do(context.Background(), client.New(u1+","+u2, nil))
 		if err == nil {
 			t.Fatal("no error")
 		}
@@ -218,7 +218,7 @@ func TestFailoverAllEndpointsDown(t *testing.T) {
 	t.Run("503 everywhere", func(t *testing.T) {
 		r1 := MustReplica(t, answer(http.StatusServiceUnavailable, unavailableBody))
 		r2 := MustReplica(t, answer(http.StatusServiceUnavailable, unavailableBody))
-		err := adminPostCall.do(context.Background(), client.NewCoordinator(r1.URL+","+r2.URL, nil))
+		err := adminPostCall.do(context.Background(), client.New(r1.URL+","+r2.URL, nil))
 		if !errors.Is(err, client.ErrUnavailable) {
 			t.Fatalf("want ErrUnavailable, got %v", err)
 		}
@@ -248,7 +248,7 @@ func TestNoFailoverOnOtherAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			first := MustReplica(t, answer(tc.status, tc.body))
 			second := MustReplica(t, live(t))
-			c := client.NewCoordinator(first.URL+","+second.URL, nil)
+			c := client.New(first.URL+","+second.URL, nil)
 			for i := 0; i < 2; i++ {
 				err := routingCall.do(context.Background(), c)
 				var apiErr *client.APIError
@@ -287,7 +287,7 @@ func TestFailoverAfterALostAnswerOnlyWhenRepeatable(t *testing.T) {
 		t.Run(tc.call.name, func(t *testing.T) {
 			lost := MustReplica(t, resetAfterRequest(t))
 			up := MustReplica(t, live(t))
-			err := tc.call.do(context.Background(), client.NewCoordinator(lost.URL+","+up.URL, nil))
+			err := tc.call.do(context.Background(), client.New(lost.URL+","+up.URL, nil))
 			if tc.failover && err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +326,7 @@ func TestFailoverAfterAConnectTimeout(t *testing.T) {
 	t.Run("client timeout", func(t *testing.T) {
 		up := MustReplica(t, live(t))
 		hc := &http.Client{Timeout: 200 * time.Millisecond, Transport: transport}
-		c := &client.Coordinator{Endpoints: []string{"http://" + blackhole, up.URL}, HTTPClient: hc}
+		c := &client.Client{Endpoints: []string{"http://" + blackhole, up.URL}, HTTPClient: hc}
 		if err := adminPostCall.do(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestFailoverAfterAConnectTimeout(t *testing.T) {
 	})
 	t.Run("caller's deadline", func(t *testing.T) {
 		up := MustReplica(t, live(t))
-		c := &client.Coordinator{Endpoints: []string{"http://" + blackhole, up.URL}, HTTPClient: &http.Client{Transport: transport}}
+		c := &client.Client{Endpoints: []string{"http://" + blackhole, up.URL}, HTTPClient: &http.Client{Transport: transport}}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		if err := heartbeatCall.do(ctx, c); !errors.Is(err, context.DeadlineExceeded) {
@@ -359,7 +359,7 @@ func TestFailoverStopsWhenTheContextEnds(t *testing.T) {
 		up := MustReplica(t, live(t))
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		err := routingCall.do(ctx, client.NewCoordinator(slow.URL+","+up.URL, nil))
+		err := routingCall.do(ctx, client.New(slow.URL+","+up.URL, nil))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("want context.DeadlineExceeded, got %v", err)
 		}
@@ -371,7 +371,7 @@ func TestFailoverStopsWhenTheContextEnds(t *testing.T) {
 		a, b := MustReplica(t, live(t)), MustReplica(t, live(t))
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := heartbeatCall.do(ctx, client.NewCoordinator(a.URL+","+b.URL, nil)); !errors.Is(err, context.Canceled) {
+		if err := heartbeatCall.do(ctx, client.New(a.URL+","+b.URL, nil)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("want context.Canceled, got %v", err)
 		}
 		if ha, hb := a.hits.Load(), b.hits.Load(); ha+hb != 0 {
@@ -394,12 +394,12 @@ func TestEndpointsConfiguration(t *testing.T) {
 	a, b, c := MustReplica(t, unavailable("a")), MustReplica(t, unavailable("b")), MustReplica(t, unavailable("c"))
 	for _, tc := range []struct {
 		name  string
-		coord *client.Coordinator
+		coord *client.Client
 		want  string
 	}{
-		{"comma list with spaces and slashes", client.NewCoordinator(" "+a.URL+"/ , "+b.URL+",,"+c.URL+"/", nil), "a b c"},
-		{"BaseURL then Endpoints, duplicates dropped", &client.Coordinator{BaseURL: b.URL, Endpoints: []string{a.URL, b.URL + "/", c.URL}}, "b a c"},
-		{"NewCoordinatorEndpoints", client.NewCoordinatorEndpoints([]string{c.URL, a.URL}, nil), "c a"},
+		{"comma list with spaces and slashes", client.New(" "+a.URL+"/ , "+b.URL+",,"+c.URL+"/", nil), "a b c"},
+		{"BaseURL then Endpoints, duplicates dropped", &client.Client{BaseURL: b.URL, Endpoints: []string{a.URL, b.URL + "/", c.URL}}, "b a c"},
+		{"NewEndpoints", client.NewEndpoints([]string{c.URL, a.URL}, nil), "c a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mu.Lock()
@@ -418,7 +418,7 @@ func TestEndpointsConfiguration(t *testing.T) {
 		})
 	}
 	t.Run("no endpoint", func(t *testing.T) {
-		err := routingCall.do(context.Background(), &client.Coordinator{BaseURL: " , "})
+		err := routingCall.do(context.Background(), &client.Client{BaseURL: " , "})
 		if err == nil || !strings.Contains(err.Error(), "no endpoint") {
 			t.Fatalf("want a missing endpoint error, got %v", err)
 		}
@@ -430,7 +430,7 @@ func TestEndpointsConfiguration(t *testing.T) {
 func TestSingleBaseURLUnchanged(t *testing.T) {
 	t.Run("503 is returned as is", func(t *testing.T) {
 		r := MustReplica(t, answer(http.StatusServiceUnavailable, unavailableBody))
-		c := &client.Coordinator{BaseURL: r.URL + "/"}
+		c := &client.Client{BaseURL: r.URL + "/"}
 		err := c.Do(context.Background(), http.MethodGet, client.GroupPath("p", "g"), nil, nil)
 		apiErr, ok := err.(*client.APIError)
 		if !ok || apiErr.StatusCode != 503 || apiErr.Path != client.GroupPath("p", "g") {
@@ -441,14 +441,14 @@ func TestSingleBaseURLUnchanged(t *testing.T) {
 		}
 	})
 	t.Run("connection refused is a bare *url.Error", func(t *testing.T) {
-		err := client.NewCoordinator(closedURL(t), nil).Do(context.Background(), http.MethodGet, "/coord/v1/x", nil, nil)
+		err := client.New(closedURL(t), nil).Do(context.Background(), http.MethodGet, "/coord/v1/x", nil, nil)
 		if _, ok := err.(*url.Error); !ok {
 			t.Fatalf("want *url.Error, got %T %v", err, err)
 		}
 	})
 	t.Run("answers", func(t *testing.T) {
 		r := MustReplica(t, live(t))
-		c := client.NewCoordinator(r.URL+"/", nil)
+		c := client.New(r.URL+"/", nil)
 		for _, tc := range []call{routingCall, heartbeatCall, createGroupCall} {
 			if err := tc.do(context.Background(), c); err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
@@ -472,7 +472,7 @@ func TestFailoverAStaleFailureKeepsAnotherCallsChoice(t *testing.T) {
 	})
 	b := MustReplica(t, answer(http.StatusServiceUnavailable, unavailableBody))
 	c := MustReplica(t, live(t))
-	coord := client.NewCoordinator(a.URL+","+b.URL+","+c.URL, nil)
+	coord := client.New(a.URL+","+b.URL+","+c.URL, nil)
 
 	xctx, cancelX := context.WithCancel(context.Background())
 	xdone := make(chan error, 1)
@@ -497,7 +497,7 @@ func TestFailoverAStaleFailureKeepsAnotherCallsChoice(t *testing.T) {
 func TestFailoverConcurrentCalls(t *testing.T) {
 	down := MustReplica(t, answer(http.StatusServiceUnavailable, unavailableBody))
 	up := MustReplica(t, live(t))
-	c := client.NewCoordinator(closedURL(t)+","+down.URL+","+up.URL, nil)
+	c := client.New(closedURL(t)+","+down.URL+","+up.URL, nil)
 	const goroutines, calls = 16, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*calls)
@@ -530,7 +530,7 @@ func TestFailoverConcurrentCalls(t *testing.T) {
 }
 
 // A follower replica relays the leader's answer and names it in
-// X-Rsc-Forwarded-To: a Coordinator that knows the leader goes there next.
+// X-Rsc-Forwarded-To: a Client that knows the leader goes there next.
 func TestPrefersTheLeaderAFollowerForwardedTo(t *testing.T) {
 	leader := MustReplica(t, answer(http.StatusOK, routingBody))
 	follower := MustReplica(t, func(w http.ResponseWriter, r *http.Request) {
@@ -538,7 +538,7 @@ func TestPrefersTheLeaderAFollowerForwardedTo(t *testing.T) {
 		answer(http.StatusOK, routingBody)(w, r)
 	})
 	ctx := context.Background()
-	c := client.NewCoordinator(follower.URL+","+leader.URL, nil)
+	c := client.New(follower.URL+","+leader.URL, nil)
 	for i := 0; i < 3; i++ {
 		if _, err := c.ProducerRouting(ctx, "p", "g"); err != nil {
 			t.Fatal(err)
@@ -547,8 +547,8 @@ func TestPrefersTheLeaderAFollowerForwardedTo(t *testing.T) {
 	if follower.hits.Load() != 1 || leader.hits.Load() != 2 {
 		t.Fatalf("hits: follower %d, leader %d; want the first call at the follower, the rest at the leader", follower.hits.Load(), leader.hits.Load())
 	}
-	// A leader this Coordinator was not given stays unknown: it keeps the follower.
-	only := client.NewCoordinator(follower.URL, nil)
+	// A leader this Client was not given stays unknown: it keeps the follower.
+	only := client.New(follower.URL, nil)
 	for i := 0; i < 2; i++ {
 		if _, err := only.ProducerRouting(ctx, "p", "g"); err != nil {
 			t.Fatal(err)

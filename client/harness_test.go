@@ -94,7 +94,7 @@ type cluster struct {
 	RDB   *redis.Client     // nil on a Redis Cluster
 	// KV is the Redis the shard streams live in, whichever kind.
 	KV       redis.UniversalClient
-	Admin    *client.Coordinator
+	Admin    *client.Client
 	redisURL string
 	addr     string
 	logPath  string
@@ -126,7 +126,7 @@ func bootCluster(tb testing.TB, redisURL string, kv redis.UniversalClient) *clus
 		tb.Fatal(err)
 	}
 	c := &cluster{tb: tb, URL: "http://" + addr, KV: kv, redisURL: redisURL, addr: addr, logPath: logPath, logf: logf,
-		Admin: client.NewCoordinator("http://"+addr, client.BasicAuth{Username: "admin", Password: "password"})}
+		Admin: client.New("http://"+addr, client.BasicAuth{Username: "admin", Password: "password"})}
 	tb.Cleanup(func() {
 		c.mu.Lock()
 		cmd, done := c.proc, c.done
@@ -208,11 +208,11 @@ func (c *cluster) dumpLog() {
 var memberCreds = client.BasicAuth{Username: "admin", Password: "password"}
 
 // Member is a coordinator client with credentials that hold the MEMBER role.
-func (c *cluster) Member() *client.Coordinator { return client.NewCoordinator(c.URL, memberCreds) }
+func (c *cluster) Member() *client.Client { return client.New(c.URL, memberCreds) }
 
 // Reader is a coordinator client with the READ role's credentials (admin here).
-func (c *cluster) Reader() *client.Coordinator {
-	return client.NewCoordinator(c.URL, client.BasicAuth{Username: "admin", Password: "password"})
+func (c *cluster) Reader() *client.Client {
+	return client.New(c.URL, client.BasicAuth{Username: "admin", Password: "password"})
 }
 
 func (c *cluster) createGroup(prefix, group string, shards int) {
@@ -423,7 +423,7 @@ func runHelperMember() int {
 	}
 	rdb := redis.NewClient(opts)
 	cfg := member.Config{
-		Coordinator: client.NewCoordinator(os.Getenv("RSC_T_COORDINATOR"), memberCreds), Redis: rdb,
+		Coordinator: client.New(os.Getenv("RSC_T_COORDINATOR"), memberCreds), Redis: rdb,
 		StreamPrefix: os.Getenv("RSC_T_PREFIX"), ConsumerGroup: os.Getenv("RSC_T_GROUP"),
 		MemberIDBase: os.Getenv("RSC_T_BASE"), Concurrency: conc, MemberLease: 2500 * time.Millisecond,
 		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: retry,

@@ -202,7 +202,7 @@ func TestIntegrationRoutingNeedsCredentials(t *testing.T) {
 	skipShort(t)
 	c := startCluster(t)
 	c.createGroup("p", "g", 1)
-	anonymous := client.NewCoordinator(c.URL, nil)
+	anonymous := client.New(c.URL, nil)
 	_, err := anonymous.ProducerRouting(context.Background(), "p", "g")
 	if !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("routing without credentials: %v, want ErrUnauthorized", err)
@@ -211,7 +211,7 @@ func TestIntegrationRoutingNeedsCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := client.NewCoordinator(c.URL, tok).ProducerRouting(context.Background(), "p", "g")
+	rt, err := client.New(c.URL, tok).ProducerRouting(context.Background(), "p", "g")
 	if err != nil || rt.ShardCount != 1 {
 		t.Fatalf("routing with a bearer token: %+v %v", rt, err)
 	}

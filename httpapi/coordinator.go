@@ -13,9 +13,9 @@ import (
 // What the server asks of the coordinator, in four small parts; handlers use
 // the part they need. *commands.Coordinator implements all of them.
 
-// Decider decides: every request that may change state goes through it (on
+// Commands are the requests that may change state: every one goes through it (on
 // the leader; a follower forwards writes before they get here).
-type Decider interface {
+type Commands interface {
 	CreateGroup(ctx context.Context, meta events.Meta, in commands.CreateGroupInput) (projection.GroupView, error)
 	Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.ScaleInput) (projection.ReshardingView, error)
 	ScaleStream(ctx context.Context, meta events.Meta, prefix string, in commands.ScaleInput) (commands.StreamScaleResult, error)
@@ -67,12 +67,12 @@ type Leadership interface {
 	LeaderNow(ctx context.Context) commands.LeaderInfo
 }
 
-// Coordinator is all four: what NewServer takes.
-type Coordinator interface {
-	Decider
+// Backend is all four: what NewServer takes.
+type Backend interface {
+	Commands
 	Reader
 	Runtime
 	Leadership
 }
 
-var _ Coordinator = (*commands.Coordinator)(nil)
+var _ Backend = (*commands.Coordinator)(nil)

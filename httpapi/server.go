@@ -43,7 +43,7 @@ type Config struct {
 // Server owns the router and the listener.
 type Server struct {
 	cfg     Config
-	dec     Decider
+	dec     Commands
 	read    Reader
 	rt      Runtime // only through leaderMemory
 	lead    Leadership
@@ -67,7 +67,7 @@ type Server struct {
 
 // NewServer builds the server over a coordinator (a *commands.Coordinator);
 // streams may be nil (offsets and messages then answer 503).
-func NewServer(cfg Config, c Coordinator, streams StreamReader) *Server {
+func NewServer(cfg Config, c Backend, streams StreamReader) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

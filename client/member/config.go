@@ -75,7 +75,7 @@ func (m Message) Field(name string) string {
 type Config struct {
 	// Coordinator answers heartbeats. Its Credentials need the MEMBER role
 	// (unless the coordinator runs with --allow-anonymous-members).
-	Coordinator *client.Coordinator
+	Coordinator *client.Client
 	// Redis holds the shard streams. Every owned shard keeps one connection
 	// in a blocking read: size the pool above the shards a process may own.
 	Redis redis.UniversalClient

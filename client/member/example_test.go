@@ -19,7 +19,7 @@ func ExampleListen() {
 	defer stop()
 	cfg := member.Config{
 		// Heartbeats need a user with the MEMBER role.
-		Coordinator:   client.NewCoordinator("http://127.0.0.1:8080", client.BasicAuth{Username: "billing-worker", Password: "secret"}),
+		Coordinator:   client.New("http://127.0.0.1:8080", client.BasicAuth{Username: "billing-worker", Password: "secret"}),
 		Redis:         redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", PoolSize: 32}),
 		StreamPrefix:  "orders",
 		ConsumerGroup: "billing",

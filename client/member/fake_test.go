@@ -142,7 +142,7 @@ func setup(t *testing.T, shards int, r reply) env {
 
 func (e env) config(mutate func(*member.Config)) member.Config {
 	cfg := member.Config{
-		Coordinator: client.NewCoordinator(e.coord.srv.URL, nil), Redis: e.rdb,
+		Coordinator: client.New(e.coord.srv.URL, nil), Redis: e.rdb,
 		StreamPrefix: prefix, ConsumerGroup: group, MemberIDBase: "w",
 		Block: 50 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		ClaimMinIdle: 100 * time.Millisecond, RetryBackoff: 100 * time.Millisecond, ShutdownTimeout: 5 * time.Second,

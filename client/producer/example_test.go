@@ -16,7 +16,7 @@ func ExampleProducer_Publish() {
 	ctx := context.Background()
 	p, err := producer.New(producer.Config{
 		// Producer routing needs the READ role.
-		Coordinator:   client.NewCoordinator("http://127.0.0.1:8080", client.BasicAuth{Username: "app", Password: "secret"}),
+		Coordinator:   client.New("http://127.0.0.1:8080", client.BasicAuth{Username: "app", Password: "secret"}),
 		Redis:         redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}),
 		StreamPrefix:  "orders",
 		ConsumerGroup: "billing",
@@ -39,7 +39,7 @@ func ExampleProducer_Publish() {
 func ExampleProducer_PublishBatch() {
 	ctx := context.Background()
 	p, err := producer.New(producer.Config{
-		Coordinator:  client.NewCoordinator("http://127.0.0.1:8080", client.BearerToken("token from /coord/v1/auth/login")),
+		Coordinator:  client.New("http://127.0.0.1:8080", client.BearerToken("token from /coord/v1/auth/login")),
 		Redis:        redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}),
 		StreamPrefix: "orders", ConsumerGroup: "billing",
 	})

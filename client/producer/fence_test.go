@@ -411,7 +411,7 @@ func TestFencedPublishOnCluster(t *testing.T) {
 	if err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() }); err != nil {
 		t.Fatal(err)
 	}
-	p, err := producer.New(producer.Config{Coordinator: client.NewCoordinator(coord.srv.URL, nil), Redis: rdb,
+	p, err := producer.New(producer.Config{Coordinator: client.New(coord.srv.URL, nil), Redis: rdb,
 		StreamPrefix: prefix, ConsumerGroup: group, StaleTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ const (
 // Config configures a Producer.
 type Config struct {
 	// Coordinator serves the producer routing (READ role).
-	Coordinator *client.Coordinator
+	Coordinator *client.Client
 	// Redis holds the shard streams (a *redis.Client or *redis.ClusterClient).
 	Redis redis.UniversalClient
 	// StreamPrefix and ConsumerGroup name the coordinator group whose routing

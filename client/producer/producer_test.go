@@ -124,7 +124,7 @@ func setup(t *testing.T, version int64, shards, streams int) fixture {
 func (fx fixture) producer(t *testing.T, mutate func(*producer.Config)) *producer.Producer {
 	t.Helper()
 	cfg := producer.Config{
-		Coordinator: client.NewCoordinator(fx.coord.srv.URL, client.BasicAuth{Username: "reader", Password: "pw"}),
+		Coordinator: client.New(fx.coord.srv.URL, client.BasicAuth{Username: "reader", Password: "pw"}),
 		Redis:       fx.rdb, StreamPrefix: prefix, ConsumerGroup: group,
 	}
 	if mutate != nil {
@@ -484,7 +484,7 @@ func TestEventIDSurvivesRetry(t *testing.T) {
 func TestBearerToken(t *testing.T) {
 	fx := setup(t, 1, 1, 1)
 	p := fx.producer(t, func(c *producer.Config) {
-		c.Coordinator = client.NewCoordinator(fx.coord.srv.URL, client.BearerToken("tok"))
+		c.Coordinator = client.New(fx.coord.srv.URL, client.BearerToken("tok"))
 	})
 	if _, err := p.Publish(context.Background(), "k", fields(0)); err != nil {
 		t.Fatal(err)
@@ -497,8 +497,8 @@ func TestBearerToken(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	for name, cfg := range map[string]producer.Config{
 		"no coordinator": {Redis: redis.NewClient(&redis.Options{}), StreamPrefix: "p", ConsumerGroup: "g"},
-		"braces":         {Coordinator: client.NewCoordinator("http://x", nil), Redis: redis.NewClient(&redis.Options{}), StreamPrefix: "p{1}", ConsumerGroup: "g"},
-		"blank group":    {Coordinator: client.NewCoordinator("http://x", nil), Redis: redis.NewClient(&redis.Options{}), StreamPrefix: "p", ConsumerGroup: " "},
+		"braces":         {Coordinator: client.New("http://x", nil), Redis: redis.NewClient(&redis.Options{}), StreamPrefix: "p{1}", ConsumerGroup: "g"},
+		"blank group":    {Coordinator: client.New("http://x", nil), Redis: redis.NewClient(&redis.Options{}), StreamPrefix: "p", ConsumerGroup: " "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := producer.New(cfg); err == nil {

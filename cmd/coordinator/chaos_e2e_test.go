@@ -48,7 +48,7 @@ func TestIntegrationChaos(t *testing.T) {
 	}
 	rs := redistest.StartProcess(t)
 	dir := t.TempDir()
-	coord := &chaos.Coordinator{
+	coord := &chaos.CoordinatorProcess{
 		Bin: coordinatorBinary(t), RedisURL: rs.URL(), LogStream: "chaos:events",
 		Addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), LogPath: filepath.Join(dir, "coordinator.log"),
 	}
@@ -90,7 +90,7 @@ func runChaos(t *testing.T, rs *redistest.Server, dir string, coord chaos.Proces
 	if err := coord.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := coord.(*chaos.Coordinator); ok {
+	if c, ok := coord.(*chaos.CoordinatorProcess); ok {
 		t.Cleanup(c.Stop)
 	}
 	memberLog := filepath.Join(dir, "members.log")
@@ -185,7 +185,7 @@ func TestIntegrationScaleInAfterRedisRestart(t *testing.T) {
 	ctx := context.Background()
 	rs := redistest.StartProcess(t, redistest.WithArgs("--appendonly", "yes"))
 	dir := t.TempDir()
-	coord := &chaos.Coordinator{
+	coord := &chaos.CoordinatorProcess{
 		Bin: coordinatorBinary(t), RedisURL: rs.URL(), LogStream: "chaos:events",
 		Addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), LogPath: filepath.Join(dir, "coordinator.log"),
 	}

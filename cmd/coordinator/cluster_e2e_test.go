@@ -70,7 +70,7 @@ func TestIntegrationRedisCluster(t *testing.T) {
 	t.Logf("shards by master: %v", onMaster)
 
 	rdb := cl.Client(t)
-	coord := client.NewCoordinator(tc.URL, client.BasicAuth{Username: "admin", Password: "password"})
+	coord := client.New(tc.URL, client.BasicAuth{Username: "admin", Password: "password"})
 	rec := newRecorder()
 	rt, err := member.Start(ctx, member.Config{
 		Coordinator: coord, Redis: rdb, StreamPrefix: prefix, ConsumerGroup: group,
@@ -355,7 +355,7 @@ type clusterLoad struct {
 	once      sync.Once
 }
 
-func startClusterLoad(t *testing.T, coord *client.Coordinator, rdb redis.UniversalClient, prefix, group string, producers int) *clusterLoad {
+func startClusterLoad(t *testing.T, coord *client.Client, rdb redis.UniversalClient, prefix, group string, producers int) *clusterLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &clusterLoad{cancel: cancel}

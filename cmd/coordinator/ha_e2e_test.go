@@ -30,7 +30,7 @@ const haLease = 1500 * time.Millisecond
 // haCluster is N coordinator processes with --ha on one log.
 type haCluster struct {
 	t        *testing.T
-	replicas []*chaos.Coordinator
+	replicas []*chaos.CoordinatorProcess
 	log      string
 }
 
@@ -41,7 +41,7 @@ func startHACluster(t *testing.T, rs *redistest.Server, n int, extra ...string) 
 	h := &haCluster{t: t, log: "ha:events"}
 	for i := range n {
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		c := &chaos.Coordinator{
+		c := &chaos.CoordinatorProcess{
 			Bin: bin, RedisURL: rs.URL(), LogStream: h.log, Addr: addr,
 			LogPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i)),
 			Args: append(slices.Clone(chaos.CoordinatorTimings), "--ha", "--leader-lease", haLease.String(),
@@ -168,13 +168,13 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 	t.Logf("leader replica-%d", leader)
 
 	const prefix, group = "ha-orders", "billing"
-	viaFollower := client.NewCoordinator(h.replicas[follower].URL(), client.BasicAuth{Username: "admin", Password: "password"})
+	viaFollower := client.New(h.replicas[follower].URL(), client.BasicAuth{Username: "admin", Password: "password"})
 	if _, err := viaFollower.CreateGroup(ctx, prefix, group, 8, "ha-test"); err != nil {
 		t.Fatalf("create through a follower: %v", err)
 	}
 	checkForwarding(t, h, leader, follower, prefix, group)
 	endpoints := strings.Join(h.urls(), ",")
-	admin := client.NewCoordinator(endpoints, client.BasicAuth{Username: "admin", Password: "password"})
+	admin := client.New(endpoints, client.BasicAuth{Username: "admin", Password: "password"})
 
 	rec := chaos.NewRecorder()
 	mctx, stopMembers := context.WithCancel(ctx)
@@ -185,7 +185,7 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	load := startClusterLoad(t, client.NewCoordinator(endpoints, client.BasicAuth{Username: "admin", Password: "password"}), rdb, prefix, group, 2)
+	load := startClusterLoad(t, client.New(endpoints, client.BasicAuth{Username: "admin", Password: "password"}), rdb, prefix, group, 2)
 	defer load.stop()
 	waitGroupStable(t, admin, prefix, group, 8, 3)
 
@@ -219,7 +219,7 @@ func TestIntegrationHALeaderKilledMidScaleIn(t *testing.T) {
 	waitGroupStable(t, admin, prefix, group, 3, 3)
 
 	for _, u := range h.urls(leader) {
-		one := client.NewCoordinator(u, client.BasicAuth{Username: "admin", Password: "password"})
+		one := client.New(u, client.BasicAuth{Username: "admin", Password: "password"})
 		r, err := one.ProducerRouting(ctx, prefix, group)
 		if err != nil || r.ShardCount != 3 {
 			t.Errorf("routing at %s: %+v %v, want shardCount 3", u, r, err)
@@ -298,8 +298,8 @@ func TestIntegrationHAPausedLeaderIsFenced(t *testing.T) {
 	old := h.waitLeader(20 * time.Second)
 	other := 1 - old
 	creds := client.BasicAuth{Username: "admin", Password: "password"}
-	oldAPI := client.NewCoordinator(h.replicas[old].URL(), creds)
-	newAPI := client.NewCoordinator(h.replicas[other].URL(), creds)
+	oldAPI := client.New(h.replicas[old].URL(), creds)
+	newAPI := client.New(h.replicas[other].URL(), creds)
 	oldAPI.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	if _, err := oldAPI.CreateGroup(ctx, "paused", "g", 4, "ha-test"); err != nil {
 		t.Fatal(err)
@@ -344,7 +344,7 @@ func TestIntegrationHAPausedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("replica-%d leads after the pause, want replica-%d", got, other)
 	}
 	k := projection.GroupKey{StreamPrefix: "paused", ConsumerGroup: "g"}
-	for _, api := range []*client.Coordinator{oldAPI, newAPI} {
+	for _, api := range []*client.Client{oldAPI, newAPI} {
 		waitServedEqualsFold(t, api, rdb, h.log, k)
 		g, err := api.Group(ctx, "paused", "g")
 		if err != nil || g.ShardCount != 6 {
@@ -359,7 +359,7 @@ func TestIntegrationHAPausedLeaderIsFenced(t *testing.T) {
 	}
 }
 
-func waitGroupStable(t *testing.T, admin *client.Coordinator, prefix, group string, shards, members int) {
+func waitGroupStable(t *testing.T, admin *client.Client, prefix, group string, shards, members int) {
 	t.Helper()
 	apiEventually(t, 30*time.Second, fmt.Sprintf("%s/%s STABLE with %d shards over %d members", prefix, group, shards, members), func() (bool, string) {
 		g, err := admin.Group(context.Background(), prefix, group)
@@ -382,7 +382,7 @@ func waitGroupStable(t *testing.T, admin *client.Coordinator, prefix, group stri
 	})
 }
 
-func waitMigrationState(t *testing.T, admin *client.Coordinator, prefix, group, id, state string, timeout time.Duration) {
+func waitMigrationState(t *testing.T, admin *client.Client, prefix, group, id, state string, timeout time.Duration) {
 	t.Helper()
 	order := []string{"PREPARING", "ACTIVE", "DRAINING", "DEPRECATED"}
 	apiEventually(t, timeout, "resharding "+id+" reaches "+state, func() (bool, string) {
@@ -422,7 +422,7 @@ func waitConsumed(t *testing.T, rdb redis.UniversalClient, prefix string, ids []
 	})
 }
 
-func waitServedEqualsFold(t *testing.T, api *client.Coordinator, rdb redis.UniversalClient, logStream string, k projection.GroupKey) {
+func waitServedEqualsFold(t *testing.T, api *client.Client, rdb redis.UniversalClient, logStream string, k projection.GroupKey) {
 	t.Helper()
 	apiEventually(t, 10*time.Second, "served group equals a fresh fold at "+api.BaseURL, func() (bool, string) {
 		ok, diff, err := chaos.CompareServed(context.Background(), api, rdb, logStream, k)
@@ -497,7 +497,7 @@ func TestIntegrationHAFollowerBehindTrimPoint(t *testing.T) {
 	leader := h.waitLeader(20 * time.Second)
 	follower := 1 - leader
 	creds := client.BasicAuth{Username: "admin", Password: "password"}
-	lead := client.NewCoordinator(h.replicas[leader].URL(), creds)
+	lead := client.New(h.replicas[leader].URL(), creds)
 	if _, err := lead.CreateGroup(ctx, "trim", "g0", 2, "ha-test"); err != nil {
 		t.Fatal(err)
 	}
@@ -577,14 +577,14 @@ func TestIntegrationHAGracefulHandover(t *testing.T) {
 	ctx := context.Background()
 	old := h.waitLeader(20 * time.Second)
 	creds := client.BasicAuth{Username: "admin", Password: "password"}
-	if _, err := client.NewCoordinator(h.replicas[old].URL(), creds).CreateGroup(ctx, "handover", "g", 2, "ha-test"); err != nil {
+	if _, err := client.New(h.replicas[old].URL(), creds).CreateGroup(ctx, "handover", "g", 2, "ha-test"); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
 	h.replicas[old].Stop()
 	next := h.waitLeader(10 * time.Second) // well below the 30 s lease
 	t.Logf("replica-%d leads %.2fs after replica-%d stopped", next, time.Since(stopped).Seconds(), old)
-	if _, err := client.NewCoordinator(h.replicas[next].URL(), creds).Scale(ctx, "handover", "g", 3, "ha-test", "after the handover"); err != nil {
+	if _, err := client.New(h.replicas[next].URL(), creds).Scale(ctx, "handover", "g", 3, "ha-test", "after the handover"); err != nil {
 		t.Fatalf("the new leader decides: %v", err)
 	}
 	if n, _ := rdb.Exists(ctx, h.log+":snapshot").Result(); n != 1 {

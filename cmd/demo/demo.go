@@ -40,7 +40,7 @@ type demo struct {
 	coordURL    string
 	coordLog    string
 	logStream   string
-	admin       *client.Coordinator
+	admin       *client.Client
 	memberProc  *process
 	memberDone  chan struct{}
 	memberIDs   []string
@@ -189,7 +189,7 @@ func (d *demo) setup(ctx context.Context) error {
 		d.memberLease = 2 * time.Second
 		d.say("setup", "coordinator %s serving %s (%s); its log: %s", bin, d.coordURL, strings.Join(coordinatorTimings, " "), d.coordLog)
 	}
-	d.admin = client.NewCoordinator(d.coordURL, client.BasicAuth{Username: d.o.adminUser, Password: d.o.adminPassword})
+	d.admin = client.New(d.coordURL, client.BasicAuth{Username: d.o.adminUser, Password: d.o.adminPassword})
 	return nil
 }
 

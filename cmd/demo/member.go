@@ -61,7 +61,7 @@ func runMember() int {
 	var outMu sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	cfg := member.Config{
-		Coordinator: client.NewCoordinator(os.Getenv("RSC_DEMO_COORDINATOR"),
+		Coordinator: client.New(os.Getenv("RSC_DEMO_COORDINATOR"),
 			client.BasicAuth{Username: os.Getenv("RSC_DEMO_USER"), Password: os.Getenv("RSC_DEMO_PASSWORD")}),
 		Redis:        rdb,
 		StreamPrefix: os.Getenv("RSC_DEMO_PREFIX"), ConsumerGroup: os.Getenv("RSC_DEMO_GROUP"),

@@ -79,7 +79,7 @@ func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 	sdk := redis.NewClient(&opts)
 	defer sdk.Close()
 	ob := &orderingBench{b: b, coord: coord, rlog: rlog, rdb: sdk,
-		admin: client.NewCoordinator(srv.URL(), client.BasicAuth{Username: "admin", Password: "password"})}
+		admin: client.New(srv.URL(), client.BasicAuth{Username: "admin", Password: "password"})}
 	if err := ob.pause(ctx, rep); err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ type orderingBench struct {
 	coord *commands.Coordinator
 	rlog  *redisstore.Log
 	rdb   *redis.Client
-	admin *client.Coordinator
+	admin *client.Client
 	n     int // groups created
 }
 

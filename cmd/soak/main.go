@@ -178,7 +178,7 @@ func (s *soak) run(ctx context.Context) error {
 		}
 		s.coord, s.stop = set, set.Stop
 	} else {
-		one := &chaos.Coordinator{Bin: bin, RedisURL: s.redis.URL(), LogStream: "soak:events",
+		one := &chaos.CoordinatorProcess{Bin: bin, RedisURL: s.redis.URL(), LogStream: "soak:events",
 			Addr: fmt.Sprintf("127.0.0.1:%d", port), LogPath: filepath.Join(s.dir, "coordinator.log")}
 		s.coord, s.stop = one, one.Stop
 	}

@@ -69,7 +69,7 @@ func CheckLog(ctx context.Context, log events.Log, k projection.GroupKey) (int, 
 // CompareServed compares the group the coordinator serves (GET the group) with
 // httpapi.GroupOf of a fresh fold of the log, as normalized JSON. It
 // reports whether they are equal and, if not, both documents.
-func CompareServed(ctx context.Context, admin *client.Coordinator, rdb redis.UniversalClient, logStream string, k projection.GroupKey) (bool, string, error) {
+func CompareServed(ctx context.Context, admin *client.Client, rdb redis.UniversalClient, logStream string, k projection.GroupKey) (bool, string, error) {
 	var served json.RawMessage
 	if err := admin.Do(ctx, http.MethodGet, client.GroupPath(k.StreamPrefix, k.ConsumerGroup), nil, &served); err != nil {
 		return false, "", err

@@ -54,7 +54,7 @@ var adminCredentials = client.BasicAuth{Username: "admin", Password: "password"}
 
 func (s MemberSpec) config(rdb redis.UniversalClient, onEvent func(member.Event)) member.Config {
 	return member.Config{
-		Coordinator: client.NewCoordinator(s.CoordinatorURL, adminCredentials), Redis: rdb,
+		Coordinator: client.New(s.CoordinatorURL, adminCredentials), Redis: rdb,
 		StreamPrefix: s.Prefix, ConsumerGroup: s.Group, MemberIDBase: s.Base, Concurrency: s.Concurrency,
 		MemberLease: s.Lease, Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: time.Second,
 		ShutdownTimeout: 10 * time.Second, OnEvent: onEvent,

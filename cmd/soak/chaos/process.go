@@ -27,9 +27,9 @@ var CoordinatorTimings = []string{
 	"--snapshot-every", "25", "--snapshot-min-interval", "-1s", "--metrics-interval", "-1s",
 }
 
-// Coordinator is the coordinator binary run as a child process on a fixed
+// CoordinatorProcess is the coordinator binary run as a child process on a fixed
 // address and log stream, so that a restart serves the same URL from the same log.
-type Coordinator struct {
+type CoordinatorProcess struct {
 	Bin       string
 	RedisURL  string
 	LogStream string
@@ -47,7 +47,7 @@ type Coordinator struct {
 
 // ArmCrash makes the next start run with the --crash-after-event hook: that
 // process exits with status 137 right after appending an event of this type.
-func (c *Coordinator) ArmCrash(eventType string) {
+func (c *CoordinatorProcess) ArmCrash(eventType string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.crashAfter = eventType
@@ -56,7 +56,7 @@ func (c *Coordinator) ArmCrash(eventType string) {
 // Exited reports whether the running coordinator process exited by itself,
 // with its exit status and the crash hook it was armed with ("" if none).
 // Kill, Stop or Start clear it.
-func (c *Coordinator) Exited() (exited bool, status string, armed string) {
+func (c *CoordinatorProcess) Exited() (exited bool, status string, armed string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {
@@ -85,23 +85,23 @@ type Process interface {
 }
 
 // Tail is the last n lines of the coordinator's log file.
-func (c *Coordinator) Tail(n int) string { return Tail(c.LogPath, n) }
+func (c *CoordinatorProcess) Tail(n int) string { return Tail(c.LogPath, n) }
 
 // Stream is the event log's key.
-func (c *Coordinator) Stream() string { return c.LogStream }
+func (c *CoordinatorProcess) Stream() string { return c.LogStream }
 
 // URL is the coordinator's base URL.
-func (c *Coordinator) URL() string { return "http://" + c.Addr }
+func (c *CoordinatorProcess) URL() string { return "http://" + c.Addr }
 
 // Running reports whether a coordinator process is up.
-func (c *Coordinator) Running() bool {
+func (c *CoordinatorProcess) Running() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cmd != nil
 }
 
 // Start starts the coordinator (if it is not running) and waits until /readyz is 200.
-func (c *Coordinator) Start(ctx context.Context) error {
+func (c *CoordinatorProcess) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd != nil {
@@ -160,7 +160,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 }
 
-func (c *Coordinator) args() []string {
+func (c *CoordinatorProcess) args() []string {
 	if c.Args != nil {
 		return c.Args
 	}
@@ -168,7 +168,7 @@ func (c *Coordinator) args() []string {
 }
 
 // Kill sends SIGKILL and waits for the process to be gone.
-func (c *Coordinator) Kill() {
+func (c *CoordinatorProcess) Kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {
@@ -181,7 +181,7 @@ func (c *Coordinator) Kill() {
 
 // Signal sends sig to the running process (SIGSTOP and SIGCONT pause and
 // resume it); false when none runs.
-func (c *Coordinator) Signal(sig syscall.Signal) bool {
+func (c *CoordinatorProcess) Signal(sig syscall.Signal) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {
@@ -191,7 +191,7 @@ func (c *Coordinator) Signal(sig syscall.Signal) bool {
 }
 
 // Stop sends SIGTERM (snapshot and exit), then SIGKILL after 10s.
-func (c *Coordinator) Stop() {
+func (c *CoordinatorProcess) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {

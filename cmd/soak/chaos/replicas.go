@@ -21,7 +21,7 @@ const LeaderLease = time.Second
 // the crash hook, so whichever leads next crashes after that event and another
 // one takes over.
 type ReplicaSet struct {
-	Replicas []*Coordinator
+	Replicas []*CoordinatorProcess
 	armed    bool
 }
 
@@ -35,7 +35,7 @@ func NewReplicaSet(bin, redisURL, logStream, dir string, n int) (*ReplicaSet, er
 			return nil, err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		s.Replicas = append(s.Replicas, &Coordinator{
+		s.Replicas = append(s.Replicas, &CoordinatorProcess{
 			Bin: bin, RedisURL: redisURL, LogStream: logStream, Addr: addr,
 			LogPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i)),
 			Args: append(slices.Clone(CoordinatorTimings), "--ha", "--leader-lease", LeaderLease.String(),

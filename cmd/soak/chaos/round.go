@@ -107,7 +107,7 @@ type Round struct {
 	key    projection.GroupKey
 	rdb    *redis.Client // producers and checks
 	mrdb   *redis.Client // in-process members
-	admin  *client.Coordinator
+	admin  *client.Client
 	rec    *Recorder
 	load   *load
 	inproc *member.Runtime
@@ -149,7 +149,7 @@ func NewRound(ctx context.Context, o Options) (*Round, error) {
 	mopts.PoolSize = 64
 	r.mrdb = redis.NewClient(&mopts)
 	// Short timeouts: calls to a killed coordinator fail fast.
-	r.admin = &client.Coordinator{BaseURL: o.Coordinator.URL(), Credentials: adminCredentials,
+	r.admin = &client.Client{BaseURL: o.Coordinator.URL(), Credentials: adminCredentials,
 		HTTPClient: &http.Client{Timeout: 3 * time.Second}}
 
 	if err := r.retry(ctx, "create the group", func() error {
