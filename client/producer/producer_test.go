@@ -37,6 +37,10 @@ type fakeCoordinator struct {
 	// ordering is the Ordering of the routings set makes ("" like a
 	// coordinator that predates ordered groups).
 	ordering string
+	// previous are the PreviousLayouts of the routings set makes; since is
+	// the version at which the current layout became current (0: 1).
+	previous []client.RoutingLayout
+	since    int64
 }
 
 func newFakeCoordinator(t testing.TB, version int64, shards int) *fakeCoordinator {
@@ -70,7 +74,11 @@ func (f *fakeCoordinator) set(version int64, shards int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rt := client.Routing{StreamPrefix: prefix, ConsumerGroup: group, MetadataVersion: version, ShardCount: shards,
-		StreamKeyPattern: routing.KeyPattern(prefix), Shards: []client.RoutingShard{}, Ordering: f.ordering}
+		StreamKeyPattern: routing.KeyPattern(prefix), Shards: []client.RoutingShard{}, Ordering: f.ordering,
+		PreviousLayouts: f.previous}
+	if len(f.previous) > 0 {
+		rt.LayoutWindowMs = time.Hour.Milliseconds()
+	}
 	for i := 0; i < shards; i++ {
 		key := routing.StreamKey(prefix, i)
 		rs := client.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)}
