@@ -54,20 +54,27 @@ func (fx fixture) through(t *testing.T, retries int) (*faultproxy.Proxy, *redis.
 // old layout first among its previous layouts.
 func (fx fixture) reshard(t *testing.T, version int64, shards int) {
 	t.Helper()
-	fx.coord.mu.Lock()
-	old, since := fx.coord.routing, fx.coord.since
-	fx.coord.mu.Unlock()
+	reshardOn(t, fx.coord, fx.rdb, version, shards)
+}
+
+func reshardOn(t *testing.T, coord *fakeCoordinator, rdb redis.UniversalClient, version int64, shards int) {
+	t.Helper()
+	coord.mu.Lock()
+	old, since := coord.routing, coord.since
+	coord.mu.Unlock()
 	for s := 0; s < old.ShardCount; s++ {
 		if routing.LosesKeys(old.ShardCount, shards, s) {
-			raiseFence(t, fx.rdb, s, version)
+			if err := rdb.HSet(context.Background(), routing.FenceKey(routing.StreamKey(prefix, s)), group, version).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	mustStreams(t, fx.rdb, shards)
-	fx.coord.mu.Lock()
-	fx.coord.previous = append([]client.RoutingLayout{{MetadataVersion: max(since, 1), ShardCount: old.ShardCount, Fence: version, EndedAt: time.Now()}}, fx.coord.previous...)
-	fx.coord.since = version
-	fx.coord.mu.Unlock()
-	fx.coord.set(version, shards)
+	mustStreams(t, rdb, shards)
+	coord.mu.Lock()
+	coord.previous = append([]client.RoutingLayout{{MetadataVersion: max(since, 1), ShardCount: old.ShardCount, Fence: version, EndedAt: time.Now()}}, coord.previous...)
+	coord.since = version
+	coord.mu.Unlock()
+	coord.set(version, shards)
 }
 
 // entriesOf returns every entry carrying the event id, over shards 0..n-1,

@@ -106,7 +106,7 @@ func (f *fakeCoordinator) setFail(fail bool) {
 
 // mustStreams creates the shard streams 0..n-1 (as the coordinator's
 // provisioning would), so that XADD NOMKSTREAM finds them.
-func mustStreams(t *testing.T, rdb *redis.Client, n int) {
+func mustStreams(t *testing.T, rdb redis.UniversalClient, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		err := rdb.XGroupCreateMkStream(context.Background(), routing.StreamKey(prefix, i), group, "$").Err()
