@@ -41,6 +41,8 @@ type fakeCoordinator struct {
 	// the version at which the current layout became current (0: 1).
 	previous []client.RoutingLayout
 	since    int64
+	// hold, when set, makes every answer wait until it is closed.
+	hold chan struct{}
 }
 
 func newFakeCoordinator(t testing.TB, version int64, shards int) *fakeCoordinator {
@@ -51,6 +53,12 @@ func newFakeCoordinator(t testing.TB, version int64, shards int) *fakeCoordinato
 		f.fetches.Add(1)
 		f.mu.Lock()
 		f.auth = r.Header.Get("Authorization")
+		hold := f.hold
+		f.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+		f.mu.Lock()
 		fail, rt := f.fail, f.routing
 		f.mu.Unlock()
 		if r.URL.Path != client.GroupPath(prefix, group)+"/producer-routing" {
