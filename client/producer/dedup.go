@@ -65,9 +65,10 @@ func dedupPrefix(streamKey string) string { return "{" + streamKey + "}:dedup:" 
 //	ARGV[5]  the window, in milliseconds: how long a new record lives
 //	ARGV[6…] the entries, as PublishScript's ARGV[5…]
 //
-// After the fence check, each entry whose record exists is not written; the
-// others are written as by PublishScript, each followed by SET record id PX
-// window. The answer is {ids, dups}: ids[i] is entry i's id (the original
+// After the fence check, the records are read (one MGET); each entry whose
+// record exists, or whose id an earlier entry of the call has, is not
+// written; the others are written as by PublishScript, each followed by SET
+// record id PX window. The answer is {ids, dups}: ids[i] is entry i's id (the original
 // one for a duplicate; false when the stream does not exist and the entry
 // has no record), dups the 1-based positions of the entries that had a
 // record. Nothing is written when the stream does not exist (NOMKSTREAM).
@@ -82,10 +83,11 @@ if fence then
   end
 end
 local tag, maxlen, rv, ttl = ARGV[3] == '1', ARGV[4], ARGV[2], ARGV[5]
-local ids, dups, i, n, k, missing = {}, {}, 6, #ARGV, 3, false
+local recs = redis.call('MGET', unpack(KEYS, 3, #KEYS))
+local ids, dups, written, i, n, k, missing = {}, {}, {}, 6, #ARGV, 3, false
 while i <= n do
   local first, last = i + 1, i + tonumber(ARGV[i])
-  local id = redis.call('GET', KEYS[k])
+  local id = recs[k - 2] or written[KEYS[k]]
   if id then
     dups[#dups + 1] = k - 2
   elseif not missing then
@@ -102,6 +104,7 @@ while i <= n do
     end
     if id then
       redis.call('SET', KEYS[k], id, 'PX', ttl)
+      written[KEYS[k]] = id
     else
       missing = true
     end
