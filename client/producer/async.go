@@ -123,6 +123,8 @@ func (p *Producer) Async(cfg AsyncConfig) *Async {
 // MaxInFlight messages are in flight, for at most ctx; ctx bounds only that
 // wait, not the publish. It fails at once for a message PublishBatch would
 // refuse before sending (no fields, the reserved field) and after Close.
+// The fields are read when the batch is sent: do not change them before the
+// Future is done.
 func (a *Async) Publish(ctx context.Context, partitionKey string, fields map[string]any) (*Future, error) {
 	if err := checkFields(fields); err != nil {
 		return nil, err

@@ -338,6 +338,19 @@ func (p *Producer) noteChecks(n, unfenced int, example place) {
 	}
 }
 
+// noteLayoutWindow logs, once, that the routing's previous layouts do not
+// cover the whole dedup window: an event id written before a layout change
+// older than they reach is not looked for on its old shard (an earlier
+// attempt of the same publish still is).
+func (p *Producer) noteLayoutWindow(rt *client.Routing) {
+	covered := time.Duration(rt.LayoutWindowMs) * time.Millisecond
+	if covered >= p.window || p.windowLogged.Swap(true) {
+		return
+	}
+	p.cfg.Logger.Info("idempotent publish: the coordinator lists previous layouts for less than the dedup window; across a layout change, an event id published again by another publish (a restarted process) is deduplicated only within what it lists",
+		"streamPrefix", p.cfg.StreamPrefix, "consumerGroup", p.cfg.ConsumerGroup, "dedupWindow", p.window, "layoutWindow", covered)
+}
+
 // dedupReply reads DedupPublishScript's answer for n entries: each entry's id
 // ("" when the stream does not exist), and which were duplicates.
 func dedupReply(cmd *redis.Cmd, n int, ids []string, dup []bool) error {

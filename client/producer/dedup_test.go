@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -672,4 +673,45 @@ func TestPreviousLayoutsValidated(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A coordinator whose previous layouts reach less far back than the window
+// (or lists none) is said once in the log.
+func TestShortLayoutWindowIsLoggedOnce(t *testing.T) {
+	fx := setup(t, 1, 4, 4)
+	var buf syncBuffer
+	p := fx.producer(t, dedup(time.Minute, func(c *producer.Config) { c.Logger = slog.New(slog.NewTextHandler(&buf, nil)) }))
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if err := p.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(buf.String(), "lists previous layouts for less than the dedup window"); n != 1 {
+		t.Fatalf("logged %d times:\n%s", n, buf.String())
+	}
+	// One that covers the window (an hour, with previous layouts) is not.
+	fx.reshard(t, 2, 8)
+	var quiet syncBuffer
+	q := fx.producer(t, dedup(time.Minute, func(c *producer.Config) { c.Logger = slog.New(slog.NewTextHandler(&quiet, nil)) }))
+	if err := q.Refresh(ctx); err != nil || strings.Contains(quiet.String(), "previous layouts") {
+		t.Fatalf("%v, log:\n%s", err, quiet.String())
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

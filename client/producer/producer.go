@@ -96,6 +96,7 @@ type Producer struct {
 	layoutChecks   atomic.Int64
 	unfencedChecks atomic.Int64
 	unfencedLogged atomic.Int64 // unix nanos of the last warning
+	windowLogged   atomic.Bool
 }
 
 // Message is one message of a batch.
@@ -188,7 +189,13 @@ func New(cfg Config) (*Producer, error) {
 		p.windowMs = max(p.window.Milliseconds(), 1)
 	}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
-	fetch := func(ctx context.Context) (*client.Routing, error) { return coord.ProducerRouting(ctx, prefix, group) }
+	fetch := func(ctx context.Context) (*client.Routing, error) {
+		rt, err := coord.ProducerRouting(ctx, prefix, group)
+		if err == nil && p.window > 0 {
+			p.noteLayoutWindow(rt)
+		}
+		return rt, err
+	}
 	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, fetch, cfg.Logger)
 	return p, nil
 }
