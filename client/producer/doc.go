@@ -36,5 +36,8 @@
 // and written in the same atomic step as the fence check and the XADD; after
 // a layout change, the shards an event id routed to before are read first).
 //
+// Async publishes in the background, in batches (a linger, a bound on the
+// messages in flight, a Future per message), through PublishBatch's path.
+//
 // It depends on packages client and routing only.
 package producer
