@@ -12,29 +12,37 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
 	"github.com/rscoord/rsc/client/producer"
+	"github.com/rscoord/rsc/internal/benchratio"
 	"github.com/rscoord/rsc/routing"
 )
 
 // The benchmarks compare the SDK with the same Redis work done by hand, in the
-// same run against the same Redis, alternating the two sides batch by batch
-// so that drift affects both alike. Each reports msgs/s of both sides and
-// their ratio ("sdk/raw", 1.0 = no overhead). Targets: publish >= 0.8 (every
-// SDK publish runs producer.PublishScript, the fence check, where the raw side
-// runs a plain XADD; the fence alone: rscbench ordering, section ordering.publish),
-// consume >= 0.8. Run: make bench, or
+// same run against the same Redis, interleaved so that drift affects every
+// side alike, and report msgs/s of each side and the throughput ratios.
 //
-//	go test -run '^$' -bench . -benchtime 2s ./client/
+// Publish: every SDK publish runs producer.PublishScript (the fence check and
+// the XADD in one EVALSHA), so the side that does the same Redis work by hand
+// is "script" (the same EVALSHA from go-redis); "raw" is a plain XADD, the
+// baseline both are compared with. sdk/raw is what a publish costs against
+// a bare XADD; script/raw what the fence's script costs Redis alone; their
+// quotient what the SDK adds on the client. Consume: the member runtime
+// against a hand-written XREADGROUP/XACK loop. Run: make bench, or
+//
+//	go test -run '^$' -bench 'SDKvs' -benchtime 3s ./client/
 
 const benchShards = 4
 
 func benchPayload() string { return strings.Repeat("x", 64) }
 
-// BenchmarkPublishSDKvsRawXAdd: Producer.PublishBatch (routeV1, routing cache,
-// fenced script calls, results) against a go-redis pipeline of XADD NOMKSTREAM
-// MAXLEN ~ N commands to precomputed keys; and Producer.Publish against single
-// XADDs.
+// BenchmarkPublishSDKvsRawXAdd: Producer.Publish against single XADD
+// NOMKSTREAM MAXLEN ~ N commands to precomputed keys and against single
+// EVALSHAs of producer.PublishScript; Producer.PublishBatch of 64 against a
+// go-redis pipeline of 64 XADDs and against a pipeline of the script calls
+// PublishBatch sends (one per shard). Sides alternate in slices whose first
+// side rotates (package benchratio).
 func BenchmarkPublishSDKvsRawXAdd(b *testing.B) {
 	c := startCluster(b)
 	const prefix, group = "bench-pub", "g"
@@ -46,74 +54,93 @@ func BenchmarkPublishSDKvsRawXAdd(b *testing.B) {
 	ctx := context.Background()
 	payload := benchPayload()
 	keys := make([]string, 1024)
-	shardKeys := make([]string, len(keys))
+	shardOf := make([]int, len(keys))
 	for i := range keys {
 		keys[i] = "customer-" + strconv.Itoa(i)
-		s, _ := routing.RouteKey(keys[i], benchShards)
-		shardKeys[i] = routing.StreamKey(prefix, s)
+		shardOf[i], _ = routing.RouteKey(keys[i], benchShards)
 	}
-	if _, err := p.Routing(ctx); err != nil {
+	rt, err := p.Routing(ctx)
+	if err != nil {
 		b.Fatal(err)
 	}
-	rawArgs := func(key string, fields map[string]any) *redis.XAddArgs {
-		return &redis.XAddArgs{Stream: key, NoMkStream: true, MaxLen: producer.DefaultMaxLen, Approx: true, Values: fields}
+	script := redis.NewScript(producer.PublishScript)
+	scriptKeys := func(s int) []string {
+		k := routing.StreamKey(prefix, s)
+		return []string{k, routing.FenceKey(k)}
+	}
+	tag := "0"
+	if rt.Ordering == client.OrderingKey {
+		tag = "1"
+	}
+	seq := 0
+	fields := func() map[string]any {
+		seq++
+		return map[string]any{"payload": payload, "n": strconv.Itoa(seq)}
+	}
+	xadd := func(i int, f map[string]any) *redis.XAddArgs {
+		return &redis.XAddArgs{Stream: routing.StreamKey(prefix, shardOf[i%len(keys)]), NoMkStream: true, MaxLen: producer.DefaultMaxLen, Approx: true, Values: f}
+	}
+	// scriptArgs are PublishScript's ARGV for entries of the same fields.
+	scriptArgs := func(f map[string]any, n int) []any {
+		args := []any{group, rt.MetadataVersion, tag, producer.DefaultMaxLen}
+		for j := 0; j < n; j++ {
+			args = append(args, 2*len(f))
+			for k, v := range f {
+				args = append(args, k, v)
+			}
+		}
+		return args
 	}
 
-	for _, batch := range []int{1, 64} {
-		name := "single"
-		if batch > 1 {
-			name = "batch=" + strconv.Itoa(batch)
-		}
-		b.Run(name, func(b *testing.B) {
-			var sdk, raw time.Duration
-			msgs := make([]producer.Message, batch)
-			next := 0
-			b.ResetTimer()
-			for done := 0; done < b.N; done += batch {
-				fields := map[string]any{"payload": payload, "n": strconv.Itoa(done)}
-				for i := range msgs {
-					msgs[i] = producer.Message{PartitionKey: keys[(next+i)%len(keys)], Fields: fields}
-				}
-				runSDK := func() {
-					t0 := time.Now()
-					if batch == 1 {
-						if _, err := p.Publish(ctx, msgs[0].PartitionKey, fields); err != nil {
-							b.Fatal(err)
-						}
-					} else if _, err := p.PublishBatch(ctx, msgs); err != nil {
-						b.Fatal(err)
-					}
-					sdk += time.Since(t0)
-				}
-				runRaw := func() {
-					t0 := time.Now()
-					if batch == 1 {
-						if err := c.RDB.XAdd(ctx, rawArgs(shardKeys[next%len(keys)], fields)).Err(); err != nil {
-							b.Fatal(err)
-						}
-					} else {
-						pipe := c.RDB.Pipeline()
-						for i := 0; i < batch; i++ {
-							pipe.XAdd(ctx, rawArgs(shardKeys[(next+i)%len(keys)], fields))
-						}
-						if _, err := pipe.Exec(ctx); err != nil {
-							b.Fatal(err)
-						}
-					}
-					raw += time.Since(t0)
-				}
-				if (done/batch)%2 == 0 {
-					runSDK()
-					runRaw()
-				} else {
-					runRaw()
-					runSDK()
-				}
-				next += batch
+	b.Run("single", func(b *testing.B) {
+		raw := benchratio.Side{Name: "raw", Op: func(i int) error { return c.RDB.XAdd(ctx, xadd(i, fields())).Err() }}
+		byHand := benchratio.Side{Name: "script", Op: func(i int) error {
+			return script.Run(ctx, c.RDB, scriptKeys(shardOf[i%len(keys)]), scriptArgs(fields(), 1)...).Err()
+		}}
+		byHand.Warm = func() error { return byHand.Op(0) }
+		sdk := benchratio.Side{Name: "sdk", Op: func(i int) error {
+			_, err := p.Publish(ctx, keys[i%len(keys)], fields())
+			return err
+		}}
+		sdk.Warm = func() error { return sdk.Op(0) }
+		benchratio.Run(b, benchratio.Config{Msgs: 1, Slice: 50}, raw, byHand, sdk)
+	})
+	b.Run("batch=64", func(b *testing.B) {
+		const n = 64
+		raw := benchratio.Side{Name: "raw", Op: func(i int) error {
+			pipe := c.RDB.Pipeline()
+			for j := 0; j < n; j++ {
+				pipe.XAdd(ctx, xadd(i*n+j, fields()))
 			}
-			reportRatio(b, next, sdk, raw)
-		})
-	}
+			_, err := pipe.Exec(ctx)
+			return err
+		}}
+		byHand := benchratio.Side{Name: "script", Op: func(i int) error {
+			perShard := make([]int, benchShards)
+			for j := 0; j < n; j++ {
+				perShard[shardOf[(i*n+j)%len(keys)]]++
+			}
+			pipe := c.RDB.Pipeline()
+			for s, m := range perShard {
+				if m > 0 {
+					script.EvalSha(ctx, pipe, scriptKeys(s), scriptArgs(fields(), m)...)
+				}
+			}
+			_, err := pipe.Exec(ctx)
+			return err
+		}}
+		byHand.Warm = func() error { return script.Load(ctx, c.RDB).Err() }
+		msgs := make([]producer.Message, n)
+		sdk := benchratio.Side{Name: "sdk", Op: func(i int) error {
+			for j := range msgs {
+				msgs[j] = producer.Message{PartitionKey: keys[(i*n+j)%len(keys)], Fields: fields()}
+			}
+			_, err := p.PublishBatch(ctx, msgs)
+			return err
+		}}
+		sdk.Warm = func() error { return sdk.Op(0) }
+		benchratio.Run(b, benchratio.Config{Msgs: n, Slice: 4}, raw, byHand, sdk)
+	})
 }
 
 // BenchmarkConsumeSDKvsRawXReadGroup: the member runtime (one member owning

@@ -57,6 +57,8 @@ type (
 	Routing = wire.ProducerRoutingResponse
 	// RoutingShard is one shard of the producer routing.
 	RoutingShard = wire.RoutingShard
+	// RoutingLayout is a layout the producer routing had before its current one.
+	RoutingLayout = wire.RoutingLayout
 	// ShardBarrier is a barrier of a heartbeat answer: entries of the shard
 	// with an id above After wait until an answer no longer lists it.
 	ShardBarrier = wire.ShardBarrier

@@ -87,6 +87,33 @@ type ProducerRoutingResponse struct {
 	Shards           []RoutingShard `json:"shards"`
 	// Ordering is "KEY" or "NONE".
 	Ordering string `json:"ordering"`
+	// PreviousLayouts are the shard layouts the routing had before the
+	// current one that were still current within the last LayoutWindowMs,
+	// newest first; omitted when there are none. Producers that publish
+	// idempotently (an event id and a dedup window) check where an event id
+	// routed under each of them before they write it (see the client README,
+	// "Idempotent publishing").
+	PreviousLayouts []RoutingLayout `json:"previousLayouts,omitempty"`
+	// LayoutWindowMs is how far back PreviousLayouts reach: every layout that
+	// stopped being current less than this long before the answer is listed.
+	// Omitted (0) by a coordinator that lists none.
+	LayoutWindowMs int64 `json:"layoutWindowMs,omitempty"`
+}
+
+// RoutingLayout is a shard layout a group's routing had before its current
+// one. Its shards are 0..ShardCount-1 with the stream keys and fence keys the
+// current layout's shards would have (routing.StreamKey, routing.FenceKey).
+type RoutingLayout struct {
+	// MetadataVersion is the version at which the layout became current.
+	MetadataVersion int64 `json:"metadataVersion"`
+	ShardCount      int   `json:"shardCount"`
+	// Fence is the version the change away from this layout took the group
+	// to. The coordinator raised each of the layout's shards that lose keys
+	// in that change to at least this fence before the change became
+	// visible, so no publish routed with this layout lands on them after it.
+	Fence int64 `json:"fence"`
+	// EndedAt is when the change away from this layout became visible.
+	EndedAt time.Time `json:"endedAt"`
 }
 
 // ShardRef is a shard, always as an object: {"shardIndex": n}.

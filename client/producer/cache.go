@@ -31,10 +31,15 @@ type layout struct {
 	scriptKeys [][]string
 	// tag: the group has ordering KEY, so entries carry routing.FenceField.
 	tag string
+	// dedupPrefix[i] is DedupKey(keys[i], "").
+	dedupPrefix []string
+	// prev are the routing's previous layouts, newest first.
+	prev []prevLayout
 }
 
 func newLayout(rt *client.Routing) *layout {
-	l := &layout{keys: make([]string, len(rt.Shards)), scriptKeys: make([][]string, len(rt.Shards)), tag: "0"}
+	l := &layout{keys: make([]string, len(rt.Shards)), scriptKeys: make([][]string, len(rt.Shards)),
+		dedupPrefix: make([]string, len(rt.Shards)), tag: "0"}
 	for _, s := range rt.Shards {
 		fence := s.FenceKey
 		if fence == "" { // a coordinator that predates ordered groups
@@ -42,11 +47,29 @@ func newLayout(rt *client.Routing) *layout {
 		}
 		l.keys[s.ShardIndex] = s.StreamKey
 		l.scriptKeys[s.ShardIndex] = []string{s.StreamKey, fence}
+		l.dedupPrefix[s.ShardIndex] = dedupPrefix(s.StreamKey)
 	}
 	if rt.Ordering == client.OrderingKey {
 		l.tag = "1"
 	}
+	for _, pl := range rt.PreviousLayouts {
+		l.prev = append(l.prev, prevLayout{shardCount: pl.ShardCount, fence: pl.Fence, endedAt: pl.EndedAt})
+	}
 	return l
+}
+
+// sameLayouts reports whether two answers of the same version list the same
+// previous layouts (a renewal may keep the cached layout only then).
+func sameLayouts(a, b []client.RoutingLayout) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ShardCount != b[i].ShardCount || a[i].Fence != b[i].Fence || !a[i].EndedAt.Equal(b[i].EndedAt) || a[i].MetadataVersion != b[i].MetadataVersion {
+			return false
+		}
+	}
+	return true
 }
 
 // refreshCall is one refresh in flight; concurrent callers wait for it.
@@ -185,7 +208,7 @@ func (c *cache) fetchAndMerge(ctx context.Context, call *refreshCall) {
 	}
 	switch {
 	case cur == nil || !now.Before(cur.leaseUntil) || rt.MetadataVersion > cur.routing.MetadataVersion ||
-		rt.Ordering != cur.routing.Ordering:
+		rt.Ordering != cur.routing.Ordering || !sameLayouts(rt.PreviousLayouts, cur.routing.PreviousLayouts):
 		if cur != nil && (rt.MetadataVersion != cur.routing.MetadataVersion || rt.Ordering != cur.routing.Ordering) {
 			c.log.Info("producer routing changed", "streamPrefix", c.prefix, "consumerGroup", c.group,
 				"fromVersion", cur.routing.MetadataVersion, "toVersion", rt.MetadataVersion,
@@ -239,6 +262,26 @@ func (c *cache) validate(rt *client.Routing) error {
 		if s.FenceKey != "" && routing.Slot(s.FenceKey) != routing.Slot(s.StreamKey) {
 			return fmt.Errorf("%w: shard %d has fence key %q, outside the slot of its stream %q", ErrInvalidRouting, s.ShardIndex, s.FenceKey, s.StreamKey)
 		}
+	}
+	return validateLayouts(rt)
+}
+
+// validateLayouts checks the previous layouts: bounded in number and size,
+// newest first: each ended (its fence) after it began and no later than the
+// layout after it began.
+func validateLayouts(rt *client.Routing) error {
+	if len(rt.PreviousLayouts) > maxPreviousLayouts {
+		return fmt.Errorf("%w: %d previous layouts (at most %d)", ErrInvalidRouting, len(rt.PreviousLayouts), maxPreviousLayouts)
+	}
+	next := rt.MetadataVersion + 1
+	for i, l := range rt.PreviousLayouts {
+		switch {
+		case l.ShardCount < 0 || l.ShardCount > maxLayoutShards:
+			return fmt.Errorf("%w: previous layout %d has shardCount %d (0..%d)", ErrInvalidRouting, i, l.ShardCount, maxLayoutShards)
+		case l.Fence <= l.MetadataVersion || l.Fence >= next:
+			return fmt.Errorf("%w: previous layout %d (metadataVersion %d, fence %d) is not fenced between its own version and %d", ErrInvalidRouting, i, l.MetadataVersion, l.Fence, next)
+		}
+		next = l.MetadataVersion + 1
 	}
 	return nil
 }

@@ -26,10 +26,18 @@
 // back until they know the barriers of that version (package member). Callers
 // change nothing; the field is reserved (ErrReservedField).
 //
-// Delivery is at least once: a retry after a lost reply, or a retry that routes
-// to another shard after a resharding, can write the same message twice. Set
-// EventIDField so every message carries an id that stays the same across
-// retries, for idempotent consumers.
+// Without DedupWindow, delivery is at least once: a retry after a lost reply
+// (go-redis itself retries a command whose reply was lost, MaxRetries), or a
+// retry that routes to another shard after a resharding, can write the same
+// message twice. Set EventIDField so every message carries an id that stays
+// the same across retries, for idempotent consumers; set DedupWindow too and
+// the producer writes at most one entry per event id within the window
+// (DedupPublishScript: a record per entry next to its shard stream, checked
+// and written in the same atomic step as the fence check and the XADD; after
+// a layout change, the shards an event id routed to before are read first).
+//
+// Async publishes in the background, in batches (a linger, a bound on the
+// messages in flight, a Future per message), through PublishBatch's path.
 //
 // It depends on packages client and routing only.
 package producer

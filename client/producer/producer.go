@@ -64,6 +64,15 @@ type Config struct {
 	// caller's value if the fields have it, else a random UUID generated once
 	// per message, so a retry writes the same id.
 	EventIDField string
+	// DedupWindow, when positive, makes publishing idempotent: at most one
+	// entry per event id (EventIDField, which it requires) per stream prefix
+	// is written within the window, whatever retries, lost replies, routing
+	// changes or new Producers (a restarted process) publish it again; a
+	// repeated publish answers the original entry (Result.Duplicate). Each
+	// entry written leaves a record next to its shard stream that expires
+	// after the window (at most MaxDedupWindow). See DedupPublishScript and
+	// the client README, "Idempotent publishing".
+	DedupWindow time.Duration
 	// Logger receives routing changes and refresh failures (default: discard).
 	Logger *slog.Logger
 }
@@ -75,9 +84,19 @@ type Producer struct {
 	rdb   redis.UniversalClient
 	cache *cache
 	// maxLen is PublishScript's MAXLEN argument (0: no trimming).
-	maxLen       int64
-	retries      atomic.Int64
-	staleRetries atomic.Int64
+	maxLen int64
+	// window is Config.DedupWindow (0: publishing is not idempotent), and
+	// windowMs DedupPublishScript's ARGV[5].
+	window   time.Duration
+	windowMs int64
+
+	retries        atomic.Int64
+	staleRetries   atomic.Int64
+	duplicates     atomic.Int64
+	layoutChecks   atomic.Int64
+	unfencedChecks atomic.Int64
+	unfencedLogged atomic.Int64 // unix nanos of the last warning
+	windowLogged   atomic.Bool
 }
 
 // Message is one message of a batch.
@@ -99,6 +118,10 @@ type Result struct {
 	// Attempts is the number of XADD attempts it took (refusals by a fence
 	// included).
 	Attempts int
+	// Duplicate: with DedupWindow, the event id had been written already (by
+	// an earlier attempt whose reply was lost, or an earlier publish); nothing
+	// was written, and StreamKey, ShardIndex and ID are the original entry's.
+	Duplicate bool
 	// Err is set, in PublishBatch results, when the message was not published.
 	Err error
 }
@@ -112,6 +135,14 @@ type Stats struct {
 	// StaleRetries are publishes a shard's fence refused (RSCSTALE: nothing
 	// written); each is retried on a newer routing while StaleTimeout lasts.
 	StaleRetries int64
+	// Duplicates are publishes (with DedupWindow) that found their event id
+	// written already and answered the original entry.
+	Duplicates int64
+	// LayoutChecks are reads of another shard's record of an event id before
+	// writing it (an earlier attempt's shard, or the shard of a previous
+	// layout); UnfencedChecks those of them whose shard had no fence proving
+	// that nothing routed before the layout change can land there any more.
+	LayoutChecks, UnfencedChecks int64
 }
 
 // New returns a Producer. It does not contact the coordinator; the routing is
@@ -147,9 +178,24 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.StaleTimeout <= 0 {
 		cfg.StaleTimeout = DefaultStaleTimeout
 	}
-	p := &Producer{cfg: cfg, rdb: cfg.Redis, maxLen: max(cfg.MaxLen, 0)}
+	switch {
+	case cfg.DedupWindow < 0 || cfg.DedupWindow > MaxDedupWindow:
+		return nil, fmt.Errorf("producer: DedupWindow %s is outside 0..%s", cfg.DedupWindow, MaxDedupWindow)
+	case cfg.DedupWindow > 0 && cfg.EventIDField == "":
+		return nil, errors.New("producer: DedupWindow needs EventIDField (the id publishes are deduplicated by)")
+	}
+	p := &Producer{cfg: cfg, rdb: cfg.Redis, maxLen: max(cfg.MaxLen, 0), window: cfg.DedupWindow}
+	if p.window > 0 {
+		p.windowMs = max(p.window.Milliseconds(), 1)
+	}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
-	fetch := func(ctx context.Context) (*client.Routing, error) { return coord.ProducerRouting(ctx, prefix, group) }
+	fetch := func(ctx context.Context) (*client.Routing, error) {
+		rt, err := coord.ProducerRouting(ctx, prefix, group)
+		if err == nil && p.window > 0 {
+			p.noteLayoutWindow(rt)
+		}
+		return rt, err
+	}
 	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, fetch, cfg.Logger)
 	return p, nil
 }
@@ -175,7 +221,8 @@ func (p *Producer) Routing(ctx context.Context) (client.Routing, error) {
 
 // Stats returns counters since New.
 func (p *Producer) Stats() Stats {
-	return Stats{RoutingFetches: p.cache.fetches.Load(), Retries: p.retries.Load(), StaleRetries: p.staleRetries.Load()}
+	return Stats{RoutingFetches: p.cache.fetches.Load(), Retries: p.retries.Load(), StaleRetries: p.staleRetries.Load(),
+		Duplicates: p.duplicates.Load(), LayoutChecks: p.layoutChecks.Load(), UnfencedChecks: p.unfencedChecks.Load()}
 }
 
 // Publish writes one message to the shard its partition key routes to (routeV1
@@ -184,15 +231,22 @@ func (p *Producer) Stats() Stats {
 // MaxAttempts. A publish a shard's fence refuses (a resharding of an ordered
 // group is under way; nothing was written) refreshes the routing and retries
 // on the new layout, for up to StaleTimeout, without using up an attempt. A
-// group with no shards gives a *NoShardsError.
+// group with no shards gives a *NoShardsError. With DedupWindow, an event id
+// written already answers the original entry (Result.Duplicate).
 func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[string]any) (Result, error) {
 	if err := checkFields(fields); err != nil {
 		return Result{}, err
 	}
-	fields, eventID := p.withEventID(fields)
+	fields, eventID, generated, err := p.eventIDOf(fields)
+	if err != nil {
+		return Result{}, err
+	}
 	var lastErr error
 	var stale staleWait
 	var args []any
+	// tried: shards of attempts whose outcome is unknown; cleared: shards
+	// proven not to hold the event id, for good.
+	var tried, cleared []place
 	tries, retry := 0, false
 	for attempt := 1; attempt <= p.cfg.MaxAttempts; {
 		r, err := p.cache.get(ctx)
@@ -213,16 +267,42 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 		if err != nil {
 			return Result{}, err
 		}
-		tries++
 		if retry {
 			p.retries.Add(1)
 			retry = false
 		}
+		if p.window > 0 && (len(tried) > 0 || !generated && len(r.prev) > 0) {
+			res, found, err := p.checkOne(ctx, r, partitionKey, idx, eventID, generated, tried, &cleared)
+			if err != nil {
+				lastErr = err
+				if ctx.Err() != nil {
+					break
+				}
+				attempt++
+				retry = true
+				continue
+			}
+			if found {
+				res.Attempts = tries
+				return res, nil
+			}
+		}
+		tries++
 		key := r.keys[idx]
-		args = appendEntry(p.appendScriptHead(args[:0], r), fields)
-		id, err := oneID(publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...))
+		var id string
+		var dup bool
+		if p.window > 0 {
+			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.windowMs), fields)
+			id, dup, err = p.publishDedup(ctx, r, idx, eventID, args)
+		} else {
+			args = appendEntry(p.appendScriptHead(args[:0], r), fields)
+			id, err = oneID(publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...))
+		}
 		if err == nil {
-			return Result{StreamKey: key, ShardIndex: idx, ID: id, EventID: eventID, MetadataVersion: r.routing.MetadataVersion, Attempts: tries}, nil
+			if dup {
+				p.duplicates.Add(1)
+			}
+			return Result{StreamKey: key, ShardIndex: idx, ID: id, EventID: eventID, MetadataVersion: r.routing.MetadataVersion, Attempts: tries, Duplicate: dup}, nil
 		}
 		if se, ok := staleFence(err, key, r.routing.MetadataVersion); ok {
 			p.staleRetries.Add(1)
@@ -231,6 +311,10 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 			continue
 		}
 		lastErr = xaddError(key, err)
+		if p.window > 0 && !errors.Is(err, redis.Nil) {
+			// The script may have run: a retry routed elsewhere looks here first.
+			tried = addPlace(tried, idx, r.routing.MetadataVersion+1)
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -239,6 +323,56 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 		retry = true
 	}
 	return Result{}, fmt.Errorf("publish %q: %w", partitionKey, lastErr)
+}
+
+// publishDedup runs DedupPublishScript for one entry on shard idx; a stream
+// that does not exist is redis.Nil, as with PublishScript.
+func (p *Producer) publishDedup(ctx context.Context, r *route, idx int, eventID string, args []any) (string, bool, error) {
+	keys := [3]string{r.keys[idx], r.scriptKeys[idx][1], r.dedupPrefix[idx] + eventID}
+	var ids [1]string
+	var dup [1]bool
+	if err := dedupReply(dedupScript.Run(ctx, p.rdb, keys[:], args...), 1, ids[:], dup[:]); err != nil {
+		return "", false, err
+	}
+	if ids[0] == "" {
+		return "", false, redis.Nil
+	}
+	return ids[0], dup[0], nil
+}
+
+// checkOne reads, before a publish to shard idx, the other shards where the
+// event id may have landed; found reports a record, whose entry res is.
+// Places proven empty and fenced are added to cleared.
+func (p *Producer) checkOne(ctx context.Context, r *route, partitionKey string, idx int, eventID string, generated bool, tried []place, cleared *[]place) (res Result, found bool, err error) {
+	places := p.placesToCheck(r, partitionKey, idx, generated, tried, *cleared, time.Now())
+	if len(places) == 0 {
+		return Result{}, false, nil
+	}
+	checks := make([]check, len(places))
+	for i, pl := range places {
+		checks[i] = check{place: pl, id: eventID}
+	}
+	outs := make([]checkOutcome, len(checks))
+	if err := p.readChecks(ctx, r, checks, outs); err != nil {
+		return Result{}, false, err
+	}
+	unfenced := 0
+	for i, o := range outs {
+		if o.found != "" {
+			p.layoutChecks.Add(int64(len(outs)))
+			p.duplicates.Add(1)
+			s := checks[i].place.shard
+			stream, _ := p.shardKeys(r, s)
+			return Result{StreamKey: stream, ShardIndex: s, ID: o.found, EventID: eventID, MetadataVersion: r.routing.MetadataVersion, Duplicate: true}, true, nil
+		}
+		if o.fenced {
+			*cleared = append(*cleared, checks[i].place)
+		} else {
+			unfenced++
+		}
+	}
+	p.noteChecks(len(outs), unfenced, places[0])
+	return Result{}, false, nil
 }
 
 // checkFields refuses an empty message and the field fenced publishes add.
@@ -271,13 +405,43 @@ func xaddError(key string, err error) error {
 // re-routed after a routing refresh and retried, up to MaxAttempts; messages a
 // fence refused are retried as in Publish. Results are in input order; if any
 // message failed, the error is a *BatchError and the failed results carry
-// their own Err.
+// their own Err. With DedupWindow, each message is deduplicated as by Publish
+// (two messages of one batch with the same event id write one entry).
 func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, error) {
 	results := make([]Result, len(msgs))
+	p.publishMany(ctx, msgs, results)
+	if err := batchError(msgs, results); err != nil {
+		return results, err
+	}
+	return results, nil
+}
+
+// batchError is the *BatchError of results, or nil when every message was
+// published.
+func batchError(msgs []Message, results []Result) *BatchError {
+	var be *BatchError
+	for i := range results {
+		if results[i].Err != nil {
+			if be == nil {
+				be = &BatchError{Total: len(msgs), First: fmt.Errorf("message %d (%q): %w", i, msgs[i].PartitionKey, results[i].Err)}
+			}
+			be.Failed++
+		}
+	}
+	return be
+}
+
+// publishMany publishes msgs and fills results, which must be zero and as
+// long as msgs (PublishBatch, and the async path's flushes).
+func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Result) {
 	// fields[i] differs from msgs[i].Fields only when an event id was added.
 	var fields []map[string]any
+	var dd *batchDedup
 	if p.cfg.EventIDField != "" {
 		fields = make([]map[string]any, len(msgs))
+	}
+	if p.window > 0 {
+		dd = &batchDedup{generated: make([]bool, len(msgs))}
 	}
 	sc := getScratch(len(msgs))
 	defer putScratch(sc)
@@ -290,7 +454,15 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 			continue
 		}
 		if fields != nil {
-			fields[i], results[i].EventID = p.withEventID(m.Fields)
+			f, id, generated, err := p.eventIDOf(m.Fields)
+			if err != nil {
+				results[i].Err = err
+				continue
+			}
+			fields[i], results[i].EventID = f, id
+			if dd != nil {
+				dd.generated[i] = generated
+			}
 		}
 		todo = append(todo, i)
 	}
@@ -327,8 +499,19 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 			}
 			break
 		}
-		// Group by shard, keeping input order within a shard (counting sort).
 		shards := r.routing.ShardCount
+		for _, i := range todo {
+			shardOf[i], _ = routing.RouteKey(msgs[i].PartitionKey, shards)
+		}
+		// With DedupWindow, the messages that may have landed elsewhere are
+		// looked up there first: found ones are done, failed reads retried.
+		write, retried := todo, 0
+		var recheck []int
+		if dd != nil {
+			write, recheck = p.checkMany(ctx, r, msgs, results, todo, shardOf, dd, failures)
+			retried = len(recheck)
+		}
+		// Group by shard, keeping input order within a shard (counting sort).
 		var small [65]int
 		var counts []int
 		if shards+1 <= len(small) {
@@ -336,23 +519,25 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 		} else {
 			counts = make([]int, shards+1)
 		}
-		for _, i := range todo {
-			s, _ := routing.RouteKey(msgs[i].PartitionKey, shards)
-			shardOf[i] = s
-			counts[s+1]++
+		for _, i := range write {
+			counts[shardOf[i]+1]++
 		}
 		for s := 1; s <= shards; s++ {
 			counts[s] += counts[s-1]
 		}
-		order := order[:len(todo)]
-		for _, i := range todo {
+		order := order[:len(write)]
+		for _, i := range write {
 			order[counts[shardOf[i]]] = i
 			counts[shardOf[i]]++
 		}
 		// One script call per shard and chunk, pipelined.
 		calls := sc.calls[:0]
 		args := sc.args[:0]
-		pipe := p.rdb.Pipeline()
+		keys := sc.keys[:0]
+		var pipe redis.Pipeliner
+		if len(order) > 0 {
+			pipe = p.rdb.Pipeline()
+		}
 		for from := 0; from < len(order); {
 			shard, to := shardOf[order[from]], from+1
 			for to < len(order) && to-from < maxEntriesPerCall && shardOf[order[to]] == shard {
@@ -360,40 +545,72 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 			}
 			argFrom := len(args)
 			args = p.appendScriptHead(args, r)
+			c := call{from: from, to: to, shard: shard, argFrom: argFrom, script: publishScript}
+			if dd != nil {
+				args = append(args, p.windowMs)
+				keyFrom := len(keys)
+				keys = append(keys, r.keys[shard], r.scriptKeys[shard][1])
+				for _, i := range order[from:to] {
+					keys = append(keys, r.dedupPrefix[shard]+results[i].EventID)
+				}
+				c.keyFrom, c.keyTo, c.script = keyFrom, len(keys), dedupScript
+			}
 			for _, i := range order[from:to] {
 				args = appendEntry(args, fieldsOf(i))
 			}
-			c := call{from: from, to: to, shard: shard, argFrom: argFrom, argTo: len(args)}
-			c.cmd = publishScript.EvalSha(ctx, pipe, r.scriptKeys[shard], args[argFrom:]...)
+			c.argTo = len(args)
+			c.cmd = c.script.EvalSha(ctx, pipe, c.keys(r, keys), args[argFrom:]...)
 			calls = append(calls, c)
 			from = to
 		}
-		_, _ = pipe.Exec(ctx) // per-call results below
-		p.evalMissing(ctx, r, calls, args)
-		sc.args, sc.calls = args, calls
+		if pipe != nil {
+			_, _ = pipe.Exec(ctx) // per-call results below
+			p.evalMissing(ctx, r, calls, args, keys)
+		}
+		sc.args, sc.calls, sc.keys = args, calls, keys
 		failed := todo[:0] // order holds the indexes now; todo is free to reuse
-		retried := 0
 		for _, c := range calls {
 			key := r.keys[c.shard]
-			ids, err := c.cmd.StringSlice()
-			if err == nil && len(ids) != c.to-c.from {
-				err = fmt.Errorf("%w: the script answered %d ids for %d entries", ErrUnexpectedReply, len(ids), c.to-c.from)
+			m := c.to - c.from
+			ids, dup := sc.replyBufs(m)
+			var err error
+			if dd != nil {
+				// An entry without an id (the stream does not exist) is
+				// handled below, per entry: its neighbours may be duplicates.
+				err = dedupReply(c.cmd, m, ids, dup)
+			} else {
+				var got []string
+				got, err = c.cmd.StringSlice()
+				if err == nil && len(got) != m {
+					err = fmt.Errorf("%w: the script answered %d ids for %d entries", ErrUnexpectedReply, len(got), m)
+				}
+				copy(ids, got)
 			}
 			se, refused := staleFence(err, key, r.routing.MetadataVersion)
 			if refused {
-				p.staleRetries.Add(int64(c.to - c.from))
+				p.staleRetries.Add(int64(m))
 				stale.refused(se, p.cfg.StaleTimeout)
 			}
 			for k, i := range order[c.from:c.to] {
 				results[i].Attempts++
 				switch {
-				case err == nil:
-					results[i] = Result{StreamKey: key, ShardIndex: c.shard, ID: ids[k], EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: results[i].Attempts}
+				case err == nil && ids[k] != "":
+					if dup[k] {
+						p.duplicates.Add(1)
+					}
+					results[i] = Result{StreamKey: key, ShardIndex: c.shard, ID: ids[k], EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: results[i].Attempts, Duplicate: dup[k]}
 				case refused:
 					results[i].Err = se
 					failed = append(failed, i)
 				default:
-					results[i].Err = xaddError(key, err)
+					e := err
+					if e == nil {
+						e = redis.Nil // an entry without a record on a stream that does not exist
+					}
+					results[i].Err = xaddError(key, e)
+					if dd != nil && !errors.Is(e, redis.Nil) {
+						dd.tried(i, place{shard: c.shard, fence: r.routing.MetadataVersion + 1})
+					}
 					if failures[i]++; failures[i] < p.cfg.MaxAttempts {
 						failed = append(failed, i)
 						retried++
@@ -401,6 +618,7 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 				}
 			}
 		}
+		failed = append(failed, recheck...)
 		if len(failed) == 0 || ctx.Err() != nil {
 			break
 		}
@@ -411,25 +629,92 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []Message) ([]Result, 
 		p.cache.invalidate(r)
 		todo = failed
 	}
-	var be *BatchError
-	for i := range results {
-		if results[i].Err != nil {
-			if be == nil {
-				be = &BatchError{Total: len(msgs), First: fmt.Errorf("message %d (%q): %w", i, msgs[i].PartitionKey, results[i].Err)}
-			}
-			be.Failed++
+}
+
+// batchDedup is a batch's idempotent-publishing state, by message.
+type batchDedup struct {
+	generated []bool          // the SDK generated the event id
+	triedAt   map[int][]place // shards of attempts whose outcome is unknown
+	clearedAt map[int][]place // shards proven not to hold the event id
+}
+
+func (d *batchDedup) tried(i int, pl place) {
+	if d.triedAt == nil {
+		d.triedAt = map[int][]place{}
+	}
+	d.triedAt[i] = addPlace(d.triedAt[i], pl.shard, pl.fence)
+}
+
+// checkMany reads, for the messages of todo, the other shards where their
+// event ids may have landed (one pipeline). Messages found there are done
+// (results set); messages whose read failed are returned in recheck (their
+// attempt failed); write (todo's memory, reordered) holds the rest.
+func (p *Producer) checkMany(ctx context.Context, r *route, msgs []Message, results []Result, todo, shardOf []int, dd *batchDedup, failures []int) (write, recheck []int) {
+	now := time.Now()
+	var checks []check
+	for _, i := range todo {
+		if dd.generated[i] && len(dd.triedAt[i]) == 0 {
+			continue
+		}
+		for _, pl := range p.placesToCheck(r, msgs[i].PartitionKey, shardOf[i], dd.generated[i], dd.triedAt[i], dd.clearedAt[i], now) {
+			checks = append(checks, check{msg: i, place: pl, id: results[i].EventID})
 		}
 	}
-	if be != nil {
-		return results, be
+	if len(checks) == 0 {
+		return todo, nil
 	}
-	return results, nil
+	outs := make([]checkOutcome, len(checks))
+	err := p.readChecks(ctx, r, checks, outs)
+	done := make(map[int]bool, len(checks))
+	if err != nil {
+		for _, c := range checks {
+			if done[c.msg] {
+				continue
+			}
+			done[c.msg] = true
+			results[c.msg].Err = err
+			if failures[c.msg]++; failures[c.msg] < p.cfg.MaxAttempts {
+				recheck = append(recheck, c.msg)
+			}
+		}
+	} else {
+		unfenced := 0
+		var example place
+		for k, o := range outs {
+			c := checks[k]
+			switch {
+			case done[c.msg]:
+			case o.found != "":
+				done[c.msg] = true
+				p.duplicates.Add(1)
+				stream, _ := p.shardKeys(r, c.place.shard)
+				results[c.msg] = Result{StreamKey: stream, ShardIndex: c.place.shard, ID: o.found, EventID: c.id,
+					MetadataVersion: r.routing.MetadataVersion, Attempts: results[c.msg].Attempts, Duplicate: true}
+			case o.fenced:
+				if dd.clearedAt == nil {
+					dd.clearedAt = map[int][]place{}
+				}
+				dd.clearedAt[c.msg] = append(dd.clearedAt[c.msg], c.place)
+			default:
+				unfenced++
+				example = c.place
+			}
+		}
+		p.noteChecks(len(checks), unfenced, example)
+	}
+	write = todo[:0]
+	for _, i := range todo {
+		if !done[i] {
+			write = append(write, i)
+		}
+	}
+	return write, recheck
 }
 
 // evalMissing runs again with EVAL, in a second pipeline, the calls that
 // found the script missing from Redis's cache (after a restart or SCRIPT
 // FLUSH): a NOSCRIPT answer ran nothing. EVAL caches the script again.
-func (p *Producer) evalMissing(ctx context.Context, r *route, calls []call, args []any) {
+func (p *Producer) evalMissing(ctx context.Context, r *route, calls []call, args []any, keys []string) {
 	var pipe redis.Pipeliner
 	for j := range calls {
 		c := &calls[j]
@@ -439,7 +724,7 @@ func (p *Producer) evalMissing(ctx context.Context, r *route, calls []call, args
 		if pipe == nil {
 			pipe = p.rdb.Pipeline()
 		}
-		c.cmd = publishScript.Eval(ctx, pipe, r.scriptKeys[c.shard], args[c.argFrom:c.argTo]...)
+		c.cmd = c.script.Eval(ctx, pipe, c.keys(r, keys), args[c.argFrom:c.argTo]...)
 	}
 	if pipe != nil {
 		_, _ = pipe.Exec(ctx)
@@ -447,19 +732,43 @@ func (p *Producer) evalMissing(ctx context.Context, r *route, calls []call, args
 }
 
 // call is one script call of a batch: the messages order[from:to], all of
-// one shard, whose arguments are args[argFrom:argTo].
+// one shard, whose arguments are args[argFrom:argTo] and, for
+// DedupPublishScript, whose keys are keys[keyFrom:keyTo].
 type call struct {
 	from, to, shard int
 	argFrom, argTo  int
+	keyFrom, keyTo  int
+	script          *redis.Script
 	cmd             *redis.Cmd
+}
+
+// keys returns the call's KEYS.
+func (c *call) keys(r *route, keys []string) []string {
+	if c.keyTo > c.keyFrom {
+		return keys[c.keyFrom:c.keyTo]
+	}
+	return r.scriptKeys[c.shard]
 }
 
 // scratch is PublishBatch's working memory, pooled: go-redis copies the
 // arguments it sends, and the commands are read before the batch returns.
 type scratch struct {
 	ints  []int
-	args  []any // every call's script arguments, one after the other
+	args  []any    // every call's script arguments, one after the other
+	keys  []string // every dedup call's KEYS, one after the other
 	calls []call
+	ids   []string
+	dups  []bool
+}
+
+// replyBufs returns buffers for the ids of a call of n entries.
+func (sc *scratch) replyBufs(n int) ([]string, []bool) {
+	if cap(sc.ids) < n {
+		sc.ids, sc.dups = make([]string, n), make([]bool, n)
+	}
+	ids, dups := sc.ids[:n], sc.dups[:n]
+	clear(dups)
+	return ids, dups
 }
 
 var scratchPool sync.Pool
@@ -474,12 +783,14 @@ func getScratch(n int) *scratch {
 }
 
 func putScratch(sc *scratch) {
-	if cap(sc.ints) > 4*4096 || cap(sc.args) > 1<<16 {
+	if cap(sc.ints) > 4*4096 || cap(sc.args) > 1<<16 || cap(sc.keys) > 1<<14 {
 		return // do not keep huge batches' memory alive
 	}
 	clear(sc.args[:cap(sc.args)]) // drop references to the callers' fields
+	clear(sc.keys[:cap(sc.keys)])
 	clear(sc.calls[:cap(sc.calls)])
-	sc.args, sc.calls = sc.args[:0], sc.calls[:0]
+	clear(sc.ids[:cap(sc.ids)])
+	sc.args, sc.calls, sc.keys = sc.args[:0], sc.calls[:0], sc.keys[:0]
 	scratchPool.Put(sc)
 }
 
@@ -509,23 +820,4 @@ func oneID(cmd *redis.Cmd) (string, error) {
 		return "", fmt.Errorf("%w: the script answered %d ids for one entry", ErrUnexpectedReply, len(ids))
 	}
 	return ids[0], nil
-}
-
-// withEventID returns the fields to write and the event id, adding a fresh id
-// (on a copy) when EventIDField is set and the caller gave none.
-func (p *Producer) withEventID(fields map[string]any) (map[string]any, string) {
-	name := p.cfg.EventIDField
-	if name == "" {
-		return fields, ""
-	}
-	if v, ok := fields[name]; ok {
-		return fields, fmt.Sprint(v)
-	}
-	id := client.NewRequestID()
-	out := make(map[string]any, len(fields)+1)
-	for k, v := range fields {
-		out[k] = v
-	}
-	out[name] = id
-	return out, id
 }

@@ -37,6 +37,12 @@ type fakeCoordinator struct {
 	// ordering is the Ordering of the routings set makes ("" like a
 	// coordinator that predates ordered groups).
 	ordering string
+	// previous are the PreviousLayouts of the routings set makes; since is
+	// the version at which the current layout became current (0: 1).
+	previous []client.RoutingLayout
+	since    int64
+	// hold, when set, makes every answer wait until it is closed.
+	hold chan struct{}
 }
 
 func newFakeCoordinator(t testing.TB, version int64, shards int) *fakeCoordinator {
@@ -47,6 +53,12 @@ func newFakeCoordinator(t testing.TB, version int64, shards int) *fakeCoordinato
 		f.fetches.Add(1)
 		f.mu.Lock()
 		f.auth = r.Header.Get("Authorization")
+		hold := f.hold
+		f.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+		f.mu.Lock()
 		fail, rt := f.fail, f.routing
 		f.mu.Unlock()
 		if r.URL.Path != client.GroupPath(prefix, group)+"/producer-routing" {
@@ -70,7 +82,11 @@ func (f *fakeCoordinator) set(version int64, shards int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rt := client.Routing{StreamPrefix: prefix, ConsumerGroup: group, MetadataVersion: version, ShardCount: shards,
-		StreamKeyPattern: routing.KeyPattern(prefix), Shards: []client.RoutingShard{}, Ordering: f.ordering}
+		StreamKeyPattern: routing.KeyPattern(prefix), Shards: []client.RoutingShard{}, Ordering: f.ordering,
+		PreviousLayouts: f.previous}
+	if len(f.previous) > 0 {
+		rt.LayoutWindowMs = time.Hour.Milliseconds()
+	}
 	for i := 0; i < shards; i++ {
 		key := routing.StreamKey(prefix, i)
 		rs := client.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key)}
@@ -98,7 +114,7 @@ func (f *fakeCoordinator) setFail(fail bool) {
 
 // mustStreams creates the shard streams 0..n-1 (as the coordinator's
 // provisioning would), so that XADD NOMKSTREAM finds them.
-func mustStreams(t *testing.T, rdb *redis.Client, n int) {
+func mustStreams(t *testing.T, rdb redis.UniversalClient, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		err := rdb.XGroupCreateMkStream(context.Background(), routing.StreamKey(prefix, i), group, "$").Err()

@@ -14,6 +14,9 @@
 //	rscbench ordering   ordered groups: the pause a resharding causes against
 //	                    the backlog at the cutover (vs handling the backlog
 //	                    without one), and the fenced publish vs plain XADD
+//	rscbench publish    the Go SDK's publish paths (single, batches of 64,
+//	                    async; plain and idempotent; a dedup hit) vs plain
+//	                    XADD, and the memory of a dedup record
 //	rscbench all        everything
 //
 // It starts a throwaway redis-server (--save "" --appendonly no) on a free
@@ -56,6 +59,9 @@ commands:
              released) against the backlog at the cutover, 4->8 and 4->6,
              vs handling that backlog without a resharding; fenced publish
              vs plain XADD (single and batches of 64)
+  publish    the Go SDK's publish paths vs plain XADD: single (fenced, with a
+             dedup window, a dedup hit), batches of 64, async from one
+             goroutine; the memory of a dedup record
   all        everything
 
 common flags: --quick (smaller sizes), -json, --redis URL (instead of a
@@ -115,7 +121,7 @@ type options struct {
 	publishRounds int
 }
 
-var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "all"}
+var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "publish", "all"}
 
 // newOptions returns the defaults that do not depend on --quick; a command's
 // flags start from them, and the flags it does not have keep them.
@@ -150,6 +156,10 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.IntVar(&o.joins, "joins", o.joins, "members that join the group, one at a time")
 		fs.IntVar(&o.joinsEarly, "joins-early", o.joinsEarly, "joins of the early phase the later bytes per join are compared with")
 		fs.IntVar(&o.joinShards, "join-shards", o.joinShards, "shards of the joined group")
+	}
+	if cmd == "publish" {
+		fs.DurationVar(&o.publishSlice, "publish-slice", 0, "duration of one measurement slice of a variant (default 500ms; quick 100ms)")
+		fs.IntVar(&o.publishRounds, "publish-rounds", 0, "slices per variant, rotating which runs first (default 4; quick 2)")
 	}
 	if cmd == "ordering" || cmd == "all" {
 		fs.Var(&o.backlogs, "backlogs", "comma-separated backlogs at the cutover, in entries (default 0,1000,10000,50000; quick 0,1000)")
@@ -326,6 +336,8 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runJoins(ctx, rep)
 	case "ordering":
 		return b.runOrdering(ctx, rep)
+	case "publish":
+		return b.runPublish(ctx, rep)
 	case "all":
 		if err := b.runLog(ctx, rep); err != nil {
 			return err
@@ -337,6 +349,9 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 			return err
 		}
 		if err := b.runOrdering(ctx, rep); err != nil {
+			return err
+		}
+		if err := b.runPublish(ctx, rep); err != nil {
 			return err
 		}
 		return b.runRebalance(ctx, rep)

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/rscoord/rsc/internal/redistest"
+)
+
+// The publish command in a tiny mode: its sections are there, every measured
+// figure has its baseline and ratio, the record's cost is reported, and a
+// shared Redis is left as it was (streams, fences and dedup records removed).
+func TestPublishTiny(t *testing.T) {
+	srv := redistest.StartProcess(t)
+	r := mustRun(t, "publish", "--publish-slice", "10ms", "--publish-rounds", "1", "--redis", srv.URL(), "-json")
+	got := checkReport(t, decodeReport(t, r.stdout), "publish.single", "publish.batch", "publish.async", "publish.record")
+	for section, names := range map[string][]string{
+		"publish.single": {"Publish", "Publish with DedupWindow (new event ids)", "Publish of an event id already written (dedup hit)"},
+		"publish.batch":  {"PublishBatch of 64", "PublishBatch of 64 with DedupWindow"},
+		"publish.async":  {"Async.Publish from one goroutine", "Async.Publish with DedupWindow from one goroutine"},
+	} {
+		for _, name := range names {
+			if res := got[section][name]; res.Ratio == nil {
+				t.Errorf("%s: %q has no ratio: %+v", section, name, res)
+			}
+		}
+	}
+	if v := value(t, got, "publish.record", "record: MEMORY USAGE of one"); v <= 0 {
+		t.Errorf("MEMORY USAGE of a record = %v", v)
+	}
+	noKeysLeft(t, srv)
+}
