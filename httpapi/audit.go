@@ -30,6 +30,10 @@ func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int
 		s.badRequest(w, r, "after: must be a stream id like 1700000000000-0")
 		return "", 0, false
 	}
+	if msg := exclusiveBoundProblem(after, true); msg != "" {
+		s.badRequest(w, r, "after: "+msg)
+		return "", 0, false
+	}
 	limit := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)

@@ -56,7 +56,7 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	cursor := strings.TrimSpace(q.Get("cursor"))
 	if recordID == "" {
-		if err := checkGrafanaCursor(cursor, g.Key, shards); err != nil {
+		if err := checkGrafanaCursor(cursor, g.Key, shards, direction == "FORWARD"); err != nil {
 			a.s.writeError(w, r, err)
 			return
 		}
@@ -185,8 +185,14 @@ func pageLimit(limit, n int) (int, error) {
 
 // checkGrafanaCursor checks a cursor's syntax before anything is read: a
 // record id, a tail cursor, or (over several shards) a merged cursor.
-func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int) error {
-	if cursor == "" || validStreamID(cursor) {
+func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int, forward bool) error {
+	if cursor == "" {
+		return nil
+	}
+	if validStreamID(cursor) {
+		if msg := exclusiveBoundProblem(cursor, forward); msg != "" {
+			return commands.ErrInvalid.WithMessage("cursor: " + msg)
+		}
 		return nil
 	}
 	if _, ok := parseTailCursor(cursor); ok {
@@ -199,8 +205,14 @@ func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int) erro
 		}
 		return badCursor(cursor, key, "a record id <ms>-<seq> or <ms>, "+lastPageCursor+" or "+tailCursorPrefix+"<n>")
 	}
-	if _, ok := parseMergedCursor(cursor); !ok {
+	after, ok := parseMergedCursor(cursor)
+	if !ok {
 		return badCursor(cursor, "the merged shards", "a record id, "+mergedPrefix+"<shard>=<id>,..., "+lastPageCursor+" or "+tailCursorPrefix+"<n>")
+	}
+	for i, id := range after {
+		if msg := exclusiveBoundProblem(id, forward); msg != "" {
+			return commands.ErrInvalid.WithMessage("cursor of shard " + strconv.Itoa(i) + ": " + msg)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -280,6 +281,10 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badCursor(cursor, routing.StreamKey(k.StreamPrefix, idx), "a record id <ms>-<seq> or <ms>"))
 		return
 	}
+	if msg := exclusiveBoundProblem(cursor, direction == "FORWARD"); cursor != "" && msg != "" {
+		s.badRequest(w, r, "cursor: "+msg)
+		return
+	}
 	recs, next, err := s.readPage(r.Context(), k, idx, direction == "FORWARD", cursor, limit)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -347,6 +352,24 @@ func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, f
 		recs = []wire.StreamRecord{}
 	}
 	return recs, next, nil
+}
+
+// maxStreamID is the greatest stream id Redis has: no id follows it.
+const maxStreamID = "18446744073709551615-18446744073709551615"
+
+// exclusiveBoundProblem says why a read after id (forward) or before it
+// (backward), id excluded, cannot be asked of Redis, whose range commands
+// refuse an exclusive bound with no id beyond it: after the greatest id, or
+// before 0-0. "" when it can. The caller checked id's syntax.
+func exclusiveBoundProblem(id string, forward bool) string {
+	ms, seq, full := parseStreamID(id)
+	switch {
+	case forward && full && ms == math.MaxUint64 && seq == math.MaxUint64:
+		return "no stream id follows " + maxStreamID
+	case !forward && full && ms == 0 && seq == 0:
+		return "no stream id precedes 0-0"
+	}
+	return ""
 }
 
 // validStreamID reports a stream id as a cursor may give it: "<ms>-<seq>" or "<ms>".

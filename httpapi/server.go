@@ -299,7 +299,9 @@ func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.
 }
 
 // decodeBody reads a JSON body into v. Unknown fields are ignored (as the
-// reference does); malformed JSON and wrong types are a 400 that says what was wrong.
+// reference does); malformed JSON, wrong types, a key given twice in one
+// object and a key that differs from the contract's only by case
+// (strictjson.go) are a 400 that says what was wrong.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -317,6 +319,10 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, requi
 			return false
 		}
 		return true
+	}
+	if err := checkKeys(data, v); err != nil {
+		s.badRequest(w, r, "malformed JSON request body: "+err.Error())
+		return false
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		s.badRequest(w, r, "malformed JSON request body: "+describeJSONError(err))
