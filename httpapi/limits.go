@@ -50,13 +50,15 @@ const (
 )
 
 // Failed logins (loginThrottle): token buckets, spent by failures only.
-// A username gets loginUserBurst failed password checks, then one more every
-// loginUserRefill; a client address (the TCP peer, not X-Forwarded-For)
-// loginAddrBurst failed password or bearer checks, then one more every
-// loginAddrRefill. While a bucket is empty, password checks for its key are
-// refused before the password is looked at (429, Retry-After). At most
-// loginMaxKeys buckets are kept: full ones are dropped first, then the least
-// recently used.
+// A username from one client address gets loginUserBurst failed password
+// checks, then one more every loginUserRefill; a client address (the TCP
+// peer, not X-Forwarded-For; for a request a --ha follower forwarded, the
+// client's address at the follower) loginAddrBurst failed password or bearer
+// checks, then one more every loginAddrRefill. While a bucket is empty,
+// password checks for its key are refused before the password is looked at
+// (429, Retry-After), except on a connection that already proved the same
+// credentials. At most loginMaxKeys buckets are kept: full ones are dropped
+// first, then the least recently used.
 const (
 	loginUserBurst  = 10
 	loginUserRefill = 6 * time.Second

@@ -60,7 +60,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	resp := wire.SessionResponse{Roles: []string{}}
 	if p := principalOf(r); p != nil {
 		name := p.Username
-		resp.Authenticated, resp.Username, resp.Roles = true, &name, p.Roles
+		resp.Authenticated, resp.Username, resp.Roles, resp.Prefixes = true, &name, p.Roles, p.Prefixes
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -92,11 +92,14 @@ func isoDuration(d time.Duration) string {
 	return "PT" + strconv.FormatFloat(secs, 'f', -1, 64) + "S"
 }
 
-// handleListGroups serves GET /coord/v1/monitoring/groups.
+// handleListGroups serves GET /coord/v1/monitoring/groups: every group the
+// principal's scope covers.
 func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	out := wire.GroupsResponse{Groups: []wire.Group{}}
 	for _, g := range s.read.State().Groups() {
-		out.Groups = append(out.Groups, GroupOf(g))
+		if visible(r, g.Key.StreamPrefix) {
+			out.Groups = append(out.Groups, GroupOf(g))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

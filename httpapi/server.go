@@ -25,7 +25,9 @@ import (
 type Config struct {
 	Addr string
 	Auth AuthConfig
-	// RateLimitPerMinute limits admin mutations per principal:prefix:group (0: off).
+	// Hosts is which Host headers are answered (browser.go).
+	Hosts HostPolicy
+	// RateLimitPerMinute limits admin mutations per principal (0: off).
 	RateLimitPerMinute int
 	Logger             zerolog.Logger
 	// Observe, if set, is called after every request (metrics).
@@ -111,8 +113,10 @@ func (s *Server) SetUsers(users []User) { s.auth.setUsers(users) }
 // Router exposes the router (tests walk it).
 func (s *Server) Router() *mux.Router { return s.router }
 
-// ServeHTTP runs the middleware chain: request id, header limits, body limit,
-// authentication and authorization by route, forwarding, routing.
+// ServeHTTP runs the middleware chain: request id, header limits, body
+// limit, the Host policy, cross-site mutations, authentication (the caller's
+// credentials, or a follower's assertion) and authorization by route (role,
+// then prefix scope), the content type of mutations, forwarding, routing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -135,23 +139,57 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
 	}
+	if !s.cfg.Hosts.hostAllowed(r) {
+		s.logRefusal(r, match.label(), "", nil, "Host not allowed")
+		s.writeError(rec, r, errHostNotAllowed)
+		return
+	}
+	mutation := isMutation(r.Method) && underAPI(match.template)
+	if mutation && s.cfg.Hosts.crossSite(r) {
+		s.logRefusal(r, match.label(), "", nil, "cross-site mutation")
+		s.writeError(rec, r, errCrossSite)
+		return
+	}
 	required := s.auth.requiredRole(match, r.Method)
-	p, err := s.auth.authenticate(r)
-	if required != "" {
-		var te *throttledError
-		switch {
-		case errors.As(err, &te):
-			s.tooManyFailures(rec, r, te)
+	var p *principal
+	var err error
+	switch {
+	case forwarded(r):
+		var ok bool
+		if r, p, ok = s.acceptForwarded(rec, r); !ok {
 			return
+		}
+	case required != "" || match.template == heartbeatRoute:
+		// Public routes read no credentials (a bad password sent to /healthz
+		// spends nobody's bucket), except the heartbeat's: a member that
+		// joined with credentials stays bound to them.
+		p, err = s.auth.authenticate(r, clientAddr(r))
+	}
+	var te *throttledError
+	if errors.As(err, &te) {
+		s.tooManyFailures(rec, r, te)
+		return
+	}
+	if required != "" {
+		switch {
 		case err != nil || p == nil:
 			s.logRefusal(r, match.label(), required, p, "no valid credentials")
-			unauthorized(rec)
+			unauthorized(rec, r)
 			return
 		case !p.grants(required):
 			s.logRefusal(r, match.label(), required, p, "missing role")
 			rec.WriteHeader(http.StatusForbidden)
 			return
 		}
+	}
+	if !routeInScope(p, match) {
+		s.logRefusal(r, match.label(), required, p, "stream prefix outside the principal's scope")
+		rec.WriteHeader(http.StatusForbidden)
+		return
+	}
+	if mutation && contentTypeProblem(r) {
+		s.writeError(rec, r, errUnsupportedMedia)
+		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, authOutcome{p, err}))
 	if s.forwardWrite(rec, r) {
@@ -210,7 +248,7 @@ func (s *Server) Open() error {
 	s.mu.Lock()
 	s.ln = ln
 	s.srv = &http.Server{Handler: s, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
+		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, ConnContext: s.ConnContext}
 	s.done = make(chan struct{})
 	s.mu.Unlock()
 	go func() {
