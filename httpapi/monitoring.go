@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -20,12 +21,36 @@ import (
 // StreamReader reads shard streams for monitoring; it never changes them.
 // cmd/coordinator adapts redisstore.Shards to it. Offsets fills in each shard's
 // prefix, group, index, Redis view and existence (not its owners nor whether
-// it is routed); Messages fills in each record's key, id, fields, payload and
-// times (not the group nor the shard).
+// it is routed); Messages fills in each record's key, id, fields, payload,
+// times and fieldsTruncated (not the group nor the shard), within the query's
+// bounds.
 type StreamReader interface {
 	Offsets(ctx context.Context, prefix, group string, shards []int) ([]wire.ShardOffset, error)
-	Messages(ctx context.Context, key string, forward bool, cursor string, limit int) (records []wire.StreamRecord, more bool, err error)
+	Messages(ctx context.Context, key string, q MessagesQuery) (StreamPage, error)
 	Ping(ctx context.Context) error
+}
+
+// MessagesQuery is one read of a shard stream, bounded in entries and bytes.
+type MessagesQuery struct {
+	Forward bool
+	Cursor  string // exclusive; "" from the start of the direction
+	Limit   int
+	// Peek reads one entry more than Limit to tell whether more follow.
+	Peek bool
+	// MaxBytes stops the read once the records hold this many bytes of ids,
+	// field names and values (the first record is always read).
+	MaxBytes int
+	// MaxRecordBytes cuts each record's fields to this many bytes with its
+	// id (fieldsTruncated); 0 reads ids only.
+	MaxRecordBytes int
+}
+
+// StreamPage is what one read returned: More when records follow (Peek found
+// one, or MaxBytes stopped the read), BytesCut when MaxBytes stopped it.
+type StreamPage struct {
+	Records  []wire.StreamRecord
+	More     bool
+	BytesCut bool
 }
 
 func (s *Server) registerMonitoringRoutes() {
@@ -288,15 +313,49 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, "cursor: "+msg)
 		return
 	}
-	recs, next, err := s.readPage(r.Context(), k, idx, direction == "FORWARD", cursor, limit)
+	page, err := s.readPage(r.Context(), k, idx, answerQuery(direction == "FORWARD", cursor, limit))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	recs := page.Records
+	n := fitJSON(len(recs), MaxMessagesAnswerBytes-answerEnvelopeBytes, func(i int) any { return recs[i] })
+	truncated := page.BytesCut || n < len(recs)
+	recs = recs[:n]
+	var next *string
+	if (page.More || truncated) && len(recs) > 0 {
+		id := recs[len(recs)-1].RecordID
+		next = &id
+	}
 	writeJSON(w, http.StatusOK, wire.MessagesPage{
 		StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shard: wire.ShardRef{ShardIndex: idx},
 		StreamKey: routing.StreamKey(k.StreamPrefix, idx), Direction: direction, Limit: limit, Records: recs, NextCursor: next,
+		Truncated: truncated,
 	})
+}
+
+// answerQuery is the read of one page of at most limit records that one
+// answer shows: its look-ahead, the answer's byte budget, the record bound.
+func answerQuery(forward bool, cursor string, limit int) MessagesQuery {
+	return MessagesQuery{Forward: forward, Cursor: cursor, Limit: limit, Peek: true, MaxBytes: MaxMessagesAnswerBytes, MaxRecordBytes: MaxRecordBytes}
+}
+
+// fitJSON is how many of n items, in order, fit in budget bytes of JSON (each
+// encoded as writeJSON would, plus a separator); at least one when n > 0, as
+// a page must move on. Each item is encoded once, on its own, so that
+// counting never holds more than one item's encoding.
+func fitJSON(n, budget int, item func(i int) any) int {
+	used := 0
+	for i := 0; i < n; i++ {
+		data, err := json.Marshal(item(i))
+		if err != nil {
+			return max(i, 1)
+		}
+		if used += len(data) + 1; used > budget && i > 0 {
+			return i
+		}
+	}
+	return n
 }
 
 // parseShardIndex reads a shard index in [0, shardSpan).
@@ -331,30 +390,25 @@ func parsePaging(q url.Values) (direction string, limit int, err error) {
 	return direction, min(max(limit, 1), 1000), nil
 }
 
-// readPage reads up to limit records of shard idx after cursor (exclusive; ""
-// from the end the direction starts at; the caller checked its syntax). next
-// is the last record's id when more records follow. Any error of Redis is a
-// 503 that does not show it.
-func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, forward bool, cursor string, limit int) (recs []wire.StreamRecord, next *string, err error) {
+// readPage reads records of shard idx as q says (its cursor is exclusive,
+// "" from the end the direction starts at; the caller checked its syntax).
+// Any error of Redis is a 503 that does not show it.
+func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, q MessagesQuery) (StreamPage, error) {
 	if s.streams == nil {
-		return nil, nil, commands.ErrRedisNotConfigured
+		return StreamPage{}, commands.ErrRedisNotConfigured
 	}
 	key := routing.StreamKey(k.StreamPrefix, idx)
-	recs, more, err := s.streams.Messages(ctx, key, forward, cursor, limit)
+	page, err := s.streams.Messages(ctx, key, q)
 	if err != nil {
-		return nil, nil, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
+		return StreamPage{}, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
 	}
-	for i := range recs {
-		recs[i].StreamPrefix, recs[i].ConsumerGroup, recs[i].Shard = k.StreamPrefix, k.ConsumerGroup, wire.ShardRef{ShardIndex: idx}
+	for i := range page.Records {
+		page.Records[i].StreamPrefix, page.Records[i].ConsumerGroup, page.Records[i].Shard = k.StreamPrefix, k.ConsumerGroup, wire.ShardRef{ShardIndex: idx}
 	}
-	if more && len(recs) > 0 {
-		id := recs[len(recs)-1].RecordID
-		next = &id
+	if page.Records == nil {
+		page.Records = []wire.StreamRecord{}
 	}
-	if recs == nil {
-		recs = []wire.StreamRecord{}
-	}
-	return recs, next, nil
+	return page, nil
 }
 
 // maxStreamID is the greatest stream id Redis has: no id follows it.

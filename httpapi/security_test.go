@@ -490,24 +490,27 @@ func (f *countingStreams) Offsets(_ context.Context, prefix, group string, shard
 	return out, nil
 }
 
-func (f *countingStreams) Messages(_ context.Context, key string, forward bool, cursor string, limit int) ([]wire.StreamRecord, bool, error) {
+func (f *countingStreams) Messages(_ context.Context, key string, q httpapi.MessagesQuery) (httpapi.StreamPage, error) {
 	f.mu.Lock()
 	f.calls++
-	f.read += limit + 1
+	f.read += q.Limit
+	if q.Peek {
+		f.read++
+	}
 	f.mu.Unlock()
 	if f.down != nil {
-		return nil, false, f.down
+		return httpapi.StreamPage{}, f.down
 	}
-	n := min(int64(limit), f.length)
+	n := min(int64(q.Limit), f.length)
 	recs := make([]wire.StreamRecord, n)
 	for i := range recs {
 		id := int64(i + 1)
-		if !forward {
+		if !q.Forward {
 			id = f.length - int64(i)
 		}
 		recs[i] = wire.StreamRecord{StreamKey: key, RecordID: strconv.FormatInt(id, 10) + "-0"}
 	}
-	return recs, f.length > int64(limit), nil
+	return httpapi.StreamPage{Records: recs, More: q.Peek && f.length > int64(q.Limit)}, nil
 }
 
 func (f *countingStreams) Ping(context.Context) error { return f.down }

@@ -116,6 +116,7 @@ var gfMessageCols = map[string]string{
 	"shardLabel": "string", "streamKey": "string", "recordId": "string", "payload": "string|null",
 	"fieldsJson": "string", "pageDirection": "string", "pageLimit": "number", "pageNextCursor": "string|null",
 	"pageTotalMessages": "number", "recordTimestampMs": "number|null", "recordTime": "string|null",
+	"fieldsTruncated": "bool", "pageTruncated": "bool",
 }
 
 // gfRequiredParamErrors checks that a route with required streamPrefix and
