@@ -24,15 +24,14 @@ import (
 // grafanaPath is the prefix of every Grafana route.
 const grafanaPath = "/coord/v1/monitoring/grafana"
 
-// grafanaAPI serves the Grafana routes of one Server; rates is the memory the
-// rate columns are computed from.
+// grafanaAPI serves the Grafana routes of one Server. Their Redis columns and
+// rates come from the offsets cache (offsetcache.go).
 type grafanaAPI struct {
-	s     *Server
-	rates *rateMemory
+	s *Server
 }
 
 func (s *Server) registerGrafanaRoutes() {
-	a := &grafanaAPI{s: s, rates: newRateMemory()}
+	a := &grafanaAPI{s: s}
 	r := s.router
 	r.HandleFunc(grafanaPath+"/groups", a.handleGroups).Methods(http.MethodGet)
 	r.HandleFunc(grafanaPath+"/options/streams", a.handleStreamOptions).Methods(http.MethodGet)
@@ -60,12 +59,11 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 		if !visible(r, g.Key.StreamPrefix) {
 			continue
 		}
-		offs, err := a.s.readOffsets(r.Context(), g)
+		offs, rates, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
 			a.s.writeError(w, r, err)
 			return
 		}
-		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
 		row := wire.GrafanaGroupRow{
 			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, State: g.State(),
 			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
@@ -193,19 +191,18 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []wire.GrafanaShardRow{}
 	for _, g := range groups {
-		offs, err := a.s.readOffsets(r.Context(), g)
+		offs, rates, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
 			a.s.writeError(w, r, err)
 			return
 		}
-		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
 		owners := ownersByShard(g)
 		for i, o := range offs.Shards {
 			ow := owners[o.Shard.ShardIndex]
 			row := wire.GrafanaShardRow{
 				StreamPrefix: o.StreamPrefix, ConsumerGroup: o.ConsumerGroup, ShardCount: g.ShardCount,
 				ShardIndex: o.Shard.ShardIndex, ShardLabel: shardLabel(o.Shard.ShardIndex), ShardStream: o.ShardStream,
-				LagKnown: o.Lag != nil, ProducedPerSecond: rates[i].produced, ConsumedPerSecond: rates[i].consumed,
+				LagKnown: o.Lag != nil, ProducedPerSecond: rateAt(rates, i).produced, ConsumedPerSecond: rateAt(rates, i).consumed,
 				MemoryUsageBytes: o.MemoryUsageBytes, MemoryUsageKnown: o.MemoryUsageBytes != nil,
 				TargetOwnerMemberIDs: strings.Join(ow.target, ","), CurrentOwnerMemberIDs: strings.Join(ow.current, ","),
 				OwnerState: ownerState(ow.current, ow.target), OwnerMemberIDs: strings.Join(o.OwnerMemberIDs, ","),
@@ -368,12 +365,12 @@ func sameSet(a, b []string) bool {
 	return len(seen) == len(in)
 }
 
-// Rates. A stream's produced rate is its length growth between two
-// observations; its consumed rate is (length growth - lag growth) per second,
-// both floored at 0 and rounded to 2 decimals. The first observation of a
+// Rates. A stream's produced rate is its length growth between two reads of
+// the offsets cache; its consumed rate is (length growth - lag growth) per
+// second, both floored at 0 and rounded to 2 decimals. The first read of a
 // stream has no rate; consumed is also unknown while Redis cannot tell the lag.
-// Observations are kept per consumer group and stream key (lag is per group)
-// and forgotten after rateMemoryTTL without one.
+// Reads are kept per consumer group and stream key (lag is per group) and
+// forgotten after rateMemoryTTL without one.
 
 // rateMemoryTTL is how long an observation is kept without a newer one.
 const rateMemoryTTL = 10 * time.Minute
@@ -424,6 +421,14 @@ func (m *rateMemory) observe(group string, offs []wire.ShardOffset, now time.Tim
 		m.last[k] = cur
 	}
 	return out
+}
+
+// rateAt is rates[i], or no rate.
+func rateAt(rates []shardRate, i int) shardRate {
+	if i < len(rates) {
+		return rates[i]
+	}
+	return shardRate{}
 }
 
 func rateBetween(prev, cur rateSample) shardRate {

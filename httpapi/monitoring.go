@@ -219,13 +219,14 @@ func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleOffsets serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/offsets:
-// every routed or still-assigned shard with Redis's view of it.
+// every routed or still-assigned shard with Redis's view of it, as the
+// offsets cache last read it (asOf).
 func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	offs, err := s.readOffsets(r.Context(), g)
+	offs, _, err := s.readOffsets(r.Context(), g)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -239,22 +240,26 @@ func shardSpan(g *projection.Group) int {
 	return max(g.ShardCount, g.AssignableCount)
 }
 
-// readOffsets reads every shard of shardSpan from Redis, with its live owners
-// and the group's totals.
-func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, error) {
-	if s.streams == nil {
-		return wire.OffsetsResponse{}, commands.ErrRedisNotConfigured
+// readOffsets is every shard of shardSpan as the offsets cache last read it
+// from Redis (offsetcache.go), with its live owners (from the projection, as
+// of now) and the group's totals, and each shard's rates since the read before.
+func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, []shardRate, error) {
+	if s.offsets == nil {
+		return wire.OffsetsResponse{}, nil, commands.ErrRedisNotConfigured
 	}
 	k := g.Key
-	idx := make([]int, shardSpan(g))
-	for i := range idx {
-		idx[i] = i
-	}
-	offs, err := s.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, idx)
+	read, err := s.offsets.get(ctx, g)
 	if err != nil {
-		return wire.OffsetsResponse{}, streamsUnavailable(err)
+		if ctx.Err() != nil {
+			return wire.OffsetsResponse{}, nil, err
+		}
+		return wire.OffsetsResponse{}, nil, streamsUnavailable(err)
 	}
-	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true}
+	offs := append([]wire.ShardOffset(nil), read.offs...) // the cache's stay as read
+	if offs == nil {
+		offs = []wire.ShardOffset{}
+	}
+	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true, AsOf: read.at.UTC()}
 	var totalLag int64
 	lagKnown := true
 	for i := range offs {
@@ -282,7 +287,7 @@ func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.Off
 	if lagKnown {
 		out.TotalLag = &totalLag
 	}
-	return out, nil
+	return out, read.rates, nil
 }
 
 // handleMessages serves GET .../shards/{shardIndex}/messages: a read-only page of

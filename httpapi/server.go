@@ -34,6 +34,9 @@ type Config struct {
 	Observe func(route, method string, status int, elapsed time.Duration)
 	// Extra routes (metrics, console) registered by cmd.
 	Mount func(r *mux.Router)
+	// OffsetsRefresh is how often the cache of Redis's view of shard streams
+	// is refreshed (offsetcache.go; DefaultOffsetsRefresh when 0).
+	OffsetsRefresh time.Duration
 	// Now is the clock of authentication (token expiry, failed-login
 	// throttling); time.Now when nil. Tests move it.
 	Now func() time.Time
@@ -57,14 +60,16 @@ type Server struct {
 	log      zerolog.Logger
 	limiter  *rateLimiter
 	fwd      forwarder
+	offsets  *offsetCache
 	replays  chan struct{} // a slot per replay in flight
 	refusals everySecond   // rate of the refused-request log lines
 	stateAt  func(ctx context.Context, until string) (*projection.State, error)
 
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{}
-	mu   sync.Mutex
+	ln         net.Listener
+	srv        *http.Server
+	done       chan struct{}
+	stopOffset context.CancelFunc
+	mu         sync.Mutex
 }
 
 // NewServer builds the server over a coordinator (a *commands.Coordinator);
@@ -77,6 +82,9 @@ func NewServer(cfg Config, c Backend, streams StreamReader) *Server {
 		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays), stateAt: cfg.StateAt}
 	if s.stateAt == nil {
 		s.stateAt = c.StateAt
+	}
+	if streams != nil {
+		s.offsets = newOffsetCache(streams, c.State, cfg.OffsetsRefresh, cfg.Logger)
 	}
 	if cfg.RateLimitPerMinute != 0 {
 		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)
@@ -250,6 +258,11 @@ func (s *Server) Open() error {
 	s.srv = &http.Server{Handler: s, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, ConnContext: s.ConnContext}
 	s.done = make(chan struct{})
+	if s.offsets != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopOffset = cancel
+		go s.offsets.run(ctx)
+	}
 	s.mu.Unlock()
 	go func() {
 		defer close(s.done)
@@ -278,8 +291,11 @@ func (s *Server) URL() string {
 // Close stops accepting connections and waits for requests in flight.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
-	srv := s.srv
+	srv, stop := s.srv, s.stopOffset
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if srv == nil {
 		return nil
 	}

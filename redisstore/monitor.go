@@ -32,62 +32,81 @@ type Offset struct {
 	SlotStart, SlotEnd   *int
 }
 
-// Offsets reads XINFO STREAM, XINFO GROUPS and MEMORY USAGE of each shard.
+// offsetsScript reads one shard stream for monitoring in one call: XINFO
+// STREAM without the first and last entries it returns (an entry may be
+// megabytes: only their ids leave Redis), the group's line of XINFO GROUPS,
+// and MEMORY USAGE. KEYS[1] stream; ARGV[1] consumer group. Returns {0} when
+// the stream does not exist, else {1, length, first id, last id,
+// last-generated id, group found (1/0), group last-delivered id, pending,
+// lag (-1 when Redis cannot tell), memory bytes (-1 when unknown)}.
+var offsetsScript = redis.NewScript("#!lua flags=no-writes\n" + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local t = {}
+for i = 1, #info, 2 do t[info[i]] = info[i+1] end
+local first, last = '', ''
+if t['first-entry'] then first = t['first-entry'][1] end
+if t['last-entry'] then last = t['last-entry'][1] end
+local found, delivered, pending, lag = 0, '', 0, -1
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local name, d, p, l = nil, '', 0, -1
+  for i = 1, #g, 2 do
+    local v = g[i+1]
+    if g[i] == 'name' then name = v
+    elseif g[i] == 'pending' then p = v
+    elseif g[i] == 'lag' and v then l = v
+    elseif g[i] == 'last-delivered-id' then d = v end
+  end
+  if name == ARGV[1] then found, delivered, pending, lag = 1, d, p, l end
+end
+local mem = redis.call('MEMORY', 'USAGE', KEYS[1]) or -1
+return {1, t['length'], first, last, t['last-generated-id'] or '', found, delivered, pending, lag, mem}
+`)
+
+// Offsets reads each shard's stream, the group's reading of it and its memory
+// (offsetsScript, one call per shard, pipelined).
 func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int) ([]Offset, error) {
-	pipe := s.rdb.Pipeline()
-	type cmds struct {
-		info   *redis.XInfoStreamCmd
-		groups *redis.XInfoGroupsCmd
-		mem    *redis.IntCmd
-	}
-	cs := make([]cmds, len(shards))
+	keys := make([]string, len(shards))
 	for i, sh := range shards {
-		key := routing.StreamKey(prefix, sh)
-		// Groups before the stream: a group's last-delivered-id at or past the
-		// last-generated-id read after it means nothing was left to read.
-		groups := pipe.XInfoGroups(ctx, key)
-		cs[i] = cmds{info: pipe.XInfoStream(ctx, key), groups: groups, mem: pipe.MemoryUsage(ctx, key)}
+		keys[i] = routing.StreamKey(prefix, sh)
 	}
-	if len(shards) > 0 {
-		_, _ = pipe.Exec(ctx)
-	}
+	cmds := s.runEach(ctx, offsetsScript, keys, group)
 	out := make([]Offset, 0, len(shards))
 	for i, sh := range shards {
-		key := routing.StreamKey(prefix, sh)
+		key := keys[i]
 		o := Offset{ShardIndex: sh, StreamKey: key, Slot: routing.Slot(key)}
 		if r, ok := s.slots.lookup(ctx, s.rdb, o.Slot); ok {
 			start, end := r.start, r.end
 			o.NodeEndpoint, o.NodeID, o.SlotStart, o.SlotEnd = r.endpoint, r.nodeID, &start, &end
 		}
-		info, err := cs[i].info.Result()
-		if err != nil && !isNoSuchKey(err) {
-			return nil, fmt.Errorf("XINFO STREAM %s: %w", key, err)
+		res, err := cmds[i].Slice()
+		if err != nil {
+			return nil, fmt.Errorf("read offsets of %s: %w", key, err)
 		}
-		if err == nil {
-			o.Exists = true
-			o.Length = info.Length
-			o.FirstID, o.LastID = info.FirstEntry.ID, info.LastEntry.ID
-			o.LastGeneratedID = info.LastGeneratedID
+		if len(res) == 0 || toInt(res[0]) == 0 {
+			out = append(out, o)
+			continue
 		}
-		if groups, err := cs[i].groups.Result(); err == nil {
-			for _, g := range groups {
-				if g.Name == group {
-					o.GroupLastDeliveredID = g.LastDeliveredID
-					o.Pending = g.Pending
-					if g.Lag >= 0 {
-						l := g.Lag
-						o.Lag = &l
-					}
-					// At or past the last id, nothing is left to read, whatever
-					// a promoted replica's stale counter says (see luaGroups).
-					if o.Exists && !idLess(g.LastDeliveredID, o.LastGeneratedID) {
-						l := int64(0)
-						o.Lag = &l
-					}
-				}
+		if len(res) != 10 {
+			return nil, fmt.Errorf("read offsets of %s: %d values, want 10", key, len(res))
+		}
+		str := func(v any) string { s, _ := v.(string); return s }
+		o.Exists = true
+		o.Length = toInt(res[1])
+		o.FirstID, o.LastID, o.LastGeneratedID = str(res[2]), str(res[3]), str(res[4])
+		if toInt(res[5]) == 1 {
+			o.GroupLastDeliveredID, o.Pending = str(res[6]), toInt(res[7])
+			if lag := toInt(res[8]); lag >= 0 {
+				o.Lag = &lag
+			}
+			// At or past the last id, nothing is left to read, whatever a
+			// promoted replica's stale counter says (see luaGroups).
+			if !idLess(o.GroupLastDeliveredID, o.LastGeneratedID) {
+				l := int64(0)
+				o.Lag = &l
 			}
 		}
-		if mem, err := cs[i].mem.Result(); err == nil {
+		if mem := toInt(res[9]); mem >= 0 {
 			o.MemoryBytes = &mem
 		}
 		out = append(out, o)

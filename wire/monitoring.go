@@ -135,6 +135,9 @@ type ConsumerShardProgress struct {
 // OffsetsResponse answers GET .../groups/{g}/offsets. Its fields are in the
 // order the answer has always had them (alphabetical).
 type OffsetsResponse struct {
+	// AsOf is when Redis was read (the coordinator keeps a cache refreshed in
+	// the background; see the README's Security section).
+	AsOf                  time.Time     `json:"asOf"`
 	ConsumerGroup         string        `json:"consumerGroup"`
 	MemoryUsageKnown      bool          `json:"memoryUsageKnown"`
 	Shards                []ShardOffset `json:"shards"`

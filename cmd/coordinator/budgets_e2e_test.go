@@ -246,3 +246,78 @@ func compareStreamIDs(a, b string) int {
 	}
 	return 0
 }
+
+// budgetCommandStats is Redis's count of calls per command (INFO commandstats).
+func budgetCommandStats(tb testing.TB, rdb *redis.Client) map[string]int64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return out
+}
+
+// budgetShardReads is the calls of the commands that read shard streams for
+// monitoring (the offsets script, and what a read without it would use).
+func budgetShardReads(stats map[string]int64) int64 {
+	var n int64
+	for _, c := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "xinfo|stream", "xinfo|groups", "memory|usage", "xlen", "xrange", "xrevrange"} {
+		n += stats[c]
+	}
+	return n
+}
+
+// TestIntegrationScrapesCostRedisNothing: unauthenticated /metrics cost about
+// 30,000 Redis commands per scrape with 10,000 shards, and three scrapers
+// slowed another client's heartbeats eightfold. Now /metrics, the Grafana
+// rows and the offsets endpoint read a cache of shard streams that a
+// background pass refreshes (once per shard per --metrics-interval, at most
+// MaxShardReadsPerRefresh shards a pass): 30 rounds of scrapes cost Redis no
+// read at all, and a refresh reads each shard once.
+func TestIntegrationScrapesCostRedisNothing(t *testing.T) {
+	parallel(t)
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
+		m.MetricsInterval = time.Hour // the background passes do not run during the test
+		m.ShardCheckInterval = -1
+	})
+	rdb := apiRedis(t, tc)
+	const groups, shards = 3, 16
+	for i := 0; i < groups; i++ {
+		apiCreate(t, tc, fmt.Sprintf("scrape%d", i), "g", shards)
+	}
+	scrape := func() {
+		tenSend(t, tc.URL, "", apiNoAuth, "GET", "/metrics", nil, nil).apiWant(t, 200)
+		apiDo(t, tc, "GET", gfPath("/groups"), nil).apiWant(t, 200)
+		apiDo(t, tc, "GET", gfPath("/shards", "streamPrefix", "", "consumerGroup", ""), nil).apiWant(t, 200)
+		apiDo(t, tc, "GET", apiMonPath("scrape0", "g", "offsets"), nil).apiWant(t, 200)
+	}
+	scrape() // the first read of each group fills the cache
+	before := budgetShardReads(budgetCommandStats(t, rdb))
+	for i := 0; i < 30; i++ {
+		scrape()
+	}
+	after := budgetShardReads(budgetCommandStats(t, rdb))
+	if after != before {
+		t.Fatalf("30 rounds of scrapes cost Redis %d shard reads, want 0", after-before)
+	}
+	calls := budgetCommandStats(t, rdb)["evalsha"]
+	tc.Main.server.RefreshOffsets(context.Background())
+	stats := budgetCommandStats(t, rdb)
+	if got := stats["evalsha"] - calls; got != groups*shards {
+		t.Fatalf("a refresh pass made %d calls, want one per shard (%d)", got, groups*shards)
+	}
+	t.Logf("30 scrape rounds (/metrics, grafana/groups, grafana/shards, offsets): %d Redis commands reading shards; one refresh pass: %d calls (%d commands inside them)",
+		after-before, stats["evalsha"]-calls, budgetShardReads(stats)-after)
+}

@@ -132,7 +132,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&m.CrashAfterEvent, "crash-after-event", "", "test hook: exit 137 right after appending an event of this type")
-	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often /metrics gauges read from Redis (log length, shard lag and pending) are refreshed (negative: never)")
+	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often the Redis-derived values are refreshed in the background: /metrics gauges (log length, shard lag and pending; negative: never) and the cache of shard streams that Grafana rows and offsets read (negative: the default 10s)")
 	fs.IntVar(&m.SnapshotKeep, "snapshot-keep", 2, "snapshots kept: start-up falls back to an older one when the newest is unreadable (at least 1)")
 	fs.BoolVar(&m.TrimLog, "trim-log", false, "after each snapshot, trim the log behind the oldest kept snapshot, archiving the resharding and admin events to <log-stream>:archive first")
 	fs.BoolVar(&m.HA, "ha", false, "run as one of several replicas on the log: decide only while holding the leader lease, forward writes to the leader otherwise")
@@ -262,14 +262,14 @@ func (m *Main) Run(ctx context.Context) error {
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
 	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
-	m.metrics.Watch(m.coord, shardOffsets{shards})
 	m.server = httpapi.NewServer(httpapi.Config{
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute, Hosts: m.hostPolicy(),
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
 			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
-		Now: m.clock,
+		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(),
 	}, m.coord, streamReader{shards})
+	m.metrics.Watch(m.coord, shardOffsets{m.server})
 	if err := m.server.Open(); err != nil {
 		return err
 	}
