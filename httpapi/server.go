@@ -162,7 +162,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var p *principal
 	var err error
 	switch {
-	case forwarded(r):
+	case underAPI(match.template) && forwarded(r):
 		var ok bool
 		if r, p, ok = s.acceptForwarded(rec, r); !ok {
 			return
@@ -423,7 +423,7 @@ func (s *Server) logRefusal(r *http.Request, route, required string, p *principa
 		return
 	}
 	log := s.logFor(r)
-	ev := log.Warn().Str("route", route).Str("method", r.Method).Str("required", required).Str("remote", r.RemoteAddr)
+	ev := log.Warn().Str("route", route).Str("method", r.Method).Str("required", required).Str("remote", r.RemoteAddr).Str("client", clientAddr(r))
 	if p != nil {
 		ev = ev.Str("principal", p.Username)
 	}

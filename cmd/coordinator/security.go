@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -143,9 +144,15 @@ func (m *Main) keptSecret(ctx context.Context) (string, error) {
 const DefaultRateLimitPerMinute = 1200
 
 // hostPolicy is the Host check: on with a loopback --listen or --allowed-hosts.
+// The host of --advertise-url is allowed too: the other replicas forward to
+// this one under it.
 func (m *Main) hostPolicy() httpapi.HostPolicy {
 	allowed := splitList(m.AllowedHosts)
-	return httpapi.HostPolicy{Restrict: loopbackListen(m.Listen) || len(allowed) > 0, Allowed: allowed}
+	restrict := loopbackListen(m.Listen) || len(allowed) > 0
+	if u, err := url.Parse(m.AdvertiseURL); err == nil && u.Hostname() != "" {
+		allowed = append(allowed, u.Hostname())
+	}
+	return httpapi.HostPolicy{Restrict: restrict, Allowed: allowed}
 }
 
 // checkAllowedHosts refuses an --allowed-hosts entry that is not a host name

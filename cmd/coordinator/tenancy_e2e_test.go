@@ -458,3 +458,34 @@ func TestIntegrationForwardingCarriesNoSecrets(t *testing.T) {
 		return r.Status == 403 && r.JSON["errorCode"] == "FORWARDED_REQUEST_REFUSED", fmt.Sprint(r.Status)
 	})
 }
+
+// TestHostPolicyFlags: the Host check is on with a loopback --listen or
+// --allowed-hosts, allows the host of --advertise-url (replicas forward under
+// it), and --allowed-hosts refuses what is not a host.
+func TestHostPolicyFlags(t *testing.T) {
+	for _, c := range []struct {
+		m        Main
+		restrict bool
+		allowed  string
+	}{
+		{Main{Listen: "127.0.0.1:8080"}, true, "[]"},
+		{Main{Listen: ":8080"}, false, "[]"},
+		{Main{Listen: ":8080", AllowedHosts: "coord.example, .corp.example"}, true, "[coord.example .corp.example]"},
+		{Main{Listen: "127.0.0.1:8081", AdvertiseURL: "http://replica-1.internal:8081"}, true, "[replica-1.internal]"},
+	} {
+		p := c.m.hostPolicy()
+		if p.Restrict != c.restrict || fmt.Sprint(p.Allowed) != c.allowed {
+			t.Errorf("%+v: %+v, want restrict %v allowed %s", c.m, p, c.restrict, c.allowed)
+		}
+	}
+	for _, bad := range []string{"http://coord.example", "coord.example:8080", "coord.example/x", "*.example", "."} {
+		if err := checkAllowedHosts(bad); err == nil {
+			t.Errorf("--allowed-hosts %q accepted", bad)
+		}
+	}
+	for _, good := range []string{"coord.example", ".corp.example", "10.0.0.1", "::1", "a,b"} {
+		if err := checkAllowedHosts(good); err != nil {
+			t.Errorf("--allowed-hosts %q: %v", good, err)
+		}
+	}
+}
