@@ -340,6 +340,8 @@ func TestIntegrationRedisErrorsDoNotLeak(t *testing.T) {
 	apiDo(t, tc, "GET", apiMonPath("orders", "oc", "offsets"), nil).apiWant(t, 200)
 	_, port, _ := net.SplitHostPort(rs.Addr())
 	rs.Stop(t)
+	// The offsets cache notices at its next pass (every --metrics-interval).
+	tc.Main.server.RefreshOffsets(t.Context())
 	gf := "/coord/v1/monitoring/grafana/messages?streamPrefix=orders&consumerGroup=oc"
 	for _, c := range []struct{ path, code string }{
 		{apiMonPath("orders", "oc", "offsets"), "REDIS_UNAVAILABLE"},
