@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rscoord/rsc/events"
@@ -20,7 +21,9 @@ const (
 )
 
 // checkText returns a problem ("field: ...") when s is longer than MaxTextBytes
-// or holds control characters or invalid UTF-8, or "" when s is acceptable.
+// or holds control characters, Unicode format characters (category Cf:
+// zero-width characters and bidirectional controls, which hide or reorder
+// text in a log line or a console) or invalid UTF-8, or "" when s is acceptable.
 func checkText(field, s string) string {
 	if len(s) > MaxTextBytes {
 		return fmt.Sprintf("%s: must not be longer than %d bytes (got %d)", field, MaxTextBytes, len(s))
@@ -31,6 +34,9 @@ func checkText(field, s string) string {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
 			return field + ": must not contain control characters"
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Sprintf("%s: must not contain Unicode format characters (found U+%04X)", field, r)
 		}
 	}
 	return ""

@@ -30,6 +30,10 @@ func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int
 		s.badRequest(w, r, "after: must be a stream id like 1700000000000-0")
 		return "", 0, false
 	}
+	if msg := exclusiveBoundProblem(after, true); msg != "" {
+		s.badRequest(w, r, "after: "+msg)
+		return "", 0, false
+	}
 	limit := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
@@ -60,24 +64,67 @@ func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries [
 	writeJSON(w, http.StatusOK, page)
 }
 
+// maxScopedScan bounds the log entries one page of the whole log reads for a
+// principal scoped to some prefixes, whose events may be far apart: the page
+// then ends early, with nextAfter where the scan stopped.
+const maxScopedScan = 10000
+
 // handleAllEvents serves GET /coord/v1/monitoring/events?after=&limit=: the whole
 // log, paged by event id; on a trimmed log (--trim-log) the archived resharding
-// and admin events before its first entry, then the log.
+// and admin events before its first entry, then the log. A principal scoped
+// to some prefixes sees only the events of their groups.
 func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	after, limit, ok := s.pageParams(w, r)
 	if !ok {
 		return
 	}
-	entries, err := s.read.HistoryLog().Read(r.Context(), after, limit)
-	if err != nil {
-		s.writeError(w, r, logUnavailable(err))
+	p := principalOf(r)
+	if !p.scoped() {
+		entries, err := s.read.HistoryLog().Read(r.Context(), after, limit)
+		if err != nil {
+			s.writeError(w, r, logUnavailable(err))
+			return
+		}
+		next := ""
+		if len(entries) == limit {
+			next = entries[len(entries)-1].ID
+		}
+		s.decodeEntries(w, r, entries, next)
 		return
 	}
-	next := ""
-	if len(entries) == limit {
-		next = entries[len(entries)-1].ID
+	page := wire.AuditPage{Events: []wire.AuditEvent{}}
+	cursor, scanned := after, 0
+	for {
+		entries, err := s.read.HistoryLog().Read(r.Context(), cursor, limit)
+		if err != nil {
+			s.writeError(w, r, logUnavailable(err))
+			return
+		}
+		full := false
+		for _, e := range entries {
+			rec, err := events.Decode(e.ID, e.Data)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			cursor = e.ID
+			scanned++
+			if rec.StreamPrefix != "" && p.covers(rec.StreamPrefix) {
+				page.Events = append(page.Events, toAudit(rec))
+				if full = len(page.Events) == limit; full {
+					break
+				}
+			}
+		}
+		if full || (len(entries) == limit && scanned >= maxScopedScan) {
+			next := cursor
+			page.NextAfter = &next
+		} else if len(entries) == limit {
+			continue // neither the page nor the scan is full: read on
+		}
+		break // full, scanned enough, or the end of the log
 	}
-	s.decodeEntries(w, r, entries, next)
+	writeJSON(w, http.StatusOK, page)
 }
 
 // handleGroupEvents serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/events:

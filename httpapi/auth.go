@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +30,11 @@ type User struct {
 	Username string   `json:"username"`
 	Password string   `json:"password"`
 	Roles    []string `json:"roles"`
+	// Prefixes scopes the user's roles to the groups of these stream
+	// prefixes: an exact prefix ("orders"), or a name prefix ending in '*'
+	// ("pay-*"; "*" alone is every prefix). Nil covers every prefix; an
+	// empty list is refused by ValidateScope (it would cover none).
+	Prefixes []string `json:"prefixes,omitempty"`
 }
 
 // AuthConfig configures authentication. With no Users, the admin user holds every role.
@@ -43,19 +46,29 @@ type AuthConfig struct {
 	// the admin credentials (§1.3), which only a non-default admin password
 	// keeps secret; cmd refuses that combination with Users.
 	TokenSecret string
-	// TokenTTL is a token's lifetime (DefaultTokenTTL when 0). A token
-	// exchanged for a fresh one never outlives it.
+	// TokenTTL is a token's lifetime (DefaultTokenTTL when 0). Verification
+	// applies the TTL configured now: a token lives at most TokenTTL after it
+	// was issued, and one exchanged for a fresh one never outlives the first.
 	TokenTTL time.Duration
+	// ClusterSecret signs the principal assertions --ha replicas forward to
+	// the leader (assertion.go). Empty: this server neither forwards nor
+	// accepts forwarded requests.
+	ClusterSecret string
 	// AuthenticateMemberAPI requires the MEMBER role for heartbeats; without
 	// it anyone who reaches the port can heartbeat as any member id.
 	AuthenticateMemberAPI bool
 }
 
+// principal is who a request proved to be.
 type principal struct {
 	Username string
 	Roles    []string
-	// expiresAt is the bearer token's expiry (zero after a password check): a
-	// token exchanged at /auth/login gets no later one.
+	// Prefixes is the user's scope (nil: every prefix), read from the user
+	// table on every request, never from a token.
+	Prefixes []string
+	// expiresAt is when the bearer token that proved it stops being valid
+	// (zero after a password check): a token exchanged at /auth/login gets
+	// no later one.
 	expiresAt time.Time
 }
 
@@ -76,8 +89,14 @@ func (p *principal) grants(required string) bool {
 	return false
 }
 
+// userEntry is a configured user with the key that signs its tokens.
+type userEntry struct {
+	User
+	tokenKey []byte
+}
+
 // userTable is the users as configured now, by name, with known roles only.
-type userTable map[string]User
+type userTable map[string]*userEntry
 
 type authenticator struct {
 	cfg      AuthConfig
@@ -106,24 +125,30 @@ func newAuthenticator(cfg AuthConfig, now func() time.Time) *authenticator {
 }
 
 // setUsers replaces the user table. An empty list leaves nobody able to log in
-// (it never brings the default admin back).
+// (it never brings the default admin back). A user whose scope ValidateScope
+// refuses covers no prefix (cmd refuses such a file before it gets here).
 func (a *authenticator) setUsers(users []User) {
 	t := userTable{}
 	for _, u := range users {
 		u.Roles = knownRoles(u.Roles)
-		t[u.Username] = u
+		if u.Prefixes != nil {
+			u.Prefixes = append([]string{}, u.Prefixes...)
+			if ValidateScope(u.Prefixes) != nil {
+				u.Prefixes = []string{}
+			}
+		}
+		t[u.Username] = &userEntry{User: u, tokenKey: a.userTokenKey(u.Username, u.Password)}
 	}
 	a.users.Store(&t)
 }
 
 func (a *authenticator) table() userTable { return *a.users.Load() }
 
-// secret is the HMAC key of bearer tokens. The derivation from the admin
-// credentials is the contract's (§1.3, so that tokens of the reference
-// coordinator keep working): it is a secret only while the admin password is
-// one. With the default password anyone can sign an ADMIN token, which is why
-// cmd requires --token-secret (or keeps a random one in Redis) with
-// --users-file and refuses the default password on a non-loopback address.
+// secret is the HMAC key bearer tokens' keys derive from. The derivation from
+// the admin credentials is the contract's (§1.3): it is a secret only while
+// the admin password is one, which is why cmd requires --token-secret (or
+// keeps a random one in Redis) with --users-file and refuses the default
+// password on a non-loopback address.
 func (a *authenticator) secret() []byte {
 	if strings.TrimSpace(a.cfg.TokenSecret) != "" {
 		return []byte(a.cfg.TokenSecret)
@@ -132,22 +157,31 @@ func (a *authenticator) secret() []byte {
 }
 
 // throttledError: the password was not checked, the caller failed too often.
-type throttledError struct{ wait time.Duration }
-
-func (e *throttledError) Error() string {
-	return fmt.Sprintf("too many failed logins; retry in %s", e.wait)
+type throttledError struct {
+	wait   time.Duration
+	reason string // which bucket is empty
+	user   string // the user name tried (for the log)
 }
 
-// checkPassword checks user's password, unless user or addr failed too often
-// lately (then *throttledError, before looking at the password).
-func (a *authenticator) checkPassword(user, pass, addr string) (*principal, error) {
-	if wait := a.throttle.blocked(user, addr); wait > 0 {
-		return nil, &throttledError{wait}
+func (e *throttledError) Error() string {
+	return fmt.Sprintf("too many failed logins %s; retry in %s", e.reason, e.wait)
+}
+
+// checkPassword checks user's password, unless user from addr, or addr,
+// failed too often lately (then *throttledError, before looking at the
+// password). A connection that proved these very credentials before (proven)
+// is not throttled: whoever fails elsewhere cannot send on it.
+func (a *authenticator) checkPassword(user, pass, addr string, proven *connProof) (*principal, error) {
+	cred := credentialDigest(user, pass)
+	if !proven.has(cred) {
+		if wait, reason := a.throttle.blocked(user, addr); wait > 0 {
+			return nil, &throttledError{wait: wait, reason: reason, user: user}
+		}
 	}
 	u, ok := a.table()[user]
-	want := u.Password
-	if !ok {
-		want = "\x00unknown user" // compare anyway: the time taken does not tell who exists
+	want := "\x00unknown user" // compare anyway: the time taken does not tell who exists
+	if ok {
+		want = u.Password
 	}
 	if subtle.ConstantTimeCompare([]byte(want), []byte(pass)) != 1 || !ok {
 		a.throttle.failedPassword(user, addr)
@@ -156,7 +190,13 @@ func (a *authenticator) checkPassword(user, pass, addr string) (*principal, erro
 	if len(u.Roles) == 0 {
 		return nil, errBadCredentials
 	}
-	return &principal{Username: u.Username, Roles: u.Roles}, nil
+	proven.add(cred)
+	return &principal{Username: u.Username, Roles: u.Roles, Prefixes: u.Prefixes}, nil
+}
+
+// credentialDigest names a user and password without keeping the password.
+func credentialDigest(user, pass string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(user + "\x00" + pass))
 }
 
 func knownRoles(in []string) []string {
@@ -176,13 +216,14 @@ func knownRoles(in []string) []string {
 	return out
 }
 
-// authenticate reads the Authorization header: nil principal and nil error when absent.
-func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
+// authenticate reads the Authorization header of a request from addr: nil
+// principal and nil error when absent. Failures spend the throttle's buckets
+// of (user, addr) and addr (throttle.go).
+func (a *authenticator) authenticate(r *http.Request, addr string) (*principal, error) {
 	h := strings.TrimSpace(r.Header.Get("Authorization"))
 	if h == "" {
 		return nil, nil
 	}
-	addr := clientAddr(r)
 	scheme, cred, _ := strings.Cut(h, " ")
 	cred = strings.TrimSpace(cred)
 	switch strings.ToLower(scheme) {
@@ -197,7 +238,7 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
 			a.throttle.failedToken(addr)
 			return nil, errBadCredentials
 		}
-		return a.checkPassword(user, pass, addr)
+		return a.checkPassword(user, pass, addr, proofOf(r))
 	case "bearer":
 		p, err := a.checkToken(cred)
 		if err != nil {
@@ -209,89 +250,26 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, error) {
 	return nil, errBadCredentials
 }
 
-// checkToken accepts a token that is well signed, unexpired, and whose user
-// still exists; its roles are those of the token that the user still holds.
-// Removing a user from the users file thus revokes its tokens, and removing
-// a role takes it away from them.
-func (a *authenticator) checkToken(tok string) (*principal, error) {
-	p, err := a.decodeToken(tok, a.now())
-	if err != nil {
-		return nil, err
-	}
-	u, ok := a.table()[p.Username]
-	if !ok {
-		return nil, errBadCredentials
-	}
-	var roles []string
-	for _, r := range p.Roles {
-		if slices.Contains(u.Roles, r) {
-			roles = append(roles, r)
-		}
-	}
-	if len(roles) == 0 {
-		return nil, errBadCredentials
-	}
-	p.Roles = roles
-	return p, nil
-}
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-// issueToken mints the reference's token format: base64url(payload).base64url(HMAC).
-// It expires TokenTTL after now, or when the token p presented expires if that
-// is sooner: refreshing a token never extends the life of a password login.
-func (a *authenticator) issueToken(p *principal, now time.Time) (string, time.Time, error) {
-	if strings.Contains(p.Username, "\n") {
-		return "", time.Time{}, errBadCredentials
-	}
-	exp := now.Add(a.cfg.TokenTTL).Truncate(time.Second)
-	if !p.expiresAt.IsZero() && p.expiresAt.Before(exp) {
-		exp = p.expiresAt
-	}
-	payload := "v1\n" + p.Username + "\n" + strconv.FormatInt(exp.Unix(), 10) + "\n" + strings.Join(p.Roles, ",")
-	p64 := b64([]byte(payload))
-	mac := hmac.New(sha256.New, a.secret())
-	mac.Write([]byte(p64))
-	return p64 + "." + b64(mac.Sum(nil)), exp, nil
-}
-
-func (a *authenticator) decodeToken(tok string, now time.Time) (*principal, error) {
-	parts := strings.Split(tok, ".")
-	if len(parts) != 2 || strings.TrimSpace(parts[0]) == "" || strings.TrimSpace(parts[1]) == "" {
-		return nil, errBadCredentials
-	}
-	mac := hmac.New(sha256.New, a.secret())
-	mac.Write([]byte(parts[0]))
-	sig, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil || !hmac.Equal(sig, mac.Sum(nil)) {
-		return nil, errBadCredentials
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
-	if err != nil {
-		return nil, errBadCredentials
-	}
-	lines := strings.Split(string(raw), "\n")
-	if len(lines) != 4 || lines[0] != "v1" {
-		return nil, errBadCredentials
-	}
-	exp, err := strconv.ParseInt(lines[2], 10, 64)
-	if err != nil || exp <= now.Unix() {
-		return nil, errBadCredentials
-	}
-	roles := knownRoles(strings.Split(lines[3], ","))
-	if len(roles) == 0 {
-		return nil, errBadCredentials
-	}
-	return &principal{Username: lines[1], Roles: roles, expiresAt: time.Unix(exp, 0)}, nil
-}
-
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Basic realm="redis-stream-coordinator"`)
-	w.WriteHeader(http.StatusUnauthorized)
-}
-
 // tooManyFailures answers a throttled password check: 429 with Retry-After.
+// It is logged at most once a second per reason, with the user name (cut)
+// and the address, so that an attack on an account shows in the log.
 func (s *Server) tooManyFailures(w http.ResponseWriter, r *http.Request, te *throttledError) {
+	if s.refusals.allow("throttle|"+te.reason, time.Now()) {
+		log := s.logFor(r)
+		log.Warn().Str("reason", te.reason).Str("user", truncateText(te.user, 64)).Str("client", clientAddr(r)).Dur("retryAfter", te.wait).
+			Msg("password checks throttled after failed logins (logged at most once a second per reason)")
+	}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(te.wait)))
-	s.writeError(w, r, errTooManyLogins)
+	s.writeError(w, r, errTooManyLogins.WithMessage("Too many failed logins "+te.reason+"; retry later"))
+}
+
+// truncateText cuts s to at most n bytes on a rune boundary.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }

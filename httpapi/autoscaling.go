@@ -47,7 +47,7 @@ func (s *Server) handleDeleteAutoscaling(w http.ResponseWriter, r *http.Request)
 	if !s.decodeBody(w, r, &req, false) {
 		return
 	}
-	if !s.allow(w, r, k.StreamPrefix, k.ConsumerGroup) {
+	if !s.allow(w, r) {
 		return
 	}
 	if req.RequestedBy == "" {

@@ -21,6 +21,7 @@ import (
 const (
 	kindMethodNotAllowed commands.Kind = -1 - iota // 405
 	kindBodyTooLarge                               // 413
+	kindUnsupportedMedia                           // 415
 	kindHeaderTooLarge                             // 431
 	kindInternal                                   // 500
 )
@@ -36,6 +37,7 @@ var statusOf = map[commands.Kind]struct {
 	kindMethodNotAllowed:     {http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
 	commands.KindConflict:    {http.StatusConflict, "CONFLICT"},
 	kindBodyTooLarge:         {http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"},
+	kindUnsupportedMedia:     {http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"},
 	commands.KindNotAllowed:  {http.StatusUnprocessableEntity, "UNPROCESSABLE_ENTITY"},
 	commands.KindRateLimited: {http.StatusTooManyRequests, "TOO_MANY_REQUESTS"},
 	kindHeaderTooLarge:       {http.StatusRequestHeaderFieldsTooLarge, "REQUEST_HEADER_FIELDS_TOO_LARGE"},

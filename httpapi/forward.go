@@ -17,9 +17,11 @@ import (
 // every read from its own projection (it tails the log) and forwards every
 // write (POST, PUT, PATCH or DELETE under /coord/v1, heartbeats included, login
 // excepted) to the leader named in the lease, so clients may talk to any
-// replica. The leader answers; the follower relays the answer unchanged, with
-// X-Rsc-Forwarded-To naming the leader. A forwarded request is never forwarded
-// again: a replica that receives one without leading answers 503.
+// replica. The follower authenticates the caller itself and forwards a signed
+// principal assertion in place of its credentials (assertion.go). The leader
+// answers; the follower relays the answer unchanged, with X-Rsc-Forwarded-To
+// naming the leader. A forwarded request is never forwarded again: a replica
+// that receives one without leading answers 503.
 //
 // A few reads show what only the leader holds in memory (Runtime): members'
 // leases, last heartbeats and reported progress, and the drain evidence of its
@@ -76,7 +78,7 @@ func (s *Server) forwardWrite(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	leader := s.lead.LeaderNow(r.Context())
-	if r.Header.Get(headerForwardedBy) != "" || leader.URL == "" || leader.Self {
+	if forwarded(r) || leader.URL == "" || leader.Self {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, commands.ErrNotLeader)
 		return true
@@ -93,7 +95,7 @@ func (s *Server) forwardWrite(w http.ResponseWriter, r *http.Request) bool {
 // follower's own when the request was forwarded to it or the leader is unknown
 // or did not answer.
 func (s *Server) leaderMemory(w http.ResponseWriter, r *http.Request) (Runtime, bool) {
-	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || s.lead.Role() != commands.RoleFollower || r.Header.Get(headerForwardedBy) != "" {
+	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || s.lead.Role() != commands.RoleFollower || forwarded(r) {
 		return s.rt, true
 	}
 	leader := s.lead.LeaderNow(r.Context())
@@ -104,20 +106,54 @@ func (s *Server) leaderMemory(w http.ResponseWriter, r *http.Request) (Runtime, 
 	return nil, false
 }
 
-// relay forwards r to the leader at leaderURL and copies its answer.
+// relay forwards r to the leader at leaderURL and copies its answer. The
+// caller's Authorization header stays here: the leader gets a principal
+// assertion for this request instead (assertion.go), so a leader URL that is
+// not a replica learns no secret.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, leaderURL string) {
 	proxy, err := s.fwd.proxy(leaderURL, s)
-	if err != nil {
+	if err != nil || s.auth.assertionKey() == nil {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, commands.ErrNotLeader)
 		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	claim := assertion{V: assertionVersion, Client: clientAddr(r), Body: bodyDigest(body), By: s.read.Config().CoordinatorID, Prefixes: nil}
+	if p := principalOf(r); p != nil {
+		claim.User, claim.Roles, claim.Prefixes = p.Username, p.Roles, p.Prefixes
 	}
 	r.Header.Set(headerForwardedBy, s.read.Config().CoordinatorID)
 	// The leader serves the request under this replica's id (it is valid) and
 	// answers with it: one id in both logs and in the answer.
 	r.Header.Set(headerRequestID, requestIDOf(r))
 	w.Header().Del(headerRequestID)
-	proxy.ServeHTTP(w, r)
+	proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimKey{}, claim)))
+}
+
+// claimKey carries the assertion relay prepared to the proxy's Rewrite, which
+// binds it to the outgoing request and signs it.
+type claimKey struct{}
+
+// signOutgoing replaces the outgoing request's credentials with a signed
+// assertion bound to it.
+func (s *Server) signOutgoing(pr *httputil.ProxyRequest) {
+	h := pr.Out.Header
+	h.Del("Authorization")
+	h.Del("Cookie")
+	h.Del(headerAssertion)
+	claim, ok := pr.In.Context().Value(claimKey{}).(assertion)
+	if !ok {
+		return // nothing to vouch for: the leader refuses the request
+	}
+	claim.Expires = s.auth.now().Add(ForwardAssertionTTL).UnixMilli()
+	claim.Method, claim.URI = pr.Out.Method, pr.Out.URL.RequestURI()
+	if tok, err := s.auth.signAssertion(claim); err == nil {
+		h.Set(headerAssertion, tok)
+	}
 }
 
 func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, error) {
@@ -135,6 +171,7 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
+			s.signOutgoing(pr)
 		},
 		Transport: &http.Transport{
 			Proxy:                 nil,

@@ -2,10 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +20,9 @@ import (
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 )
+
+// testClusterSecret signs the assertions of the test replicas.
+const testClusterSecret = "cluster-secret"
 
 // otherLeader is a lease always held by another replica.
 type otherLeader struct{ url string }
@@ -71,7 +77,7 @@ func startFollower(t *testing.T, leaderURL string) (*httptest.Server, *commands.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, c, nil))
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop(), Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, c, nil))
 	t.Cleanup(srv.Close)
 	return srv, c
 }
@@ -138,8 +144,12 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 				leader.mu.Lock()
 				hit, hitBody := leader.hits[len(leader.hits)-1], leader.body[len(leader.body)-1]
 				leader.mu.Unlock()
-				if hit.URL.RequestURI() != tc.path || hit.Method != tc.method || hit.Header.Get("Authorization") == "" || hit.Header.Get("X-Rsc-Forwarded-By") != "replica-b" {
-					t.Fatalf("leader saw %s %s auth %q by %q", hit.Method, hit.URL.RequestURI(), hit.Header.Get("Authorization"), hit.Header.Get("X-Rsc-Forwarded-By"))
+				if hit.URL.RequestURI() != tc.path || hit.Method != tc.method || hit.Header.Get("X-Rsc-Forwarded-By") != "replica-b" {
+					t.Fatalf("leader saw %s %s by %q", hit.Method, hit.URL.RequestURI(), hit.Header.Get("X-Rsc-Forwarded-By"))
+				}
+				// The caller's credentials stay with the follower; an assertion vouches for it.
+				if hit.Header.Get("Authorization") != "" || hit.Header.Get("X-Rsc-Principal-Assertion") == "" {
+					t.Fatalf("leader saw Authorization %q, assertion %q", hit.Header.Get("Authorization"), hit.Header.Get("X-Rsc-Principal-Assertion"))
 				}
 				if tc.method == http.MethodPost && hitBody != `{"targetShardCount":3}` {
 					t.Fatalf("leader got body %q", hitBody)
@@ -161,10 +171,11 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 		t.Fatalf("follower /readyz: %s", body)
 	}
 
-	// A request some other follower forwarded already is not forwarded again.
+	// A request that says another follower forwarded it, without that
+	// follower's assertion, is refused, not forwarded.
 	before := leader.count()
 	resp, body := send(t, http.MethodPost, fs.URL+scalePath, `{}`, map[string]string{"X-Rsc-Forwarded-By": "replica-c"})
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "COORDINATOR_STATE_MUTEX_UNAVAILABLE") || leader.count() != before {
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "FORWARDED_REQUEST_REFUSED") || leader.count() != before {
 		t.Fatalf("re-forward: %d %s (leader hits +%d)", resp.StatusCode, body, leader.count()-before)
 	}
 	// Decisions reached directly (not over HTTP) are refused on a follower.
@@ -206,4 +217,97 @@ func TestForwardedRequestKeepsItsID(t *testing.T) {
 			t.Errorf("X-Request-Id %q: the leader saw %q, the caller got %q", given, seen, ids)
 		}
 	}
+}
+
+// tap records every request it relays to target.
+type tap struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	body []string
+	next http.Handler
+}
+
+func (p *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	p.mu.Lock()
+	p.reqs = append(p.reqs, r.Clone(context.Background()))
+	p.body = append(p.body, string(b))
+	p.mu.Unlock()
+	r.Body = io.NopCloser(strings.NewReader(string(b)))
+	p.next.ServeHTTP(w, r)
+}
+
+func (p *tap) last() (*http.Request, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reqs[len(p.reqs)-1], p.body[len(p.body)-1]
+}
+
+// TestForwardedRequestsCarryAnAssertion: the leader accepts a forwarded
+// request on the follower's signed assertion, never the caller's
+// credentials, which the follower keeps. What a tap between them sees is
+// good for that one request, for seconds: on another path, with another
+// body, forged or expired, the leader refuses it.
+func TestForwardedRequestsCarryAnAssertion(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	leader := newSecServer(t, httpapi.Config{Now: clock.Now, Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, nil)
+	lu, _ := url.Parse(leader.URL)
+	tp := &tap{next: httputil.NewSingleHostReverseProxy(lu)}
+	ts := httptest.NewServer(tp)
+	defer ts.Close()
+	fs, _ := startFollower(t, ts.URL)
+
+	resp, body := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g", `{"initialShardCount":2,"requestedBy":"t"}`, nil)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create through the follower: %d %s", resp.StatusCode, body)
+	}
+	const scale = "/coord/v1/streams/p/groups/g/scale"
+	scaleBody := `{"targetShardCount":3,"requestedBy":"t","reason":"r"}`
+	if resp, body = send(t, http.MethodPost, fs.URL+scale, scaleBody, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("scale through the follower: %d %s", resp.StatusCode, body)
+	}
+	seen, seenBody := tp.last()
+	if seen.Header.Get("Authorization") != "" || seen.Header.Get("X-Rsc-Principal-Assertion") == "" {
+		t.Fatalf("the tap saw Authorization %q and assertion %q", seen.Header.Get("Authorization"), seen.Header.Get("X-Rsc-Principal-Assertion"))
+	}
+	replay := func(method, path, body string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, leader.URL+path, strings.NewReader(body))
+		for _, h := range []string{"X-Rsc-Principal-Assertion", "X-Rsc-Forwarded-By", "Content-Type"} {
+			req.Header.Set(h, seen.Header.Get(h))
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	refused := func(what string, code int, body string) {
+		t.Helper()
+		if code != http.StatusForbidden || !strings.Contains(body, "FORWARDED_REQUEST_REFUSED") {
+			t.Fatalf("%s: %d %s, want 403 FORWARDED_REQUEST_REFUSED", what, code, body)
+		}
+	}
+	if code, b := replay(http.MethodPost, scale, seenBody, nil); code == http.StatusForbidden {
+		t.Fatalf("the very request, replayed at once: %d %s", code, b)
+	}
+	code, b := replay(http.MethodDelete, "/coord/v1/streams/p/groups/g", `{"requestedBy":"t","reason":"r","force":true}`, nil)
+	refused("another path and method", code, b)
+	code, b = replay(http.MethodPost, scale+"?x=1", seenBody, nil)
+	refused("another query", code, b)
+	code, b = replay(http.MethodPost, scale, `{"targetShardCount":1,"requestedBy":"t","reason":"r"}`, nil)
+	refused("another body", code, b)
+	tok := seen.Header.Get("X-Rsc-Principal-Assertion")
+	forged := base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"u":"admin","r":["ADMIN"],"p":null,"a":"1.2.3.4","e":9999999999999,"m":"POST","t":"`+scale+`","b":""}`)) + tok[strings.Index(tok, "."):]
+	code, b = replay(http.MethodPost, scale, seenBody, map[string]string{"X-Rsc-Principal-Assertion": forged})
+	refused("a forged payload", code, b)
+	code, b = replay(http.MethodPost, scale, seenBody, map[string]string{"X-Rsc-Principal-Assertion": ""})
+	refused("X-Rsc-Forwarded-By without an assertion", code, b)
+	clock.Add(httpapi.ForwardAssertionTTL + time.Since(clock.Now()) + time.Millisecond)
+	code, b = replay(http.MethodPost, scale, seenBody, nil)
+	refused("the very request once the assertion expired", code, b)
 }

@@ -16,22 +16,22 @@ import (
 
 // The Grafana endpoints (contract §2.10) flatten the monitoring views into
 // top-level JSON arrays of rows, the shape Grafana's JSON/Infinity data sources
-// turn into tables and variables. They reuse the monitoring computations
+// turn into tables and variables. A principal scoped to some prefixes
+// (scope.go) sees only their rows and options. They reuse the monitoring computations
 // (MembersOf, readOffsets, readPage); what they add is the rows (package
 // wire), the owner strings, merged paging across shards and the per-shard rates.
 
 // grafanaPath is the prefix of every Grafana route.
 const grafanaPath = "/coord/v1/monitoring/grafana"
 
-// grafanaAPI serves the Grafana routes of one Server; rates is the memory the
-// rate columns are computed from.
+// grafanaAPI serves the Grafana routes of one Server. Their Redis columns and
+// rates come from the offsets cache (offsetcache.go).
 type grafanaAPI struct {
-	s     *Server
-	rates *rateMemory
+	s *Server
 }
 
 func (s *Server) registerGrafanaRoutes() {
-	a := &grafanaAPI{s: s, rates: newRateMemory()}
+	a := &grafanaAPI{s: s}
 	r := s.router
 	r.HandleFunc(grafanaPath+"/groups", a.handleGroups).Methods(http.MethodGet)
 	r.HandleFunc(grafanaPath+"/options/streams", a.handleStreamOptions).Methods(http.MethodGet)
@@ -56,12 +56,14 @@ const (
 func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaGroupRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		offs, err := a.s.readOffsets(r.Context(), g)
+		if !visible(r, g.Key.StreamPrefix) {
+			continue
+		}
+		offs, rates, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
 			a.s.writeError(w, r, err)
 			return
 		}
-		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
 		row := wire.GrafanaGroupRow{
 			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, State: g.State(),
 			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
@@ -96,7 +98,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if p := g.Key.StreamPrefix; len(out) == 0 || out[len(out)-1].Value != p {
+		if p := g.Key.StreamPrefix; visible(r, p) && (len(out) == 0 || out[len(out)-1].Value != p) {
 			out = append(out, wire.GrafanaOptionRow{Text: p, Value: p})
 		}
 	}
@@ -108,8 +110,14 @@ func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request)
 // group, sorted by prefix then group.
 func (a *grafanaAPI) handleGroupOptions(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("streamPrefix")
+	if !a.s.namedPrefixAllowed(w, r, prefix) {
+		return
+	}
 	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
+		if !visible(r, g.Key.StreamPrefix) {
+			continue
+		}
 		if blank(prefix) || g.Key.StreamPrefix == prefix {
 			out = append(out, wire.GrafanaOptionRow{Text: g.Key.StreamPrefix + " / " + g.Key.ConsumerGroup, Value: g.Key.ConsumerGroup})
 		}
@@ -161,12 +169,15 @@ func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 // any; both blank select every group.
 func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
-	if !ok {
+	if !ok || !a.s.namedPrefixAllowed(w, r, vals[0]) {
 		return
 	}
 	var groups []*projection.Group
 	if blank(vals[0]) || blank(vals[1]) {
 		for _, g := range sortedGroups(a.s.read.State().Groups()) {
+			if !visible(r, g.Key.StreamPrefix) {
+				continue
+			}
 			if (blank(vals[0]) || g.Key.StreamPrefix == vals[0]) && (blank(vals[1]) || g.Key.ConsumerGroup == vals[1]) {
 				groups = append(groups, g)
 			}
@@ -180,19 +191,18 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []wire.GrafanaShardRow{}
 	for _, g := range groups {
-		offs, err := a.s.readOffsets(r.Context(), g)
+		offs, rates, err := a.s.readOffsets(r.Context(), g)
 		if err != nil {
 			a.s.writeError(w, r, err)
 			return
 		}
-		rates := a.rates.observe(g.Key.ConsumerGroup, offs.Shards, time.Now())
 		owners := ownersByShard(g)
 		for i, o := range offs.Shards {
 			ow := owners[o.Shard.ShardIndex]
 			row := wire.GrafanaShardRow{
 				StreamPrefix: o.StreamPrefix, ConsumerGroup: o.ConsumerGroup, ShardCount: g.ShardCount,
 				ShardIndex: o.Shard.ShardIndex, ShardLabel: shardLabel(o.Shard.ShardIndex), ShardStream: o.ShardStream,
-				LagKnown: o.Lag != nil, ProducedPerSecond: rates[i].produced, ConsumedPerSecond: rates[i].consumed,
+				LagKnown: o.Lag != nil, ProducedPerSecond: rateAt(rates, i).produced, ConsumedPerSecond: rateAt(rates, i).consumed,
 				MemoryUsageBytes: o.MemoryUsageBytes, MemoryUsageKnown: o.MemoryUsageBytes != nil,
 				TargetOwnerMemberIDs: strings.Join(ow.target, ","), CurrentOwnerMemberIDs: strings.Join(ow.current, ","),
 				OwnerState: ownerState(ow.current, ow.target), OwnerMemberIDs: strings.Join(o.OwnerMemberIDs, ","),
@@ -229,7 +239,7 @@ func (a *grafanaAPI) handleAssignments(w http.ResponseWriter, r *http.Request) {
 // error when a parameter is missing or the group is unknown; false means it answered.
 func (a *grafanaAPI) oneGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
 	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
-	if !ok {
+	if !ok || !a.s.namedPrefixAllowed(w, r, vals[0]) {
 		return nil, false
 	}
 	if blank(vals[0]) || blank(vals[1]) {
@@ -355,12 +365,12 @@ func sameSet(a, b []string) bool {
 	return len(seen) == len(in)
 }
 
-// Rates. A stream's produced rate is its length growth between two
-// observations; its consumed rate is (length growth - lag growth) per second,
-// both floored at 0 and rounded to 2 decimals. The first observation of a
+// Rates. A stream's produced rate is its length growth between two reads of
+// the offsets cache; its consumed rate is (length growth - lag growth) per
+// second, both floored at 0 and rounded to 2 decimals. The first read of a
 // stream has no rate; consumed is also unknown while Redis cannot tell the lag.
-// Observations are kept per consumer group and stream key (lag is per group)
-// and forgotten after rateMemoryTTL without one.
+// Reads are kept per consumer group and stream key (lag is per group) and
+// forgotten after rateMemoryTTL without one.
 
 // rateMemoryTTL is how long an observation is kept without a newer one.
 const rateMemoryTTL = 10 * time.Minute
@@ -411,6 +421,14 @@ func (m *rateMemory) observe(group string, offs []wire.ShardOffset, now time.Tim
 		m.last[k] = cur
 	}
 	return out
+}
+
+// rateAt is rates[i], or no rate.
+func rateAt(rates []shardRate, i int) shardRate {
+	if i < len(rates) {
+		return rates[i]
+	}
+	return shardRate{}
 }
 
 func rateBetween(prev, cur rateSample) shardRate {

@@ -56,7 +56,7 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	cursor := strings.TrimSpace(q.Get("cursor"))
 	if recordID == "" {
-		if err := checkGrafanaCursor(cursor, g.Key, shards); err != nil {
+		if err := checkGrafanaCursor(cursor, g.Key, shards, direction == "FORWARD"); err != nil {
 			a.s.writeError(w, r, err)
 			return
 		}
@@ -66,13 +66,29 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 		a.s.writeError(w, r, err)
 		return
 	}
-	pr := pageRead{s: a.s, k: g.Key, shards: shards, forward: direction == "FORWARD", limit: limit, budget: &readBudget{left: MaxEntriesPerRequest}}
+	row := func(rec wire.StreamRecord, next *string, cut bool) wire.GrafanaMessageRow {
+		return wire.GrafanaMessageRow{
+			StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, ShardIndex: rec.Shard.ShardIndex,
+			ShardSelector: selector, ShardLabel: shardLabel(rec.Shard.ShardIndex), StreamKey: rec.StreamKey,
+			RecordID: rec.RecordID, Payload: rec.Payload, FieldsJSON: fieldsJSON(rec.Fields),
+			PageDirection: direction, PageLimit: limit, PageNextCursor: next,
+			RecordTimestampMs: rec.RecordTimestampMs, RecordTime: rec.RecordTime, FieldsTruncated: rec.FieldsTruncated, PageTruncated: cut,
+		}
+	}
+	// Rows are fitted to the byte budget before the cursor is known: each is
+	// measured with a cursor as long as the longest this selection can have.
+	longest := strings.Repeat("x", 64+48*len(shards))
+	fit := func(recs []wire.StreamRecord) int {
+		return fitJSON(len(recs), MaxMessagesAnswerBytes-answerEnvelopeBytes, func(i int) any { return row(recs[i], &longest, true) })
+	}
+	pr := pageRead{s: a.s, k: g.Key, shards: shards, forward: direction == "FORWARD", limit: limit, budget: &readBudget{left: MaxEntriesPerRequest}, fit: fit}
 	var recs []wire.StreamRecord
 	var next *string
 	var total int64
+	cut := false
 	if len(shards) > 0 {
 		if total, err = a.s.totalLength(r.Context(), g.Key, shards); err == nil {
-			recs, next, err = pr.read(r.Context(), recordID, cursor, total)
+			recs, next, cut, err = pr.read(r.Context(), recordID, cursor, total)
 		}
 	}
 	if err != nil {
@@ -81,13 +97,9 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]wire.GrafanaMessageRow, 0, len(recs))
 	for _, rec := range recs {
-		out = append(out, wire.GrafanaMessageRow{
-			StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, ShardIndex: rec.Shard.ShardIndex,
-			ShardSelector: selector, ShardLabel: shardLabel(rec.Shard.ShardIndex), StreamKey: rec.StreamKey,
-			RecordID: rec.RecordID, Payload: rec.Payload, FieldsJSON: fieldsJSON(rec.Fields),
-			PageDirection: direction, PageLimit: limit, PageNextCursor: next, PageTotalMessages: total,
-			RecordTimestampMs: rec.RecordTimestampMs, RecordTime: rec.RecordTime,
-		})
+		rw := row(rec, next, cut)
+		rw.PageTotalMessages = total
+		out = append(out, rw)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -146,7 +158,8 @@ const (
 	mergedPrefix     = "all:"
 )
 
-// pageRead reads a page of messages of one or more shards of a group.
+// pageRead reads a page of messages of one or more shards of a group, within
+// the request's entry budget and the answer's byte budget.
 type pageRead struct {
 	s       *Server
 	k       projection.GroupKey
@@ -154,19 +167,33 @@ type pageRead struct {
 	forward bool
 	limit   int
 	budget  *readBudget
+	// fit is how many of a page's records, in order, its answer can hold.
+	fit func([]wire.StreamRecord) int
 }
 
 // readBudget is what is left of a request's MaxEntriesPerRequest.
 type readBudget struct{ left int }
 
-// page reads one shard through readPage, charging limit+1 entries (the page
-// and the look-ahead that tells whether more follow) to the budget.
-func (p pageRead) page(ctx context.Context, idx int, forward bool, cursor string, limit int) ([]wire.StreamRecord, *string, error) {
-	if p.budget.left < limit+1 {
-		return nil, nil, errReadBudget
+// page reads one shard through readPage, charging the entries it may read
+// (the limit, and the look-ahead when it peeks) to the budget.
+func (p pageRead) page(ctx context.Context, idx int, q MessagesQuery) (StreamPage, error) {
+	n := q.Limit
+	if q.Peek {
+		n++
 	}
-	p.budget.left -= limit + 1
-	return p.s.readPage(ctx, p.k, idx, forward, cursor, limit)
+	if p.budget.left < n {
+		return StreamPage{}, errReadBudget
+	}
+	p.budget.left -= n
+	return p.s.readPage(ctx, p.k, idx, q)
+}
+
+// shareOf is each of n shards' share of the answer's byte budget, and the
+// record bound within it (a merged page over many shards shows shorter
+// records rather than more bytes).
+func shareOf(n int) (maxBytes, maxRecord int) {
+	maxBytes = MaxMessagesAnswerBytes / max(n, 1)
+	return maxBytes, min(MaxRecordBytes, maxBytes)
 }
 
 // pageLimit is the page size for limit rows over n shards: a merged page
@@ -185,8 +212,14 @@ func pageLimit(limit, n int) (int, error) {
 
 // checkGrafanaCursor checks a cursor's syntax before anything is read: a
 // record id, a tail cursor, or (over several shards) a merged cursor.
-func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int) error {
-	if cursor == "" || validStreamID(cursor) {
+func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int, forward bool) error {
+	if cursor == "" {
+		return nil
+	}
+	if validStreamID(cursor) {
+		if msg := exclusiveBoundProblem(cursor, forward); msg != "" {
+			return commands.ErrInvalid.WithMessage("cursor: " + msg)
+		}
 		return nil
 	}
 	if _, ok := parseTailCursor(cursor); ok {
@@ -199,106 +232,209 @@ func checkGrafanaCursor(cursor string, k projection.GroupKey, shards []int) erro
 		}
 		return badCursor(cursor, key, "a record id <ms>-<seq> or <ms>, "+lastPageCursor+" or "+tailCursorPrefix+"<n>")
 	}
-	if _, ok := parseMergedCursor(cursor); !ok {
+	after, ok := parseMergedCursor(cursor)
+	if !ok {
 		return badCursor(cursor, "the merged shards", "a record id, "+mergedPrefix+"<shard>=<id>,..., "+lastPageCursor+" or "+tailCursorPrefix+"<n>")
+	}
+	for i, id := range after {
+		if msg := exclusiveBoundProblem(id, forward); msg != "" {
+			return commands.ErrInvalid.WithMessage("cursor of shard " + strconv.Itoa(i) + ": " + msg)
+		}
 	}
 	return nil
 }
 
 // read answers a recordId search, a tail page, a one-shard page or a merged
 // page; total is the selection's length (tail pages are counted from it).
-func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64) ([]wire.StreamRecord, *string, error) {
+// cut says the page holds fewer records than it would have without the byte
+// budget.
+func (p pageRead) read(ctx context.Context, recordID, cursor string, total int64) (recs []wire.StreamRecord, next *string, cut bool, err error) {
 	if recordID != "" {
-		recs, err := p.search(ctx, recordID)
-		return recs, nil, err
+		recs, cut, err := p.search(ctx, recordID)
+		return recs, nil, cut, err
 	}
 	if distance, ok := parseTailCursor(cursor); ok {
 		return p.tail(ctx, total, distance)
 	}
 	if len(p.shards) == 1 {
-		return p.page(ctx, p.shards[0], p.forward, cursor, p.limit)
+		return p.one(ctx, cursor)
 	}
 	return p.merged(ctx, cursor)
 }
 
+// one reads a page of one shard.
+func (p pageRead) one(ctx context.Context, cursor string) ([]wire.StreamRecord, *string, bool, error) {
+	pg, err := p.page(ctx, p.shards[0], answerQuery(p.forward, cursor, p.limit))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	recs := pg.Records
+	n := p.fit(recs)
+	cut := pg.BytesCut || n < len(recs)
+	recs = recs[:n]
+	if (!pg.More && !cut) || len(recs) == 0 {
+		return recs, nil, cut, nil
+	}
+	id := recs[len(recs)-1].RecordID
+	return recs, &id, cut, nil
+}
+
 // search finds the records with exactly this id, on every shard.
-func (p pageRead) search(ctx context.Context, recordID string) ([]wire.StreamRecord, error) {
+func (p pageRead) search(ctx context.Context, recordID string) ([]wire.StreamRecord, bool, error) {
 	ms, seq, ok := parseStreamID(recordID)
 	if !ok {
-		return nil, commands.ErrInvalid.WithMessage("recordId must be a stream record id <ms>-<seq>, got " + strconv.Quote(recordID))
+		return nil, false, commands.ErrInvalid.WithMessage("recordId must be a stream record id <ms>-<seq>, got " + strconv.Quote(recordID))
 	}
 	out := []wire.StreamRecord{}
 	if ms == 0 && seq == 0 {
-		return out, nil // no entry has id 0-0
+		return out, false, nil // no entry has id 0-0
 	}
 	before := idBefore(ms, seq)
+	maxBytes, maxRecord := shareOf(len(p.shards))
 	for _, idx := range p.shards {
-		recs, _, err := p.page(ctx, idx, true, before, 1)
+		pg, err := p.page(ctx, idx, MessagesQuery{Forward: true, Cursor: before, Limit: 1, MaxBytes: maxBytes, MaxRecordBytes: maxRecord})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		if len(recs) == 1 && recs[0].RecordID == recordID {
-			out = append(out, recs[0])
+		if len(pg.Records) == 1 && pg.Records[0].RecordID == recordID {
+			out = append(out, pg.Records[0])
 		}
 	}
-	return out, nil
+	n := p.fit(out)
+	return out[:n], n < len(out), nil
 }
 
 // merged reads the next limit records across shards, ordered by id (then shard
-// index); the cursor keeps the last id read of every shard.
-func (p pageRead) merged(ctx context.Context, cursor string) ([]wire.StreamRecord, *string, error) {
+// index); the cursor keeps the last id read of every shard. Each shard reads
+// its share of the byte budget; a shard whose share ran out stops the merged
+// order at its last record read, since what follows it there was not read.
+func (p pageRead) merged(ctx context.Context, cursor string) ([]wire.StreamRecord, *string, bool, error) {
 	after, _ := parseMergedCursor(cursor)
+	maxBytes, maxRecord := shareOf(len(p.shards))
 	var all []wire.StreamRecord
-	more := false
+	more, stopped := false, ""
 	for _, idx := range p.shards {
-		recs, next, err := p.page(ctx, idx, p.forward, after[idx], p.limit)
+		pg, err := p.page(ctx, idx, MessagesQuery{Forward: p.forward, Cursor: after[idx], Limit: p.limit, Peek: true, MaxBytes: maxBytes, MaxRecordBytes: maxRecord})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-		all = append(all, recs...)
-		more = more || next != nil
+		all = append(all, pg.Records...)
+		more = more || pg.More
+		if pg.BytesCut && len(pg.Records) > 0 {
+			if last := pg.Records[len(pg.Records)-1].RecordID; stopped == "" || p.beyond(stopped, last) {
+				stopped = last
+			}
+		}
 	}
 	sortRecords(all, p.forward)
-	more = more || len(all) > p.limit
-	page := all[:min(len(all), p.limit)]
+	valid := all
+	if stopped != "" {
+		n := 0
+		for n < len(valid) && !p.beyond(valid[n].RecordID, stopped) {
+			n++
+		}
+		valid = valid[:n]
+	}
+	page := valid[:min(len(valid), p.limit)]
+	cut := len(page) < min(len(all), p.limit)
+	if n := p.fit(page); n < len(page) {
+		page, cut = page[:n], true
+	}
+	more = more || len(all) > len(page)
 	if !more || len(page) == 0 {
-		return page, nil, nil
+		return page, nil, cut, nil
 	}
 	for _, rec := range page {
 		after[rec.Shard.ShardIndex] = rec.RecordID
 	}
 	next := encodeMergedCursor(after)
-	return page, &next, nil
+	return page, &next, cut, nil
 }
 
-// tail reads the page distance pages before the last one.
-func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]wire.StreamRecord, *string, error) {
+// beyond reports whether id a comes after id b in the page direction.
+func (p pageRead) beyond(a, b string) bool {
+	c := compareIDs(a, b)
+	if !p.forward {
+		c = -c
+	}
+	return c > 0
+}
+
+// tail reads the page distance pages before the last one: the ids of the
+// window from the end first (no fields), then the page's records, a run of
+// consecutive entries per shard, within the byte budget.
+func (p pageRead) tail(ctx context.Context, total int64, distance int) ([]wire.StreamRecord, *string, bool, error) {
 	win := tailWindow(total, p.limit, distance)
 	if win.size == 0 {
-		return []wire.StreamRecord{}, nil, nil
+		return []wire.StreamRecord{}, nil, false, nil
 	}
-	if len(p.shards)*(win.read+1) > p.budget.left {
-		return nil, nil, commands.ErrInvalid.WithMessage("this tail page lies deeper than " + strconv.Itoa(MaxEntriesPerRequest) + " entries read from Redis reach; page from the start with cursors, or select one shard")
+	if len(p.shards)*win.read+win.size > p.budget.left {
+		return nil, nil, false, commands.ErrInvalid.WithMessage("this tail page lies deeper than " + strconv.Itoa(MaxEntriesPerRequest) + " entries read from Redis reach; page from the start with cursors, or select one shard")
 	}
-	var all []wire.StreamRecord
+	var ids []wire.StreamRecord
 	for _, idx := range p.shards {
-		recs, _, err := p.page(ctx, idx, !p.forward, "", win.read)
+		pg, err := p.page(ctx, idx, MessagesQuery{Forward: !p.forward, Limit: win.read, MaxBytes: math.MaxInt32, MaxRecordBytes: 0})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-		all = append(all, recs...)
+		ids = append(ids, pg.Records...)
 	}
-	sortRecords(all, !p.forward)
-	all = all[:min(len(all), win.read)]
-	page := append([]wire.StreamRecord{}, all[min(len(all), win.skip):]...)
-	page = page[:min(len(page), win.size)]
+	sortRecords(ids, !p.forward)
+	ids = ids[:min(len(ids), win.read)]
+	window := append([]wire.StreamRecord{}, ids[min(len(ids), win.skip):]...)
+	window = window[:min(len(window), win.size)]
+	sortRecords(window, p.forward)
+	runs := map[int][]string{} // per shard, its ids in the page direction
+	for _, rec := range window {
+		runs[rec.Shard.ShardIndex] = append(runs[rec.Shard.ShardIndex], rec.RecordID)
+	}
+	maxBytes, maxRecord := shareOf(len(runs))
+	var page []wire.StreamRecord
+	for _, idx := range p.shards {
+		run := runs[idx]
+		if len(run) == 0 {
+			continue
+		}
+		pg, err := p.page(ctx, idx, MessagesQuery{Forward: p.forward, Cursor: idJustBefore(run[0], p.forward), Limit: len(run), MaxBytes: maxBytes, MaxRecordBytes: maxRecord})
+		if err != nil {
+			return nil, nil, false, err
+		}
+		want := map[string]bool{}
+		for _, id := range run {
+			want[id] = true
+		}
+		for _, rec := range pg.Records {
+			if want[rec.RecordID] {
+				page = append(page, rec)
+			}
+		}
+	}
 	sortRecords(page, p.forward)
+	cut := len(page) < len(window)
+	if n := p.fit(page); n < len(page) {
+		page, cut = page[:n], true
+	}
 	var next *string
 	if win.distance > 0 {
 		c := tailCursorPrefix + strconv.Itoa(win.distance-1)
 		next = &c
 	}
-	return page, next, nil
+	return page, next, cut, nil
+}
+
+// idJustBefore is the exclusive cursor from which a read in the direction
+// starts at id itself.
+func idJustBefore(id string, forward bool) string {
+	ms, seq, _ := parseStreamID(id)
+	switch {
+	case forward:
+		return idBefore(ms, seq)
+	case seq < math.MaxUint64:
+		return strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(seq+1, 10)
+	case ms < math.MaxUint64:
+		return strconv.FormatUint(ms+1, 10) + "-0"
+	}
+	return "" // the greatest id: reading backward from the end starts there
 }
 
 // tailPage is where a page counted from the last one lies, read from the end:

@@ -45,7 +45,7 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r, prefix, "*") {
+	if !s.allow(w, r) {
 		return
 	}
 	g, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
@@ -71,7 +71,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r, p, g) {
+	if !s.allow(w, r) {
 		return
 	}
 	view, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
@@ -127,7 +127,7 @@ func groupMutation[T any](s *Server, w http.ResponseWriter, r *http.Request, sta
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r, k.StreamPrefix, k.ConsumerGroup) {
+	if !s.allow(w, r) {
 		return
 	}
 	v, err := do(k, &req)
@@ -173,7 +173,7 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r, prefix, "*") {
+	if !s.allow(w, r) {
 		return
 	}
 	res, err := s.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})

@@ -46,8 +46,9 @@ func (s *Server) registerAuthRoutes() {
 
 // handleLogin serves POST /coord/v1/auth/login: credentials from the body, or
 // the request's own Authorization header (a valid token buys a fresh one that
-// expires no later than it does). Password checks are throttled: a user or an
-// address that failed too often gets 429 until its bucket refills.
+// expires no later than it does). Password checks are throttled: a user from
+// an address, or an address, that failed too often gets 429 until its bucket
+// refills.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var req wire.LoginRequest
 	if !s.decodeBody(w, r, &req, false) {
@@ -56,10 +57,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var p *principal
 	var err error
 	if req.Username != "" {
-		p, err = s.auth.checkPassword(req.Username, req.Password, clientAddr(r))
+		p, err = s.auth.checkPassword(req.Username, req.Password, clientAddr(r), proofOf(r))
 	} else {
-		o := authOf(r) // ServeHTTP checked the header once
-		p, err = o.p, o.err
+		p, err = s.auth.authenticate(r, clientAddr(r)) // login is public: ServeHTTP read no credentials
 	}
 	var te *throttledError
 	if errors.As(err, &te) {

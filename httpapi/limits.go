@@ -49,14 +49,36 @@ const (
 	MaxConcurrentReplays = 2
 )
 
+// Bytes of messages answers. Entries are read from Redis one at a time
+// inside a script (redisstore's messagesScript), each cut to MaxRecordBytes
+// of id, field names and values, and the read stops once the entries hold
+// the answer's budget: neither Redis's reply nor the coordinator's memory
+// ever holds much more than MaxMessagesAnswerBytes, whatever the entries'
+// size. The page then ends where its JSON reaches MaxMessagesAnswerBytes
+// (at least one record), says so (truncated), and its cursor goes on from
+// its last record. A merged Grafana page splits the budget between its shards.
+const (
+	// MaxMessagesAnswerBytes bounds the JSON body of one messages answer.
+	MaxMessagesAnswerBytes = 8 << 20
+	// MaxRecordBytes bounds one record's id, field names and values; longer
+	// ones are cut (fieldsTruncated). Its JSON, escapes and the payload's
+	// copy included, stays well under MaxMessagesAnswerBytes.
+	MaxRecordBytes = 256 << 10
+	// answerEnvelopeBytes is what a page holds besides its records (names,
+	// cursor, direction): reserved out of the budget.
+	answerEnvelopeBytes = 4 << 10
+)
+
 // Failed logins (loginThrottle): token buckets, spent by failures only.
-// A username gets loginUserBurst failed password checks, then one more every
-// loginUserRefill; a client address (the TCP peer, not X-Forwarded-For)
-// loginAddrBurst failed password or bearer checks, then one more every
-// loginAddrRefill. While a bucket is empty, password checks for its key are
-// refused before the password is looked at (429, Retry-After). At most
-// loginMaxKeys buckets are kept: full ones are dropped first, then the least
-// recently used.
+// A username from one client address gets loginUserBurst failed password
+// checks, then one more every loginUserRefill; a client address (the TCP
+// peer, not X-Forwarded-For; for a request a --ha follower forwarded, the
+// client's address at the follower) loginAddrBurst failed password or bearer
+// checks, then one more every loginAddrRefill. While a bucket is empty,
+// password checks for its key are refused before the password is looked at
+// (429, Retry-After), except on a connection that already proved the same
+// credentials. At most loginMaxKeys buckets are kept: full ones are dropped
+// first, then the least recently used.
 const (
 	loginUserBurst  = 10
 	loginUserRefill = 6 * time.Second

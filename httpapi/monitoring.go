@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -19,12 +21,36 @@ import (
 // StreamReader reads shard streams for monitoring; it never changes them.
 // cmd/coordinator adapts redisstore.Shards to it. Offsets fills in each shard's
 // prefix, group, index, Redis view and existence (not its owners nor whether
-// it is routed); Messages fills in each record's key, id, fields, payload and
-// times (not the group nor the shard).
+// it is routed); Messages fills in each record's key, id, fields, payload,
+// times and fieldsTruncated (not the group nor the shard), within the query's
+// bounds.
 type StreamReader interface {
 	Offsets(ctx context.Context, prefix, group string, shards []int) ([]wire.ShardOffset, error)
-	Messages(ctx context.Context, key string, forward bool, cursor string, limit int) (records []wire.StreamRecord, more bool, err error)
+	Messages(ctx context.Context, key string, q MessagesQuery) (StreamPage, error)
 	Ping(ctx context.Context) error
+}
+
+// MessagesQuery is one read of a shard stream, bounded in entries and bytes.
+type MessagesQuery struct {
+	Forward bool
+	Cursor  string // exclusive; "" from the start of the direction
+	Limit   int
+	// Peek reads one entry more than Limit to tell whether more follow.
+	Peek bool
+	// MaxBytes stops the read once the records hold this many bytes of ids,
+	// field names and values (the first record is always read).
+	MaxBytes int
+	// MaxRecordBytes cuts each record's fields to this many bytes with its
+	// id (fieldsTruncated); 0 reads ids only.
+	MaxRecordBytes int
+}
+
+// StreamPage is what one read returned: More when records follow (Peek found
+// one, or MaxBytes stopped the read), BytesCut when MaxBytes stopped it.
+type StreamPage struct {
+	Records  []wire.StreamRecord
+	More     bool
+	BytesCut bool
 }
 
 func (s *Server) registerMonitoringRoutes() {
@@ -59,7 +85,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	resp := wire.SessionResponse{Roles: []string{}}
 	if p := principalOf(r); p != nil {
 		name := p.Username
-		resp.Authenticated, resp.Username, resp.Roles = true, &name, p.Roles
+		resp.Authenticated, resp.Username, resp.Roles, resp.Prefixes = true, &name, p.Roles, p.Prefixes
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -91,11 +117,14 @@ func isoDuration(d time.Duration) string {
 	return "PT" + strconv.FormatFloat(secs, 'f', -1, 64) + "S"
 }
 
-// handleListGroups serves GET /coord/v1/monitoring/groups.
+// handleListGroups serves GET /coord/v1/monitoring/groups: every group the
+// principal's scope covers.
 func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	out := wire.GroupsResponse{Groups: []wire.Group{}}
 	for _, g := range s.read.State().Groups() {
-		out.Groups = append(out.Groups, GroupOf(g))
+		if visible(r, g.Key.StreamPrefix) {
+			out.Groups = append(out.Groups, GroupOf(g))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -190,13 +219,14 @@ func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleOffsets serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/offsets:
-// every routed or still-assigned shard with Redis's view of it.
+// every routed or still-assigned shard with Redis's view of it, as the
+// offsets cache last read it (asOf).
 func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	offs, err := s.readOffsets(r.Context(), g)
+	offs, _, err := s.readOffsets(r.Context(), g)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -210,22 +240,26 @@ func shardSpan(g *projection.Group) int {
 	return max(g.ShardCount, g.AssignableCount)
 }
 
-// readOffsets reads every shard of shardSpan from Redis, with its live owners
-// and the group's totals.
-func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, error) {
-	if s.streams == nil {
-		return wire.OffsetsResponse{}, commands.ErrRedisNotConfigured
+// readOffsets is every shard of shardSpan as the offsets cache last read it
+// from Redis (offsetcache.go), with its live owners (from the projection, as
+// of now) and the group's totals, and each shard's rates since the read before.
+func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, []shardRate, error) {
+	if s.offsets == nil {
+		return wire.OffsetsResponse{}, nil, commands.ErrRedisNotConfigured
 	}
 	k := g.Key
-	idx := make([]int, shardSpan(g))
-	for i := range idx {
-		idx[i] = i
-	}
-	offs, err := s.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, idx)
+	read, err := s.offsets.get(ctx, g)
 	if err != nil {
-		return wire.OffsetsResponse{}, streamsUnavailable(err)
+		if ctx.Err() != nil {
+			return wire.OffsetsResponse{}, nil, err
+		}
+		return wire.OffsetsResponse{}, nil, streamsUnavailable(err)
 	}
-	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true}
+	offs := append([]wire.ShardOffset(nil), read.offs...) // the cache's stay as read
+	if offs == nil {
+		offs = []wire.ShardOffset{}
+	}
+	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true, AsOf: read.at.UTC()}
 	var totalLag int64
 	lagKnown := true
 	for i := range offs {
@@ -253,7 +287,7 @@ func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.Off
 	if lagKnown {
 		out.TotalLag = &totalLag
 	}
-	return out, nil
+	return out, read.rates, nil
 }
 
 // handleMessages serves GET .../shards/{shardIndex}/messages: a read-only page of
@@ -280,15 +314,53 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badCursor(cursor, routing.StreamKey(k.StreamPrefix, idx), "a record id <ms>-<seq> or <ms>"))
 		return
 	}
-	recs, next, err := s.readPage(r.Context(), k, idx, direction == "FORWARD", cursor, limit)
+	if msg := exclusiveBoundProblem(cursor, direction == "FORWARD"); cursor != "" && msg != "" {
+		s.badRequest(w, r, "cursor: "+msg)
+		return
+	}
+	page, err := s.readPage(r.Context(), k, idx, answerQuery(direction == "FORWARD", cursor, limit))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	recs := page.Records
+	n := fitJSON(len(recs), MaxMessagesAnswerBytes-answerEnvelopeBytes, func(i int) any { return recs[i] })
+	truncated := page.BytesCut || n < len(recs)
+	recs = recs[:n]
+	var next *string
+	if (page.More || truncated) && len(recs) > 0 {
+		id := recs[len(recs)-1].RecordID
+		next = &id
+	}
 	writeJSON(w, http.StatusOK, wire.MessagesPage{
 		StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shard: wire.ShardRef{ShardIndex: idx},
 		StreamKey: routing.StreamKey(k.StreamPrefix, idx), Direction: direction, Limit: limit, Records: recs, NextCursor: next,
+		Truncated: truncated,
 	})
+}
+
+// answerQuery is the read of one page of at most limit records that one
+// answer shows: its look-ahead, the answer's byte budget, the record bound.
+func answerQuery(forward bool, cursor string, limit int) MessagesQuery {
+	return MessagesQuery{Forward: forward, Cursor: cursor, Limit: limit, Peek: true, MaxBytes: MaxMessagesAnswerBytes, MaxRecordBytes: MaxRecordBytes}
+}
+
+// fitJSON is how many of n items, in order, fit in budget bytes of JSON (each
+// encoded as writeJSON would, plus a separator); at least one when n > 0, as
+// a page must move on. Each item is encoded once, on its own, so that
+// counting never holds more than one item's encoding.
+func fitJSON(n, budget int, item func(i int) any) int {
+	used := 0
+	for i := 0; i < n; i++ {
+		data, err := json.Marshal(item(i))
+		if err != nil {
+			return max(i, 1)
+		}
+		if used += len(data) + 1; used > budget && i > 0 {
+			return i
+		}
+	}
+	return n
 }
 
 // parseShardIndex reads a shard index in [0, shardSpan).
@@ -323,30 +395,43 @@ func parsePaging(q url.Values) (direction string, limit int, err error) {
 	return direction, min(max(limit, 1), 1000), nil
 }
 
-// readPage reads up to limit records of shard idx after cursor (exclusive; ""
-// from the end the direction starts at; the caller checked its syntax). next
-// is the last record's id when more records follow. Any error of Redis is a
-// 503 that does not show it.
-func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, forward bool, cursor string, limit int) (recs []wire.StreamRecord, next *string, err error) {
+// readPage reads records of shard idx as q says (its cursor is exclusive,
+// "" from the end the direction starts at; the caller checked its syntax).
+// Any error of Redis is a 503 that does not show it.
+func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, q MessagesQuery) (StreamPage, error) {
 	if s.streams == nil {
-		return nil, nil, commands.ErrRedisNotConfigured
+		return StreamPage{}, commands.ErrRedisNotConfigured
 	}
 	key := routing.StreamKey(k.StreamPrefix, idx)
-	recs, more, err := s.streams.Messages(ctx, key, forward, cursor, limit)
+	page, err := s.streams.Messages(ctx, key, q)
 	if err != nil {
-		return nil, nil, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
+		return StreamPage{}, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
 	}
-	for i := range recs {
-		recs[i].StreamPrefix, recs[i].ConsumerGroup, recs[i].Shard = k.StreamPrefix, k.ConsumerGroup, wire.ShardRef{ShardIndex: idx}
+	for i := range page.Records {
+		page.Records[i].StreamPrefix, page.Records[i].ConsumerGroup, page.Records[i].Shard = k.StreamPrefix, k.ConsumerGroup, wire.ShardRef{ShardIndex: idx}
 	}
-	if more && len(recs) > 0 {
-		id := recs[len(recs)-1].RecordID
-		next = &id
+	if page.Records == nil {
+		page.Records = []wire.StreamRecord{}
 	}
-	if recs == nil {
-		recs = []wire.StreamRecord{}
+	return page, nil
+}
+
+// maxStreamID is the greatest stream id Redis has: no id follows it.
+const maxStreamID = "18446744073709551615-18446744073709551615"
+
+// exclusiveBoundProblem says why a read after id (forward) or before it
+// (backward), id excluded, cannot be asked of Redis, whose range commands
+// refuse an exclusive bound with no id beyond it: after the greatest id, or
+// before 0-0. "" when it can. The caller checked id's syntax.
+func exclusiveBoundProblem(id string, forward bool) string {
+	ms, seq, full := parseStreamID(id)
+	switch {
+	case forward && full && ms == math.MaxUint64 && seq == math.MaxUint64:
+		return "no stream id follows " + maxStreamID
+	case !forward && full && ms == 0 && seq == 0:
+		return "no stream id precedes 0-0"
 	}
-	return recs, next, nil
+	return ""
 }
 
 // validStreamID reports a stream id as a cursor may give it: "<ms>-<seq>" or "<ms>".

@@ -9,8 +9,10 @@ import (
 	"github.com/rscoord/rsc/commands"
 )
 
-// rateLimiter is a fixed one-minute window per principal:prefix:group for admin
-// mutations (off unless configured, as in the reference).
+// rateLimiter is a fixed one-minute window per principal for admin
+// mutations. It is keyed by the principal alone (the reference keys
+// principal:prefix:group): a loop over made-up group or prefix names gets no
+// more than one budget, and the keys are bounded by the user table.
 type rateLimiter struct {
 	mu     sync.Mutex
 	limit  int
@@ -40,16 +42,17 @@ func (l *rateLimiter) take(key string, now time.Time) (bool, int) {
 	return true, retry
 }
 
-// allow applies the admin mutation rate limit; false means it answered 429.
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, prefix, group string) bool {
+// allow applies the admin mutation rate limit before anything is decided;
+// false means it answered 429 with Retry-After.
+func (s *Server) allow(w http.ResponseWriter, r *http.Request) bool {
 	if s.limiter == nil {
 		return true
 	}
-	who := "unknown"
+	who := "\x00anonymous" // admin mutations need WRITE: never reached without a principal
 	if p := principalOf(r); p != nil {
 		who = p.Username
 	}
-	ok, retry := s.limiter.take(who+":"+prefix+":"+group, time.Now())
+	ok, retry := s.limiter.take(who, time.Now())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 		s.writeError(w, r, commands.ErrRateLimited)

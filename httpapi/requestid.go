@@ -24,6 +24,9 @@ type requestKey struct{}
 type requestInfo struct {
 	id    string
 	route string // metrics label of the matched route
+	// client is the client's address as a --ha follower asserted it for a
+	// request it forwarded ("" otherwise: the TCP peer is the client).
+	client string
 }
 
 func infoOf(r *http.Request) requestInfo {

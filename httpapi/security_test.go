@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -50,10 +51,28 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// secServer is a Server over an in-memory log, served by httptest.
+// secServer is a Server over an in-memory log, served by httptest. Its
+// requests come from 127.0.0.1 unless from names another loopback address.
 type secServer struct {
 	*httptest.Server
-	api *httpapi.Server
+	api  *httpapi.Server
+	from string
+}
+
+// as is the server seen from another client address (127.0.0.0/8 is all
+// loopback on Linux: a client may bind any of it).
+func (s *secServer) as(addr string) *secServer {
+	c := *s
+	c.from = addr
+	return &c
+}
+
+func (s *secServer) client() *http.Client {
+	if s.from == "" {
+		return http.DefaultClient
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(s.from)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
 }
 
 func newSecServer(t *testing.T, cfg httpapi.Config, streams httpapi.StreamReader) *secServer {
@@ -66,7 +85,9 @@ func newSecServer(t *testing.T, cfg httpapi.Config, streams httpapi.StreamReader
 	t.Cleanup(c.Close)
 	cfg.Logger = zerolog.Nop()
 	api := httpapi.NewServer(cfg, c, streams)
-	srv := httptest.NewServer(api)
+	srv := httptest.NewUnstartedServer(api)
+	srv.Config.ConnContext = api.ConnContext
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &secServer{Server: srv, api: api}
 }
@@ -91,10 +112,13 @@ func (s *secServer) call(t *testing.T, method, path, auth, body string, hdr map[
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +153,18 @@ func (a answer) wantThrottled(t *testing.T, what string, minS, maxS int) {
 	}
 }
 
-// TestFailedLoginsAreThrottled: a username gets 10 failed password checks,
-// then one every 6 s; an address 30, then one every 2 s; a refused check does
-// not look at the password; bad bearer tokens spend the address's bucket.
+// persistent is a client from addr that keeps one connection open.
+func (s *secServer) persistent(addr string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+}
+
+// TestFailedLoginsAreThrottled: failures spend the buckets of the address
+// they come from, never a user's alone. From one address, a user gets 10
+// failed password checks, then one every 6 s; the address 30, then one every
+// 2 s; a refused check does not look at the password; bad bearer tokens spend
+// the address's bucket. The same user from another address is never refused,
+// and bad credentials sent to a public route spend nothing.
 func TestFailedLoginsAreThrottled(t *testing.T) {
 	clock := newFakeClock()
 	users := []httpapi.User{
@@ -139,60 +172,168 @@ func TestFailedLoginsAreThrottled(t *testing.T) {
 		{Username: "bob", Password: "b-pw", Roles: []string{"READ"}},
 	}
 	s := newSecServer(t, httpapi.Config{Now: clock.Now, Auth: httpapi.AuthConfig{Users: users, TokenSecret: "s"}}, nil)
+	attacker, home := s.as("127.0.0.2"), s.as("127.0.0.3")
 	const groups = "/coord/v1/monitoring/groups"
-	login := func(user, pass string) answer {
-		return s.call(t, "POST", "/coord/v1/auth/login", "", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pass), nil)
+	login := func(from *secServer, user, pass string) answer {
+		return from.call(t, "POST", "/coord/v1/auth/login", "", fmt.Sprintf(`{"username":%q,"password":%q}`, user, pass), nil)
 	}
 
 	for i := 1; i <= 10; i++ {
-		if a := s.call(t, "GET", groups, basic("alice", "guess"+strconv.Itoa(i)), "", nil); a.code != 401 {
+		if a := attacker.call(t, "GET", groups, basic("alice", "guess"+strconv.Itoa(i)), "", nil); a.code != 401 {
 			t.Fatalf("wrong password %d: HTTP %d, want 401", i, a.code)
 		}
 	}
-	s.call(t, "GET", groups, basic("alice", "guess11"), "", nil).wantThrottled(t, "11th wrong password", 1, 6)
-	s.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).wantThrottled(t, "the right password while throttled", 1, 6)
-	login("alice", "a-pw").wantThrottled(t, "login body while throttled", 1, 6)
+	attacker.call(t, "GET", groups, basic("alice", "guess11"), "", nil).wantThrottled(t, "11th wrong password", 1, 6)
+	attacker.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).wantThrottled(t, "the right password from the guessing address", 1, 6)
+	login(attacker, "alice", "a-pw").wantThrottled(t, "login body from the guessing address", 1, 6)
+	// Alice herself, from her own address, is not refused.
+	home.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).want(t, 200, "alice from her address")
+	login(home, "alice", "a-pw").want(t, 200, "alice logs in from her address")
 
-	// Another user from the same address is not affected...
-	s.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).want(t, 200, "bob")
-	tok := login("bob", "b-pw").want(t, 200, "bob logs in").json["accessToken"].(string)
-	// ...until the address's bucket (30) is empty: 10 spent by alice, 20 more here.
+	// Another user from the guessing address is not affected...
+	attacker.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).want(t, 200, "bob")
+	tok := login(attacker, "bob", "b-pw").want(t, 200, "bob logs in").json["accessToken"].(string)
+	// ...until the address's bucket (30) is empty: 10 spent on alice, 20 more here.
 	for i := 0; i < 20; i++ {
 		user := "nobody" + strconv.Itoa(i/10) // 10 each: their own buckets stay usable
-		if a := login(user, "x"); a.code != 401 {
+		if a := login(attacker, user, "x"); a.code != 401 {
 			t.Fatalf("failure %d from the address: HTTP %d", i, a.code)
 		}
 	}
-	s.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).wantThrottled(t, "bob once the address's bucket is empty", 1, 2)
-	login("bob", "b-pw").wantThrottled(t, "bob's login once the address's bucket is empty", 1, 2)
+	attacker.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).wantThrottled(t, "bob once the address's bucket is empty", 1, 2)
+	login(attacker, "bob", "b-pw").wantThrottled(t, "bob's login once the address's bucket is empty", 1, 2)
+	home.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).want(t, 200, "bob from another address")
 	// Tokens are not guessable: a valid one still works.
-	s.call(t, "GET", groups, "Bearer "+tok, "", nil).want(t, 200, "bob's token")
+	attacker.call(t, "GET", groups, "Bearer "+tok, "", nil).want(t, 200, "bob's token")
 
 	// Buckets refill.
 	clock.Add(2 * time.Second)
-	s.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).want(t, 200, "bob 2 s later")
-	s.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).wantThrottled(t, "alice 2 s later", 1, 4)
+	attacker.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).want(t, 200, "bob 2 s later")
+	attacker.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).wantThrottled(t, "alice 2 s later", 1, 4)
 	clock.Add(4 * time.Second)
-	s.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).want(t, 200, "alice 6 s later")
+	attacker.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).want(t, 200, "alice 6 s later")
 
 	// Bad bearer tokens spend the address's bucket.
 	clock.Add(time.Minute)
 	for i := 0; i < 30; i++ {
-		if a := s.call(t, "GET", groups, "Bearer forged."+strconv.Itoa(i), "", nil); a.code != 401 {
+		if a := attacker.call(t, "GET", groups, "Bearer forged."+strconv.Itoa(i), "", nil); a.code != 401 {
 			t.Fatalf("bad token %d: HTTP %d", i, a.code)
 		}
 	}
-	s.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).wantThrottled(t, "a password after 30 bad tokens", 1, 2)
-	// Public routes stay public whatever the header says.
-	s.call(t, "GET", "/healthz", basic("bob", "b-pw"), "", nil).want(t, 200, "healthz")
+	attacker.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).wantThrottled(t, "a password after 30 bad tokens", 1, 2)
+	home.call(t, "GET", groups, basic("bob", "b-pw"), "", nil).want(t, 200, "bob from another address after 30 bad tokens")
+
+	// Public routes read no credentials: bad ones there spend nothing.
+	idle := s.as("127.0.0.4")
+	for i := 0; i < 50; i++ {
+		idle.call(t, "GET", "/healthz", basic("alice", "wrong"+strconv.Itoa(i)), "", nil).want(t, 200, "healthz with a bad password")
+		idle.call(t, "GET", "/readyz", "Bearer forged", "", nil)
+	}
+	idle.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).want(t, 200, "alice after 50 bad passwords to /healthz")
 }
 
-// signToken signs a token the way the contract does (§1.3).
+// TestProvenConnectionIsNotThrottled: failures from the same address as a
+// client (a shared host, a NAT) empty the address's bucket, but the client's
+// open connection, on which its credentials already passed, keeps working.
+func TestProvenConnectionIsNotThrottled(t *testing.T) {
+	users := []httpapi.User{{Username: "mem1", Password: "m-pw", Roles: []string{"READ"}}}
+	s := newSecServer(t, httpapi.Config{Auth: httpapi.AuthConfig{Users: users, TokenSecret: "s"}}, nil)
+	const groups = "/coord/v1/monitoring/groups"
+	member := s.persistent("127.0.0.5")
+	get := func(c *http.Client, auth string) int {
+		req, _ := http.NewRequest("GET", s.URL+groups, nil)
+		req.Header.Set("Authorization", auth)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(member, basic("mem1", "m-pw")); code != 200 {
+		t.Fatalf("member: HTTP %d", code)
+	}
+	neighbour := s.as("127.0.0.5")
+	for i := 0; i < 40; i++ {
+		neighbour.call(t, "GET", groups, basic("mem1", "guess"+strconv.Itoa(i)), "", nil)
+	}
+	neighbour.call(t, "GET", groups, basic("mem1", "m-pw"), "", nil).wantThrottled(t, "the right password on a new connection from the address", 1, 60)
+	for i := 0; i < 3; i++ {
+		if code := get(member, basic("mem1", "m-pw")); code != 200 {
+			t.Fatalf("member on its proven connection: HTTP %d, want 200", code)
+		}
+	}
+	if code := get(member, basic("mem1", "guess")); code != 429 {
+		t.Fatalf("another password on the proven connection: HTTP %d, want 429", code)
+	}
+}
+
+// signToken signs a token the way the contract does (§1.3): the reference's
+// format with the bare secret, which the coordinator no longer accepts.
 func signToken(secret, user string, exp time.Time, roles ...string) string {
 	p64 := base64.RawURLEncoding.EncodeToString([]byte("v1\n" + user + "\n" + strconv.FormatInt(exp.Unix(), 10) + "\n" + strings.Join(roles, ",")))
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(p64))
 	return p64 + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// signUserToken signs a token the way the coordinator does: with the user's
+// own key (the secret, the name, a hash of the password) and an issue time.
+func signUserToken(secret, user, password string, iat, exp time.Time, roles ...string) string {
+	pw := sha256.Sum256([]byte(password))
+	km := hmac.New(sha256.New, []byte(secret))
+	km.Write([]byte("rsc token key\x00" + user + "\x00"))
+	km.Write(pw[:])
+	payload := "v2\n" + user + "\n" + strconv.FormatInt(exp.Unix(), 10) + "\n" + strings.Join(roles, ",") + "\n" + strconv.FormatInt(iat.Unix(), 10)
+	p64 := base64.RawURLEncoding.EncodeToString([]byte(payload))
+	mac := hmac.New(sha256.New, km.Sum(nil))
+	mac.Write([]byte(p64))
+	return p64 + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// TestTokensBoundToTheirRules: a token whose expiry is ten years out was
+// accepted with a TTL of 7 days, and a password change left the old token
+// valid (and it bought a fresh one). Now a token lives at most the current
+// TTL after it was issued, only the user's current password's key verifies
+// it, and the contract's format signed with the bare secret is refused.
+func TestTokensBoundToTheirRules(t *testing.T) {
+	clock := newFakeClock()
+	const secret = "a-real-secret"
+	users := []httpapi.User{{Username: "alice", Password: "a-pw", Roles: []string{"READ", "WRITE"}}}
+	cfg := httpapi.Config{Now: clock.Now, Auth: httpapi.AuthConfig{Users: users, TokenSecret: secret, TokenTTL: 7 * 24 * time.Hour}}
+	s := newSecServer(t, cfg, nil)
+	const groups = "/coord/v1/monitoring/groups"
+	now := clock.Now()
+
+	s.call(t, "GET", groups, "Bearer "+signToken(secret, "alice", now.AddDate(10, 0, 0), "READ"), "", nil).want(t, 401, "the contract's format, bare secret, ten years")
+	tenYears := "Bearer " + signUserToken(secret, "alice", "a-pw", now, now.AddDate(10, 0, 0), "READ")
+	s.call(t, "GET", groups, tenYears, "", nil).want(t, 200, "ten years out, issued now")
+	s.call(t, "GET", groups, "Bearer "+signUserToken(secret, "alice", "a-pw", now.Add(-8*24*time.Hour), now.AddDate(10, 0, 0), "READ"), "", nil).
+		want(t, 401, "ten years out, issued more than the TTL ago")
+	s.call(t, "GET", groups, "Bearer "+signUserToken(secret, "alice", "a-pw", now.Add(time.Hour), now.AddDate(10, 0, 0), "READ"), "", nil).
+		want(t, 401, "issued in the future")
+	clock.Add(7*24*time.Hour - time.Second)
+	s.call(t, "GET", groups, tenYears, "", nil).want(t, 200, "ten years out, a second before issue + TTL")
+	clock.Add(time.Second)
+	s.call(t, "GET", groups, tenYears, "", nil).want(t, 401, "ten years out, at issue + TTL")
+	s.call(t, "POST", "/coord/v1/auth/login", tenYears, "", nil).want(t, 401, "refresh at issue + TTL")
+
+	// A shorter TTL (a restart with a new --token-ttl) shortens tokens already out.
+	l := s.call(t, "POST", "/coord/v1/auth/login", "", `{"username":"alice","password":"a-pw"}`, nil).want(t, 200, "login")
+	old := "Bearer " + l.json["accessToken"].(string)
+	clock.Add(2 * time.Hour)
+	s.call(t, "GET", groups, old, "", nil).want(t, 200, "a 2-hour-old token, TTL 7 days")
+	short := cfg
+	short.Auth.TokenTTL = time.Hour
+	newSecServer(t, short, nil).call(t, "GET", groups, old, "", nil).want(t, 401, "a 2-hour-old token, TTL 1 hour")
+
+	// A password change revokes every token minted before it, refreshes included.
+	s.api.SetUsers([]httpapi.User{{Username: "alice", Password: "new-pw", Roles: []string{"READ", "WRITE"}}})
+	s.call(t, "GET", groups, old, "", nil).want(t, 401, "a token minted before the password change")
+	s.call(t, "POST", "/coord/v1/auth/login", old, "", nil).want(t, 401, "refreshing it")
+	l = s.call(t, "POST", "/coord/v1/auth/login", "", `{"username":"alice","password":"new-pw"}`, nil).want(t, 200, "login with the new password")
+	s.call(t, "GET", groups, "Bearer "+l.json["accessToken"].(string), "", nil).want(t, 200, "a token minted after it")
 }
 
 // TestTokensFollowTheUserTable: a token is only as good as its user's current
@@ -349,24 +490,27 @@ func (f *countingStreams) Offsets(_ context.Context, prefix, group string, shard
 	return out, nil
 }
 
-func (f *countingStreams) Messages(_ context.Context, key string, forward bool, cursor string, limit int) ([]wire.StreamRecord, bool, error) {
+func (f *countingStreams) Messages(_ context.Context, key string, q httpapi.MessagesQuery) (httpapi.StreamPage, error) {
 	f.mu.Lock()
 	f.calls++
-	f.read += limit + 1
+	f.read += q.Limit
+	if q.Peek {
+		f.read++
+	}
 	f.mu.Unlock()
 	if f.down != nil {
-		return nil, false, f.down
+		return httpapi.StreamPage{}, f.down
 	}
-	n := min(int64(limit), f.length)
+	n := min(int64(q.Limit), f.length)
 	recs := make([]wire.StreamRecord, n)
 	for i := range recs {
 		id := int64(i + 1)
-		if !forward {
+		if !q.Forward {
 			id = f.length - int64(i)
 		}
 		recs[i] = wire.StreamRecord{StreamKey: key, RecordID: strconv.FormatInt(id, 10) + "-0"}
 	}
-	return recs, f.length > int64(limit), nil
+	return httpapi.StreamPage{Records: recs, More: q.Peek && f.length > int64(q.Limit)}, nil
 }
 
 func (f *countingStreams) Ping(context.Context) error { return f.down }

@@ -25,13 +25,18 @@ import (
 type Config struct {
 	Addr string
 	Auth AuthConfig
-	// RateLimitPerMinute limits admin mutations per principal:prefix:group (0: off).
+	// Hosts is which Host headers are answered (browser.go).
+	Hosts HostPolicy
+	// RateLimitPerMinute limits admin mutations per principal (0: off).
 	RateLimitPerMinute int
 	Logger             zerolog.Logger
 	// Observe, if set, is called after every request (metrics).
 	Observe func(route, method string, status int, elapsed time.Duration)
 	// Extra routes (metrics, console) registered by cmd.
 	Mount func(r *mux.Router)
+	// OffsetsRefresh is how often the cache of Redis's view of shard streams
+	// is refreshed (offsetcache.go; DefaultOffsetsRefresh when 0).
+	OffsetsRefresh time.Duration
 	// Now is the clock of authentication (token expiry, failed-login
 	// throttling); time.Now when nil. Tests move it.
 	Now func() time.Time
@@ -55,14 +60,16 @@ type Server struct {
 	log      zerolog.Logger
 	limiter  *rateLimiter
 	fwd      forwarder
+	offsets  *offsetCache
 	replays  chan struct{} // a slot per replay in flight
 	refusals everySecond   // rate of the refused-request log lines
 	stateAt  func(ctx context.Context, until string) (*projection.State, error)
 
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{}
-	mu   sync.Mutex
+	ln         net.Listener
+	srv        *http.Server
+	done       chan struct{}
+	stopOffset context.CancelFunc
+	mu         sync.Mutex
 }
 
 // NewServer builds the server over a coordinator (a *commands.Coordinator);
@@ -75,6 +82,9 @@ func NewServer(cfg Config, c Backend, streams StreamReader) *Server {
 		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays), stateAt: cfg.StateAt}
 	if s.stateAt == nil {
 		s.stateAt = c.StateAt
+	}
+	if streams != nil {
+		s.offsets = newOffsetCache(streams, c.State, cfg.OffsetsRefresh, cfg.Logger)
 	}
 	if cfg.RateLimitPerMinute != 0 {
 		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)
@@ -111,8 +121,10 @@ func (s *Server) SetUsers(users []User) { s.auth.setUsers(users) }
 // Router exposes the router (tests walk it).
 func (s *Server) Router() *mux.Router { return s.router }
 
-// ServeHTTP runs the middleware chain: request id, header limits, body limit,
-// authentication and authorization by route, forwarding, routing.
+// ServeHTTP runs the middleware chain: request id, header limits, body
+// limit, the Host policy, cross-site mutations, authentication (the caller's
+// credentials, or a follower's assertion) and authorization by route (role,
+// then prefix scope), the content type of mutations, forwarding, routing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -135,23 +147,57 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
 	}
+	if !s.cfg.Hosts.hostAllowed(r) {
+		s.logRefusal(r, match.label(), "", nil, "Host not allowed")
+		s.writeError(rec, r, errHostNotAllowed)
+		return
+	}
+	mutation := isMutation(r.Method) && underAPI(match.template)
+	if mutation && s.cfg.Hosts.crossSite(r) {
+		s.logRefusal(r, match.label(), "", nil, "cross-site mutation")
+		s.writeError(rec, r, errCrossSite)
+		return
+	}
 	required := s.auth.requiredRole(match, r.Method)
-	p, err := s.auth.authenticate(r)
-	if required != "" {
-		var te *throttledError
-		switch {
-		case errors.As(err, &te):
-			s.tooManyFailures(rec, r, te)
+	var p *principal
+	var err error
+	switch {
+	case underAPI(match.template) && forwarded(r):
+		var ok bool
+		if r, p, ok = s.acceptForwarded(rec, r); !ok {
 			return
+		}
+	case required != "" || match.template == heartbeatRoute:
+		// Public routes read no credentials (a bad password sent to /healthz
+		// spends nobody's bucket), except the heartbeat's: a member that
+		// joined with credentials stays bound to them.
+		p, err = s.auth.authenticate(r, clientAddr(r))
+	}
+	var te *throttledError
+	if errors.As(err, &te) {
+		s.tooManyFailures(rec, r, te)
+		return
+	}
+	if required != "" {
+		switch {
 		case err != nil || p == nil:
 			s.logRefusal(r, match.label(), required, p, "no valid credentials")
-			unauthorized(rec)
+			unauthorized(rec, r)
 			return
 		case !p.grants(required):
 			s.logRefusal(r, match.label(), required, p, "missing role")
 			rec.WriteHeader(http.StatusForbidden)
 			return
 		}
+	}
+	if !routeInScope(p, match) {
+		s.logRefusal(r, match.label(), required, p, "stream prefix outside the principal's scope")
+		rec.WriteHeader(http.StatusForbidden)
+		return
+	}
+	if mutation && contentTypeProblem(r) {
+		s.writeError(rec, r, errUnsupportedMedia)
+		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, authOutcome{p, err}))
 	if s.forwardWrite(rec, r) {
@@ -210,8 +256,13 @@ func (s *Server) Open() error {
 	s.mu.Lock()
 	s.ln = ln
 	s.srv = &http.Server{Handler: s, MaxHeaderBytes: MaxHeaderBytes, ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
+		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, ConnContext: s.ConnContext}
 	s.done = make(chan struct{})
+	if s.offsets != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopOffset = cancel
+		go s.offsets.run(ctx)
+	}
 	s.mu.Unlock()
 	go func() {
 		defer close(s.done)
@@ -240,8 +291,11 @@ func (s *Server) URL() string {
 // Close stops accepting connections and waits for requests in flight.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
-	srv := s.srv
+	srv, stop := s.srv, s.stopOffset
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if srv == nil {
 		return nil
 	}
@@ -299,7 +353,9 @@ func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.
 }
 
 // decodeBody reads a JSON body into v. Unknown fields are ignored (as the
-// reference does); malformed JSON and wrong types are a 400 that says what was wrong.
+// reference does); malformed JSON, wrong types, a key given twice in one
+// object and a key that differs from the contract's only by case
+// (strictjson.go) are a 400 that says what was wrong.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -317,6 +373,10 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, requi
 			return false
 		}
 		return true
+	}
+	if err := checkKeys(data, v); err != nil {
+		s.badRequest(w, r, "malformed JSON request body: "+err.Error())
+		return false
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		s.badRequest(w, r, "malformed JSON request body: "+describeJSONError(err))
@@ -363,7 +423,7 @@ func (s *Server) logRefusal(r *http.Request, route, required string, p *principa
 		return
 	}
 	log := s.logFor(r)
-	ev := log.Warn().Str("route", route).Str("method", r.Method).Str("required", required).Str("remote", r.RemoteAddr)
+	ev := log.Warn().Str("route", route).Str("method", r.Method).Str("required", required).Str("remote", r.RemoteAddr).Str("client", clientAddr(r))
 	if p != nil {
 		ev = ev.Str("principal", p.Username)
 	}

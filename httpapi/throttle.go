@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"container/list"
+	"context"
+	"crypto/sha256"
 	"math"
 	"net"
 	"net/http"
@@ -9,10 +11,12 @@ import (
 	"time"
 )
 
-// loginThrottle slows password guessing down: token buckets per username and
-// per client address that only failures spend (limits.go has the numbers).
-// Nothing is kept for a key that never failed, and a bucket that has refilled
-// is forgotten.
+// loginThrottle slows password guessing down: token buckets that only
+// failures spend, per (username, client address) and per client address
+// (limits.go has the numbers). Never per username alone: a correct password
+// is then never refused because someone else failed with that name, from
+// another address. Nothing is kept for a key that never failed, and a bucket
+// that has refilled is forgotten.
 type loginThrottle struct {
 	mu      sync.Mutex
 	now     func() time.Time
@@ -34,18 +38,86 @@ func newLoginThrottle(now func() time.Time) *loginThrottle {
 	return &loginThrottle{now: now, buckets: map[string]*list.Element{}, lru: list.New(), max: loginMaxKeys}
 }
 
-// Bucket keys: a username and a client address cannot collide.
-func userKey(name string) string { return "u:" + name }
-func addrKey(addr string) string { return "a:" + addr }
+// Bucket keys: a (user, address) pair and an address cannot collide.
+func userAddrKey(name, addr string) string { return "u:" + addr + "\x00" + name }
+func addrKey(addr string) string           { return "a:" + addr }
 
-// clientAddr is the TCP peer's address without the port. X-Forwarded-For is
+// Reasons a password check is throttled (logged and in the 429's message).
+const (
+	throttledUserAddr = "for this user from this address"
+	throttledAddr     = "from this address"
+)
+
+// peerAddr is the TCP peer's address without the port. X-Forwarded-For is
 // not trusted: anyone can send it.
-func clientAddr(r *http.Request) string {
+func peerAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// clientAddr is the address failures of r count against: the TCP peer, or,
+// for a request a --ha follower forwarded, the client's address it asserts
+// (assertion.go).
+func clientAddr(r *http.Request) string {
+	if a := infoOf(r).client; a != "" {
+		return a
+	}
+	return peerAddr(r)
+}
+
+// connProof is what one connection proved: the credentials (digests) that
+// passed a password check on it. Its later requests with the same
+// credentials are not throttled: failures elsewhere, even from the same
+// address, cannot lock out a client that already proved itself on an open
+// connection. A few credentials are kept per connection, the newest.
+type connProof struct {
+	mu    sync.Mutex
+	creds [connProofSlots][sha256.Size]byte
+	n     int
+}
+
+const connProofSlots = 4
+
+type connProofKey struct{}
+
+// ConnContext is the http.Server ConnContext the server needs (Open sets
+// it; set it too when serving the Server with an http.Server of your own):
+// every connection gets its own proof.
+func (s *Server) ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connProofKey{}, &connProof{})
+}
+
+// proofOf is r's connection's proof (nil when the server did not set one up).
+func proofOf(r *http.Request) *connProof {
+	p, _ := r.Context().Value(connProofKey{}).(*connProof)
+	return p
+}
+
+func (p *connProof) has(cred [sha256.Size]byte) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 0; i < min(p.n, connProofSlots); i++ {
+		if p.creds[i] == cred {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *connProof) add(cred [sha256.Size]byte) {
+	if p == nil || p.has(cred) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.creds[p.n%connProofSlots] = cred
+	p.n++
 }
 
 // refill brings b's tokens up to t.
@@ -64,29 +136,32 @@ func (b *bucket) wait() time.Duration {
 	return time.Duration((1 - b.tokens) * float64(b.every))
 }
 
-// blocked reports how long a password check for user from addr must wait: 0
-// when both buckets hold a token.
-func (t *loginThrottle) blocked(user, addr string) time.Duration {
+// blocked reports how long a password check for user from addr must wait,
+// and which bucket is empty: 0 when both hold a token.
+func (t *loginThrottle) blocked(user, addr string) (time.Duration, string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
 	var wait time.Duration
-	for _, k := range []string{userKey(user), addrKey(addr)} {
-		if el, ok := t.buckets[k]; ok {
+	reason := ""
+	for _, k := range []struct{ key, reason string }{{userAddrKey(user, addr), throttledUserAddr}, {addrKey(addr), throttledAddr}} {
+		if el, ok := t.buckets[k.key]; ok {
 			b := el.Value.(*bucket)
 			b.refill(now)
-			wait = max(wait, b.wait())
+			if w := b.wait(); w > wait {
+				wait, reason = w, k.reason
+			}
 		}
 	}
-	return wait
+	return wait, reason
 }
 
-// failedPassword spends a token of user's and of addr's bucket.
+// failedPassword spends a token of (user, addr)'s bucket and of addr's.
 func (t *loginThrottle) failedPassword(user, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	t.spend(userKey(user), loginUserBurst, loginUserRefill, now)
+	t.spend(userAddrKey(user, addr), loginUserBurst, loginUserRefill, now)
 	t.spend(addrKey(addr), loginAddrBurst, loginAddrRefill, now)
 }
 

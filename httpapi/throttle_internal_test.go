@@ -19,10 +19,10 @@ func TestLoginThrottleMemoryIsBounded(t *testing.T) {
 		}
 	}
 	// The newest keys are still tracked: their failure still counts.
-	for i := 0; i < loginUserBurst-1; i++ {
+	for i := 0; i < loginUserBurst; i++ {
 		th.failedPassword("user999", "10.0.0.99")
 	}
-	if th.blocked("user999", "10.0.0.99") == 0 {
+	if blockedFor(th, "user999", "10.0.0.99") == 0 {
 		t.Fatal("the most recent user's bucket was evicted")
 	}
 	// Once refilled, buckets are dropped to make room rather than busy ones.
@@ -35,7 +35,7 @@ func TestLoginThrottleMemoryIsBounded(t *testing.T) {
 	if n := th.size(); n > 1+1+10+1 {
 		t.Fatalf("%d buckets after the refilled ones should have gone", n)
 	}
-	if th.blocked("busy", "10.0.0.1") == 0 {
+	if blockedFor(th, "busy", "10.0.0.1") == 0 {
 		t.Fatal("a busy user's bucket was dropped")
 	}
 }
@@ -46,4 +46,9 @@ func TestRetryAfterSeconds(t *testing.T) {
 			t.Errorf("retryAfterSeconds(%v) = %d, want %d", d, got, want)
 		}
 	}
+}
+
+func blockedFor(th *loginThrottle, user, addr string) time.Duration {
+	wait, _ := th.blocked(user, addr)
+	return wait
 }

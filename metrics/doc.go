@@ -11,7 +11,9 @@
 //   - Redis, read by a refresher goroutine every Config.Interval (log length and
 //     last id, projection apply lag, per-shard lag and pending), so that shard lag
 //     is tracked even when nobody reads the monitoring endpoints; scrapes only
-//     return the latest values and never touch Redis.
+//     return the latest values and never touch Redis. Shard values come through
+//     the OffsetReader cmd gives Watch: the HTTP server's cache of shard streams,
+//     which its own background pass refreshes, so the gauges add no Redis reads.
 //
 // It knows commands, projection and events, and reaches Redis only through the
 // OffsetReader interface it defines; it must not import httpapi, redisstore or cmd.

@@ -32,62 +32,81 @@ type Offset struct {
 	SlotStart, SlotEnd   *int
 }
 
-// Offsets reads XINFO STREAM, XINFO GROUPS and MEMORY USAGE of each shard.
+// offsetsScript reads one shard stream for monitoring in one call: XINFO
+// STREAM without the first and last entries it returns (an entry may be
+// megabytes: only their ids leave Redis), the group's line of XINFO GROUPS,
+// and MEMORY USAGE. KEYS[1] stream; ARGV[1] consumer group. Returns {0} when
+// the stream does not exist, else {1, length, first id, last id,
+// last-generated id, group found (1/0), group last-delivered id, pending,
+// lag (-1 when Redis cannot tell), memory bytes (-1 when unknown)}.
+var offsetsScript = redis.NewScript("#!lua flags=no-writes\n" + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local t = {}
+for i = 1, #info, 2 do t[info[i]] = info[i+1] end
+local first, last = '', ''
+if t['first-entry'] then first = t['first-entry'][1] end
+if t['last-entry'] then last = t['last-entry'][1] end
+local found, delivered, pending, lag = 0, '', 0, -1
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local name, d, p, l = nil, '', 0, -1
+  for i = 1, #g, 2 do
+    local v = g[i+1]
+    if g[i] == 'name' then name = v
+    elseif g[i] == 'pending' then p = v
+    elseif g[i] == 'lag' and v then l = v
+    elseif g[i] == 'last-delivered-id' then d = v end
+  end
+  if name == ARGV[1] then found, delivered, pending, lag = 1, d, p, l end
+end
+local mem = redis.call('MEMORY', 'USAGE', KEYS[1]) or -1
+return {1, t['length'], first, last, t['last-generated-id'] or '', found, delivered, pending, lag, mem}
+`)
+
+// Offsets reads each shard's stream, the group's reading of it and its memory
+// (offsetsScript, one call per shard, pipelined).
 func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int) ([]Offset, error) {
-	pipe := s.rdb.Pipeline()
-	type cmds struct {
-		info   *redis.XInfoStreamCmd
-		groups *redis.XInfoGroupsCmd
-		mem    *redis.IntCmd
-	}
-	cs := make([]cmds, len(shards))
+	keys := make([]string, len(shards))
 	for i, sh := range shards {
-		key := routing.StreamKey(prefix, sh)
-		// Groups before the stream: a group's last-delivered-id at or past the
-		// last-generated-id read after it means nothing was left to read.
-		groups := pipe.XInfoGroups(ctx, key)
-		cs[i] = cmds{info: pipe.XInfoStream(ctx, key), groups: groups, mem: pipe.MemoryUsage(ctx, key)}
+		keys[i] = routing.StreamKey(prefix, sh)
 	}
-	if len(shards) > 0 {
-		_, _ = pipe.Exec(ctx)
-	}
+	cmds := s.runEach(ctx, offsetsScript, keys, group)
 	out := make([]Offset, 0, len(shards))
 	for i, sh := range shards {
-		key := routing.StreamKey(prefix, sh)
+		key := keys[i]
 		o := Offset{ShardIndex: sh, StreamKey: key, Slot: routing.Slot(key)}
 		if r, ok := s.slots.lookup(ctx, s.rdb, o.Slot); ok {
 			start, end := r.start, r.end
 			o.NodeEndpoint, o.NodeID, o.SlotStart, o.SlotEnd = r.endpoint, r.nodeID, &start, &end
 		}
-		info, err := cs[i].info.Result()
-		if err != nil && !isNoSuchKey(err) {
-			return nil, fmt.Errorf("XINFO STREAM %s: %w", key, err)
+		res, err := cmds[i].Slice()
+		if err != nil {
+			return nil, fmt.Errorf("read offsets of %s: %w", key, err)
 		}
-		if err == nil {
-			o.Exists = true
-			o.Length = info.Length
-			o.FirstID, o.LastID = info.FirstEntry.ID, info.LastEntry.ID
-			o.LastGeneratedID = info.LastGeneratedID
+		if len(res) == 0 || toInt(res[0]) == 0 {
+			out = append(out, o)
+			continue
 		}
-		if groups, err := cs[i].groups.Result(); err == nil {
-			for _, g := range groups {
-				if g.Name == group {
-					o.GroupLastDeliveredID = g.LastDeliveredID
-					o.Pending = g.Pending
-					if g.Lag >= 0 {
-						l := g.Lag
-						o.Lag = &l
-					}
-					// At or past the last id, nothing is left to read, whatever
-					// a promoted replica's stale counter says (see luaGroups).
-					if o.Exists && !idLess(g.LastDeliveredID, o.LastGeneratedID) {
-						l := int64(0)
-						o.Lag = &l
-					}
-				}
+		if len(res) != 10 {
+			return nil, fmt.Errorf("read offsets of %s: %d values, want 10", key, len(res))
+		}
+		str := func(v any) string { s, _ := v.(string); return s }
+		o.Exists = true
+		o.Length = toInt(res[1])
+		o.FirstID, o.LastID, o.LastGeneratedID = str(res[2]), str(res[3]), str(res[4])
+		if toInt(res[5]) == 1 {
+			o.GroupLastDeliveredID, o.Pending = str(res[6]), toInt(res[7])
+			if lag := toInt(res[8]); lag >= 0 {
+				o.Lag = &lag
+			}
+			// At or past the last id, nothing is left to read, whatever a
+			// promoted replica's stale counter says (see luaGroups).
+			if !idLess(o.GroupLastDeliveredID, o.LastGeneratedID) {
+				l := int64(0)
+				o.Lag = &l
 			}
 		}
-		if mem, err := cs[i].mem.Result(); err == nil {
+		if mem := toInt(res[9]); mem >= 0 {
 			o.MemoryBytes = &mem
 		}
 		out = append(out, o)
@@ -95,47 +114,129 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 	return out, nil
 }
 
-// Message is one stream entry.
+// Message is one stream entry, as Messages read it: Truncated says its field
+// names or values were cut (or some fields dropped) to MessagesQuery's
+// MaxRecordBytes.
 type Message struct {
-	ID     string
-	Fields map[string]string
+	ID        string
+	Fields    map[string]string
+	Truncated bool
 }
 
-// Messages pages through a stream without touching consumer-group state; the
-// cursor entry itself is skipped.
-func (s *Shards) Messages(ctx context.Context, key string, forward bool, cursor string, limit int) ([]Message, bool, error) {
-	var msgs []redis.XMessage
-	var err error
-	n := int64(limit + 1)
-	if forward {
-		start := "-"
-		if cursor != "" {
-			start = "(" + cursor
+// MessagesQuery is one page of a stream, bounded in entries and in bytes.
+type MessagesQuery struct {
+	Forward bool
+	Cursor  string // exclusive; "" from the start of the direction
+	Limit   int
+	// Peek reads one entry more than Limit to tell whether more follow.
+	Peek bool
+	// MaxBytes stops the read once the entries read hold this many bytes of
+	// ids, field names and values (after MaxRecordBytes' cuts); the first
+	// entry is always read.
+	MaxBytes int
+	// MaxRecordBytes cuts each entry's field names and values, in order, so
+	// that the entry holds at most this many bytes with its id; the fields
+	// that no longer fit are dropped. 0 reads ids only.
+	MaxRecordBytes int
+}
+
+// messagesScript pages a stream one entry at a time inside Redis, so that
+// neither Redis's reply nor the coordinator ever holds more than the byte
+// budget plus one entry: XRANGE (or XREVRANGE) with COUNT 1 from the cursor
+// on, each entry cut to the record bound, until the limit or the budget.
+// KEYS[1] stream; ARGV forward (1/0), cursor, limit, peek (1/0), max bytes,
+// max record bytes. Returns {entries, more (1/0), cut (1/0)}, each entry
+// {id, {field, value, ...}, truncated (1/0)}. It reads only.
+var messagesScript = redis.NewScript("#!lua flags=no-writes\n" + `
+local fwd = ARGV[1] == '1'
+local limit = tonumber(ARGV[3])
+local peek = ARGV[4] == '1'
+local maxBytes = tonumber(ARGV[5])
+local maxRecord = tonumber(ARGV[6])
+local bound
+if ARGV[2] == '' then
+  if fwd then bound = '-' else bound = '+' end
+else
+  bound = '(' .. ARGV[2]
+end
+local out, used, more, cut = {}, 0, 0, 0
+while true do
+  if #out >= limit and not peek then break end
+  local r
+  if fwd then
+    r = redis.call('XRANGE', KEYS[1], bound, '+', 'COUNT', 1)
+  else
+    r = redis.call('XREVRANGE', KEYS[1], bound, '-', 'COUNT', 1)
+  end
+  if #r == 0 then break end
+  if #out >= limit then more = 1; break end
+  local id, fields = r[1][1], r[1][2]
+  local size, kept, trunc = #id, {}, 0
+  for i = 1, #fields, 2 do
+    local name, value = fields[i], fields[i + 1] or ''
+    local room = maxRecord - size
+    if room <= 0 then trunc = 1; break end
+    if #name > room then
+      kept[#kept + 1] = string.sub(name, 1, room)
+      kept[#kept + 1] = ''
+      size = maxRecord
+      trunc = 1
+      break
+    end
+    size = size + #name
+    room = maxRecord - size
+    if #value > room then
+      value = string.sub(value, 1, room)
+      trunc = 1
+    end
+    size = size + #value
+    kept[#kept + 1] = name
+    kept[#kept + 1] = value
+  end
+  if #out > 0 and used + size > maxBytes then more = 1; cut = 1; break end
+  used = used + size
+  out[#out + 1] = {id, kept, trunc}
+  bound = '(' .. id
+end
+return {out, more, cut}
+`)
+
+// Messages pages through a stream without touching consumer-group state
+// (messagesScript); the cursor entry itself is skipped. more says entries
+// follow the page (Peek found one, or the byte budget stopped the read), cut
+// that the byte budget stopped it.
+func (s *Shards) Messages(ctx context.Context, key string, q MessagesQuery) (msgs []Message, more, cut bool, err error) {
+	flag := func(b bool) string {
+		if b {
+			return "1"
 		}
-		msgs, err = s.rdb.XRangeN(ctx, key, start, "+", n).Result()
-	} else {
-		end := "+"
-		if cursor != "" {
-			end = "(" + cursor
-		}
-		msgs, err = s.rdb.XRevRangeN(ctx, key, end, "-", n).Result()
+		return "0"
 	}
+	res, err := messagesScript.Run(ctx, s.rdb, []string{key}, flag(q.Forward), q.Cursor, q.Limit, flag(q.Peek), q.MaxBytes, q.MaxRecordBytes).Slice()
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	more := len(msgs) > limit
-	if more {
-		msgs = msgs[:limit]
+	if len(res) != 3 {
+		return nil, false, false, fmt.Errorf("messages script: %d values, want 3", len(res))
 	}
-	out := make([]Message, 0, len(msgs))
-	for _, m := range msgs {
-		f := map[string]string{}
-		for k, v := range m.Values {
-			f[k] = fmt.Sprint(v)
+	entries, _ := res[0].([]any)
+	msgs = make([]Message, 0, len(entries))
+	for _, e := range entries {
+		parts, _ := e.([]any)
+		if len(parts) != 3 {
+			return nil, false, false, fmt.Errorf("messages script: malformed entry %v", e)
 		}
-		out = append(out, Message{ID: m.ID, Fields: f})
+		id, _ := parts[0].(string)
+		kv, _ := parts[1].([]any)
+		m := Message{ID: id, Fields: make(map[string]string, len(kv)/2), Truncated: parts[2] == int64(1)}
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			v, _ := kv[i+1].(string)
+			m.Fields[k] = v
+		}
+		msgs = append(msgs, m)
 	}
-	return out, more, nil
+	return msgs, res[1] == int64(1), res[2] == int64(1), nil
 }
 
 // Ping checks the connection.

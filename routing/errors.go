@@ -16,7 +16,8 @@ var (
 	// Redis Cluster hash tag in the stream keys.
 	ErrHashTagBraces = errors.New("must not contain Redis Cluster hash tag braces")
 	// ErrForbiddenChar: the name contains a control character, white
-	// space, or a glob character ('*', '?', '[', ']').
+	// space, a Unicode format character (category Cf), or a glob character
+	// ('*', '?', '[', ']').
 	ErrForbiddenChar = errors.New("must not contain a forbidden character")
 
 	// ErrNoShards: routing was asked for with shardCount <= 0.

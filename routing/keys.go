@@ -70,12 +70,15 @@ func ValidatePrefix(prefix string) error {
 //   - contains '{' or '}': [ErrHashTagBraces], message
 //     "<kind> must not contain Redis Cluster hash tag braces";
 //   - contains a control character (< 0x20 or 0x7f), a Unicode white space
-//     character, or one of the glob characters '*', '?', '[', ']':
-//     [ErrForbiddenChar], message naming the first such character,
-//     e.g. "<kind> must not contain '*'".
+//     character, a Unicode format character (category Cf: zero-width
+//     characters, bidirectional controls, the byte-order mark), or one of
+//     the glob characters '*', '?', '[', ']': [ErrForbiddenChar], message
+//     naming the first such character, e.g. "<kind> must not contain '*'".
 //
 // The blank and brace rules are those of the reference server; the others
-// are stricter, to rule out key-pattern injection.
+// are stricter, to rule out key-pattern injection and names that look like
+// another name in a log line or a console (a format character is invisible
+// or reorders the text around it).
 func ValidateName(kind, value string) error {
 	if strings.TrimSpace(value) == "" {
 		return &nameError{kind: kind, err: ErrBlank}
@@ -102,7 +105,7 @@ func forbidden(r rune) bool {
 		return true
 	case r == '*', r == '?', r == '[', r == ']':
 		return true
-	case unicode.IsSpace(r):
+	case unicode.IsSpace(r), unicode.Is(unicode.Cf, r):
 		return true
 	}
 	return false

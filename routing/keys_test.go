@@ -83,6 +83,12 @@ func TestValidatePrefix(t *testing.T) {
 		{"DEL", "a\x7f", routing.ErrForbiddenChar, `streamPrefix must not contain '\x7f'`},
 		{"no-break space", "a\u00a0b", routing.ErrForbiddenChar, `streamPrefix must not contain '\u00a0'`},
 		{"line separator", "a\u2028b", routing.ErrForbiddenChar, `streamPrefix must not contain '\u2028'`},
+		{"zero-width space", "ord\u200bers", routing.ErrForbiddenChar, `streamPrefix must not contain '\u200b'`},
+		{"zero-width joiner", "a\u200db", routing.ErrForbiddenChar, `streamPrefix must not contain '\u200d'`},
+		{"right-to-left override", "a\u202eb", routing.ErrForbiddenChar, `streamPrefix must not contain '\u202e'`},
+		{"first strong isolate", "a\u2068b", routing.ErrForbiddenChar, `streamPrefix must not contain '\u2068'`},
+		{"byte-order mark", "\ufefforders", routing.ErrForbiddenChar, `streamPrefix must not contain '\ufeff'`},
+		{"soft hyphen", "or\u00adders", routing.ErrForbiddenChar, `streamPrefix must not contain '\u00ad'`},
 		{"first bad char named", "a?b*", routing.ErrForbiddenChar, "streamPrefix must not contain '?'"},
 	}
 	for _, tt := range tests {

@@ -21,7 +21,10 @@ type LoginResponse struct {
 // credentials of the request belong to. Username is null without credentials.
 // Its fields are in the order the answer has always had them (alphabetical).
 type SessionResponse struct {
-	Authenticated bool     `json:"authenticated"`
-	Roles         []string `json:"roles"`
-	Username      *string  `json:"username"`
+	Authenticated bool `json:"authenticated"`
+	// Prefixes is the principal's scope: the stream prefixes (exact, or a
+	// name prefix ending in '*') its roles apply to; null for every prefix.
+	Prefixes []string `json:"prefixes"`
+	Roles    []string `json:"roles"`
+	Username *string  `json:"username"`
 }

@@ -100,4 +100,10 @@ type GrafanaMessageRow struct {
 	PageTotalMessages int64      `json:"pageTotalMessages"`
 	RecordTimestampMs *int64     `json:"recordTimestampMs"`
 	RecordTime        *time.Time `json:"recordTime"`
+	// FieldsTruncated: the record's field names or values were cut (or
+	// fields dropped) to the per-record byte bound.
+	FieldsTruncated bool `json:"fieldsTruncated"`
+	// PageTruncated: the page ended before pageLimit rows because the answer
+	// reached its byte budget; pageNextCursor goes on from its last row.
+	PageTruncated bool `json:"pageTruncated"`
 }

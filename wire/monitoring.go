@@ -135,6 +135,9 @@ type ConsumerShardProgress struct {
 // OffsetsResponse answers GET .../groups/{g}/offsets. Its fields are in the
 // order the answer has always had them (alphabetical).
 type OffsetsResponse struct {
+	// AsOf is when Redis was read (the coordinator keeps a cache refreshed in
+	// the background; see the README's Security section).
+	AsOf                  time.Time     `json:"asOf"`
 	ConsumerGroup         string        `json:"consumerGroup"`
 	MemoryUsageKnown      bool          `json:"memoryUsageKnown"`
 	Shards                []ShardOffset `json:"shards"`
@@ -191,6 +194,9 @@ type MessagesPage struct {
 	Shard         ShardRef       `json:"shard"`
 	StreamKey     string         `json:"streamKey"`
 	StreamPrefix  string         `json:"streamPrefix"`
+	// Truncated: the page ended before limit records because the answer
+	// reached its byte budget; nextCursor goes on from its last record.
+	Truncated bool `json:"truncated"`
 }
 
 // StreamRecord is one message of a shard stream.
@@ -204,4 +210,7 @@ type StreamRecord struct {
 	Payload           *string           `json:"payload"`
 	RecordTimestampMs *int64            `json:"recordTimestampMs"`
 	RecordTime        *time.Time        `json:"recordTime"`
+	// FieldsTruncated: field names or values were cut (or fields dropped)
+	// so that the record holds at most the per-record byte bound.
+	FieldsTruncated bool `json:"fieldsTruncated"`
 }

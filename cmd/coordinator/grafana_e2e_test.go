@@ -116,6 +116,7 @@ var gfMessageCols = map[string]string{
 	"shardLabel": "string", "streamKey": "string", "recordId": "string", "payload": "string|null",
 	"fieldsJson": "string", "pageDirection": "string", "pageLimit": "number", "pageNextCursor": "string|null",
 	"pageTotalMessages": "number", "recordTimestampMs": "number|null", "recordTime": "string|null",
+	"fieldsTruncated": "bool", "pageTruncated": "bool",
 }
 
 // gfRequiredParamErrors checks that a route with required streamPrefix and
@@ -163,7 +164,9 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 		{"username": "reader", "password": "r-pw", "roles": []string{"READ"}},
 		{"username": "member", "password": "m-pw", "roles": []string{"MEMBER"}},
 	})
-	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.UsersFile = users })
+	// The Redis columns come from the offsets cache: refreshed here only
+	// when the test says so (gfRefresh), besides a group's first read.
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.UsersFile = users; m.MetricsInterval = time.Hour })
 	ctx := context.Background()
 	rdb := apiRedis(t, tc)
 	workers := []string{"streamPrefix", "gf", "consumerGroup", "workers"}
@@ -196,6 +199,7 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		rdb.XAdd(ctx, &redis.XAddArgs{Stream: "gf:0", Values: []string{"payload", fmt.Sprint(i)}})
 	}
+	gfRefresh(t, tc)
 
 	t.Run("READ role on every route", func(t *testing.T) {
 		reader, member := apiBasic("reader", "r-pw"), apiBasic("member", "m-pw")
@@ -405,6 +409,13 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 	})
 }
 
+// gfRefresh runs a refresh pass of the coordinator's offsets cache, as its
+// background loop does every --metrics-interval.
+func gfRefresh(tb testing.TB, tc *testCoordinator) {
+	tb.Helper()
+	tc.Main.server.RefreshOffsets(context.Background())
+}
+
 // gfRate reads a rate column: nil, or a number with at most 2 decimals.
 func gfRate(tb testing.TB, row map[string]any, col string) *float64 {
 	tb.Helper()
@@ -422,12 +433,13 @@ func gfRate(tb testing.TB, row map[string]any, col string) *float64 {
 	}
 }
 
-// TestIntegrationGrafanaRates: rates are null on a stream's first observation,
-// numeric afterwards; consumed follows the group's lag and is null when Redis
-// cannot tell the lag.
+// TestIntegrationGrafanaRates: rates are null on a stream's first read by
+// the offsets cache, numeric afterwards (between two reads of the cache, not
+// two scrapes: scraping again changes nothing); consumed follows the group's
+// lag and is null when Redis cannot tell the lag.
 func TestIntegrationGrafanaRates(t *testing.T) {
 	parallel(t)
-	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MetricsInterval = time.Hour })
 	ctx := context.Background()
 	rdb := apiRedis(t, tc)
 	apiCreate(t, tc, "rate", "g", 2)
@@ -466,6 +478,12 @@ func TestIntegrationGrafanaRates(t *testing.T) {
 		rdb.XAdd(ctx, &redis.XAddArgs{Stream: "rate:0", Values: []string{"payload", fmt.Sprint(i)}})
 	}
 	s0, s1 = shards(t)
+	check(t, s0, want{"null", "null"}) // no new read: a scrape changes nothing
+	if s0["streamLength"] != 0.0 {
+		t.Errorf("a scrape read Redis: %v", s0)
+	}
+	gfRefresh(t, tc)
+	s0, s1 = shards(t)
 	check(t, s0, want{">0", "0"}) // produced 5, lag grew by 5: nothing consumed
 	check(t, s1, want{"0", "0"})
 
@@ -479,6 +497,7 @@ func TestIntegrationGrafanaRates(t *testing.T) {
 		ids = append(ids, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "rate:1", Values: []string{"payload", fmt.Sprint(i)}}).Val())
 	}
 	rdb.XDel(ctx, "rate:1", ids[1])
+	gfRefresh(t, tc)
 	s0, s1 = shards(t)
 	check(t, s0, want{"0", ">0"})
 	check(t, s1, want{">0", "null"})
@@ -491,12 +510,14 @@ func TestIntegrationGrafanaRates(t *testing.T) {
 	if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"rate:1", ">"}, Count: 5, Block: -1}).Err(); err != nil {
 		t.Fatal(err)
 	}
+	gfRefresh(t, tc)
 	_, s1 = shards(t)
 	check(t, s1, want{"0", "null"})
+	gfRefresh(t, tc)
 	_, s1 = shards(t)
 	check(t, s1, want{"0", "0"})
 
-	// Group rows share the observations; a group never observed has none yet.
+	// Group rows share the reads; a group never read has none yet.
 	apiCreate(t, tc, "fresh", "g", 1)
 	rows := gfGroupRows(t, tc)
 	check(t, rows["fresh/g"], want{"null", "null"})
@@ -506,6 +527,7 @@ func TestIntegrationGrafanaRates(t *testing.T) {
 	if rows["rate/g"]["totalLag"] != 0.0 || rows["rate/g"]["totalPendingCount"] != 7.0 {
 		t.Errorf("rate/g totals: %v", rows["rate/g"])
 	}
+	gfRefresh(t, tc)
 	check(t, gfGroupRows(t, tc)["fresh/g"], want{"0", "0"})
 }
 

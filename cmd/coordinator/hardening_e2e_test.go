@@ -142,10 +142,26 @@ func TestIntegrationMembersAuthenticateByDefault(t *testing.T) {
 	}
 }
 
-// apiSign signs a token the way the contract does (§1.3), with any secret.
+// apiSign signs a token the way the contract does (§1.3), with any secret:
+// the coordinator refuses that format.
 func apiSign(secret, user string, exp time.Time, roles string) string {
 	p64 := base64.RawURLEncoding.EncodeToString([]byte("v1\n" + user + "\n" + strconv.FormatInt(exp.Unix(), 10) + "\n" + roles))
 	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(p64))
+	return p64 + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// apiSignUser signs a token the way the coordinator does: with the user's
+// key, derived from the secret, the name and a hash of the password, and an
+// issue time.
+func apiSignUser(secret, user, password string, iat, exp time.Time, roles string) string {
+	pw := sha256.Sum256([]byte(password))
+	km := hmac.New(sha256.New, []byte(secret))
+	km.Write([]byte("rsc token key\x00" + user + "\x00"))
+	km.Write(pw[:])
+	payload := "v2\n" + user + "\n" + strconv.FormatInt(exp.Unix(), 10) + "\n" + roles + "\n" + strconv.FormatInt(iat.Unix(), 10)
+	p64 := base64.RawURLEncoding.EncodeToString([]byte(payload))
+	mac := hmac.New(sha256.New, km.Sum(nil))
 	mac.Write([]byte(p64))
 	return p64 + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
@@ -208,7 +224,10 @@ func TestIntegrationUsersFileTokens(t *testing.T) {
 		if err != nil || replica != secret {
 			t.Fatalf("another replica would sign with %q (%v), want %q", replica, err, secret)
 		}
-		signed := apiSign(secret, "bob", time.Now().Add(time.Hour), "ADMIN")
+		// Whoever reads the secret still cannot sign for a user without its password.
+		bare := apiSign(secret, "bob", time.Now().Add(time.Hour), "ADMIN")
+		apiWantUnauthorized(t, apiSend(t, tc, apiAuth("Bearer "+bare), "GET", apiGroupPath("orders", "g1"), nil, nil), "signed with the bare secret")
+		signed := apiSignUser(secret, "bob", "b-pw", time.Now(), time.Now().Add(time.Hour), "ADMIN")
 		apiSend(t, tc, apiAuth("Bearer "+signed), "GET", apiGroupPath("orders", "g1"), nil, nil).apiWant(t, 200)
 	})
 	t.Run("a demoted user's token loses WRITE", func(t *testing.T) {
@@ -321,6 +340,8 @@ func TestIntegrationRedisErrorsDoNotLeak(t *testing.T) {
 	apiDo(t, tc, "GET", apiMonPath("orders", "oc", "offsets"), nil).apiWant(t, 200)
 	_, port, _ := net.SplitHostPort(rs.Addr())
 	rs.Stop(t)
+	// The offsets cache notices at its next pass (every --metrics-interval).
+	tc.Main.server.RefreshOffsets(t.Context())
 	gf := "/coord/v1/monitoring/grafana/messages?streamPrefix=orders&consumerGroup=oc"
 	for _, c := range []struct{ path, code string }{
 		{apiMonPath("orders", "oc", "offsets"), "REDIS_UNAVAILABLE"},

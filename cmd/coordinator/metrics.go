@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/metrics"
-	"github.com/rscoord/rsc/redisstore"
+	"github.com/rscoord/rsc/projection"
 )
 
 // newMetrics builds the Prometheus metrics (served at GET /metrics, without
@@ -28,17 +30,30 @@ func thenAlso(first, next func(events.Record)) func(events.Record) {
 	}
 }
 
-// shardOffsets adapts redisstore.Shards to metrics.OffsetReader.
-type shardOffsets struct{ s *redisstore.Shards }
+// offsetsRefresh is the HTTP server's refresh interval of its cache of shard
+// streams: --metrics-interval, or the default when that is negative (the
+// gauges are then off, the Grafana rows still need fresh values).
+func (m *Main) offsetsRefresh() time.Duration {
+	if m.MetricsInterval < 0 {
+		return httpapi.DefaultOffsetsRefresh
+	}
+	return m.MetricsInterval
+}
+
+// shardOffsets adapts the HTTP server's cache of shard streams to
+// metrics.OffsetReader: the shard gauges show what the cache last read, so
+// neither a scrape nor the metrics' own refresh costs Redis anything (the
+// cache's refresh reads each shard once per interval for every reader).
+type shardOffsets struct{ s *httpapi.Server }
 
 func (a shardOffsets) Offsets(ctx context.Context, prefix, group string, shards []int) ([]metrics.ShardOffset, error) {
-	offs, err := a.s.Offsets(ctx, prefix, group, shards)
+	offs, err := a.s.ShardOffsets(ctx, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: group})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]metrics.ShardOffset, len(offs))
 	for i, o := range offs {
-		out[i] = metrics.ShardOffset{ShardIndex: o.ShardIndex, Pending: o.Pending, Lag: o.Lag}
+		out[i] = metrics.ShardOffset{ShardIndex: o.Shard.ShardIndex, Pending: o.PendingCount, Lag: o.Lag}
 	}
 	return out, nil
 }

@@ -54,9 +54,12 @@ type Main struct {
 	SnapshotMinInterval  time.Duration
 	IgnoreSnapshot       bool
 	RateLimitPerMinute   int
-	CoordinatorID        string
-	LogFormat            string
-	LogLevel             string
+	// AllowedHosts are Host names answered besides loopback ones; with a
+	// loopback --listen (or any AllowedHosts) other Host headers are refused.
+	AllowedHosts  string
+	CoordinatorID string
+	LogFormat     string
+	LogLevel      string
 	// Escape hatches from the secure defaults, and the token lifetime (security.go).
 	AllowAnonymousMembers      bool // heartbeats without credentials (as --authenticate-member-api=false)
 	InsecureDefaultCredentials bool // the default admin password on an address other hosts can reach
@@ -123,12 +126,13 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&m.SnapshotEvery, "snapshot-every", 10000, "events between projection snapshots (negative: never)")
 	fs.DurationVar(&m.SnapshotMinInterval, "snapshot-min-interval", 30*time.Second, "least time between periodic snapshots (negative: none)")
 	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
-	fs.IntVar(&m.RateLimitPerMinute, "rate-limit-per-minute", 0, "admin mutations per principal, prefix and group per minute (0: off)")
+	fs.IntVar(&m.RateLimitPerMinute, "rate-limit-per-minute", DefaultRateLimitPerMinute, "admin mutations per principal per minute, over every group and prefix (429 with Retry-After beyond; 0: off)")
+	fs.StringVar(&m.AllowedHosts, "allowed-hosts", "", "comma-separated Host names answered besides localhost and loopback addresses (\".example.com\" also allows its subdomains); with a loopback --listen, or when given, requests for any other Host are refused (DNS rebinding)")
 	fs.StringVar(&m.CoordinatorID, "coordinator-id", "local-coordinator", "name of this coordinator in health output")
 	fs.StringVar(&m.LogFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&m.CrashAfterEvent, "crash-after-event", "", "test hook: exit 137 right after appending an event of this type")
-	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often /metrics gauges read from Redis (log length, shard lag and pending) are refreshed (negative: never)")
+	fs.DurationVar(&m.MetricsInterval, "metrics-interval", 10*time.Second, "how often the Redis-derived values are refreshed in the background: /metrics gauges (log length, shard lag and pending; negative: never) and the cache of shard streams that Grafana rows and offsets read (negative: the default 10s)")
 	fs.IntVar(&m.SnapshotKeep, "snapshot-keep", 2, "snapshots kept: start-up falls back to an older one when the newest is unreadable (at least 1)")
 	fs.BoolVar(&m.TrimLog, "trim-log", false, "after each snapshot, trim the log behind the oldest kept snapshot, archiving the resharding and admin events to <log-stream>:archive first")
 	fs.BoolVar(&m.HA, "ha", false, "run as one of several replicas on the log: decide only while holding the leader lease, forward writes to the leader otherwise")
@@ -179,6 +183,12 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.SnapshotKeep < 1 {
 		return fmt.Errorf("--snapshot-keep must be at least 1")
 	}
+	if m.RateLimitPerMinute < 0 {
+		return fmt.Errorf("--rate-limit-per-minute must be 0 (off) or positive")
+	}
+	if err := checkAllowedHosts(m.AllowedHosts); err != nil {
+		return err
+	}
 	if m.HA && m.LeaderLease < 30*time.Millisecond {
 		return fmt.Errorf("--leader-lease must be at least 30ms")
 	}
@@ -214,7 +224,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("--redis: %w", err)
 	}
 	m.rdb = rdb
-	tokenSecret, err := m.resolveTokenSecret(ctx)
+	tokenSecret, clusterSecret, err := m.resolveSecrets(ctx)
 	if err != nil {
 		return err
 	}
@@ -252,14 +262,14 @@ func (m *Main) Run(ctx context.Context) error {
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
 	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
-	m.metrics.Watch(m.coord, shardOffsets{shards})
 	m.server = httpapi.NewServer(httpapi.Config{
-		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute,
+		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute, Hosts: m.hostPolicy(),
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
-			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth()},
-		Now: m.clock,
+			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
+		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(),
 	}, m.coord, streamReader{shards})
+	m.metrics.Watch(m.coord, shardOffsets{m.server})
 	if err := m.server.Open(); err != nil {
 		return err
 	}

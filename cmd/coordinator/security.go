@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -77,17 +78,45 @@ func (m *Main) warnInsecure() {
 	}
 }
 
-// resolveTokenSecret is the HMAC secret for bearer tokens. --token-secret
-// wins. With --users-file and none given, a random secret is kept in Redis
-// next to the log, shared by every replica: the contract's derivation from
-// the admin credentials would use an admin that is not even a user, with the
-// default password anyone knows. Without --users-file, "" keeps that
-// derivation (contract §1.3), a secret only as good as the admin password,
-// which checkExposure refuses to leave at its default on a reachable address.
-func (m *Main) resolveTokenSecret(ctx context.Context) (string, error) {
-	if strings.TrimSpace(m.TokenSecret) != "" || m.UsersFile == "" {
-		return m.TokenSecret, nil
+// resolveSecrets returns the HMAC secret of bearer tokens and the cluster
+// secret that signs the principal assertions --ha replicas forward to the
+// leader ("" without --ha).
+//
+// Tokens: --token-secret wins. With --users-file and none given, a random
+// secret is kept in Redis next to the log, shared by every replica: the
+// contract's derivation from the admin credentials would use an admin that
+// is not even a user, with the default password anyone knows. Without
+// --users-file, "" keeps that derivation (contract §1.3), a secret only as
+// good as the admin password, which checkExposure refuses to leave at its
+// default on a reachable address.
+//
+// Cluster: --token-secret when given, else the random secret kept in Redis
+// (never the admin-derived one: a replica's assertion is worth any user).
+func (m *Main) resolveSecrets(ctx context.Context) (token, cluster string, err error) {
+	given := strings.TrimSpace(m.TokenSecret) != ""
+	var kept string
+	if !given && (m.UsersFile != "" || m.HA) {
+		if kept, err = m.keptSecret(ctx); err != nil {
+			return "", "", err
+		}
 	}
+	token = m.TokenSecret
+	if !given && m.UsersFile != "" {
+		token = kept
+		m.logger.Info().Msg("bearer tokens are signed with the secret kept in Redis (--users-file without --token-secret)")
+	}
+	if m.HA {
+		cluster = m.TokenSecret
+		if !given {
+			cluster = kept
+		}
+	}
+	return token, cluster, nil
+}
+
+// keptSecret is the random secret kept in Redis next to the log (made by the
+// first replica that asks).
+func (m *Main) keptSecret(ctx context.Context) (string, error) {
 	key, err := redisstore.TokenSecretKey(m.LogStream)
 	if err != nil {
 		return "", fmt.Errorf("--log-stream: %w", err)
@@ -98,20 +127,58 @@ func (m *Main) resolveTokenSecret(ctx context.Context) (string, error) {
 	for {
 		secret, err := redisstore.TokenSecret(ctx, m.rdb, m.LogStream)
 		if err == nil {
-			m.logger.Info().Str("key", key).Msg("bearer tokens are signed with the secret kept in Redis (--users-file without --token-secret)")
 			return secret, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("--users-file without --token-secret: the token secret is kept in Redis at %s, which did not answer in %s (give --token-secret, or make Redis reachable): %w", key, tokenSecretWait, err)
+			return "", fmt.Errorf("the token and cluster secret is kept in Redis at %s (--users-file or --ha without --token-secret), which did not answer in %s (give --token-secret, or make Redis reachable): %w", key, tokenSecretWait, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
+// DefaultRateLimitPerMinute is --rate-limit-per-minute's default: admin
+// mutations per principal per minute, far above what an operator or a
+// deployment tool sends, low enough that a loop cannot flood the log.
+const DefaultRateLimitPerMinute = 1200
+
+// hostPolicy is the Host check: on with a loopback --listen or --allowed-hosts.
+// The host of --advertise-url is allowed too: the other replicas forward to
+// this one under it.
+func (m *Main) hostPolicy() httpapi.HostPolicy {
+	allowed := splitList(m.AllowedHosts)
+	restrict := loopbackListen(m.Listen) || len(allowed) > 0
+	if u, err := url.Parse(m.AdvertiseURL); err == nil && u.Hostname() != "" {
+		allowed = append(allowed, u.Hostname())
+	}
+	return httpapi.HostPolicy{Restrict: restrict, Allowed: allowed}
+}
+
+// checkAllowedHosts refuses an --allowed-hosts entry that is not a host name
+// or address (a port, a scheme or a path is a mistake).
+func checkAllowedHosts(list string) error {
+	for _, h := range splitList(list) {
+		name := strings.TrimPrefix(h, ".")
+		if name == "" || strings.ContainsAny(name, ":/ @*") && net.ParseIP(strings.Trim(name, "[]")) == nil {
+			return fmt.Errorf("--allowed-hosts: %q is not a host name or address (no scheme, port or path; a leading '.' allows subdomains)", h)
+		}
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
 // readUsers reads and checks a users file: a JSON array of at least one user,
-// each named once.
+// each named once, each scope (prefixes) valid when given.
 func readUsers(path string) ([]httpapi.User, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -133,6 +200,11 @@ func readUsers(path string) ([]httpapi.User, []byte, error) {
 			return nil, nil, fmt.Errorf("user %q is listed twice", u.Username)
 		}
 		seen[u.Username] = true
+		if u.Prefixes != nil {
+			if err := httpapi.ValidateScope(u.Prefixes); err != nil {
+				return nil, nil, fmt.Errorf("user %q: %w", u.Username, err)
+			}
+		}
 	}
 	return users, data, nil
 }

@@ -364,6 +364,9 @@ func apiSendNoRedirect(t *testing.T, tc *testCoordinator, auth apiAuth, method, 
 	if auth != "" {
 		req.Header.Set("Authorization", string(auth))
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -461,7 +464,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 	})
 	t.Run("session and login show the user's roles", func(t *testing.T) {
 		r := apiSend(t, tc, reader, "GET", "/coord/v1/monitoring/session", nil, nil).apiWant(t, 200)
-		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"]}`)
+		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"],"prefixes":null}`)
 		l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "member", "password": "m-pw"}, nil).apiWant(t, 200)
 		if got := apiArr(t, l.JSON, "roles"); len(got) != 1 || got[0] != "MEMBER" {
 			t.Errorf("member roles %v", got)
@@ -674,29 +677,50 @@ func TestIntegrationBodyLimit(t *testing.T) {
 	}
 }
 
+// TestIntegrationRateLimit: admin mutations are limited per principal, over
+// every group and prefix (the reference keyed principal:prefix:group, so a
+// loop over made-up group names had a fresh budget per name); a refused
+// mutation answers 429 with Retry-After and appends nothing; heartbeats and
+// reads are not limited; another principal has its own budget. The limit is
+// on by default.
 func TestIntegrationRateLimit(t *testing.T) {
-	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.RateLimitPerMinute = 2 })
+	users := apiUsersFile(t, []map[string]any{
+		{"username": "admin", "password": "password", "roles": []string{"ADMIN"}},
+		{"username": "other", "password": "o-pw", "roles": []string{"WRITE"}},
+	})
+	var defaults *Main
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) {
+		defaults = &Main{RateLimitPerMinute: m.RateLimitPerMinute}
+		m.RateLimitPerMinute = 3
+		m.UsersFile = users
+	})
+	if defaults.RateLimitPerMinute != DefaultRateLimitPerMinute || DefaultRateLimitPerMinute <= 0 {
+		t.Fatalf("--rate-limit-per-minute defaults to %d", defaults.RateLimitPerMinute)
+	}
+	rdb := apiRedis(t, tc)
 	apiAvoidMinuteEdge()
 	body := map[string]any{"initialShardCount": 2, "requestedBy": "x"}
 	apiDo(t, tc, "POST", apiGroupPath("rl", "g"), body).apiWant(t, 201)
 	apiDo(t, tc, "POST", apiGroupPath("rl", "g"), body).apiWantError(t, 409, "GROUP_ALREADY_EXISTS")
-	r := apiDo(t, tc, "POST", apiGroupPath("rl", "g"), body).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
-	if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
-		t.Fatalf("Retry-After %q, want 1..60 seconds", r.Header.Get("Retry-After"))
+	apiScale(t, tc, "rl", "made-up-1", 3).apiWantError(t, 404, "GROUP_NOT_FOUND")
+	logLen := apiLogLen(t, tc, rdb)
+	for i, path := range []string{apiGroupPath("rl", "made-up-2", "scale"), apiGroupPath("other-prefix", "g", "scale"), apiGroupPath("rl", "g", "scale")} {
+		r := apiDo(t, tc, "POST", path, map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "r"}).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
+		if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+			t.Fatalf("%d: Retry-After %q, want 1..60 seconds", i, r.Header.Get("Retry-After"))
+		}
 	}
-	// The same principal:prefix:group key covers scale.
-	apiScale(t, tc, "rl", "g", 3).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
-	// Another group is another key.
-	apiDo(t, tc, "POST", apiGroupPath("rl", "other"), body).apiWant(t, 201)
+	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
+	if got := apiLogLen(t, tc, rdb); got != logLen {
+		t.Fatalf("rate-limited mutations appended %d entries", got-logLen)
+	}
 	// Heartbeats and reads are never limited.
 	for i := 0; i < 5; i++ {
 		apiSend(t, tc, apiMember, "POST", apiHBPath("rl", "g", "m1"), apiHBBody{Member: "m1", Epoch: 7}.toMap(), nil).apiWant(t, 200)
 		apiDo(t, tc, "GET", apiGroupPath("rl", "g"), nil).apiWant(t, 200)
 	}
-	// Stream-level creates share principal:prefix:*.
-	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWant(t, 201)
-	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWantError(t, 409, "STREAM_PREFIX_ALREADY_EXISTS")
-	apiDo(t, tc, "POST", "/coord/v1/streams/rls", body).apiWantError(t, 429, "RATE_LIMIT_EXCEEDED")
+	// Another principal has its own budget.
+	apiSend(t, tc, apiBasic("other", "o-pw"), "POST", apiGroupPath("rl", "g2"), body, nil).apiWant(t, 201)
 	if g := apiGroup(t, tc, "rl", "g"); g["shardCount"] != 2.0 {
 		t.Fatalf("a rate-limited scale changed the group: %v", g["shardCount"])
 	}

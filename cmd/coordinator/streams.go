@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/wire"
 )
@@ -40,14 +41,16 @@ func (a streamReader) Offsets(ctx context.Context, prefix, group string, shards 
 	return out, nil
 }
 
-func (a streamReader) Messages(ctx context.Context, key string, forward bool, cursor string, limit int) ([]wire.StreamRecord, bool, error) {
-	msgs, more, err := a.s.Messages(ctx, key, forward, cursor, limit)
+func (a streamReader) Messages(ctx context.Context, key string, q httpapi.MessagesQuery) (httpapi.StreamPage, error) {
+	msgs, more, cut, err := a.s.Messages(ctx, key, redisstore.MessagesQuery{
+		Forward: q.Forward, Cursor: q.Cursor, Limit: q.Limit, Peek: q.Peek, MaxBytes: q.MaxBytes, MaxRecordBytes: q.MaxRecordBytes,
+	})
 	if err != nil {
-		return nil, false, err
+		return httpapi.StreamPage{}, err
 	}
 	out := make([]wire.StreamRecord, len(msgs))
 	for i, m := range msgs {
-		r := wire.StreamRecord{StreamKey: key, RecordID: m.ID, Fields: m.Fields}
+		r := wire.StreamRecord{StreamKey: key, RecordID: m.ID, Fields: m.Fields, FieldsTruncated: m.Truncated}
 		if p, ok := m.Fields["payload"]; ok {
 			p := p
 			r.Payload = &p
@@ -59,7 +62,7 @@ func (a streamReader) Messages(ctx context.Context, key string, forward bool, cu
 		}
 		out[i] = r
 	}
-	return out, more, nil
+	return httpapi.StreamPage{Records: out, More: more, BytesCut: cut}, nil
 }
 
 func (a streamReader) Ping(ctx context.Context) error { return a.s.Ping(ctx) }

@@ -451,8 +451,9 @@ func newHTTPClient(conns int) *http.Client {
 
 // benchAuth is the coordinator's default: heartbeats need the MEMBER role,
 // which the default admin holds; every heartbeat sends its credentials, as
-// members do.
-var benchAuth = httpapi.AuthConfig{AuthenticateMemberAPI: true}
+// members do. The replicas share a cluster secret, as --ha replicas do: a
+// follower forwards a signed principal assertion to the leader.
+var benchAuth = httpapi.AuthConfig{AuthenticateMemberAPI: true, ClusterSecret: "rscbench-cluster-secret"}
 
 // post sends one heartbeat and decodes the answer; it returns the body size.
 func post(ctx context.Context, client *http.Client, url string, body []byte, into *wire.HeartbeatResponse) (int, error) {
