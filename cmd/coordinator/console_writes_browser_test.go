@@ -292,7 +292,7 @@ func TestIntegrationConsoleBrowserWrites(t *testing.T) {
 // again returns to the same page.
 func TestIntegrationConsoleBrowserSessionExpiry(t *testing.T) {
 	consoleNeedChromium(t)
-	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.TokenTTL = 6 * time.Second })
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.TokenTTL = 10 * time.Second })
 	tc.Do("POST", "/coord/v1/streams/exp/groups/g", map[string]any{"initialShardCount": 1, "requestedBy": "console-test", "reason": "expiry"}).MustStatus(t, 201)
 
 	ctx := consoleBrowser(t)
@@ -307,7 +307,7 @@ func TestIntegrationConsoleBrowserSessionExpiry(t *testing.T) {
 	consoleExpectDialog(t, ctx, "Scale exp/g from 1 to 2 shards")
 
 	// The dialog stays open; the token expires.
-	consoleWaitForUpTo(t, ctx, "back to sign-in with what was not sent", `!document.getElementById('login').hidden && !(document.getElementById('confirm') || {}).open && (() => { const m = document.getElementById('login-error').textContent; return m.includes('Your session expired at') && m.includes('Not sent: scale exp/g from 1 to 2 shards.'); })()`, 15*time.Second)
+	consoleWaitForUpTo(t, ctx, "back to sign-in with what was not sent", `!document.getElementById('login').hidden && !(document.getElementById('confirm') || {}).open && (() => { const m = document.getElementById('login-error').textContent; return m.includes('Your session expired at') && m.includes('Not sent: scale exp/g from 1 to 2 shards.'); })()`, 20*time.Second)
 	if after := consoleEventsBy(t, tc, "admin"); len(after) != len(before) {
 		t.Fatalf("the dialog left open when the session expired wrote %d event(s): %v", len(after)-len(before), after[len(before):])
 	}
