@@ -7,8 +7,9 @@ import (
 )
 
 // consoleFiles is the operator console: a static page that logs in through
-// /coord/v1/auth/login and reads the monitoring API with the bearer token it
-// gets. It is plain HTML, CSS and JavaScript, embedded as written (no build step).
+// /coord/v1/auth/login, reads the monitoring API and sends the admin API's
+// writes (each after a confirm step) with the bearer token it gets. It is
+// plain HTML, CSS and JavaScript, embedded as written (no build step).
 //
 //go:embed console
 var consoleFiles embed.FS

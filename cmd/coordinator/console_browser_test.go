@@ -22,6 +22,18 @@ import (
 // make test-integration set it) or CI is set.
 const consoleChromiumPath = "/usr/bin/chromium"
 
+// consoleNeedChromium skips the test without Chromium, or fails it when
+// RSC_REQUIRE_BROWSER=1 or CI is set.
+func consoleNeedChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(consoleChromiumPath); err != nil {
+		if consoleBrowserRequired() {
+			t.Fatalf("%s is missing (%v), required because RSC_REQUIRE_BROWSER=1 or CI is set: run .ci/setup.sh (Debian's chromium package)", consoleChromiumPath, err)
+		}
+		t.Skipf("%s is missing: install Debian's chromium package to run the console browser tests (RSC_REQUIRE_BROWSER=1 fails instead)", consoleChromiumPath)
+	}
+}
+
 // consoleBrowserRequired reports whether a missing Chromium fails the test.
 func consoleBrowserRequired() bool {
 	for _, name := range []string{"RSC_REQUIRE_BROWSER", "CI"} {
@@ -39,12 +51,7 @@ func consoleBrowserRequired() bool {
 // ownership grid, open an event of the history and see the group as it was then.
 // chromedp speaks the DevTools protocol from Go, so no Node toolchain is needed.
 func TestIntegrationConsoleBrowser(t *testing.T) {
-	if _, err := os.Stat(consoleChromiumPath); err != nil {
-		if consoleBrowserRequired() {
-			t.Fatalf("%s is missing (%v), required because RSC_REQUIRE_BROWSER=1 or CI is set: run .ci/setup.sh (Debian's chromium package)", consoleChromiumPath, err)
-		}
-		t.Skipf("%s is missing: install Debian's chromium package to run the console browser test (RSC_REQUIRE_BROWSER=1 fails instead)", consoleChromiumPath)
-	}
+	consoleNeedChromium(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	const prefix, group = "console", "checkout"
 	groupAPI := "/coord/v1/monitoring/streams/" + prefix + "/groups/" + group
@@ -103,8 +110,22 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 	consoleDo(t, ctx, "open the resharding.activated event", chromedp.Click(entry))
 	consoleWaitFor(t, ctx, "the replay as of "+activated, fmt.Sprintf(`document.getElementById('asof-id').textContent === %q && document.querySelector('#summary [data-field="shardCount"]').textContent === '2' && document.querySelectorAll('#grid tr.removed[data-shard]').length === 2 && document.querySelectorAll('#grid tr[data-shard]').length === 4`, activated))
 
+	consoleScreenshot(t, ctx, "console.png")
+
+	consoleDo(t, ctx, "go back to live", chromedp.Click(chromedp.ID("back-to-live")), chromedp.WaitNotVisible(chromedp.ID("asof-banner")))
+	consoleWaitFor(t, ctx, "the live grid again", `document.querySelectorAll('#grid tr[data-shard]').length === 2 && document.querySelector('#summary [data-field="shardCount"]').textContent === '2'`)
+
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Fatalf("the page reported errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// consoleScreenshot saves the whole page as name in the test's temporary
+// directory, and in RSC_ARTIFACTS_DIR when set.
+func consoleScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	png := consoleRun(t, ctx, "take a screenshot", chromedp.FullScreenshot(100))
-	shot := filepath.Join(t.TempDir(), "console.png")
+	shot := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -113,17 +134,10 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "console.png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("screenshot copied to %s", filepath.Join(dir, "console.png"))
-	}
-
-	consoleDo(t, ctx, "go back to live", chromedp.Click(chromedp.ID("back-to-live")), chromedp.WaitNotVisible(chromedp.ID("asof-banner")))
-	consoleWaitFor(t, ctx, "the live grid again", `document.querySelectorAll('#grid tr[data-shard]').length === 2 && document.querySelector('#summary [data-field="shardCount"]').textContent === '2'`)
-
-	if errs := jsErrors(); len(errs) > 0 {
-		t.Fatalf("the page reported errors:\n%s", strings.Join(errs, "\n"))
+		t.Logf("screenshot copied to %s", filepath.Join(dir, name))
 	}
 }
 
@@ -190,9 +204,15 @@ func consoleEventID(t *testing.T, tc *testCoordinator, groupAPI, typ string) str
 	return ""
 }
 
-// consoleBrowser starts a headless Chromium with a fresh profile; the test's
-// cleanup stops it before the profile directory is removed.
+// consoleBrowser starts a headless Chromium with a fresh profile for 45 s; the
+// test's cleanup stops it before the profile directory is removed.
 func consoleBrowser(t *testing.T) context.Context {
+	t.Helper()
+	return consoleBrowserFor(t, 45*time.Second)
+}
+
+// consoleBrowserFor is consoleBrowser for a test whose browser steps take up to d.
+func consoleBrowserFor(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	profile := filepath.Join(t.TempDir(), "chromium-profile")
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -210,7 +230,7 @@ func consoleBrowser(t *testing.T) context.Context {
 		chromedp.WindowSize(1440, 1000),
 	)
 	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 45*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, d)
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelTab()
@@ -282,10 +302,16 @@ func consoleRun[T any](t *testing.T, ctx context.Context, what string, a chromed
 	return v
 }
 
-// consoleWaitFor waits until a JavaScript condition on the page holds.
+// consoleWaitFor waits up to 10 s until a JavaScript condition on the page holds.
 func consoleWaitFor(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
-	wait := chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))
+	consoleWaitForUpTo(t, ctx, what, cond, 10*time.Second)
+}
+
+// consoleWaitForUpTo waits up to d until a JavaScript condition on the page holds.
+func consoleWaitForUpTo(t *testing.T, ctx context.Context, what, cond string, d time.Duration) {
+	t.Helper()
+	wait := chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d))
 	if _, err := chromedp.Run(ctx, wait); err != nil {
 		t.Fatalf("waiting for %s: %v%s", what, err, consolePageState(ctx))
 	}
@@ -309,12 +335,7 @@ func consolePageState(ctx context.Context) string {
 // whose shards hold unread entries makes the new shards 2 and 3 wait on 0 and
 // 1; a dry-run autoscaling policy is configured beside it.
 func TestIntegrationConsoleBrowserBarriersAndAutoscaling(t *testing.T) {
-	if _, err := os.Stat(consoleChromiumPath); err != nil {
-		if consoleBrowserRequired() {
-			t.Fatalf("%s is missing (%v), required because RSC_REQUIRE_BROWSER=1 or CI is set: run .ci/setup.sh (Debian's chromium package)", consoleChromiumPath, err)
-		}
-		t.Skipf("%s is missing", consoleChromiumPath)
-	}
+	consoleNeedChromium(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	const prefix, group = "ordcon", "billing"
 	base := "/coord/v1/streams/" + prefix + "/groups/" + group

@@ -1,20 +1,26 @@
-// Coordinator console: a hash-routed page over the monitoring API.
+// Coordinator console: a hash-routed page over the monitoring API, with the
+// write controls of writes.js where the session may use them.
 //
-//   #/                         every group
+//   #/                         every group and stream
 //   #/group/<prefix>/<group>   one group, live (refreshed every 2 s)
 //   #/group/<p>/<g>/at/<id>    the same group as it was after event <id> (replay)
 //
-// The token from /coord/v1/auth/login lives in sessionStorage: it is gone when the
-// tab closes. Everything the server sends is put on the page as text (never as
-// HTML): prefixes, member ids and reasons are operator input.
+// Sign-in is the reference console's: POST /coord/v1/auth/login, then GET
+// /coord/v1/monitoring/session with the bearer token for the user's roles and
+// prefixes. The token and its expiry live in sessionStorage (gone when the tab
+// closes); when it expires the console goes back to sign-in and says what it
+// did not send. Everything the server sends is put on the page as text (never
+// as HTML): prefixes, member ids and reasons are operator input.
 'use strict';
 
 (() => {
   const API = '/coord/v1';
   const TOKEN_KEY = 'rsc.console.token';
-  const USER_KEY = 'rsc.console.user';
+  const EXPIRES_KEY = 'rsc.console.expires'; // ms since the epoch, this browser's clock
   const THEME_KEY = 'rsc.console.theme';
   const REFRESH_MS = 2000;
+  const SESSION_CHECK_MS = 60000;
+  const EXPIRY_WARNING_MS = 5 * 60000;
   const HISTORY_PAGE = 500;
 
   const $ = (id) => document.getElementById(id);
@@ -103,17 +109,16 @@
   class SignedOut extends Error {}
 
   async function api(path) {
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    if (!token) {
-      signOut('');
-      throw new SignedOut('signed out');
-    }
+    const t = token();
+    if (!t) throw new SignedOut('signed out');
     const res = await fetch(path, {
-      headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
+      mode: 'same-origin',
+      credentials: 'omit',
+      headers: { Authorization: `Bearer ${t}`, Accept: 'application/json' },
       cache: 'no-store',
     });
     if (res.status === 401) {
-      signOut('Your session ended. Sign in again.');
+      if (sessionStorage.getItem(TOKEN_KEY) === t) sessionEnded(''); // else an answer for a session already gone
       throw new SignedOut('signed out');
     }
     let body = null;
@@ -123,7 +128,7 @@
       // Not JSON (a proxy's error page): the status says enough.
     }
     if (!res.ok) {
-      const msg = res.status === 403 ? 'this account may not read monitoring data' : (body && body.message) || `HTTP ${res.status}`;
+      const msg = res.status === 403 ? 'this account may not read it (its role or its stream prefixes do not allow it)' : (body && body.message) || `HTTP ${res.status}`;
       const e = new Error(msg);
       e.status = res.status;
       throw e;
@@ -163,7 +168,8 @@
       this.timer = null;
     }
 
-    start() {
+    // start calls fn at once, or after one period when later is true.
+    start(later) {
       this.stop();
       const gen = this.gen;
       const tick = async () => {
@@ -177,7 +183,8 @@
         }
         if (gen === this.gen) this.timer = setTimeout(tick, this.ms);
       };
-      tick();
+      if (later) this.timer = setTimeout(tick, this.ms);
+      else tick();
     }
 
     stop() {
@@ -189,6 +196,68 @@
   // ---------------------------------------------------------------- session
 
   let page = null; // the page on screen: GroupsPage or GroupPage
+  // session is what GET /monitoring/session said of the token: { username,
+  // roles, prefixes } (prefixes null: every prefix). null when signed out.
+  let session = null;
+  let expiryTimer = null;
+  let warningTimer = null;
+  // expiredInFlight: the token expired while a write was in flight; its
+  // answer decides what the sign-in screen says.
+  let expiredInFlight = false;
+  const sessionPoll = new Poller(() => checkSession(), SESSION_CHECK_MS);
+
+  const writes = window.rscConsoleWrites({
+    h, API,
+    session: () => session,
+    token: () => token(),
+    sessionEnded: (what) => sessionEnded(what),
+    settled: (outcome) => {
+      if (expiredInFlight) signOut(`${expiredText()} ${outcome}`);
+    },
+    notice: (kind, nodes) => notice(kind, nodes),
+  });
+
+  // notice shows the answer to a write whose control left the page (the
+  // operator moved on while it was in flight) until it is dismissed.
+  function notice(kind, nodes) {
+    const el = $('notice');
+    el.className = `notice write-status ${kind}`;
+    el.replaceChildren(...nodes, ' ', h('button', { type: 'button', class: 'link', text: 'Dismiss', onclick: () => {
+      el.hidden = true;
+    } }));
+    el.hidden = false;
+  }
+
+  const expiresAt = () => Number(sessionStorage.getItem(EXPIRES_KEY)) || 0;
+
+  function expiredText() {
+    const at = expiresAt();
+    return `Your session expired${at ? ` at ${fmtClock(new Date(at))}` : ''}.`;
+  }
+
+  // token is the bearer token while it has not expired; an expired one signs
+  // out (after the write in flight, if any, has its answer).
+  function token() {
+    const t = sessionStorage.getItem(TOKEN_KEY);
+    if (!t || !session) return null;
+    if (Date.now() < expiresAt()) return t;
+    expire();
+    return null;
+  }
+
+  function expire() {
+    if (writes.busy()) {
+      expiredInFlight = true;
+      return;
+    }
+    signOut(`${expiredText()} Sign in again.`);
+  }
+
+  // sessionEnded: the coordinator answered 401 to the token (the user was
+  // removed, its roles changed, or the token expired early).
+  function sessionEnded(what) {
+    signOut(`Your session ended: the coordinator no longer accepts its token. ${what ? `${what} ` : ''}Sign in again.`);
+  }
 
   function showLogin(msg) {
     $('login').hidden = false;
@@ -201,46 +270,185 @@
     $('login-username').focus();
   }
 
+  // signOut forgets the token and shows sign-in with msg and whatever was
+  // dropped (a confirm dialog not sent). The hash stays: signing in again
+  // returns to the same page.
   function signOut(msg) {
+    const lost = writes.abandon();
     sessionStorage.removeItem(TOKEN_KEY);
-    sessionStorage.removeItem(USER_KEY);
+    sessionStorage.removeItem(EXPIRES_KEY);
+    session = null;
+    expiredInFlight = false;
+    $('notice').hidden = true;
+    clearTimeout(expiryTimer);
+    clearTimeout(warningTimer);
+    sessionPoll.stop();
     if (page) page.stop();
     page = null;
     $('view').replaceChildren();
     clearErrors();
-    showLogin(msg);
+    showLogin([msg, lost].filter(Boolean).join(' '));
   }
+
+  // expiryOf is when a login answer's token expires on this browser's clock:
+  // the earlier of expiresAt and the request time plus expiresInSeconds, so
+  // that a clock ahead of or behind the server's never keeps a dead token.
+  function expiryOf(body, sentAt) {
+    const at = [];
+    if (Number.isFinite(body.expiresInSeconds)) at.push(sentAt + body.expiresInSeconds * 1000);
+    const parsed = Date.parse(body.expiresAt);
+    if (Number.isFinite(parsed)) at.push(parsed);
+    return at.length ? Math.min(...at) : 0;
+  }
+
+  // readSession asks GET /monitoring/session who tok belongs to: a session,
+  // or the HTTP status that refused it.
+  async function readSession(tok) {
+    const res = await fetch(`${API}/monitoring/session`, {
+      mode: 'same-origin', credentials: 'omit', cache: 'no-store',
+      headers: { Authorization: `Bearer ${tok}`, Accept: 'application/json' },
+    });
+    if (!res.ok) return { status: res.status };
+    const b = await res.json();
+    if (!b || b.authenticated !== true || typeof b.username !== 'string') return { status: 401 };
+    const strings = (v) => (Array.isArray(v) ? v.filter((x) => typeof x === 'string') : []);
+    return {
+      status: 200,
+      session: {
+        username: b.username,
+        roles: strings(b.roles),
+        // Absent (a coordinator without scoped principals) or null: every prefix.
+        prefixes: b.prefixes === undefined || b.prefixes === null ? null : strings(b.prefixes),
+      },
+    };
+  }
+
+  const NO_CONSOLE = 'This account has no console access: the console needs the READ role (or WRITE, ADMIN, MONITOR).';
 
   async function login(ev) {
     ev.preventDefault();
     const user = $('login-username').value.trim();
     const pass = $('login-password').value;
     const button = $('login-submit');
+    const fail = (msg) => {
+      $('login-password').value = '';
+      showLogin(msg);
+    };
     button.disabled = true;
     try {
+      const sentAt = Date.now();
       const res = await fetch(`${API}/auth/login`, {
         method: 'POST',
+        mode: 'same-origin',
+        credentials: 'omit',
+        cache: 'no-store',
         headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
         body: JSON.stringify({ username: user, password: pass }),
       });
-      if (res.status === 401) {
-        showLogin('Wrong username or password.');
-        return;
+      if (res.status === 401) return fail('Wrong username or password.');
+      if (res.status === 403) return fail(NO_CONSOLE);
+      if (res.status === 429) {
+        const retry = res.headers.get('Retry-After');
+        return fail(`Too many failed sign-ins${retry ? `: try again in ${retry} s` : ''}.`);
       }
-      if (!res.ok) {
-        showLogin(`Sign-in failed (HTTP ${res.status}).`);
-        return;
-      }
+      if (!res.ok) return fail(`Sign-in failed (HTTP ${res.status}).`);
       const body = await res.json();
+      const exp = expiryOf(body || {}, sentAt);
+      if (!body || typeof body.accessToken !== 'string' || body.accessToken === '' || !(exp > Date.now())) {
+        return fail('The coordinator answered without a usable token (missing, or already expired: check the clocks).');
+      }
+      const who = await readSession(body.accessToken);
+      if (who.status === 403) return fail(NO_CONSOLE);
+      if (who.status !== 200) return fail(`The coordinator did not accept the token it issued (HTTP ${who.status}).`);
       sessionStorage.setItem(TOKEN_KEY, body.accessToken);
-      sessionStorage.setItem(USER_KEY, user);
+      sessionStorage.setItem(EXPIRES_KEY, String(exp));
       $('login-password').value = '';
-      route();
+      begin(who.session);
     } catch (e) {
-      showLogin(`Cannot reach the coordinator: ${e.message}`);
+      fail(`Cannot reach the coordinator: ${e.message}`);
     } finally {
       button.disabled = false;
     }
+    return undefined;
+  }
+
+  // begin starts a session: its timers, its periodic check, the page.
+  function begin(s) {
+    session = s;
+    armTimers();
+    sessionPoll.start(true);
+    showSession();
+    route();
+  }
+
+  // resume picks up the token of this tab after a reload.
+  async function resume() {
+    const t = sessionStorage.getItem(TOKEN_KEY);
+    if (!t) return showLogin('');
+    if (!(Date.now() < expiresAt())) return signOut(`${expiredText()} Sign in again.`);
+    try {
+      const who = await readSession(t);
+      if (who.status === 401) return sessionEnded('');
+      if (who.status === 403) return signOut(NO_CONSOLE);
+      if (who.status !== 200) throw new Error(`HTTP ${who.status}`);
+      begin(who.session);
+    } catch (e) {
+      setError('session', `Checking the session failed: ${e.message}. Retrying every ${REFRESH_MS / 1000} s.`);
+      setTimeout(resume, REFRESH_MS);
+    }
+    return undefined;
+  }
+
+  // checkSession re-reads the session: a removed user or a changed role or
+  // scope shows at once, and the page is rebuilt with what it now allows.
+  async function checkSession() {
+    const t = token();
+    if (!t) return;
+    let who;
+    try {
+      who = await readSession(t);
+    } catch (_) {
+      return; // unreachable: the page's own refresh says so; the next check retries
+    }
+    if (token() !== t) return; // signed out meanwhile
+    if (who.status === 401) return sessionEnded('');
+    if (who.status === 403) return signOut(NO_CONSOLE);
+    if (who.status !== 200) return;
+    if (JSON.stringify(who.session) === JSON.stringify(session)) return;
+    // Not under an open dialog: the next check applies the change (the
+    // coordinator checks every request anyway).
+    if (writes.isOpen()) return;
+    session = who.session;
+    showSession();
+    if (page) page.stop();
+    page = null;
+    route();
+  }
+
+  function armTimers() {
+    clearTimeout(expiryTimer);
+    clearTimeout(warningTimer);
+    const left = expiresAt() - Date.now();
+    // setTimeout holds at most 2^31-1 ms (24.8 days): a longer wait re-arms.
+    expiryTimer = setTimeout(() => (Date.now() < expiresAt() ? armTimers() : expire()), Math.min(Math.max(left, 0), 2 ** 31 - 1));
+    const warn = left - EXPIRY_WARNING_MS;
+    if (warn < 2 ** 31 - 1) warningTimer = setTimeout(() => showSession(), Math.max(warn, 0));
+  }
+
+  // showSession fills the top bar: who, with which roles and prefixes, until when.
+  function showSession() {
+    if (!session) return;
+    $('session').hidden = false;
+    $('session-user').textContent = session.username;
+    const roles = session.roles.join(', ') || 'no role';
+    const scope = session.prefixes ? ` · prefixes ${session.prefixes.join(', ') || 'none'}` : '';
+    $('session-roles').textContent = `${roles}${scope}${writes.mayWriteSomewhere() ? '' : ' · read-only'}`;
+    const at = expiresAt();
+    const exp = $('session-expiry');
+    const soon = at - Date.now() <= EXPIRY_WARNING_MS;
+    exp.textContent = soon ? `session ends at ${fmtClock(new Date(at))}` : `until ${fmtTime(new Date(at).toISOString()).slice(0, 16)}`;
+    exp.title = `The token expires at ${new Date(at).toString()}; then the console asks you to sign in again.`;
+    exp.classList.toggle('soon', soon);
   }
 
   function setCrumbs(items) {
@@ -269,20 +477,21 @@
   }
 
   function route() {
-    if (!sessionStorage.getItem(TOKEN_KEY)) {
+    if (!session || !sessionStorage.getItem(TOKEN_KEY)) {
+      if (!session && sessionStorage.getItem(TOKEN_KEY)) return; // resume() is checking it
       showLogin('');
       return;
     }
     $('login').hidden = true;
     $('view').hidden = false;
-    $('session').hidden = false;
-    $('session-user').textContent = sessionStorage.getItem(USER_KEY) || '';
+    showSession();
     const r = parseHash();
     if (page && page.accepts(r)) {
       page.update(r);
       return;
     }
     if (page) page.stop();
+    writes.abandon();
     clearErrors();
     page = r.name === 'group' ? new GroupPage(r) : new GroupsPage();
   }
@@ -295,9 +504,17 @@
       this.last = '';
       this.stamp = h('span', { class: 'stamp' });
       this.body = h('div', { class: 'card flush' }, h('p', { class: 'empty', text: 'Loading…' }));
+      this.streams = h('div', { class: 'card flush' }, h('p', { class: 'empty', text: 'Loading…' }));
+      // One scale control per stream prefix, kept across refreshes so that a
+      // target being typed survives them.
+      this.scales = new Map();
+      const refresh = () => this.poll.start();
       $('view').replaceChildren(h('div', { class: 'page' },
         h('div', { class: 'page-head' }, h('h1', { text: 'Groups' }), this.stamp),
-        this.body));
+        writes.mayWriteSomewhere() ? writes.createPanel(refresh) : null,
+        this.body,
+        h('h2', { text: 'Streams' }),
+        this.streams));
       this.poll = new Poller(() => this.refresh(), REFRESH_MS);
       this.poll.start();
     }
@@ -320,6 +537,51 @@
       if (key === this.last) return;
       this.last = key;
       this.body.replaceChildren(groupsTable(data.groups || []));
+      this.streams.replaceChildren(this.streamsTable(data.groups || []));
+    }
+
+    // scaleFor is the stream's scale control, or null where the session may not write.
+    scaleFor(prefix) {
+      if (!writes.mayWrite(prefix)) return null;
+      if (!this.scales.has(prefix)) this.scales.set(prefix, writes.streamScale(prefix, () => this.poll.start()));
+      return this.scales.get(prefix);
+    }
+
+    // streamsTable: one row per stream prefix, from its groups (a stream is
+    // listed once it has one), with the stream-level scale where allowed.
+    streamsTable(groups) {
+      const byPrefix = new Map();
+      for (const g of groups) {
+        if (!byPrefix.has(g.streamPrefix)) byPrefix.set(g.streamPrefix, []);
+        byPrefix.get(g.streamPrefix).push(g);
+      }
+      if (byPrefix.size === 0) return h('p', { class: 'empty', text: 'No streams with groups yet.' });
+      const canScale = [...byPrefix.keys()].some((p) => writes.mayWrite(p));
+      const rows = [...byPrefix.keys()].sort(cmp).map((prefix) => {
+        const gs = byPrefix.get(prefix).sort((a, b) => cmp(a.consumerGroup, b.consumerGroup));
+        const counts = [...new Set(gs.map((g) => g.shardCount))].sort((a, b) => a - b);
+        const active = gs.filter((g) => g.activeMigration);
+        const ctl = this.scaleFor(prefix);
+        if (ctl) {
+          ctl.set({
+            from: counts.length === 1 ? counts[0] : null,
+            fromText: counts.join(' and '),
+            blocked: active.length
+              ? `${active.map((g) => g.consumerGroup).join(', ')} ${active.length === 1 ? 'has' : 'have'} an active resharding: the stream scales once ${active.length === 1 ? 'it completes' : 'they complete'} or ${active.length === 1 ? 'is' : 'are'} rolled back.`
+              : null,
+          });
+        }
+        return h('tr', { 'data-stream': prefix },
+          h('td', { class: 'mono', text: prefix }),
+          h('td', { class: 'mono small' }, gs.map((g, i) => [i ? ', ' : '', h('a', { href: groupHash(prefix, g.consumerGroup), text: g.consumerGroup })])),
+          h('td', { class: 'num', 'data-field': 'shardCount' }, counts.length === 1 ? String(counts[0]) : [counts.join(' · '), h('span', { class: 'muted small', text: ' (groups differ)' })]),
+          canScale ? h('td', null, ctl ? ctl.el : h('span', { class: 'muted small', text: 'read-only' })) : null);
+      });
+      return h('table', { class: 'table', id: 'streams-table' },
+        h('thead', null, h('tr', null,
+          h('th', { text: 'Stream prefix' }), h('th', { text: 'Consumer groups' }), h('th', { class: 'num', text: 'Shards' }),
+          canScale ? h('th', { text: 'Scale the stream (every group of it)' }) : null)),
+        h('tbody', null, rows));
     }
   }
 
@@ -329,7 +591,7 @@
 
   function groupsTable(groups) {
     if (groups.length === 0) {
-      return h('p', { class: 'empty', text: 'No groups yet. Create one with POST /coord/v1/streams/{prefix}/groups/{group}.' });
+      return h('p', { class: 'empty', text: 'No groups yet.' });
     }
     const sorted = [...groups].sort((a, b) => cmp(a.streamPrefix, b.streamPrefix) || cmp(a.consumerGroup, b.consumerGroup));
     return h('table', { class: 'table', id: 'groups-table' },
@@ -396,6 +658,29 @@
         oninput: () => this.applyFilter(),
       });
 
+      // Write controls, where the session may change this prefix. They act on
+      // the live group: hidden in a replay and until the group is loaded.
+      this.live = null; // the last live answer, which the dialogs' stale checks read
+      const again = () => {
+        this.livePoll.start();
+        this.historyPoll.start();
+      };
+      this.writable = [];
+      if (writes.mayWrite(this.prefix)) {
+        this.scaleCtl = writes.groupScale(this.prefix, this.group, again);
+        this.scaleNow = h('div', { class: 'muted small', id: 'scale-current' });
+        this.autoscalingCtl = writes.autoscalingControls(this.prefix, this.group, again);
+        this.rollbackSlot = writes.statusSlot('rollback-status');
+        this.rollbackFor = (m) => writes.rollbackButton(this.prefix, this.group, m, this.rollbackSlot,
+          () => this.live && this.live.activeMigration, again);
+        this.writable = [
+          h('div', { class: 'write-section' }, h('h2', { text: 'Scale' }), h('div', { class: 'card', id: 'scale-card' }, this.scaleNow, this.scaleCtl.el)),
+          h('div', { class: 'write-section' }, this.rollbackSlot),
+          h('div', { class: 'write-section' }, this.autoscalingCtl.el),
+        ];
+        this.setWritable(false);
+      }
+
       $('view').replaceChildren(h('div', { class: 'page' },
         h('div', { class: 'page-head' },
           h('h1', null, h('span', { class: 'mono', text: this.prefix }), h('span', { class: 'sep', text: ' / ' }), h('span', { class: 'mono', text: this.group }), ' ', this.stateSlot),
@@ -404,12 +689,15 @@
         h('div', { class: 'group-layout' },
           h('div', { class: 'main-col' },
             this.summary,
+            this.writable[0],
             h('h2', null, 'Ownership ', legend()),
             this.grid,
             h('h2', { text: 'Resharding' }),
+            this.writable[1],
             this.resharding,
             h('h2', { text: 'Autoscaling' }),
-            this.autoscaling),
+            this.autoscaling,
+            this.writable[2]),
           h('aside', { class: 'side-col' },
             h('h2', null, 'History ', this.historyCount),
             h('div', { class: 'card flush history', id: 'history' },
@@ -434,6 +722,7 @@
       this.markSelected();
       if (r.at) {
         this.livePoll.stop();
+        this.setWritable(false);
         setError('live', '');
         this.stamp.replaceChildren(h('span', { class: 'muted', text: 'Replay (not refreshed)' }));
         this.showReplay(r.at);
@@ -448,6 +737,10 @@
     stop() {
       this.livePoll.stop();
       this.historyPoll.stop();
+    }
+
+    setWritable(on) {
+      for (const el of this.writable) el.hidden = !on;
     }
 
     async refreshLive() {
@@ -472,6 +765,7 @@
       if (key === this.lastLive) return;
       this.lastLive = key;
       const active = data.activeId ? data.migrations.find((m) => m.reshardingId === data.activeId) || data.group.activeMigration : null;
+      this.live = { group: data.group, activeMigration: active };
       this.render({
         group: data.group, members: data.members || [], assignments: data.assignments, migrations: data.migrations || [],
         activeMigration: active, offsets: data.offsets && !data.offsets.error ? data.offsets : null,
@@ -515,6 +809,8 @@
     renderMissing() {
       if (page !== this || this.at) return;
       this.lastLive = '';
+      this.live = null;
+      this.setWritable(false);
       liveStamp(this.stamp);
       this.stateSlot.replaceChildren(badge('NOT FOUND'));
       this.summary.replaceChildren();
@@ -544,11 +840,26 @@
     }
 
     render(s) {
+      const live = !s.replay && !!this.scaleCtl;
+      if (live) this.renderWrites(s);
       this.stateSlot.replaceChildren(badge(s.group.state));
       this.summary.replaceChildren(...summaryCards(s));
       this.grid.replaceChildren(ownershipGrid(s));
-      this.resharding.replaceChildren(reshardingPanel(s, this.prefix, this.group));
+      this.resharding.replaceChildren(reshardingPanel(s, this.prefix, this.group, live ? this.rollbackFor : null));
       this.autoscaling.replaceChildren(autoscalingPanel(s));
+    }
+
+    // renderWrites tells the write controls what the live group is now.
+    renderWrites(s) {
+      const g = s.group;
+      const m = s.activeMigration;
+      let blocked = null;
+      if (m) blocked = `Resharding ${m.reshardingId} (${m.fromShardCount} → ${m.toShardCount}, ${m.state}) is active: another starts once it completes or is rolled back.`;
+      else if ((g.barriers || []).length) blocked = 'Barriers of the last resharding still hold entries back: a new resharding starts once they are released.';
+      this.scaleCtl.set({ from: g.shardCount, fromText: String(g.shardCount), blocked });
+      this.scaleNow.textContent = `${g.shardCount} shard${g.shardCount === 1 ? '' : 's'} routed now.`;
+      this.autoscalingCtl.set(s.autoscaling);
+      this.setWritable(true);
     }
 
     async refreshHistory() {
@@ -746,10 +1057,12 @@
   const PHASES_IN = ['provisioning', 'converging', 'draining', 'revoking', 'retiring', 'done'];
   const PHASES_OUT = ['provisioning', 'converging', 'done'];
 
-  function reshardingPanel(s, prefix, group) {
+  // reshardingPanel: the active resharding (with rollbackFor's control, when
+  // given), then the earlier ones.
+  function reshardingPanel(s, prefix, group, rollbackFor) {
     const parts = [];
     const m = s.activeMigration;
-    if (m) parts.push(migrationDetail(m, prefix, group));
+    if (m) parts.push(migrationDetail(m, prefix, group, rollbackFor));
     else parts.push(h('p', { class: 'muted', id: 'no-resharding', text: 'No active resharding.' }));
     const past = s.migrations.filter((x) => !m || x.reshardingId !== m.reshardingId).reverse();
     if (past.length) {
@@ -763,7 +1076,7 @@
     return h('div', null, parts);
   }
 
-  function migrationDetail(m, prefix, group) {
+  function migrationDetail(m, prefix, group, rollbackFor) {
     const steps = m.kind === 'SCALE_IN' ? PHASES_IN : PHASES_OUT;
     const cur = steps.indexOf(m.phase);
     const rb = m.rollback || {};
@@ -785,7 +1098,8 @@
         fact('Drain proven', m.drainProven ? 'yes' : 'no'),
         fact('Rollback', h('span', { id: 'rollback', class: rb.eligible ? 'ok' : 'no', text: rb.eligible ? 'eligible' : 'not eligible' }),
           rb.reason ? h('span', { class: 'muted', text: ` — ${rb.reason}` }) : null,
-          rb.policy ? h('span', { class: 'muted', text: ` (policy ${rb.policy})` }) : null),
+          rb.policy ? h('span', { class: 'muted', text: ` (policy ${rb.policy})` }) : null,
+          rollbackFor ? h('div', { class: 'rollback-action' }, rollbackFor(m)) : null),
         m.revokeProgress && (m.revokeProgress.started || m.revokeProgress.remaining > 0)
           ? fact('Revoke', `${m.revokeProgress.remaining} removed shard(s) still held`,
             Object.entries(m.revokeProgress.holding || {}).map(([id, refs]) => h('span', { class: 'muted mono', text: ` ${id}: ${ranges(shardIdx(refs))}` })))
@@ -978,5 +1292,9 @@
   $('login-form').addEventListener('submit', login);
   $('logout').addEventListener('click', () => signOut('Signed out.'));
   window.addEventListener('hashchange', route);
-  route();
+  // Timers of a hidden tab may run late: look at the expiry when it shows again.
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && session) token();
+  });
+  resume();
 })();
