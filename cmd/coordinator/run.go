@@ -253,13 +253,15 @@ func (m *Main) Run(ctx context.Context) error {
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
 	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
 	m.metrics.Watch(m.coord, shardOffsets{shards})
+	parts := httpapi.PartsOf(m.coord)
+	parts.Commands = countedHeartbeats{Commands: parts.Commands, answered: m.metrics.HeartbeatAnswered}
 	m.server = httpapi.NewServer(httpapi.Config{
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute,
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
 			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth()},
 		Now: m.clock,
-	}, m.coord, streamReader{shards})
+	}, parts, streamReader{shards})
 	if err := m.server.Open(); err != nil {
 		return err
 	}
