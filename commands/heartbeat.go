@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
@@ -18,14 +19,8 @@ import (
 // principal that joined it, and a heartbeat for it from anyone else is refused
 // (ErrMemberPrincipal, HTTP 403) before it can release or claim anything.
 func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
-	if err := validateHeartbeat(req, s.rules.maxShardCount); err != nil {
-		return nil, err
-	}
-	if *req.ProtocolVersion != wire.ProtocolVersion {
-		return s.rules.rejected(req, pathID, wire.StatusUnsupportedProtocol), nil
-	}
-	if req.MemberID != pathID {
-		return s.rules.rejected(req, pathID, wire.StatusInvalidRequest), nil
+	if resp, err := screen(s.rules, pathID, req); resp != nil || err != nil {
+		return resp, err
 	}
 	if !s.lead.IsLeader() {
 		// Even a steady answer needs a running term: a deposed leader's view
@@ -48,6 +43,23 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 	}
 	s.issued(k, pathID, resp)
 	return resp, nil
+}
+
+// screen is what a heartbeat is refused for before any state is read
+// (CONTRACT.md §3.2 steps 0-2): a body that fails validation (HTTP 400), a
+// protocol version other than 1, a member id other than the path's. nil, nil:
+// the heartbeat goes on.
+func screen(r rules, pathID string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
+	if err := validateHeartbeat(req, r.maxShardCount); err != nil {
+		return nil, err
+	}
+	if *req.ProtocolVersion != wire.ProtocolVersion {
+		return r.rejected(req, pathID, wire.StatusUnsupportedProtocol), nil
+	}
+	if req.MemberID != pathID {
+		return r.rejected(req, pathID, wire.StatusInvalidRequest), nil
+	}
+	return nil, nil
 }
 
 // issued remembers the member epoch an accepted heartbeat was answered with
@@ -76,15 +88,20 @@ func (s *Service) admissible(k projection.GroupKey, id, principal string, req *w
 }
 
 // steadyHeartbeat answers a heartbeat that changes nothing under the read
-// lock, without the writer: the member is live with a current epoch, reports
-// exactly what the log records it holding, its grant is what the assignment
-// gives it, no correction round is open and no rebalance deadline passed.
-// It renews the lease in the runtime table directly (nil: the writer must
-// decide).
+// lock, without the writer (nil: the writer must decide).
 func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.HeartbeatRequest) *wire.HeartbeatResponse {
 	s.state.RLock()
 	defer s.state.RUnlock()
-	g := s.state.GroupLocked(k)
+	return steady(s.rules, s.table, s.state.GroupLocked(k), k, id, req, s.now())
+}
+
+// steady is the answer to a heartbeat that changes nothing: the member is
+// live with a current epoch, reports exactly what the log records it
+// holding, its grant is what the assignment gives it, no correction round is
+// open and no rebalance deadline passed. It renews the lease in the runtime
+// table directly; nil when the heartbeat needs a decision. Its answer is the
+// decision's (the rules table checks it, heartbeat_rules_test.go).
+func steady(r rules, table *runtimeTable, g *projection.Group, k projection.GroupKey, id string, req *wire.HeartbeatRequest, now time.Time) *wire.HeartbeatResponse {
 	if g == nil {
 		return nil
 	}
@@ -92,11 +109,11 @@ func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.He
 	if m == nil || !m.Live() || !currentEpoch(g, m, *req.MemberEpoch) || *req.MetadataVersion > g.MetadataVersion {
 		return nil
 	}
-	if s.table.round(k).open {
+	if table.round(k).open {
 		return nil
 	}
-	r := parseReport(req, m)
-	if !projection.EqualSets(r.owned, m.Current) || !projection.EqualSets(r.revoking, m.Revoking) || r.name != m.Name || r.maxConc != m.MaxConcurrency {
+	rep := parseReport(req, m)
+	if !projection.EqualSets(rep.owned, m.Current) || !projection.EqualSets(rep.revoking, m.Revoking) || rep.name != m.Name || rep.maxConc != m.MaxConcurrency {
 		return nil
 	}
 	assigned, pending := g.Grantable(id)
@@ -104,17 +121,16 @@ func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.He
 		return nil
 	}
 	auth := authority(g, m)
-	for _, sh := range r.progress {
+	for _, sh := range rep.progress {
 		if !auth[sh] {
 			return nil
 		}
 	}
-	now := s.now()
-	if s.table.deadlinePassed(k, id, now) {
+	if table.deadlinePassed(k, id, now) {
 		return nil
 	}
-	s.table.renew(k, id, renewal{at: now, lease: s.rules.memberLease, reportedMV: *req.MetadataVersion, available: r.available, progress: progressWithin(k, req, auth)})
-	return s.rules.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
+	table.renew(k, id, renewal{at: now, lease: r.memberLease, reportedMV: *req.MetadataVersion, available: rep.available, progress: progressWithin(k, req, auth)})
+	return r.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
 }
 
 // --- the decision procedure (CONTRACT.md §3.2) ---
