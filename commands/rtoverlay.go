@@ -59,7 +59,7 @@ type groupEdit struct {
 }
 
 func newRuntimeOverlay(base *runtimeTable, now time.Time) *runtimeOverlay {
-	return &runtimeOverlay{base: base, now: now, members: map[memberKey]*memberEdit{}, groups: map[projection.GroupKey]*groupEdit{}}
+	return &runtimeOverlay{base: base, now: now}
 }
 
 // child starts the overlay of one decision.
@@ -96,7 +96,7 @@ func (o *runtimeOverlay) merge() {
 		pe := p.members[mk]
 		if pe == nil || e.dropped {
 			cp := *e
-			p.members[mk] = &cp
+			p.setMember(mk, &cp)
 			continue
 		}
 		pe.m, pe.exists = e.m, e.exists
@@ -107,10 +107,22 @@ func (o *runtimeOverlay) merge() {
 func (o *runtimeOverlay) groupEdit(k projection.GroupKey) *groupEdit {
 	ge := o.groups[k]
 	if ge == nil {
+		if o.groups == nil {
+			o.groups = map[projection.GroupKey]*groupEdit{}
+		}
 		ge = &groupEdit{}
 		o.groups[k] = ge
 	}
 	return ge
+}
+
+// setMember puts a member's edit into the overlay (its maps are made on
+// first write: most decisions change little or nothing in memory).
+func (o *runtimeOverlay) setMember(mk memberKey, e *memberEdit) {
+	if o.members == nil {
+		o.members = map[memberKey]*memberEdit{}
+	}
+	o.members[mk] = e
 }
 
 // view is a member's runtime as the overlay sees it (false: never seen, or
@@ -144,7 +156,7 @@ func (o *runtimeOverlay) edit(k projection.GroupKey, id string, lease time.Durat
 		e.m = *armed(o.now, lease)
 		e.changed = fieldArmed
 	}
-	o.members[mk] = e
+	o.setMember(mk, e)
 	return e
 }
 
@@ -201,7 +213,7 @@ func (o *runtimeOverlay) renew(k projection.GroupKey, id string, lease time.Dura
 // dropMembers forgets members (pruned).
 func (o *runtimeOverlay) dropMembers(k projection.GroupKey, ids []string) {
 	for _, id := range ids {
-		o.members[memberKey{k, id}] = &memberEdit{dropped: true}
+		o.setMember(memberKey{k, id}, &memberEdit{dropped: true})
 	}
 }
 
