@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/rscoord/rsc/wire"
 )
@@ -33,8 +34,13 @@ func (c *Client) CreateGroup(ctx context.Context, streamPrefix, consumerGroup st
 	if initialShardCount > 0 {
 		body.InitialShardCount = &initialShardCount
 	}
+	return c.CreateGroupWith(ctx, streamPrefix, consumerGroup, body)
+}
+
+// CreateGroupWith is CreateGroup with the whole request (reason, ordering).
+func (c *Client) CreateGroupWith(ctx context.Context, streamPrefix, consumerGroup string, req wire.CreateRequest) (*Group, error) {
 	var g Group
-	if err := c.Do(ctx, http.MethodPost, GroupPath(streamPrefix, consumerGroup), body, &g); err != nil {
+	if err := c.Do(ctx, http.MethodPost, GroupPath(streamPrefix, consumerGroup), req, &g); err != nil {
 		return nil, fmt.Errorf("create group %s/%s: %w", streamPrefix, consumerGroup, err)
 	}
 	return &g, nil
@@ -49,6 +55,76 @@ func (c *Client) Scale(ctx context.Context, streamPrefix, consumerGroup string, 
 		return nil, fmt.Errorf("scale %s/%s to %d: %w", streamPrefix, consumerGroup, targetShardCount, err)
 	}
 	return &m, nil
+}
+
+// Rollback rolls a resharding back:
+// POST /coord/v1/streams/{p}/groups/{g}/migrations/{id}/rollback.
+func (c *Client) Rollback(ctx context.Context, streamPrefix, consumerGroup, reshardingID string, req wire.RollbackRequest) (*Migration, error) {
+	var m Migration
+	path := GroupPath(streamPrefix, consumerGroup) + "/migrations/" + url.PathEscape(reshardingID) + "/rollback"
+	if err := c.Do(ctx, http.MethodPost, path, req, &m); err != nil {
+		return nil, fmt.Errorf("roll back %s: %w", reshardingID, err)
+	}
+	return &m, nil
+}
+
+// SetOrdering switches a group's ordering:
+// PUT /coord/v1/streams/{p}/groups/{g}/ordering.
+func (c *Client) SetOrdering(ctx context.Context, streamPrefix, consumerGroup string, req wire.OrderingRequest) (*Group, error) {
+	var g Group
+	if err := c.Do(ctx, http.MethodPut, GroupPath(streamPrefix, consumerGroup)+"/ordering", req, &g); err != nil {
+		return nil, fmt.Errorf("set the ordering of %s/%s: %w", streamPrefix, consumerGroup, err)
+	}
+	return &g, nil
+}
+
+// Autoscaling reads a group's autoscaling policy and the autoscaler's latest
+// evaluation: GET /coord/v1/streams/{p}/groups/{g}/autoscaling.
+func (c *Client) Autoscaling(ctx context.Context, streamPrefix, consumerGroup string) (*wire.AutoscalingResponse, error) {
+	return c.autoscaling(ctx, http.MethodGet, streamPrefix, consumerGroup, nil)
+}
+
+// SetAutoscaling stores a group's autoscaling policy:
+// PUT /coord/v1/streams/{p}/groups/{g}/autoscaling.
+func (c *Client) SetAutoscaling(ctx context.Context, streamPrefix, consumerGroup string, req wire.AutoscalingRequest) (*wire.AutoscalingResponse, error) {
+	return c.autoscaling(ctx, http.MethodPut, streamPrefix, consumerGroup, req)
+}
+
+// DisableAutoscaling turns a group's autoscaling off:
+// DELETE /coord/v1/streams/{p}/groups/{g}/autoscaling.
+func (c *Client) DisableAutoscaling(ctx context.Context, streamPrefix, consumerGroup string, req wire.AutoscalingDeleteRequest) (*wire.AutoscalingResponse, error) {
+	return c.autoscaling(ctx, http.MethodDelete, streamPrefix, consumerGroup, req)
+}
+
+func (c *Client) autoscaling(ctx context.Context, method, streamPrefix, consumerGroup string, body any) (*wire.AutoscalingResponse, error) {
+	var a wire.AutoscalingResponse
+	if err := c.Do(ctx, method, GroupPath(streamPrefix, consumerGroup)+"/autoscaling", body, &a); err != nil {
+		return nil, fmt.Errorf("autoscaling of %s/%s: %w", streamPrefix, consumerGroup, err)
+	}
+	return &a, nil
+}
+
+// Groups lists every group: GET /coord/v1/monitoring/groups.
+func (c *Client) Groups(ctx context.Context) (*wire.GroupsResponse, error) {
+	var g wire.GroupsResponse
+	if err := c.Do(ctx, http.MethodGet, basePath+"/monitoring/groups", nil, &g); err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	return &g, nil
+}
+
+// Events pages a group's audit history: up to limit events after after (""
+// from the start): GET /coord/v1/monitoring/streams/{p}/groups/{g}/events.
+func (c *Client) Events(ctx context.Context, streamPrefix, consumerGroup, after string, limit int) (*wire.AuditPage, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	var p wire.AuditPage
+	if err := c.Do(ctx, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/events?"+q.Encode(), nil, &p); err != nil {
+		return nil, fmt.Errorf("events of %s/%s: %w", streamPrefix, consumerGroup, err)
+	}
+	return &p, nil
 }
 
 // Group reads a group: GET /coord/v1/streams/{p}/groups/{g}.

@@ -88,6 +88,10 @@ type Client struct {
 	HTTPClient *http.Client
 	// UserAgent is sent as User-Agent when set.
 	UserAgent string
+	// RequestID, when set, is sent as X-Request-Id with every call, so the
+	// coordinator's audit history ties the events of the calls to their
+	// caller (one per command of a tool, say).
+	RequestID string
 
 	mu sync.Mutex
 	// preferred is the endpoint the next call starts at: the last that
@@ -166,6 +170,16 @@ func (c *Client) Login(ctx context.Context, username, password string) (BearerTo
 	return BearerToken(tok), resp.ExpiresAt, nil
 }
 
+// RenewToken exchanges the bearer token the Client's Credentials send for a
+// fresh one: POST /coord/v1/auth/login without a body.
+func (c *Client) RenewToken(ctx context.Context) (BearerToken, time.Time, error) {
+	var resp wire.LoginResponse
+	if err := c.do(ctx, http.MethodPost, basePath+"/auth/login", nil, &resp, true); err != nil {
+		return "", time.Time{}, fmt.Errorf("renew token: %w", err)
+	}
+	return BearerToken(resp.AccessToken), resp.ExpiresAt, nil
+}
+
 // Do sends one JSON request to path (already escaped, starting with "/") and
 // decodes a 2xx JSON answer into out (when out is not nil). A non-2xx answer
 // is an *APIError. With several endpoints, a GET or HEAD moves on to the next
@@ -236,6 +250,9 @@ func (c *Client) send(ctx context.Context, ep, method, path string, data []byte,
 	if c.UserAgent != "" {
 		req.Header.Set("User-Agent", c.UserAgent)
 	}
+	if c.RequestID != "" {
+		req.Header.Set("X-Request-Id", c.RequestID)
+	}
 	hc := c.HTTPClient
 	if hc == nil {
 		hc = defaultHTTPClient
@@ -262,13 +279,25 @@ func (c *Client) send(ctx context.Context, ep, method, path string, data []byte,
 		return false, apiErr
 	}
 	c.answered(ep, resp.Header.Get(headerForwardedTo))
+	if raw, ok := ctx.Value(answerKey{}).(*[]byte); ok {
+		*raw = body
+	}
 	if out == nil {
 		return false, nil
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return false, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		return false, fmt.Errorf("%s %s: %w: %w", method, path, ErrBadAnswer, err)
 	}
 	return false, nil
+}
+
+type answerKey struct{}
+
+// CaptureAnswer returns a context under which a call also stores the body of
+// its 2xx answer in *raw, as the coordinator sent it (tools that print the
+// answer verbatim).
+func CaptureAnswer(ctx context.Context, raw *[]byte) context.Context {
+	return context.WithValue(ctx, answerKey{}, raw)
 }
 
 // NewRequestID returns a random (version 4) UUID, as both reference clients

@@ -18,6 +18,9 @@ var (
 	// ErrUnavailable: the coordinator answered 503 (terminating, Redis down,
 	// provisioning failed); retrying later may succeed.
 	ErrUnavailable = errors.New("coordinator: unavailable")
+	// ErrBadAnswer: a 2xx answer that is not the JSON the call expects (a
+	// proxy's page, another service on the port).
+	ErrBadAnswer = errors.New("decode answer")
 )
 
 // APIError is a non-2xx answer of the coordinator.

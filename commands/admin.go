@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -58,117 +57,88 @@ func checkAudit(requestedBy, reason string, reasonRequired bool) []string {
 // count, provision every shard stream and consumer group (outside the writer,
 // after checking Redis holds no stranger's keys for a new prefix), then record
 // group.created in a decision that checks everything again.
-func (c *Coordinator) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
+func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix, ConsumerGroup: in.ConsumerGroup}
 	command := "group.create"
 	if in.StreamLevel {
 		command = "stream.create"
 	}
-	v, err := c.admin(ctx, meta, k, command, in.RequestedBy, func(meta events.Meta) (any, error) {
+	return admin(ctx, s, meta, k, command, in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if err := ValidateKey(k); err != nil {
-			return nil, err
+			return projection.GroupView{}, err
 		}
 		problems := checkAudit(in.RequestedBy, in.Reason, false)
 		ordering, bad := checkOrdering(in.Ordering)
 		problems = append(problems, bad...)
-		count := c.cfg.DefaultShardCount
+		count := s.rules.defaultShardCount
 		if in.InitialShardCount != nil {
 			count = *in.InitialShardCount
 			if count < 1 {
 				problems = append(problems, "initialShardCount: must be greater than or equal to 1")
-			} else if count > c.cfg.MaxShardCount {
-				problems = append(problems, fmt.Sprintf("initialShardCount: must be less than or equal to %d", c.cfg.MaxShardCount))
+			} else if count > s.rules.maxShardCount {
+				problems = append(problems, fmt.Sprintf("initialShardCount: must be less than or equal to %d", s.rules.maxShardCount))
 			}
 		}
 		if len(problems) > 0 {
-			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-		}
-		check := func(t *tx) error {
-			prefixGroups := t.groupsWithPrefix(k.StreamPrefix)
-			if in.StreamLevel && len(prefixGroups) > 0 {
-				return withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", k.StreamPrefix)
-			}
-			if t.group(k) != nil {
-				return ErrGroupExists
-			}
-			return nil
+			return projection.GroupView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
 		// Refuse what the committed state refuses before touching Redis.
-		if err := c.peek(func(t *tx) error { return check(t) }); err != nil {
-			return nil, err
+		if err := s.peek(func(t *tx) error { return creatable(t, k, in.StreamLevel) }); err != nil {
+			return projection.GroupView{}, err
 		}
 		var foreign []string
-		if !c.cfg.DisableProvisioning {
-			unlock := c.rec.lockPrefix(k.StreamPrefix)
+		if s.rules.provisioning {
+			unlock := s.locks.lock(k.StreamPrefix)
 			defer unlock()
-			known := c.prefixInUse(k.StreamPrefix)
+			known := s.prefixInUse(k.StreamPrefix)
 			var err error
-			if foreign, err = c.rec.provisionGroup(ctx, k, count, known); err != nil {
-				return nil, err
+			if foreign, err = s.rec.provisionGroup(ctx, k, count, known); err != nil {
+				return projection.GroupView{}, err
 			}
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
-			if err := check(t); err != nil {
-				return nil, err
-			}
-			if len(foreign) > 0 && len(t.groupsWithPrefix(k.StreamPrefix)) == 0 && !t.c.state.PrefixSeenLocked(k.StreamPrefix) {
-				return nil, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(foreign, ", "))
-			}
-			g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: !c.cfg.DisableProvisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering})
-			return projection.ViewGroup(g), nil
+		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
+			return createGroup(t, k, in, count, ordering, foreign)
 		})
 	})
-	if err != nil {
-		return projection.GroupView{}, err
+}
+
+// creatable refuses a group that exists, or a stream-level create of a
+// prefix some group uses.
+func creatable(t *tx, k projection.GroupKey, streamLevel bool) error {
+	if streamLevel && len(t.groupsWithPrefix(k.StreamPrefix)) > 0 {
+		return withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", k.StreamPrefix)
 	}
-	return v.(projection.GroupView), nil
-}
-
-// prefixInUse reports whether a group of the prefix exists now or ever did:
-// its leftover streams are the coordinator's own, not a stranger's.
-func (c *Coordinator) prefixInUse(prefix string) bool {
-	c.state.RLock()
-	defer c.state.RUnlock()
-	for _, k := range c.state.GroupKeysLocked() {
-		if k.StreamPrefix == prefix {
-			return true
-		}
-	}
-	return c.state.PrefixSeenLocked(prefix)
-}
-
-// peek runs a read-only check against the committed state, as a decision
-// would see it, without the writer: a command refused by the state it would
-// find is refused before anything touches Redis. The decision checks again.
-func (c *Coordinator) peek(check func(t *tx) error) error {
-	c.state.RLock()
-	defer c.state.RUnlock()
-	t := &tx{c: c, b: &batchCtx{ov: c.state.NewOverlayLocked()}, now: c.now()}
-	return check(t)
-}
-
-// canDecide refuses a command before its side effects when this coordinator
-// could not decide it anyway.
-func (c *Coordinator) canDecide() error {
-	switch {
-	case c.closing.Load():
-		return ErrTerminating
-	case !c.ready.Load():
-		return withMsg(ErrUnavailable, "coordinator is still loading the event log")
-	case !c.IsLeader():
-		return ErrNotLeader
+	if t.group(k) != nil {
+		return ErrGroupExists
 	}
 	return nil
 }
 
-func (t *tx) groupsWithPrefix(prefix string) []*projection.Group {
-	var out []*projection.Group
-	for _, k := range t.b.ov.Keys() {
+// createGroup records group.created, checking again what the request was
+// checked on, and refusing a prefix Redis holds keys of (foreign) that no
+// group of the coordinator ever used.
+func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, count int, ordering string, foreign []string) (projection.GroupView, error) {
+	if err := creatable(t, k, in.StreamLevel); err != nil {
+		return projection.GroupView{}, err
+	}
+	if len(foreign) > 0 && len(t.groupsWithPrefix(k.StreamPrefix)) == 0 && !t.prefixSeen(k.StreamPrefix) {
+		return projection.GroupView{}, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(foreign, ", "))
+	}
+	g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering})
+	return projection.ViewGroup(g), nil
+}
+
+// prefixInUse reports whether a group of the prefix exists now or ever did:
+// its leftover streams are the coordinator's own, not a stranger's.
+func (s *Service) prefixInUse(prefix string) bool {
+	s.state.RLock()
+	defer s.state.RUnlock()
+	for _, k := range s.state.GroupKeysLocked() {
 		if k.StreamPrefix == prefix {
-			out = append(out, t.group(k))
+			return true
 		}
 	}
-	return out
+	return s.state.PrefixSeenLocked(prefix)
 }
 
 // DeleteGroupInput is an operator's delete request.
@@ -180,59 +150,31 @@ type DeleteGroupInput struct {
 
 // DeleteGroup removes a group (refused while members are live unless forced).
 // Stream keys and Redis consumer groups are left in place.
-func (c *Coordinator) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
-	v, err := c.admin(ctx, meta, k, "group.delete", in.RequestedBy, func(meta events.Meta) (any, error) {
+func (s *Service) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
+	v, err := admin(ctx, s, meta, k, "group.delete", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if problems := checkAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
-			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.GroupView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
-			g := t.group(k)
-			if g == nil {
-				return nil, ErrGroupNotFound
-			}
-			if len(g.LiveMemberIDs()) > 0 && !in.Force {
-				return nil, ErrGroupHasActiveMembers
-			}
-			view := projection.ViewGroup(g)
-			t.emit(k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
-			return view, nil
-		})
+		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) { return deleteGroup(t, k, in) })
 	})
-	if err != nil {
-		return projection.GroupView{}, err
-	}
-	c.rt.dropGroup(k)
-	return v.(projection.GroupView), nil
-}
-
-// admin runs an operator command (its evidence gathering and decisions) and
-// records a refusal in the audit log.
-func (c *Coordinator) admin(ctx context.Context, meta events.Meta, k projection.GroupKey, command, requestedBy string, do func(meta events.Meta) (any, error)) (any, error) {
-	if meta.Actor == "" {
-		meta.Actor = truncate(requestedBy, MaxTextBytes)
-	}
-	if err := c.canDecide(); err != nil {
-		return nil, err
-	}
-	v, err := do(meta)
-	var ce *Error
-	if err != nil && errors.As(err, &ce) && ce.Kind != KindUnavailable {
-		c.recordRejection(ctx, meta, k, command, requestedBy, ce)
+	if err == nil {
+		s.evidence.dropGroup(k)
 	}
 	return v, err
 }
 
-// recordRejection appends command.rejected; best effort: the caller's answer is
-// the refusal either way.
-func (c *Coordinator) recordRejection(ctx context.Context, meta events.Meta, k projection.GroupKey, command, requestedBy string, ce *Error) {
-	if ValidateKey(k) != nil {
-		k = projection.GroupKey{}
+// deleteGroup records group.deleted (refused while members are live unless
+// forced) and forgets the group's runtime.
+func deleteGroup(t *tx, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
+	g := t.group(k)
+	if g == nil {
+		return projection.GroupView{}, ErrGroupNotFound
 	}
-	_, err := c.submit(ctx, meta, func(t *tx) (any, error) {
-		t.emit(k, &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: truncate(ce.Message, 4*MaxTextBytes), RequestedBy: truncate(requestedBy, MaxTextBytes)})
-		return nil, nil
-	})
-	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("command", command).Msg("could not record rejected command")
+	if len(g.LiveMemberIDs()) > 0 && !in.Force {
+		return projection.GroupView{}, ErrGroupHasActiveMembers
 	}
+	view := projection.ViewGroup(g)
+	t.emit(k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
+	t.rt.dropGroup(k)
+	return view, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
@@ -63,7 +65,7 @@ type AutoscalingInput struct {
 }
 
 // policy validates the input and fills the defaults; problems name the field.
-func (c *Coordinator) policy(in AutoscalingInput) (events.AutoscalingConfigured, []string) {
+func (r rules) policy(in AutoscalingInput) (events.AutoscalingConfigured, []string) {
 	p := events.AutoscalingConfigured{
 		Enabled: true, ScaleOutCooldown: DefaultScaleOutCooldown, ScaleInCooldown: DefaultScaleInCooldown,
 		EvaluationWindow: DefaultEvaluationWindow, MaxStepFactor: DefaultMaxStepFactor,
@@ -87,8 +89,8 @@ func (c *Coordinator) policy(in AutoscalingInput) (events.AutoscalingConfigured,
 	switch {
 	case in.MaxShards == nil:
 		problems = append(problems, "maxShards: must not be null")
-	case *in.MaxShards > c.cfg.MaxShardCount:
-		problems = append(problems, fmt.Sprintf("maxShards: must be less than or equal to %d (--max-shard-count)", c.cfg.MaxShardCount))
+	case *in.MaxShards > r.maxShardCount:
+		problems = append(problems, fmt.Sprintf("maxShards: must be less than or equal to %d (--max-shard-count)", r.maxShardCount))
 	case in.MinShards != nil && *in.MaxShards < *in.MinShards:
 		problems = append(problems, "maxShards: must be greater than or equal to minShards")
 	case *in.MaxShards < 1:
@@ -140,16 +142,16 @@ func (c *Coordinator) policy(in AutoscalingInput) (events.AutoscalingConfigured,
 }
 
 // SetAutoscaling stores a group's autoscaling policy (autoscaling.configured).
-func (c *Coordinator) SetAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, in AutoscalingInput) (*projection.Autoscaling, error) {
-	v, err := c.admin(ctx, meta, k, "autoscaling.set", in.RequestedBy, func(meta events.Meta) (any, error) {
+func (s *Service) SetAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, in AutoscalingInput) (*projection.Autoscaling, error) {
+	return admin(ctx, s, meta, k, "autoscaling.set", in.RequestedBy, func(meta events.Meta) (*projection.Autoscaling, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
-		p, problems := c.policy(in)
+		p, problems := s.rules.policy(in)
 		if len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
+		return submit(ctx, s.dec, meta, func(t *tx) (*projection.Autoscaling, error) {
 			if t.group(k) == nil {
 				return nil, ErrGroupNotFound
 			}
@@ -157,23 +159,19 @@ func (c *Coordinator) SetAutoscaling(ctx context.Context, meta events.Meta, k pr
 			return t.emit(k, &pe).Autoscaling, nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*projection.Autoscaling), nil
 }
 
 // DisableAutoscaling turns a group's autoscaling off (autoscaling.disabled;
 // nothing is recorded when it is not on).
-func (c *Coordinator) DisableAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error) {
-	v, err := c.admin(ctx, meta, k, "autoscaling.delete", requestedBy, func(meta events.Meta) (any, error) {
+func (s *Service) DisableAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error) {
+	return admin(ctx, s, meta, k, "autoscaling.delete", requestedBy, func(meta events.Meta) (*projection.Autoscaling, error) {
 		if err := ValidateKey(k); err != nil {
 			return nil, err
 		}
 		if problems := checkAudit(requestedBy, reason, false); len(problems) > 0 {
 			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
+		return submit(ctx, s.dec, meta, func(t *tx) (*projection.Autoscaling, error) {
 			g := t.group(k)
 			if g == nil {
 				return nil, ErrGroupNotFound
@@ -184,10 +182,6 @@ func (c *Coordinator) DisableAutoscaling(ctx context.Context, meta events.Meta, 
 			return t.emit(k, &events.AutoscalingDisabled{RequestedBy: requestedBy, Reason: reason}).Autoscaling, nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*projection.Autoscaling), nil
 }
 
 // Load is a group's load over an evaluation window, as the autoscaler sees
@@ -339,27 +333,41 @@ func recommend(p events.AutoscalingConfigured, cur int, load Load) (int, string)
 
 // --- the loop ---
 
-// autoscale reads the load of every autoscaled group, evaluates its policy
-// and acts on the verdict.
-func (r *reconciler) autoscale(ctx context.Context) {
-	c := r.c
-	if c.shards == nil {
+// autoscaler samples every autoscaled group's shards, evaluates its policy
+// and acts on the verdict: an ordinary scale request (scale), or for a dry
+// run the recorded recommendation.
+type autoscaler struct {
+	sampler  Sampler // nil: no Redis holds the shard streams
+	state    *projection.State
+	evidence *evidenceTable
+	table    *runtimeTable
+	dec      *decider
+	scale    func(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error)
+	now      func() time.Time
+	logger   zerolog.Logger
+	// afterEvaluate, if set, sees every evaluation (Config.AfterEvaluate).
+	afterEvaluate func(k projection.GroupKey, v Verdict, outcome string)
+}
+
+// run reads the load of every autoscaled group, evaluates its policy and
+// acts on the verdict.
+func (a *autoscaler) run(ctx context.Context) {
+	if a.sampler == nil {
 		return
 	}
-	groups := c.state.GroupsWhere(func(g *projection.Group) bool { return g.AutoscalingEnabled() })
+	groups := a.state.GroupsWhere(func(g *projection.Group) bool { return g.AutoscalingEnabled() })
 	on := make(map[projection.GroupKey]bool, len(groups))
 	for _, g := range groups {
 		on[g.Key] = true
 	}
-	c.rt.keepLoadOf(on)
+	a.evidence.keepLoadOf(on)
 	for _, g := range groups {
-		r.autoscaleGroup(ctx, g)
+		a.group(ctx, g)
 	}
 }
 
-// autoscaleGroup samples one group's shards, evaluates and acts.
-func (r *reconciler) autoscaleGroup(ctx context.Context, g *projection.Group) {
-	c := r.c
+// group samples one group's shards, evaluates and acts.
+func (a *autoscaler) group(ctx context.Context, g *projection.Group) {
 	k := g.Key
 	p := g.Autoscaling.Policy
 	span := max(g.ShardCount, g.AssignableCount)
@@ -368,14 +376,14 @@ func (r *reconciler) autoscaleGroup(ctx context.Context, g *projection.Group) {
 		shards[i] = i
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	samples, err := c.shards.Load(rctx, k.StreamPrefix, k.ConsumerGroup, shards)
+	samples, err := a.sampler.Load(rctx, k.StreamPrefix, k.ConsumerGroup, shards)
 	cancel()
-	now := c.now()
+	now := a.now()
 	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("read autoscaling load")
+		a.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("read autoscaling load")
 	}
-	load := c.rt.addLoadSample(k, now, samples, err, time.Duration(p.EvaluationWindow)*time.Second)
-	st := AutoscaleState{ShardCount: g.ShardCount, CorrectionOpen: c.CorrectionOpen(k), LastOutAt: g.Autoscaling.LastOutAt, LastInAt: g.Autoscaling.LastInAt, LastDecision: g.Autoscaling.LastDecision}
+	load := a.evidence.addLoadSample(k, now, samples, err, time.Duration(p.EvaluationWindow)*time.Second)
+	st := AutoscaleState{ShardCount: g.ShardCount, CorrectionOpen: a.table.CorrectionOpen(k), LastOutAt: g.Autoscaling.LastOutAt, LastInAt: g.Autoscaling.LastInAt, LastDecision: g.Autoscaling.LastDecision}
 	if m := g.Active(); m != nil {
 		st.Resharding = fmt.Sprintf("resharding %s is %s", m.ReshardingID, m.State)
 	} else if len(g.Barriers) > 0 {
@@ -388,28 +396,32 @@ func (r *reconciler) autoscaleGroup(ctx context.Context, g *projection.Group) {
 		meta := events.Meta{Actor: AutoscalerActor}
 		if p.DryRun {
 			outcome = "dry_run"
-			_, err = c.submit(ctx, meta, func(t *tx) (any, error) {
-				if g := t.group(k); g == nil || !g.AutoscalingEnabled() || !g.Autoscaling.Policy.DryRun {
-					return nil, withMsg(ErrStateConflict, "the autoscaling policy changed")
-				}
-				t.emitAs(AutoscalerActor, k, decided)
-				return nil, nil
-			})
+			_, err = submit(ctx, a.dec, meta, func(t *tx) (struct{}, error) { return struct{}{}, recordDryRun(t, k, decided) })
 		} else {
 			outcome = "applied"
 			target := v.To
-			_, err = c.Scale(ctx, meta, k, ScaleInput{TargetShardCount: &target, RequestedBy: AutoscalerActor, Reason: "autoscaler: " + v.Reason, Decided: decided})
+			_, err = a.scale(ctx, meta, k, ScaleInput{TargetShardCount: &target, RequestedBy: AutoscalerActor, Reason: "autoscaler: " + v.Reason, Decided: decided})
 		}
 		if err != nil {
 			outcome = "refused"
 			v.Reason = fmt.Sprintf("%s (not applied: %v)", v.Reason, err)
-			c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Int("to", v.To).Msg("autoscaling decision")
+			a.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Int("to", v.To).Msg("autoscaling decision")
 		}
 	}
-	c.rt.setEvaluation(k, Evaluation{At: now, Verdict: v, Outcome: outcome, Load: load})
-	if c.cfg.AfterEvaluate != nil {
-		c.cfg.AfterEvaluate(k, v, outcome)
+	a.evidence.setEvaluation(k, Evaluation{At: now, Verdict: v, Outcome: outcome, Load: load})
+	if a.afterEvaluate != nil {
+		a.afterEvaluate(k, v, outcome)
 	}
+}
+
+// recordDryRun records a dry-run policy's recommendation, while the policy
+// is still a dry run.
+func recordDryRun(t *tx, k projection.GroupKey, decided *events.AutoscalingDecided) error {
+	if g := t.group(k); g == nil || !g.AutoscalingEnabled() || !g.Autoscaling.Policy.DryRun {
+		return withMsg(ErrStateConflict, "the autoscaling policy changed")
+	}
+	t.emitAs(AutoscalerActor, k, decided)
+	return nil
 }
 
 // Evaluation is the autoscaler's latest evaluation of a group: when, the

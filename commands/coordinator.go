@@ -123,37 +123,53 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Coordinator wires the parts of the coordinator together and is what the
-// HTTP server calls:
-//   - the decider (decider.go): the single writer, decisions, group commit;
-//   - the reconciler (reconciler.go, repair.go): every side effect on shard
-//     streams and every Redis read a decision needs, outside the writer;
-//   - the replica (replica.go): load, follow, snapshots, trimming;
-//   - the runtime (runtime.go): what lives only in memory (leases, progress,
-//     correction rounds, the latest Redis evidence);
-//   - the leadership (leader.go): the leader lease among --ha replicas.
+// Coordinator wires the parts of the coordinator and runs their loops. Each
+// part is built from the pieces it uses and none holds the Coordinator:
+//   - the Service (service.go): the commands callers send (httpapi.Commands),
+//     each gathering its evidence and submitting its decision;
+//   - the decider (decider.go): the single writer: decisions, group commit,
+//     catch-up;
+//   - the rules (heartbeat.go, maintenance.go, resharding.go, ordering.go,
+//     autoscale.go, admin.go): the decisions themselves, functions of a tx;
+//   - the reconciler (reconciler.go, repair.go, ordering.go): every side
+//     effect on shard streams and every Redis read a decision needs, outside
+//     the writer; the autoscaler (autoscale.go) and the maintenance tick
+//     (maintenance.go) beside it;
+//   - the Replica (replica.go): load, follow, snapshots, trimming, and what
+//     every replica can answer (httpapi.Reader);
+//   - the runtime table (runtime.go, rtoverlay.go) and the evidence table
+//     (evidence.go): what lives only in memory (httpapi.Runtime, as
+//     RuntimeView);
+//   - the Leadership (leader.go): the leader lease among --ha replicas
+//     (httpapi.Leadership).
 //
-// The public methods that serve a command (CreateGroup, Scale, Rollback, ...)
-// gather the evidence the command needs and submit its decision.
+// The parts that httpapi's interfaces name are embedded, so their methods
+// are the Coordinator's too; cmd/coordinator hands the parts themselves to
+// the HTTP server.
 type Coordinator struct {
-	cfg    Config
-	log    events.Log
-	shards ShardStore
-	snaps  SnapshotStore
-	clock  Clock
-	state  *projection.State
-	rt     *runtimeState
-	dec    *decider
-	rep    *replica
-	rec    *reconciler
-	lead   leadership
+	*Service
+	*Replica
+	*Leadership
+	RuntimeView
 
-	stop     chan struct{}
+	cfg   Config
+	life  *lifecycle
+	dec   *decider
+	rec   *reconciler
+	auto  *autoscaler
+	maint *maintenance
+
 	wg       sync.WaitGroup
 	writerWG sync.WaitGroup // the writer alone, so Close can hand over before the other loops end
-	ready    atomic.Bool
-	healthy  atomic.Bool
-	closing  atomic.Bool
+}
+
+// lifecycle is the state every part checks before it acts: loaded (ready),
+// the last log operation succeeded (healthy), shutting down (closing, stop).
+type lifecycle struct {
+	stop    chan struct{}
+	ready   atomic.Bool
+	healthy atomic.Bool
+	closing atomic.Bool
 }
 
 type systemClock struct{}
@@ -168,32 +184,42 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	if clock == nil {
 		clock = systemClock{}
 	}
-	c := &Coordinator{
-		cfg: cfg, log: log, shards: shards, snaps: snaps, clock: clock,
-		state: projection.New(),
-		rt:    newRuntimeState(),
-		stop:  make(chan struct{}),
+	now := func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
+	state := projection.New()
+	life := &lifecycle{stop: make(chan struct{})}
+	rules := newRules(cfg, shards != nil)
+	table := newRuntimeTable()
+	evidence := newEvidenceTable(shards != nil)
+	rearm := func() {
+		table.rearm(state, now(), cfg.MemberLease)
+		evidence.reset()
 	}
-	c.dec = newDecider(c)
-	c.rep = &replica{c: c}
-	c.rec = newReconciler(c)
-	return c
+	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm})
+	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID})
+	dec := newDecider(deciderDeps{
+		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
+		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
+		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reloadIfTrimmedPast,
+	})
+	rep.writer = dec
+	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}
+	locks := newPrefixLocks()
+	rec := newReconciler(reconcilerDeps{
+		shards: shards, state: state, evidence: evidence, dec: dec, locks: locks, rules: rules,
+		ready: life, lead: lead, now: now, logger: cfg.Logger,
+	})
+	svc := newService(serviceDeps{
+		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
+		lead: lead, life: life, now: now, logger: cfg.Logger,
+	})
+	return &Coordinator{
+		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
+		cfg: cfg, life: life, dec: dec, rec: rec,
+		auto: &autoscaler{sampler: shards, state: state, evidence: evidence, table: table, dec: dec, scale: svc.Scale,
+			now: now, logger: cfg.Logger, afterEvaluate: cfg.AfterEvaluate},
+		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, logger: cfg.Logger},
+	}
 }
-
-// Config returns the effective configuration.
-func (c *Coordinator) Config() Config { return c.cfg }
-
-// State is the projection (read through its copying methods).
-func (c *Coordinator) State() *projection.State { return c.state }
-
-// Log is the event log.
-func (c *Coordinator) Log() events.Log { return c.log }
-
-// Ready reports whether the coordinator loaded the log and can append.
-func (c *Coordinator) Ready() bool { return c.ready.Load() && c.healthy.Load() && !c.closing.Load() }
-
-// Healthy reports whether the last log operation succeeded.
-func (c *Coordinator) Healthy() bool { return c.healthy.Load() }
 
 // Conflicts is the number of compare-and-append conflicts seen.
 func (c *Coordinator) Conflicts() int64 { return c.dec.conflicts.Load() }
@@ -207,20 +233,39 @@ func (c *Coordinator) Run() {
 	// The leader's loops. Maintenance and the reconciler run apart, so a slow
 	// Redis never delays expiry; barriers are checked more often than the
 	// rest of a resharding (members hold entries back until their release).
-	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.TickInterval, c.maintain) }()
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.TickInterval, c.maint.run) }()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.TickInterval, c.rec.pass) }()
-	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.ShardCheckInterval, c.repairShards) }()
+	go func() {
+		defer c.wg.Done()
+		c.leaderLoop(c.cfg.ShardCheckInterval, func(ctx context.Context) { c.rec.repairShards(ctx) })
+	}()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.BarrierCheckInterval, c.rec.proveBarriers) }()
-	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.AutoscaleInterval, c.rec.autoscale) }()
-	go func() { defer c.wg.Done(); c.rep.follow() }()
+	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.AutoscaleInterval, c.auto.run) }()
+	go func() { defer c.wg.Done(); c.Replica.follow() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
 		// leads by the time its first request arrives.
-		c.electOnce(c.cfg.LeaseTTL / 3)
+		c.Leadership.electOnce(c.cfg.LeaseTTL / 3)
 		c.wg.Add(1)
-		go func() { defer c.wg.Done(); c.elect() }()
+		go func() { defer c.wg.Done(); c.Leadership.elect() }()
 	}
 }
+
+// Tick runs maintenance once and then one reconciler pass: member expiry,
+// rebalance timeouts, overdue correction rounds, pruning, and the steps of a
+// resharding that need no Redis; then resharding progress from Redis evidence
+// (provisioning, drain checks, completion, retirement). A running coordinator
+// does the two in separate loops, so a slow Redis never delays expiry;
+// simulations call Tick with a virtual clock.
+func (c *Coordinator) Tick(ctx context.Context) {
+	c.maint.run(ctx)
+	c.rec.proveBarriers(ctx)
+	c.rec.pass(ctx)
+}
+
+// RepairShards runs the shard check once (tests call it directly) and
+// returns how many shards it repaired (repair.go).
+func (c *Coordinator) RepairShards(ctx context.Context) int { return c.rec.repairShards(ctx) }
 
 // leaderLoop calls fn every interval while this replica is ready and leads,
 // until Close (never for a non-positive interval).
@@ -232,10 +277,10 @@ func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Con
 	defer tk.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-c.life.stop:
 			return
 		case <-tk.C:
-			if c.ready.Load() && c.IsLeader() {
+			if c.life.ready.Load() && c.IsLeader() {
 				fn(context.Background())
 			}
 		}
@@ -246,19 +291,17 @@ func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Con
 // snapshot (a leader or the only writer) and stops the background loops; a
 // leader then releases its lease so a follower takes over at once.
 func (c *Coordinator) Close() {
-	if c.closing.Swap(true) {
+	if c.life.closing.Swap(true) {
 		return
 	}
-	close(c.stop)
+	close(c.life.stop)
 	// Once the writer finished the batch in progress nothing more is decided:
 	// snapshot and hand the lease over before waiting for the other loops (the
 	// follower's blocking read may take a second).
 	c.writerWG.Wait()
 	if c.IsLeader() {
-		c.rep.saveSnapshot()
+		c.Replica.saveSnapshot()
 	}
-	c.releaseLease()
+	c.Leadership.release()
 	c.wg.Wait()
 }
-
-func (c *Coordinator) now() time.Time { return time.Unix(0, c.clock.Now().UnixNano()).UTC() }

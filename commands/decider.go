@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,15 +9,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
 
 // The decider is the single writer of the log in this process. One goroutine
-// runs every decision in arrival order against an overlay of the projection,
-// appends what the decisions emitted as one batch (group commit: consecutive
-// decisions share one compare-and-append), applies the appended records to the
-// projection, and only then answers the callers.
+// runs every decision in arrival order against an overlay of the projection
+// and one of the runtime table, appends what the decisions emitted as one
+// batch (group commit: consecutive decisions share one compare-and-append),
+// applies the appended records to the projection, commits the batch's runtime
+// changes, and only then answers the callers. A batch whose append fails,
+// conflicts or is fenced changes nothing, in the projection or in memory.
 //
 // It is also the only goroutine that changes the projection: catch-up with
 // entries another writer appended and reloads from a snapshot run here too.
@@ -28,49 +33,111 @@ import (
 // evidence, entries added, whether provisioning happened) is gathered before it
 // is submitted (reconciler.go) and handed to it as evidence.
 type decider struct {
-	c      *Coordinator
+	deciderDeps
 	reqs   chan *request
 	exited chan struct{} // closed when the writer goroutine returned
 
 	conflicts     atomic.Int64
 	sinceSnapshot int
 	lastSnapshot  time.Time
+	// unresolved is the last batch whose append answered an error that does
+	// not say it was refused: it may have landed (resolve).
+	unresolved *unresolvedBatch
 }
 
-func newDecider(c *Coordinator) *decider {
-	return &decider{c: c, reqs: make(chan *request, 4096), exited: make(chan struct{})}
+// deciderDeps is what the writer is built from.
+type deciderDeps struct {
+	log    events.Log
+	state  *projection.State
+	table  *runtimeTable
+	life   *lifecycle
+	lead   writerLease
+	clock  Clock
+	rules  rules
+	logger zerolog.Logger
+	// maxBatch bounds the decisions folded into one append.
+	maxBatch int
+	// snapshotEvery and snapshotMinInterval space the periodic snapshots.
+	snapshotEvery       int
+	snapshotMinInterval time.Duration
+	afterAppend         func(events.Record)
+	// snapshot stores a capture (called in a goroutine of its own).
+	snapshot func(*projection.Capture)
+	// reload reloads the projection from a snapshot when the log was trimmed
+	// past it (before a catch-up).
+	reload func(ctx context.Context) error
+}
+
+// writerLease is what the writer asks of the leadership.
+type writerLease interface {
+	IsLeader() bool
+	// fenced reports whether an append failed because the term was over,
+	// stepping down if so.
+	fenced(err error) bool
+}
+
+func newDecider(deps deciderDeps) *decider {
+	return &decider{deciderDeps: deps, reqs: make(chan *request, 4096), exited: make(chan struct{})}
 }
 
 // request is one decision (or writer job) waiting for the writer.
 type request struct {
-	fn   func(t *tx) (any, error)
-	job  func() // a writer job instead of a decision: runs alone, emits nothing
-	meta events.Meta
-	done chan result
+	decide func(t *tx) error
+	job    func() // a writer job instead of a decision: runs alone, emits nothing
+	meta   events.Meta
+	done   chan error
 }
 
-type result struct {
-	v   any
-	err error
+// unresolvedBatch is a batch appended after position after whose append
+// answered an error of unknown outcome.
+type unresolvedBatch struct {
+	after string
+	b     *batchCtx
 }
 
-// submit queues a decision and waits for its result. Decisions for every group
-// are serialised by the writer; consecutive decisions are folded into one append.
-func (c *Coordinator) submit(ctx context.Context, meta events.Meta, fn func(t *tx) (any, error)) (any, error) {
-	if c.closing.Load() {
-		return nil, ErrTerminating
-	}
-	if !c.ready.Load() {
-		return nil, withMsg(ErrUnavailable, "coordinator is still loading the event log")
-	}
-	if !c.IsLeader() {
-		return nil, ErrNotLeader
-	}
-	r, err := c.dec.enqueue(ctx, &request{fn: fn, meta: meta})
+// errUnknownOutcome marks a decision whose append failed in a way that does
+// not say whether it landed: whoever undoes a side effect for a decision that
+// did not happen (lowering the fences raised for it) must not, since the log
+// may hold it.
+var errUnknownOutcome = errors.New("the append failed; it may have landed")
+
+// submit queues a decision and waits for what it decided: its answer once
+// its records are in the log, or its refusal. Decisions for every group are
+// serialised by the writer; consecutive decisions are folded into one append.
+// A decision may run more than once (after a conflict the batch is decided
+// again on the caught-up state): only the last run's answer is returned.
+func submit[T any](ctx context.Context, d *decider, meta events.Meta, decide func(t *tx) (T, error)) (T, error) {
+	var out T
+	err := d.decide(ctx, meta, func(t *tx) error {
+		v, err := decide(t)
+		if err == nil {
+			out = v
+		}
+		return err
+	})
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return c.dec.await(r)
+	return out, nil
+}
+
+// decide runs one decision in the writer.
+func (d *decider) decide(ctx context.Context, meta events.Meta, fn func(t *tx) error) error {
+	if d.life.closing.Load() {
+		return ErrTerminating
+	}
+	if !d.life.ready.Load() {
+		return withMsg(ErrUnavailable, "coordinator is still loading the event log")
+	}
+	if !d.lead.IsLeader() {
+		return ErrNotLeader
+	}
+	r, err := d.enqueue(ctx, &request{decide: fn, meta: meta})
+	if err != nil {
+		return err
+	}
+	return d.await(r)
 }
 
 // runInWriter runs job in the writer goroutine, between batches, and waits for
@@ -80,40 +147,49 @@ func (d *decider) runInWriter(ctx context.Context, job func()) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.await(r)
-	return err
+	return d.await(r)
+}
+
+// catchUpInWriter folds, in the writer, what the log holds beyond the
+// projection.
+func (d *decider) catchUpInWriter(ctx context.Context) error {
+	var cerr error
+	if err := d.runInWriter(ctx, func() { cerr = d.catchUp() }); err != nil {
+		return err
+	}
+	return cerr
 }
 
 // enqueue hands a request to the writer, in order.
 func (d *decider) enqueue(ctx context.Context, r *request) (*request, error) {
-	r.done = make(chan result, 1)
+	r.done = make(chan error, 1)
 	select {
 	case d.reqs <- r:
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-d.c.stop:
+	case <-d.life.stop:
 		return nil, ErrTerminating
 	}
 }
 
 // await waits for the writer's result of r.
-func (d *decider) await(r *request) (any, error) {
+func (d *decider) await(r *request) error {
 	select {
-	case res := <-r.done:
-		return res.v, res.err
-	case <-d.c.stop:
+	case err := <-r.done:
+		return err
+	case <-d.life.stop:
 		// The writer finishes the batch in progress before stopping; a
 		// request it never took is not answered.
 		select {
-		case res := <-r.done:
-			return res.v, res.err
+		case err := <-r.done:
+			return err
 		case <-d.exited:
 			select {
-			case res := <-r.done:
-				return res.v, res.err
+			case err := <-r.done:
+				return err
 			default:
-				return nil, ErrTerminating
+				return ErrTerminating
 			}
 		}
 	}
@@ -130,7 +206,7 @@ func (d *decider) run() {
 		} else {
 			select {
 			case first = <-d.reqs:
-			case <-d.c.stop:
+			case <-d.life.stop:
 				d.drainRejected()
 				return
 			}
@@ -141,7 +217,7 @@ func (d *decider) run() {
 		}
 		batch := []*request{first}
 	fill:
-		for len(batch) < d.c.cfg.MaxBatch {
+		for len(batch) < d.maxBatch {
 			select {
 			case r := <-d.reqs:
 				if r.job != nil {
@@ -160,72 +236,71 @@ func (d *decider) run() {
 func (d *decider) runJob(r *request) {
 	defer func() {
 		if p := recover(); p != nil {
-			d.c.cfg.Logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("writer job panicked")
-			r.done <- result{err: fmt.Errorf("internal error")}
+			d.logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("writer job panicked")
+			r.done <- fmt.Errorf("internal error")
 		}
 	}()
 	r.job()
-	r.done <- result{}
+	r.done <- nil
 }
 
 func (d *decider) drainRejected() {
 	for {
 		select {
 		case r := <-d.reqs:
-			r.done <- result{err: ErrTerminating}
+			r.done <- ErrTerminating
 		default:
 			return
 		}
 	}
 }
 
-// batchCtx accumulates the events of one batch before they are appended.
-type batchCtx struct {
-	ov   *projection.Overlay
-	data [][]byte
-	recs []events.Record
-}
-
-// undo drops what the decision that started at record n emitted (it failed):
-// the overlay is rebuilt from the records before it.
-func (b *batchCtx) undo(base *projection.State, n int) {
-	if len(b.recs) == n {
-		return
-	}
-	b.data, b.recs = b.data[:n], b.recs[:n]
-	b.ov = base.NewOverlayLocked()
-	for _, rec := range b.recs {
-		b.ov.Apply(rec)
-	}
-}
-
 const maxConflictRetries = 3
 
+func (d *decider) now() time.Time { return time.Unix(0, d.clock.Now().UnixNano()).UTC() }
+
+// errLogUnavailable is the answer to decisions whose batch was not recorded.
+func errLogUnavailable(err error) error {
+	return failed(ErrUnavailable, err, "the event log is unavailable: the decision was not recorded; retry")
+}
+
 func (d *decider) runBatch(batch []*request) {
-	c := d.c
+	if d.unresolved != nil {
+		// The last batch may be in the log: decide nothing until it is
+		// known whether it is.
+		if err := d.catchUp(); err != nil {
+			for _, r := range batch {
+				r.done <- errLogUnavailable(err)
+			}
+			return
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		// The writer is the only goroutine that changes the state: it reads it
 		// here without the lock.
-		b := &batchCtx{ov: c.state.NewOverlayLocked()}
-		results := make([]result, len(batch))
+		now := d.now()
+		b := newBatch(d.state, d.table, now)
+		errs := make([]error, len(batch))
 		panicked := -1
 		for i, r := range batch {
-			t := &tx{c: c, b: b, meta: r.meta, now: c.now()}
+			t := &tx{b: b, rt: b.rt.child(now), rules: d.rules, meta: r.meta, now: now, log: d.logger}
 			t.meta.Time = t.now
 			n := len(b.recs)
-			v, err, p := runSafely(r.fn, t)
+			err, p := runSafely(r.decide, t)
 			if p != nil {
-				c.cfg.Logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
+				d.logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
 				panicked = i
 				break
 			}
 			if err != nil {
-				b.undo(c.state, n)
+				b.undo(n) // and t.rt is dropped
+			} else {
+				t.rt.merge()
 			}
-			results[i] = result{v, err}
+			errs[i] = err
 		}
 		if panicked >= 0 {
-			batch[panicked].done <- result{err: fmt.Errorf("internal error")}
+			batch[panicked].done <- fmt.Errorf("internal error")
 			batch = append(batch[:panicked:panicked], batch[panicked+1:]...)
 			if len(batch) == 0 {
 				return
@@ -233,12 +308,12 @@ func (d *decider) runBatch(batch []*request) {
 			continue
 		}
 		err := d.commit(b)
-		if c.fenced(err) {
+		if d.lead.fenced(err) {
 			// Nothing of this batch was appended or applied; the new leader
 			// decides. Catch up so reads see what it appended.
 			_ = d.catchUp()
 			for _, r := range batch {
-				r.done <- result{err: ErrNotLeader}
+				r.done <- ErrNotLeader
 			}
 			return
 		}
@@ -250,154 +325,187 @@ func (d *decider) runBatch(batch []*request) {
 				continue
 			} else {
 				for _, r := range batch {
-					r.done <- result{err: ErrStateConflict}
+					r.done <- ErrStateConflict
 				}
 				return
 			}
 		}
 		for i, r := range batch {
 			if err != nil {
-				r.done <- result{err: failed(ErrUnavailable, err, "the event log is unavailable: the decision was not recorded; retry")}
+				r.done <- errLogUnavailable(err)
 				continue
 			}
-			r.done <- results[i]
+			r.done <- errs[i]
 		}
 		return
 	}
 }
 
-func runSafely(fn func(t *tx) (any, error), t *tx) (v any, err error, p any) {
+func runSafely(fn func(t *tx) error, t *tx) (err error, p any) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = r
 		}
 	}()
-	v, err = fn(t)
-	return v, err, nil
+	return fn(t), nil
 }
 
 // commit appends the batch's events (no lock held: readers go on answering from
-// the projection while Redis works) and applies them under the write lock.
+// the projection while Redis works), applies them under the write lock and
+// commits the batch's runtime changes. An append that failed without saying
+// it was refused may have landed: the writer reads the log to find out
+// (resolve), and if its batch is there it carries on as if the append had
+// answered.
 func (d *decider) commit(b *batchCtx) error {
-	c := d.c
 	if len(b.data) == 0 {
+		d.table.commit(b.rt)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ids, err := c.appendBatch(ctx, b)
-	if err != nil {
-		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, events.ErrFenced) {
-			c.healthy.Store(false)
-			c.cfg.Logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
-		}
+	after := d.state.LastIDLocked()
+	ids, err := d.appendBatch(ctx, after, b)
+	if err == nil {
+		d.unresolved = nil // nothing else can land at after now
+		return d.applied(b, ids)
+	}
+	if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrFenced) {
 		return err
 	}
-	c.healthy.Store(true)
+	d.life.healthy.Store(false)
+	d.unresolved = &unresolvedBatch{after: after, b: b}
+	landed, rerr := d.resolve(ctx)
+	if rerr == nil && landed {
+		d.logger.Warn().Err(err).Int("events", len(b.data)).Msg("append answered an error but landed; decisions recorded")
+		return nil
+	}
+	d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
+	return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+}
+
+// applied applies a batch that landed with ids, commits its runtime changes
+// and schedules a snapshot when one is due.
+func (d *decider) applied(b *batchCtx, ids []string) error {
+	d.life.healthy.Store(true)
 	for i := range b.recs {
 		b.recs[i].ID = ids[i]
 	}
-	if err := c.state.ApplyAll(b.recs); err != nil {
+	if err := d.state.ApplyAll(b.recs); err != nil {
 		// The log is ahead of the projection now; catch up with it.
-		c.cfg.Logger.Error().Err(err).Msg("apply after append failed")
-		c.healthy.Store(false)
+		d.logger.Error().Err(err).Msg("apply after append failed")
+		d.life.healthy.Store(false)
 		return err
 	}
-	if c.cfg.AfterAppend != nil {
+	d.table.commit(b.rt)
+	if d.afterAppend != nil {
 		for _, rec := range b.recs {
-			c.cfg.AfterAppend(rec)
+			d.afterAppend(rec)
 		}
 	}
 	d.sinceSnapshot += len(b.data)
-	if c.cfg.SnapshotEvery > 0 && d.sinceSnapshot >= c.cfg.SnapshotEvery && time.Since(d.lastSnapshot) >= c.cfg.SnapshotMinInterval {
+	if d.snapshotEvery > 0 && d.sinceSnapshot >= d.snapshotEvery && time.Since(d.lastSnapshot) >= d.snapshotMinInterval {
 		d.sinceSnapshot = 0
 		d.lastSnapshot = time.Now()
-		capture := c.state.Capture()
-		go c.rep.saveCapture(capture)
+		capture := d.state.Capture()
+		go d.snapshot(capture)
 	}
 	return nil
 }
 
-// appendBatch appends the batch, with each entry's id added to its group's
-// history index when the log keeps one.
-func (c *Coordinator) appendBatch(ctx context.Context, b *batchCtx) ([]string, error) {
-	ix, ok := c.log.(events.Indexed)
+// resolve settles the unresolved batch by reading the log after the position
+// it was appended after. The entries there are its own, byte for byte (every
+// envelope carries its decision's time, actor and request id), when it
+// landed: it is then applied as if its append had answered. Other entries
+// there mean it did not land; none yet means it has not (yet): it stays
+// unresolved until an append of this writer or of another lands there. A
+// read that fails leaves it unresolved.
+func (d *decider) resolve(ctx context.Context) (landed bool, err error) {
+	u := d.unresolved
+	if u == nil {
+		return false, nil
+	}
+	if d.state.LastIDLocked() != u.after {
+		d.unresolved = nil // the projection moved on (a reload): not this batch's place any more
+		return false, nil
+	}
+	entries, err := d.log.Read(ctx, u.after, len(u.b.data))
+	if err != nil {
+		return false, err
+	}
+	if len(entries) == 0 {
+		return false, nil
+	}
+	d.unresolved = nil
+	if len(entries) != len(u.b.data) {
+		return false, nil
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		if !bytes.Equal(e.Data, u.b.data[i]) {
+			return false, nil
+		}
+		ids[i] = e.ID
+	}
+	return true, d.applied(u.b, ids)
+}
+
+// appendBatch appends the batch after position after, with each entry's id
+// added to its group's history index when the log keeps one.
+func (d *decider) appendBatch(ctx context.Context, after string, b *batchCtx) ([]string, error) {
+	ix, ok := d.log.(events.Indexed)
 	if !ok {
-		return c.log.Append(ctx, c.state.LastIDLocked(), b.data)
+		return d.log.Append(ctx, after, b.data)
 	}
 	drafts := make([]events.Draft, len(b.data))
 	for i, data := range b.data {
 		rec := b.recs[i]
-		d := events.Draft{Data: data}
+		dr := events.Draft{Data: data}
 		if rec.StreamPrefix != "" || rec.ConsumerGroup != "" {
-			d.Index = events.IndexName(rec.StreamPrefix, rec.ConsumerGroup)
-			d.Membership = events.Membership(rec.Type)
+			dr.Index = events.IndexName(rec.StreamPrefix, rec.ConsumerGroup)
+			dr.Membership = events.Membership(rec.Type)
 		}
-		drafts[i] = d
+		drafts[i] = dr
 	}
-	return ix.AppendIndexed(ctx, c.state.LastIDLocked(), drafts)
+	return ix.AppendIndexed(ctx, after, drafts)
 }
 
 // catchUp applies, in the writer, the entries another writer appended after
 // the projection's position (after a conflict, a fenced append, or when the
-// follower saw them). It reads the log itself: it only runs when the writer
-// must wait for the log anyway.
+// follower saw them), settling first whether this writer's own unresolved
+// batch landed. It reads the log itself: it only runs when the writer must
+// wait for the log anyway.
 func (d *decider) catchUp() error {
-	c := d.c
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.rep.reloadIfTrimmedPast(ctx); err != nil {
-		c.healthy.Store(false)
+	if _, err := d.resolve(ctx); err != nil {
+		d.life.healthy.Store(false)
 		return err
 	}
-	if _, err := projection.Fold(ctx, c.log, c.state, projection.FoldOptions{}); err != nil {
-		c.healthy.Store(false)
+	if err := d.reload(ctx); err != nil {
+		d.life.healthy.Store(false)
+		return err
+	}
+	if _, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{}); err != nil {
+		d.life.healthy.Store(false)
 		var de *events.DecodeError
 		if errors.As(err, &de) {
-			c.cfg.Logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
+			d.logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
 		}
 		return err
 	}
-	c.healthy.Store(true)
+	d.life.healthy.Store(true)
 	return nil
 }
 
-// tx is one decision in progress.
-type tx struct {
-	c    *Coordinator
-	b    *batchCtx
-	meta events.Meta
-	now  time.Time
-}
-
-func (t *tx) group(k projection.GroupKey) *projection.Group { return t.b.ov.Group(k) }
-
-// emit records an event for group k (encoded now, appended with the batch) and
-// folds it into the overlay; it returns the group as it is after the event.
-func (t *tx) emit(k projection.GroupKey, ev events.Event) *projection.Group {
-	m := t.meta
-	m.StreamPrefix, m.ConsumerGroup = k.StreamPrefix, k.ConsumerGroup
-	// Callers validate what they pass; this is the last line of defence for
-	// what every event carries.
-	m.Actor, m.RequestID = truncate(m.Actor, MaxTextBytes), truncate(m.RequestID, MaxTextBytes)
-	data, err := events.Encode(m, ev)
+// markTerm queues the record of a new term before anything of the term is
+// decided; wait waits for it.
+func (d *decider) markTerm(ctx context.Context, info LeaderInfo) (wait func() error, err error) {
+	r, err := d.enqueue(ctx, &request{meta: events.Meta{Actor: Actor}, decide: func(t *tx) error {
+		t.emit(projection.GroupKey{}, &events.TermStarted{Term: info.Token, Holder: info.Holder, URL: info.URL})
+		return nil
+	}})
 	if err != nil {
-		panic(fmt.Sprintf("encode %s: %v", ev.EventType(), err))
+		return nil, err
 	}
-	rec := events.Record{Type: ev.EventType(), Schema: events.SchemaVersion, Meta: m, Event: ev}
-	t.b.data = append(t.b.data, data)
-	t.b.recs = append(t.b.recs, rec)
-	t.b.ov.Apply(rec)
-	return t.b.ov.Group(k)
+	return func() error { return d.await(r) }, nil
 }
-
-// emitAs is emit with another actor (the coordinator's own follow-up decisions).
-func (t *tx) emitAs(actor string, k projection.GroupKey, ev events.Event) *projection.Group {
-	saved := t.meta.Actor
-	t.meta.Actor = actor
-	defer func() { t.meta.Actor = saved }()
-	return t.emit(k, ev)
-}
-
-// Actor names the coordinator's own decisions in the log.
-const Actor = "coordinator"

@@ -6,12 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rscoord/rsc/events"
-	"github.com/rscoord/rsc/projection"
 )
 
-// Several replicas on one log: each folds the whole log (the follower loop in
-// coordinator.go tails it), so every replica serves reads; only the holder of
+// Several replicas on one log: each folds the whole log (the replica's
+// follower tails it), so every replica serves reads; only the holder of
 // the leader lease decides. A term begins when a replica acquires the lease: it
 // first catches up with everything the previous leader appended, then re-arms
 // every member's lease (as after a restart: it cannot know when the previous
@@ -36,7 +37,10 @@ const (
 // room for clock-rate differences between it and Redis.
 const leaseValidFraction = 0.8
 
-type leadership struct {
+// Leadership is this replica's place among --ha replicas (httpapi.Leadership):
+// it runs the lease and tells the other parts whether they may decide.
+type Leadership struct {
+	leadershipDeps
 	mu         sync.Mutex
 	leading    bool
 	validUntil time.Time // monotonic
@@ -44,23 +48,51 @@ type leadership struct {
 	ownToken   int64 // token of this replica's latest term
 }
 
+// leadershipDeps is what the leadership is built from.
+type leadershipDeps struct {
+	lease  LeaderLease // nil: the only writer, always leading
+	ttl    time.Duration
+	id     string // the coordinator id (Leader without a lease)
+	life   *lifecycle
+	logger zerolog.Logger
+	// position is the projection's last id (logged when a term begins).
+	position func() string
+	term     termStart
+}
+
+// termStart is what a replica that won the lease does before it decides,
+// wired by New from the parts that do it.
+type termStart struct {
+	// catchUp folds, in the writer, what the previous leader appended.
+	catchUp func(ctx context.Context) error
+	// backfill brings the history index up to the log's end.
+	backfill func(ctx context.Context) error
+	// rearm gives every member a fresh lease and forgets the evidence read
+	// in an earlier term.
+	rearm func()
+	// mark queues the record of the new term; wait waits for it.
+	mark func(ctx context.Context, info LeaderInfo) (wait func() error, err error)
+}
+
+func newLeadership(deps leadershipDeps) *Leadership { return &Leadership{leadershipDeps: deps} }
+
 // IsLeader reports whether this coordinator may decide now: always without a
 // lease; with one, while its term is running and its lease is locally valid.
-func (c *Coordinator) IsLeader() bool {
-	if c.cfg.Lease == nil {
+func (l *Leadership) IsLeader() bool {
+	if l.lease == nil {
 		return true
 	}
-	c.lead.mu.Lock()
-	defer c.lead.mu.Unlock()
-	return c.lead.leading && time.Now().Before(c.lead.validUntil)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading && time.Now().Before(l.validUntil)
 }
 
 // Role is RoleStandalone, RoleLeader or RoleFollower.
-func (c *Coordinator) Role() string {
+func (l *Leadership) Role() string {
 	switch {
-	case c.cfg.Lease == nil:
+	case l.lease == nil:
 		return RoleStandalone
-	case c.IsLeader():
+	case l.IsLeader():
 		return RoleLeader
 	}
 	return RoleFollower
@@ -68,38 +100,38 @@ func (c *Coordinator) Role() string {
 
 // Leader is the lease holder as this replica last saw it (refreshed every
 // LeaseTTL/3); Holder is "" when nobody held it then.
-func (c *Coordinator) Leader() LeaderInfo {
-	if c.cfg.Lease == nil {
-		return LeaderInfo{Holder: c.cfg.CoordinatorID, Self: true}
+func (l *Leadership) Leader() LeaderInfo {
+	if l.lease == nil {
+		return LeaderInfo{Holder: l.id, Self: true}
 	}
-	c.lead.mu.Lock()
-	defer c.lead.mu.Unlock()
-	info := c.lead.known
-	info.Self = c.lead.leading && time.Now().Before(c.lead.validUntil)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info := l.known
+	info.Self = l.leading && time.Now().Before(l.validUntil)
 	return info
 }
 
 // LeaderNow is Leader, re-read from Redis when the last view may be stale:
 // nobody led then, or this replica did and its term has lapsed since (as
 // after a pause). Followers call it to forward a write.
-func (c *Coordinator) LeaderNow(ctx context.Context) LeaderInfo {
-	info := c.Leader()
-	if c.cfg.Lease == nil || info.Self {
+func (l *Leadership) LeaderNow(ctx context.Context) LeaderInfo {
+	info := l.Leader()
+	if l.lease == nil || info.Self {
 		return info
 	}
-	c.lead.mu.Lock()
-	stale := info.URL == "" || (c.lead.ownToken != 0 && info.Token == c.lead.ownToken)
-	c.lead.mu.Unlock()
+	l.mu.Lock()
+	stale := info.URL == "" || (l.ownToken != 0 && info.Token == l.ownToken)
+	l.mu.Unlock()
 	if !stale {
 		return info
 	}
-	fresh, err := c.cfg.Lease.Leader(ctx)
+	fresh, err := l.lease.Leader(ctx)
 	if err != nil {
 		return info
 	}
-	c.lead.mu.Lock()
-	c.lead.known = fresh
-	c.lead.mu.Unlock()
+	l.mu.Lock()
+	l.known = fresh
+	l.mu.Unlock()
 	fresh.Self = false // our own term, if it is, is not locally valid
 	return fresh
 }
@@ -110,68 +142,68 @@ const followerPoll = 250 * time.Millisecond
 
 // elect runs the lease: renew every third of the lease while leading, try to
 // acquire it every followerPoll (at most) while following.
-func (c *Coordinator) elect() {
-	renew := c.cfg.LeaseTTL / 3
+func (l *Leadership) elect() {
+	renew := l.ttl / 3
 	if renew < 10*time.Millisecond {
 		renew = 10 * time.Millisecond
 	}
 	for {
 		period := renew
-		c.lead.mu.Lock()
-		if !c.lead.leading && period > followerPoll {
+		l.mu.Lock()
+		if !l.leading && period > followerPoll {
 			period = followerPoll
 		}
-		c.lead.mu.Unlock()
+		l.mu.Unlock()
 		select {
-		case <-c.stop:
+		case <-l.life.stop:
 			return
 		case <-time.After(period):
 		}
-		c.electOnce(renew)
+		l.electOnce(renew)
 	}
 }
 
-func (c *Coordinator) electOnce(timeout time.Duration) {
-	if c.closing.Load() {
+func (l *Leadership) electOnce(timeout time.Duration) {
+	if l.life.closing.Load() {
 		return
 	}
-	lease, ttl := c.cfg.Lease, c.cfg.LeaseTTL
+	lease, ttl := l.lease, l.ttl
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	c.lead.mu.Lock()
-	leading := c.lead.leading
-	c.lead.mu.Unlock()
+	l.mu.Lock()
+	leading := l.leading
+	l.mu.Unlock()
 	if leading {
 		ok, err := lease.Renew(ctx, ttl)
 		switch {
 		case err == nil && ok:
-			c.lead.mu.Lock()
-			c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
-			c.lead.mu.Unlock()
+			l.mu.Lock()
+			l.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
+			l.mu.Unlock()
 			return
 		case err == nil:
-			c.stepDown("the lease was taken over or expired")
+			l.stepDown("the lease was taken over or expired")
 		default:
-			c.cfg.Logger.Debug().Err(err).Msg("renew the leader lease")
-			c.lead.mu.Lock()
-			lapsed := time.Now().After(c.lead.validUntil)
-			c.lead.mu.Unlock()
+			l.logger.Debug().Err(err).Msg("renew the leader lease")
+			l.mu.Lock()
+			lapsed := time.Now().After(l.validUntil)
+			l.mu.Unlock()
 			if lapsed {
-				c.stepDown("cannot renew the lease: " + err.Error())
+				l.stepDown("cannot renew the lease: " + err.Error())
 			}
 			return
 		}
 	}
 	info, err := lease.Acquire(ctx, ttl)
 	if err != nil {
-		c.cfg.Logger.Debug().Err(err).Msg("acquire the leader lease")
+		l.logger.Debug().Err(err).Msg("acquire the leader lease")
 		return
 	}
-	c.lead.mu.Lock()
-	c.lead.known = info
-	c.lead.mu.Unlock()
-	if info.Self && c.closing.Load() {
+	l.mu.Lock()
+	l.known = info
+	l.mu.Unlock()
+	if info.Self && l.life.closing.Load() {
 		_ = lease.Release(ctx) // won it while shutting down: hand it on at once
 		return
 	}
@@ -179,84 +211,76 @@ func (c *Coordinator) electOnce(timeout time.Duration) {
 		return
 	}
 	// A new term: fold what the previous leader appended before deciding.
-	var cerr error
-	if err := c.dec.runInWriter(ctx, func() { cerr = c.dec.catchUp() }); err != nil || cerr != nil {
-		if err == nil {
-			err = cerr
-		}
-		c.cfg.Logger.Warn().Err(err).Msg("won the leader lease but cannot catch up with the log; releasing it")
+	if err := l.term.catchUp(ctx); err != nil {
+		l.logger.Warn().Err(err).Msg("won the leader lease but cannot catch up with the log; releasing it")
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = lease.Release(rctx)
 		rcancel()
 		return
 	}
 	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err = c.rep.backfillIndex(bctx)
+	err = l.term.backfill(bctx)
 	bcancel()
 	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Msg("won the leader lease but cannot index the log's history; deciding anyway")
+		l.logger.Warn().Err(err).Msg("won the leader lease but cannot index the log's history; deciding anyway")
 	}
-	c.rt.rearm(c.state, c.now(), c.cfg.MemberLease)
-	c.lead.mu.Lock()
-	newTerm := c.lead.ownToken != info.Token
-	c.lead.mu.Unlock()
+	l.term.rearm()
+	l.mu.Lock()
+	newTerm := l.ownToken != info.Token
+	l.mu.Unlock()
 	// The log says where a new term begins: its marker is queued to the writer
 	// before this replica accepts any decision, so nothing of the term precedes
 	// it. A failure (the term already over) is the next decision's problem.
-	var marker *request
+	var wait func() error
 	if newTerm {
-		marker, err = c.dec.enqueue(ctx, &request{meta: events.Meta{Actor: Actor}, fn: func(t *tx) (any, error) {
-			t.emit(projection.GroupKey{}, &events.TermStarted{Term: info.Token, Holder: info.Holder, URL: info.URL})
-			return nil, nil
-		}})
-		if err != nil {
+		if wait, err = l.term.mark(ctx, info); err != nil {
 			return
 		}
 	}
-	c.lead.mu.Lock()
-	c.lead.leading = true
-	c.lead.ownToken = info.Token
-	c.lead.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
-	c.lead.mu.Unlock()
-	c.cfg.Logger.Info().Int64("term", info.Token).Str("lastId", c.state.LastID()).Msg("leading: holds the leader lease")
-	if marker != nil {
-		if _, err := c.dec.await(marker); err != nil {
-			c.cfg.Logger.Warn().Err(err).Int64("term", info.Token).Msg("record the start of the term")
+	l.mu.Lock()
+	l.leading = true
+	l.ownToken = info.Token
+	l.validUntil = start.Add(time.Duration(float64(ttl) * leaseValidFraction))
+	l.mu.Unlock()
+	l.logger.Info().Int64("term", info.Token).Str("lastId", l.position()).Msg("leading: holds the leader lease")
+	if wait != nil {
+		if err := wait(); err != nil {
+			l.logger.Warn().Err(err).Int64("term", info.Token).Msg("record the start of the term")
 		}
 	}
 }
 
 // stepDown ends this replica's term locally; its appends are refused by the
 // fenced log already.
-func (c *Coordinator) stepDown(why string) {
-	c.lead.mu.Lock()
-	was := c.lead.leading
-	c.lead.leading = false
-	c.lead.mu.Unlock()
+func (l *Leadership) stepDown(why string) {
+	l.mu.Lock()
+	was := l.leading
+	l.leading = false
+	l.mu.Unlock()
 	if was {
-		c.cfg.Logger.Warn().Str("reason", why).Msg("following: lost the leader lease")
+		l.logger.Warn().Str("reason", why).Msg("following: lost the leader lease")
 	}
 }
 
-// releaseLease ends the term at shutdown so a follower takes over at once.
-func (c *Coordinator) releaseLease() {
-	if c.cfg.Lease == nil {
+// release ends the term at shutdown so a follower takes over at once.
+func (l *Leadership) release() {
+	if l.lease == nil {
 		return
 	}
-	c.stepDown("shutting down")
+	l.stepDown("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := c.cfg.Lease.Release(ctx); err != nil {
-		c.cfg.Logger.Warn().Err(err).Msg("release the leader lease")
+	if err := l.lease.Release(ctx); err != nil {
+		l.logger.Warn().Err(err).Msg("release the leader lease")
 	}
 }
 
 // fenced reports whether an append failed because the term was over, and
 // steps down if so.
-func (c *Coordinator) fenced(err error) bool {
+func (l *Leadership) fenced(err error) bool {
 	if err == nil || !errors.Is(err, events.ErrFenced) {
 		return false
 	}
-	c.stepDown(err.Error())
+	l.stepDown(err.Error())
 	return true
 }

@@ -3,56 +3,65 @@ package commands
 import (
 	"context"
 	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
 
-// Tick runs maintenance once and then one reconciler pass: member expiry,
-// rebalance timeouts, overdue correction rounds, pruning, and the steps of a
-// resharding that need no Redis; then resharding progress from Redis evidence
-// (provisioning, drain checks, completion, retirement). A running coordinator
-// does the two in separate loops, so a slow Redis never delays expiry;
-// simulations call Tick with a virtual clock.
-func (c *Coordinator) Tick(ctx context.Context) {
-	c.maintain(ctx)
-	c.rec.proveBarriers(ctx)
-	c.rec.pass(ctx)
+// maintenance is the tick: for every group with something to do it submits
+// the maintenance decision (expiry, rebalance timeouts, overdue correction
+// rounds, pruning, the resharding steps that need no Redis), which reads
+// nothing but the projection and the runtime.
+type maintenance struct {
+	state  *projection.State
+	table  *runtimeTable
+	dec    *decider
+	rules  rules
+	now    func() time.Time
+	logger zerolog.Logger
 }
 
-// maintain submits, for every group with something to do, the maintenance
-// decision: it reads nothing but the projection and the runtime.
-func (c *Coordinator) maintain(ctx context.Context) {
-	for _, k := range c.groupsNeedingTick() {
+// run submits the maintenance decision of every group that needs one.
+func (mt *maintenance) run(ctx context.Context) {
+	for _, k := range mt.due() {
 		k := k
-		_, err := c.submit(ctx, events.Meta{Actor: Actor}, func(t *tx) (any, error) {
-			if t.group(k) == nil {
-				return nil, nil
-			}
-			t.expireLapsed(k)
-			t.endOverdueRound(k)
-			t.enforceRebalance(k)
-			t.prune(k)
-			t.reconcile(k)
-			t.advance(k)
-			return nil, nil
+		_, err := submit(ctx, mt.dec, events.Meta{Actor: Actor}, func(t *tx) (struct{}, error) {
+			maintain(t, k)
+			return struct{}{}, nil
 		})
 		if err != nil {
-			c.cfg.Logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("maintenance tick")
+			mt.logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("maintenance tick")
 		}
 	}
 }
 
-// groupsNeedingTick is a cheap scan for groups with something to do.
-func (c *Coordinator) groupsNeedingTick() []projection.GroupKey {
-	now := c.now()
-	c.state.RLock()
-	defer c.state.RUnlock()
+// maintain is the maintenance decision of one group.
+func maintain(t *tx, k projection.GroupKey) {
+	if t.group(k) == nil {
+		return
+	}
+	expireLapsed(t, k)
+	endOverdueRound(t, k)
+	enforceRebalance(t, k)
+	prune(t, k)
+	reconcile(t, k)
+	advance(t, k)
+}
+
+// due is a cheap scan for groups with something to do.
+func (mt *maintenance) due() []projection.GroupKey {
+	now := mt.now()
+	r := mt.rules
+	mt.state.RLock()
+	defer mt.state.RUnlock()
 	var out []projection.GroupKey
-	for _, k := range c.state.GroupKeysLocked() {
-		g := c.state.GroupLocked(k)
+	for _, k := range mt.state.GroupKeysLocked() {
+		g := mt.state.GroupLocked(k)
 		need := g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch
-		if r := c.rt.round(k); r.open && !now.Before(r.openedAt.Add(c.cfg.RebalanceTimeout)) {
+		if rd := mt.table.round(k); rd.open && !now.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
 			need = true
 		}
 		if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
@@ -65,14 +74,14 @@ func (c *Coordinator) groupsNeedingTick() []projection.GroupKey {
 			}
 			switch {
 			case m.CanHold():
-				if c.rt.needsTick(k, id, now, c.cfg.MemberLease) || holdsOutsideTarget(g, m) {
+				if mt.table.needsTick(k, id, now, r.memberLease) || holdsOutsideTarget(g, m) {
 					need = true
 				}
-				if m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0 && c.cfg.StaleMemberRetention > 0 {
-					need = need || now.Sub(m.UpdatedAt) > c.cfg.StaleMemberRetention
+				if m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0 && r.staleRetention > 0 {
+					need = need || now.Sub(m.UpdatedAt) > r.staleRetention
 				}
 			default:
-				if c.cfg.StaleMemberRetention > 0 && now.Sub(m.UpdatedAt) > c.cfg.StaleMemberRetention {
+				if r.staleRetention > 0 && now.Sub(m.UpdatedAt) > r.staleRetention {
 					need = true
 				}
 			}
@@ -98,7 +107,7 @@ func holdsOutsideTarget(g *projection.Group, m *projection.Member) bool {
 
 // expireLapsed expires members whose lease passed: live members, and leaving
 // members that still hold shards (a crashed leaver must not block forever).
-func (t *tx) expireLapsed(k projection.GroupKey) {
+func expireLapsed(t *tx, k projection.GroupKey) {
 	g := t.group(k)
 	var expired []string
 	for _, id := range g.MemberIDs() {
@@ -106,7 +115,7 @@ func (t *tx) expireLapsed(k projection.GroupKey) {
 		if !m.Live() && !(m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0)) {
 			continue
 		}
-		if t.c.rt.leaseLapsed(k, id, t.now, t.c.cfg.MemberLease) {
+		if t.rt.leaseLapsed(k, id, t.rules.memberLease) {
 			expired = append(expired, id)
 		}
 	}
@@ -114,12 +123,12 @@ func (t *tx) expireLapsed(k projection.GroupKey) {
 		return
 	}
 	t.emitAs(Actor, k, &events.MembersExpired{MemberIDs: expired, Epochs: bump(g)})
-	t.reconcile(k)
+	reconcile(t, k)
 }
 
 // enforceRebalance arms a deadline for members holding shards outside their
 // target and fences those that miss it.
-func (t *tx) enforceRebalance(k projection.GroupKey) {
+func enforceRebalance(t *tx, k projection.GroupKey) {
 	g := t.group(k)
 	var late []string
 	for _, id := range g.MemberIDs() {
@@ -128,40 +137,40 @@ func (t *tx) enforceRebalance(k projection.GroupKey) {
 			continue
 		}
 		if !holdsOutsideTarget(g, m) {
-			t.c.rt.clearDeadline(k, id)
+			t.rt.clearDeadline(k, id)
 			continue
 		}
-		if t.c.rt.rebalanceDue(k, id, t.now, t.c.cfg.MemberLease, t.c.cfg.RebalanceTimeout) {
+		if t.rt.rebalanceDue(k, id, t.rules.memberLease, t.rules.rebalanceTimeout) {
 			late = append(late, id)
 		}
 	}
 	for _, id := range late {
-		t.fence(k, id, "did not release revoked shards within the rebalance timeout")
+		fence(t, k, id, "did not release revoked shards within the rebalance timeout")
 	}
 }
 
 // prune removes terminal members after the retention period.
-func (t *tx) prune(k projection.GroupKey) {
-	if t.c.cfg.StaleMemberRetention <= 0 {
+func prune(t *tx, k projection.GroupKey) {
+	if t.rules.staleRetention <= 0 {
 		return
 	}
 	g := t.group(k)
 	var gone []string
 	for id, m := range g.Members {
-		if terminalMember(m) && t.now.Sub(m.UpdatedAt) > t.c.cfg.StaleMemberRetention {
+		if terminalMember(m) && t.now.Sub(m.UpdatedAt) > t.rules.staleRetention {
 			gone = append(gone, id)
 		}
 	}
-	t.pruneMembers(k, gone)
+	pruneMembers(t, k, gone)
 }
 
 // pruneMembers removes member records (and their runtime).
-func (t *tx) pruneMembers(k projection.GroupKey, gone []string) {
+func pruneMembers(t *tx, k projection.GroupKey, gone []string) {
 	if len(gone) == 0 {
 		return
 	}
 	g := t.group(k)
 	sort.Strings(gone)
 	t.emitAs(Actor, k, &events.MembersPruned{MemberIDs: gone, MetadataVersion: g.MetadataVersion + 1})
-	t.c.rt.dropMembers(k, gone)
+	t.rt.dropMembers(k, gone)
 }

@@ -61,6 +61,10 @@ type cutoverEvidence struct {
 	removed map[int]string
 }
 
+// cutovers is the cutover evidence of a layout change, per group (absent for
+// a group that needs none).
+type cutovers map[projection.GroupKey]*cutoverEvidence
+
 // OrderingInput switches a group's ordering.
 type OrderingInput struct {
 	Ordering    *string
@@ -82,10 +86,10 @@ func checkOrdering(o *string) (string, []string) {
 
 // SetOrdering switches a group's ordering while no resharding is active and
 // no barrier waits. Asking for the ordering the group has changes nothing.
-func (c *Coordinator) SetOrdering(ctx context.Context, meta events.Meta, k projection.GroupKey, in OrderingInput) (projection.GroupView, error) {
-	v, err := c.admin(ctx, meta, k, "group.ordering", in.RequestedBy, func(meta events.Meta) (any, error) {
+func (s *Service) SetOrdering(ctx context.Context, meta events.Meta, k projection.GroupKey, in OrderingInput) (projection.GroupView, error) {
+	return admin(ctx, s, meta, k, "group.ordering", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if err := ValidateKey(k); err != nil {
-			return nil, err
+			return projection.GroupView{}, err
 		}
 		problems := checkAudit(in.RequestedBy, in.Reason, false)
 		if in.Ordering == nil {
@@ -93,34 +97,34 @@ func (c *Coordinator) SetOrdering(ctx context.Context, meta events.Meta, k proje
 		}
 		ordering, bad := checkOrdering(in.Ordering)
 		if problems = append(problems, bad...); len(problems) > 0 {
-			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.GroupView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		return c.submit(ctx, meta, func(t *tx) (any, error) {
-			g := t.group(k)
-			if g == nil {
-				return nil, ErrGroupNotFound
-			}
-			if g.Ordering == ordering {
-				return projection.ViewGroup(g), nil
-			}
-			if m := g.Active(); m != nil {
-				return nil, withMsg(ErrActiveResharding, "Group has an active migration: %s (%d -> %d, %s); switch the ordering once it finished", m.ReshardingID, m.From, m.To, m.State)
-			}
-			if len(g.Barriers) > 0 {
-				return nil, withMsg(ErrActiveResharding, "Group still has %s; switch the ordering once they are released", describeBarriers(g.Barriers))
-			}
-			name := events.OrderingNone
-			if ordering != "" {
-				name = ordering
-			}
-			g = t.emit(k, &events.GroupOrderingChanged{Ordering: name, RequestedBy: in.RequestedBy, Reason: in.Reason})
-			return projection.ViewGroup(g), nil
-		})
+		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) { return setOrdering(t, k, ordering, in) })
 	})
-	if err != nil {
-		return projection.GroupView{}, err
+}
+
+// setOrdering records group.ordering_changed while no resharding is active
+// and no barrier waits; the ordering the group has changes nothing.
+func setOrdering(t *tx, k projection.GroupKey, ordering string, in OrderingInput) (projection.GroupView, error) {
+	g := t.group(k)
+	if g == nil {
+		return projection.GroupView{}, ErrGroupNotFound
 	}
-	return v.(projection.GroupView), nil
+	if g.Ordering == ordering {
+		return projection.ViewGroup(g), nil
+	}
+	if m := g.Active(); m != nil {
+		return projection.GroupView{}, withMsg(ErrActiveResharding, "Group has an active migration: %s (%d -> %d, %s); switch the ordering once it finished", m.ReshardingID, m.From, m.To, m.State)
+	}
+	if len(g.Barriers) > 0 {
+		return projection.GroupView{}, withMsg(ErrActiveResharding, "Group still has %s; switch the ordering once they are released", describeBarriers(g.Barriers))
+	}
+	name := events.OrderingNone
+	if ordering != "" {
+		name = ordering
+	}
+	g = t.emit(k, &events.GroupOrderingChanged{Ordering: name, RequestedBy: in.RequestedBy, Reason: in.Reason})
+	return projection.ViewGroup(g), nil
 }
 
 // describeBarriers names waiting barriers for an error message.
@@ -146,8 +150,13 @@ type layoutChange func(g *projection.Group) (to int, ok bool)
 // and returns errRefence when a group moved on; the fences are then raised
 // again, up to fenceAttempts times. The prefix locks are held from the first
 // fence to the decision, so nothing else raises or lowers these fences in
-// between.
-func (c *Coordinator) fencedChange(ctx context.Context, meta events.Meta, keys []projection.GroupKey, layout layoutChange, decide func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error)) (any, error) {
+// between. When the decision did not happen the fences are lowered again;
+// when its append failed without saying whether it landed they are left to
+// the shard check (checkFences), which lowers them once the projection is
+// known to be behind them: lowering the fences of a cutover the log holds
+// would let stale producers write after it.
+func fencedChange[T any](ctx context.Context, r *reconciler, meta events.Meta, keys []projection.GroupKey, layout layoutChange, decide func(t *tx, co cutovers) (T, error)) (T, error) {
+	var zero T
 	var prefixes []string
 	for _, k := range keys {
 		if !containsString(prefixes, k.StreamPrefix) {
@@ -156,30 +165,30 @@ func (c *Coordinator) fencedChange(ctx context.Context, meta events.Meta, keys [
 	}
 	sort.Strings(prefixes)
 	for _, p := range prefixes {
-		unlock := c.rec.lockPrefix(p)
+		unlock := r.locks.lock(p)
 		defer unlock()
 	}
 	for attempt := 1; ; attempt++ {
-		co := map[projection.GroupKey]*cutoverEvidence{}
+		co := cutovers{}
 		for _, k := range keys {
-			ev, err := c.rec.cutover(ctx, k, layout)
+			ev, err := r.cutover(ctx, k, layout)
 			if err != nil {
-				return nil, err
+				return zero, err
 			}
 			if ev != nil {
 				co[k] = ev
 			}
 		}
-		v, err := c.submit(ctx, meta, func(t *tx) (any, error) { return decide(t, co) })
+		v, err := submit(ctx, r.dec, meta, func(t *tx) (T, error) { return decide(t, co) })
 		if !errors.Is(err, errRefence) {
-			if err != nil && len(co) > 0 {
-				c.rec.lowerFences(ctx, keys) // the change did not happen
+			if err != nil && len(co) > 0 && !errors.Is(err, errUnknownOutcome) {
+				r.lowerFences(ctx, keys) // the change did not happen
 			}
 			return v, err
 		}
 		if attempt == fenceAttempts {
-			c.rec.lowerFences(ctx, keys)
-			return nil, withMsg(ErrStateConflict, "the group's metadata version kept changing while its shards were fenced (%d attempts); retry", attempt)
+			r.lowerFences(ctx, keys)
+			return zero, withMsg(ErrStateConflict, "the group's metadata version kept changing while its shards were fenced (%d attempts); retry", attempt)
 		}
 	}
 }
@@ -196,9 +205,8 @@ func containsString(s []string, v string) bool {
 // cutover raises the fences of the layout change layout asks for, if the
 // group is ordered, and reads the cutover (nil when there is nothing to fence).
 func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout layoutChange) (*cutoverEvidence, error) {
-	c := r.c
-	g, ok := c.state.Group(k)
-	if !ok || !g.Ordered() || c.shards == nil {
+	g, ok := r.state.Group(k)
+	if !ok || !g.Ordered() || r.fencer == nil {
 		return nil, nil
 	}
 	to, change := layout(g)
@@ -221,7 +229,7 @@ func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout 
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	read, err := c.shards.Cutover(rctx, k.StreamPrefix, k.ConsumerGroup, ev.fence, shards)
+	read, err := r.fencer.Cutover(rctx, k.StreamPrefix, k.ConsumerGroup, ev.fence, shards)
 	if err != nil || len(read) != len(shards) {
 		r.lowerFences(ctx, []projection.GroupKey{k})
 		if err == nil {
@@ -246,7 +254,7 @@ func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout 
 // nothing else fences (see checkFences).
 func (r *reconciler) lowerFences(ctx context.Context, keys []projection.GroupKey) {
 	for _, k := range keys {
-		g, ok := r.c.state.Group(k)
+		g, ok := r.state.Group(k)
 		if !ok {
 			continue
 		}
@@ -260,19 +268,18 @@ func (r *reconciler) lowerFences(ctx context.Context, keys []projection.GroupKey
 
 // lowerFencesTo lowers k's fences above mv on shards 0..span-1.
 func (r *reconciler) lowerFencesTo(ctx context.Context, k projection.GroupKey, span int, mv int64) {
-	c := r.c
-	if c.shards == nil || span <= 0 {
+	if r.fencer == nil || span <= 0 {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	n, err := c.shards.LowerFences(rctx, k.StreamPrefix, k.ConsumerGroup, span, mv)
+	n, err := r.fencer.LowerFences(rctx, k.StreamPrefix, k.ConsumerGroup, span, mv)
 	cancel()
 	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("lower ordering fences (retried by the shard check)")
+		r.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("lower ordering fences (retried by the shard check)")
 		return
 	}
 	if n > 0 {
-		c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Int("shards", n).Int64("metadataVersion", mv).Msg("lowered fences above the group's metadata version (a layout change that was not recorded, or a deleted group of the same name)")
+		r.logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Int("shards", n).Int64("metadataVersion", mv).Msg("lowered fences above the group's metadata version (a layout change that was not recorded, or a deleted group of the same name)")
 	}
 }
 
@@ -281,7 +288,7 @@ func (r *reconciler) lowerFencesTo(ctx context.Context, k projection.GroupKey, s
 // layout change in flight here), fences above the group's metadata version
 // are lowered.
 func (r *reconciler) checkFences(ctx context.Context, g *projection.Group) {
-	unlock := r.lockPrefix(g.Key.StreamPrefix)
+	unlock := r.locks.lock(g.Key.StreamPrefix)
 	defer unlock()
 	r.lowerFences(ctx, []projection.GroupKey{g.Key})
 }
@@ -290,9 +297,9 @@ func (r *reconciler) checkFences(ctx context.Context, g *projection.Group) {
 // count to: for an ordered group it checks the evidence is about this very
 // change (fences at the version it bumps to, the current layout) and records
 // resharding.cutover with its barriers; errRefence when it is not.
-func (t *tx) recordCutover(k projection.GroupKey, id string, to int, co map[projection.GroupKey]*cutoverEvidence) error {
+func recordCutover(t *tx, k projection.GroupKey, id string, to int, co cutovers) error {
 	g := t.group(k)
-	if g == nil || !g.Ordered() || t.c.shards == nil {
+	if g == nil || !g.Ordered() || !t.rules.streams {
 		return nil // no shard streams to fence (tests without Redis)
 	}
 	ev := co[k]
@@ -346,29 +353,28 @@ func barrierSources(g *projection.Group) []events.ShardCutover {
 // releases the barriers whose sources are all proven and records the
 // unfenced entries found after the cutovers.
 func (r *reconciler) proveBarriers(ctx context.Context) {
-	c := r.c
-	if c.shards == nil {
+	if r.fencer == nil {
 		return
 	}
-	for _, g := range c.state.GroupsWhere(func(g *projection.Group) bool { return len(g.Barriers) > 0 }) {
+	for _, g := range r.state.GroupsWhere(func(g *projection.Group) bool { return len(g.Barriers) > 0 }) {
 		sources := barrierSources(g)
 		req := make([]events.BarrierSource, len(sources))
 		for i, s := range sources {
-			req[i] = events.BarrierSource{ShardIndex: s.ShardIndex, StreamKey: s.StreamKey, CutoverID: s.LastID, ScanFrom: c.rt.scanFrom(g.Key, s.StreamKey, s.LastID), Scan: cutoverScan}
+			req[i] = events.BarrierSource{ShardIndex: s.ShardIndex, StreamKey: s.StreamKey, CutoverID: s.LastID, ScanFrom: r.evidence.scanFrom(g.Key, s.StreamKey, s.LastID), Scan: cutoverScan}
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		reads, err := c.shards.BarrierEvidence(rctx, g.Key.ConsumerGroup, req)
+		reads, err := r.fencer.BarrierEvidence(rctx, g.Key.ConsumerGroup, req)
 		cancel()
 		if err != nil {
-			c.cfg.Logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Str("group", g.Key.ConsumerGroup).Msg("read barrier evidence")
+			r.logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Str("group", g.Key.ConsumerGroup).Msg("read barrier evidence")
 			continue
 		}
-		now := c.now()
-		c.rt.setBarrierReads(g.Key, reads, now)
-		unfenced := c.rt.unfencedDue(g.Key, now, anyProven(reads))
+		now := r.now()
+		r.evidence.setBarrierReads(g.Key, reads, now)
+		unfenced := r.evidence.unfencedDue(g.Key, now, anyProven(reads))
 		k := g.Key
-		if err := r.decide(ctx, k, func(t *tx) { t.releaseBarriers(k, reads, unfenced) }); err == nil && len(unfenced) > 0 {
-			c.rt.unfencedReported(k, unfenced, now)
+		if err := r.record(ctx, k, func(t *tx) { releaseBarriers(t, k, reads, unfenced) }); err == nil && len(unfenced) > 0 {
+			r.evidence.unfencedReported(k, unfenced, now)
 		}
 	}
 }
@@ -385,7 +391,7 @@ func anyProven(reads []events.BarrierRead) bool {
 // releaseBarriers releases the barriers of k whose every source the reads
 // prove, one barrier_released per cutover, records the unfenced entries
 // found after the cutovers (per cutover), then lets the resharding advance.
-func (t *tx) releaseBarriers(k projection.GroupKey, reads []events.BarrierRead, unfenced []unfencedCount) {
+func releaseBarriers(t *tx, k projection.GroupKey, reads []events.BarrierRead, unfenced []unfencedCount) {
 	g := t.group(k)
 	if g == nil || len(g.Barriers) == 0 {
 		return
@@ -461,6 +467,6 @@ func (t *tx) releaseBarriers(k projection.GroupKey, reads []events.BarrierRead, 
 		t.emitAs(Actor, k, &events.BarrierReleased{ReshardingID: r.id, Fence: fence, Shards: r.shards, Evidence: r.evidence})
 	}
 	if len(order) > 0 {
-		t.advance(k)
+		advance(t, k)
 	}
 }

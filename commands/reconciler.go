@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
@@ -24,9 +26,39 @@ import (
 // them) are serialised by a per-prefix lock, held by commands that provision
 // too.
 type reconciler struct {
-	c  *Coordinator
-	mu sync.Mutex
-	// prefixes holds one lock per stream prefix with side effects in flight.
+	reconcilerDeps
+	prov     Provisioner
+	drains   DrainReader
+	retirer  Retirer
+	fencer   Fencer
+	repairer Repairer
+}
+
+// reconcilerDeps is what the reconciler is built from.
+type reconcilerDeps struct {
+	shards   ShardStore // nil: no Redis holds the shard streams
+	state    *projection.State
+	evidence *evidenceTable
+	dec      *decider
+	locks    *prefixLocks
+	rules    rules
+	ready    *lifecycle
+	lead     interface{ IsLeader() bool }
+	now      func() time.Time
+	logger   zerolog.Logger
+}
+
+func newReconciler(deps reconcilerDeps) *reconciler {
+	r := &reconciler{reconcilerDeps: deps}
+	if deps.shards != nil {
+		r.prov, r.drains, r.retirer, r.fencer, r.repairer = deps.shards, deps.shards, deps.shards, deps.shards, deps.shards
+	}
+	return r
+}
+
+// prefixLocks holds one lock per stream prefix with side effects in flight.
+type prefixLocks struct {
+	mu       sync.Mutex
 	prefixes map[string]*prefixLock
 }
 
@@ -35,29 +67,27 @@ type prefixLock struct {
 	users int
 }
 
-func newReconciler(c *Coordinator) *reconciler {
-	return &reconciler{c: c, prefixes: map[string]*prefixLock{}}
-}
+func newPrefixLocks() *prefixLocks { return &prefixLocks{prefixes: map[string]*prefixLock{}} }
 
-// lockPrefix serialises side effects on a prefix's streams; call the returned
+// lock serialises side effects on a prefix's streams; call the returned
 // function to unlock.
-func (r *reconciler) lockPrefix(prefix string) func() {
-	r.mu.Lock()
-	l := r.prefixes[prefix]
+func (p *prefixLocks) lock(prefix string) func() {
+	p.mu.Lock()
+	l := p.prefixes[prefix]
 	if l == nil {
 		l = &prefixLock{}
-		r.prefixes[prefix] = l
+		p.prefixes[prefix] = l
 	}
 	l.users++
-	r.mu.Unlock()
+	p.mu.Unlock()
 	l.mu.Lock()
 	return func() {
 		l.mu.Unlock()
-		r.mu.Lock()
+		p.mu.Lock()
 		if l.users--; l.users == 0 {
-			delete(r.prefixes, prefix)
+			delete(p.prefixes, prefix)
 		}
-		r.mu.Unlock()
+		p.mu.Unlock()
 	}
 }
 
@@ -65,12 +95,11 @@ func (r *reconciler) lockPrefix(prefix string) func() {
 // prefix the coordinator never used (known false) it first lists the keys
 // Redis already has for it: the decision refuses a stranger's prefix.
 func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, count int, known bool) (foreign []string, err error) {
-	c := r.c
-	if c.shards == nil {
+	if r.prov == nil {
 		return nil, ErrRedisNotConfigured
 	}
 	if !known {
-		keys, err := c.shards.ExistingKeys(ctx, k.StreamPrefix, count)
+		keys, err := r.prov.ExistingKeys(ctx, k.StreamPrefix, count)
 		if err != nil {
 			return nil, failed(ErrProvisioningFailed, err, "could not check Redis for existing stream keys of %s", k.StreamPrefix)
 		}
@@ -78,7 +107,7 @@ func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, 
 			return keys, nil // refused by the decision: nothing is created
 		}
 	}
-	if err := c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, count); err != nil {
+	if err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, count); err != nil {
 		return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, count-1, k.ConsumerGroup)
 	}
 	// Fences an earlier group of this name left would refuse the new
@@ -89,19 +118,18 @@ func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, 
 
 // provisionFor provisions a resharding's target streams 0..to-1 (idempotent).
 func (r *reconciler) provisionFor(ctx context.Context, k projection.GroupKey, to int) error {
-	c := r.c
-	if to <= 0 || c.cfg.DisableProvisioning {
+	if to <= 0 || !r.rules.provisioning {
 		return nil
 	}
-	if c.shards == nil {
+	if r.prov == nil {
 		return ErrRedisNotConfigured
 	}
-	unlock := r.lockPrefix(k.StreamPrefix)
+	unlock := r.locks.lock(k.StreamPrefix)
 	defer unlock()
-	if err := c.shards.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, to); err != nil {
+	if err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, to); err != nil {
 		return failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d in Redis (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, to-1)
 	}
-	if g, ok := c.state.Group(k); ok {
+	if g, ok := r.state.Group(k); ok {
 		r.lowerFencesTo(ctx, k, to, g.MetadataVersion) // shards a deleted group of this name fenced
 	}
 	return nil
@@ -110,17 +138,16 @@ func (r *reconciler) provisionFor(ctx context.Context, k projection.GroupKey, to
 // entriesForRollback reads the entries added to the new shards of a scale-out
 // past PREPARING (nil for anything else), the evidence a rollback decides on.
 func (r *reconciler) entriesForRollback(ctx context.Context, k projection.GroupKey, id string) (map[int]int64, error) {
-	c := r.c
-	g, ok := c.state.Group(k)
-	if !ok || c.shards == nil {
+	g, ok := r.state.Group(k)
+	if !ok || r.drains == nil {
 		return nil, nil
 	}
 	m := g.Resharding(id)
 	if m == nil || m.To <= m.From || m.State == projection.Preparing || g.ActiveResharding != id {
 		return nil, nil
 	}
-	written, err := c.shards.EntriesAdded(ctx, k.StreamPrefix, newShards(m))
-	c.rt.setEntriesAdded(k, id, written, c.now(), err != nil) // what monitoring shows, fresher
+	written, err := r.drains.EntriesAdded(ctx, k.StreamPrefix, newShards(m))
+	r.evidence.setEntriesAdded(k, id, written, r.now(), err != nil) // what monitoring shows, fresher
 	if err != nil {
 		return nil, failed(ErrUnavailable, err, "could not read the new shards from Redis to check them for entries")
 	}
@@ -140,30 +167,29 @@ func newShards(m *projection.Resharding) []int {
 // retire a finished one's streams, and keep the latest read of an active
 // scale-out's new shards for rollback eligibility.
 func (r *reconciler) pass(ctx context.Context) {
-	c := r.c
-	if !c.ready.Load() || !c.IsLeader() {
+	if !r.ready.ready.Load() || !r.lead.IsLeader() {
 		return
 	}
-	for _, g := range c.state.GroupsWhere(inPass) {
+	for _, g := range r.state.GroupsWhere(inPass) {
 		if m := g.Active(); m != nil {
 			switch m.State {
 			case projection.Preparing:
 				r.resumePreparing(ctx, g.Key, m)
 			case projection.Draining, projection.RollingBack:
 				if p, ok := r.prove(ctx, g.Key, removedShards(m)); ok {
-					_ = r.decide(ctx, g.Key, func(t *tx) { t.drainStep(g.Key, m.ReshardingID, p) })
+					_ = r.record(ctx, g.Key, func(t *tx) { drainStep(t, g.Key, m.ReshardingID, p) })
 				}
 			case projection.Active:
-				if m.To > m.From && c.shards != nil {
+				if m.To > m.From && r.drains != nil {
 					rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					written, err := c.shards.EntriesAdded(rctx, g.Key.StreamPrefix, newShards(m))
+					written, err := r.drains.EntriesAdded(rctx, g.Key.StreamPrefix, newShards(m))
 					cancel()
-					c.rt.setEntriesAdded(g.Key, m.ReshardingID, written, c.now(), err != nil)
+					r.evidence.setEntriesAdded(g.Key, m.ReshardingID, written, r.now(), err != nil)
 				}
 			}
 			// What the steps above decided is in the projection now: a
 			// resharding that just completed retires in the same pass.
-			if fresh, ok := c.state.Group(g.Key); ok {
+			if fresh, ok := r.state.Group(g.Key); ok {
 				g = fresh
 			} else {
 				continue
@@ -173,16 +199,22 @@ func (r *reconciler) pass(ctx context.Context) {
 	}
 }
 
-// decide submits a reconciler decision as the coordinator; the error says
+// decideAs submits a reconciler decision as the coordinator; the error says
 // whether it was recorded.
-func (r *reconciler) decide(ctx context.Context, k projection.GroupKey, fn func(t *tx)) error {
-	_, err := r.c.submit(ctx, events.Meta{Actor: Actor}, func(t *tx) (any, error) {
-		fn(t)
-		return nil, nil
-	})
+func decideAs[T any](ctx context.Context, r *reconciler, k projection.GroupKey, decide func(t *tx) (T, error)) (T, error) {
+	v, err := submit(ctx, r.dec, events.Meta{Actor: Actor}, decide)
 	if err != nil {
-		r.c.cfg.Logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("reconciler decision")
+		r.logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("reconciler decision")
 	}
+	return v, err
+}
+
+// record submits a reconciler decision that answers nothing.
+func (r *reconciler) record(ctx context.Context, k projection.GroupKey, decide func(t *tx)) error {
+	_, err := decideAs(ctx, r, k, func(t *tx) (struct{}, error) {
+		decide(t)
+		return struct{}{}, nil
+	})
 	return err
 }
 
@@ -192,32 +224,31 @@ func (r *reconciler) resumePreparing(ctx context.Context, k projection.GroupKey,
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.provisionFor(rctx, k, m.To); err != nil {
-		r.c.cfg.Logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("resume provisioning")
+		r.logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("resume provisioning")
 		return
 	}
 	id := m.ReshardingID
-	_, err := r.c.fencedChange(ctx, events.Meta{Actor: Actor}, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
-		return nil, t.activate(k, id, co)
+	_, err := fencedChange(ctx, r, events.Meta{Actor: Actor}, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co cutovers) (struct{}, error) {
+		return struct{}{}, activate(t, k, id, co)
 	})
 	if err != nil {
-		r.c.cfg.Logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("resume activation")
+		r.logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("resume activation")
 	}
 }
 
 // prove reads the drain evidence of shards (false when Redis could not be read).
 func (r *reconciler) prove(ctx context.Context, k projection.GroupKey, shards []int) (drainProof, bool) {
-	c := r.c
-	if c.shards == nil {
+	if r.drains == nil {
 		return drainProof{shards: shards, ok: true}, true // nothing to prove against
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ev, err := c.shards.DrainEvidence(rctx, k.StreamPrefix, shards)
+	ev, err := r.drains.DrainEvidence(rctx, k.StreamPrefix, shards)
 	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Msg("read drain evidence")
+		r.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Msg("read drain evidence")
 		return drainProof{}, false
 	}
-	c.rt.setEvidence(k, ev, c.now())
+	r.evidence.setDrain(k, ev, r.now())
 	return drainProof{shards: shards, ev: ev, ok: allDrained(ev)}, true
 }
 
@@ -225,7 +256,6 @@ func (r *reconciler) prove(ctx context.Context, k projection.GroupKey, shards []
 // resharding took out of use, when its decision says so (retireStep), and
 // records the deletion.
 func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
-	c := r.c
 	n := len(g.Reshardings)
 	if n == 0 {
 		return
@@ -242,22 +272,22 @@ func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 	if !ok {
 		return
 	}
-	var keys []string
-	if err := r.decide(ctx, g.Key, func(t *tx) { keys = t.retireStep(g.Key, m.ReshardingID, p) }); err != nil || len(keys) == 0 {
+	keys, err := decideAs(ctx, r, g.Key, func(t *tx) ([]string, error) { return retireStep(t, g.Key, m.ReshardingID, p), nil })
+	if err != nil || len(keys) == 0 {
 		return
 	}
-	unlock := r.lockPrefix(g.Key.StreamPrefix)
+	unlock := r.locks.lock(g.Key.StreamPrefix)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := c.shards.Delete(rctx, keys)
+	err = r.retirer.Delete(rctx, keys)
 	cancel()
 	unlock()
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			c.cfg.Logger.Warn().Err(err).Strs("keys", keys).Msg("retire shard streams")
+			r.logger.Warn().Err(err).Strs("keys", keys).Msg("retire shard streams")
 		}
 		return
 	}
-	_ = r.decide(ctx, g.Key, func(t *tx) { t.retired(g.Key, m.ReshardingID, keys) })
+	_ = r.record(ctx, g.Key, func(t *tx) { retired(t, g.Key, m.ReshardingID, keys) })
 }
 
 // inPass reports whether the pass has anything to do for a group: an active

@@ -22,20 +22,15 @@ import (
 // shards are never touched: retired streams stay deleted. The same check lowers fences left above a group's metadata version
 // (ordering.go, checkFences).
 
-// repairShards is the shard check's loop body (--shard-check-interval; a
-// negative interval never runs it).
-func (c *Coordinator) repairShards(ctx context.Context) { c.RepairShards(ctx) }
-
-// RepairShards runs the check once (tests call it directly) and returns how
-// many shards it repaired.
-func (c *Coordinator) RepairShards(ctx context.Context) int {
-	if c.shards == nil {
+// repairShards runs the check once and returns how many shards it repaired.
+func (r *reconciler) repairShards(ctx context.Context) int {
+	if r.repairer == nil {
 		return 0
 	}
 	repaired := 0
-	for _, g := range c.state.Groups() {
-		c.rec.checkFences(ctx, g)
-		if g.ShardCount == 0 || c.cfg.DisableProvisioning {
+	for _, g := range r.state.Groups() {
+		r.checkFences(ctx, g)
+		if g.ShardCount == 0 || !r.rules.provisioning {
 			continue
 		}
 		span := make([]int, shardSpan(g))
@@ -43,16 +38,16 @@ func (c *Coordinator) RepairShards(ctx context.Context) int {
 			span[i] = i
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		damage, err := c.shards.Damage(rctx, g.Key.StreamPrefix, g.Key.ConsumerGroup, span)
+		damage, err := r.repairer.Damage(rctx, g.Key.StreamPrefix, g.Key.ConsumerGroup, span)
 		cancel()
 		if err != nil {
-			c.cfg.Logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Str("group", g.Key.ConsumerGroup).Msg("check shard streams")
+			r.logger.Warn().Err(err).Str("prefix", g.Key.StreamPrefix).Str("group", g.Key.ConsumerGroup).Msg("check shard streams")
 			continue
 		}
 		if len(damage) == 0 {
 			continue
 		}
-		repaired += c.repairGroup(ctx, g.Key, damage)
+		repaired += r.repairGroup(ctx, g.Key, damage)
 	}
 	return repaired
 }
@@ -60,41 +55,45 @@ func (c *Coordinator) RepairShards(ctx context.Context) int {
 // repairGroup records the repair of the damaged shards that are still routed,
 // and of the lost consumer groups of removed shards not yet retired, then
 // recreates them.
-func (c *Coordinator) repairGroup(ctx context.Context, k projection.GroupKey, damage []events.ShardRepair) int {
-	v, err := c.submit(ctx, events.Meta{Actor: Actor}, func(t *tx) (any, error) {
-		g := t.group(k)
-		if g == nil {
-			return []int(nil), nil
-		}
-		var still []events.ShardRepair
-		var shards []int
-		for _, d := range damage {
-			if d.ShardIndex < g.ShardCount || (d.ShardIndex < shardSpan(g) && !d.StreamMissing) {
-				still = append(still, d)
-				shards = append(shards, d.ShardIndex)
-			}
-		}
-		if len(still) > 0 {
-			t.emitAs(Actor, k, &events.ShardsRepaired{Shards: still})
-		}
-		return shards, nil
-	})
+func (r *reconciler) repairGroup(ctx context.Context, k projection.GroupKey, damage []events.ShardRepair) int {
+	shards, err := submit(ctx, r.dec, events.Meta{Actor: Actor}, func(t *tx) ([]int, error) { return recordRepair(t, k, damage), nil })
 	if err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("record shard repair")
+		r.logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("record shard repair")
 		return 0
 	}
-	shards := v.([]int)
 	if len(shards) == 0 {
 		return 0
 	}
-	unlock := c.rec.lockPrefix(k.StreamPrefix)
+	unlock := r.locks.lock(k.StreamPrefix)
 	defer unlock()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.shards.Repair(rctx, k.StreamPrefix, k.ConsumerGroup, shards); err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("repair shard streams (retried at the next check)")
+	if err := r.repairer.Repair(rctx, k.StreamPrefix, k.ConsumerGroup, shards); err != nil {
+		r.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("repair shard streams (retried at the next check)")
 		return 0
 	}
-	c.cfg.Logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("recreated shard streams or consumer groups Redis had lost")
+	r.logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("recreated shard streams or consumer groups Redis had lost")
 	return len(shards)
+}
+
+// recordRepair records group.shards_repaired for the damaged shards that are
+// still routed, and for the lost consumer groups of removed shards not yet
+// retired, and returns them.
+func recordRepair(t *tx, k projection.GroupKey, damage []events.ShardRepair) []int {
+	g := t.group(k)
+	if g == nil {
+		return nil
+	}
+	var still []events.ShardRepair
+	var shards []int
+	for _, d := range damage {
+		if d.ShardIndex < g.ShardCount || (d.ShardIndex < shardSpan(g) && !d.StreamMissing) {
+			still = append(still, d)
+			shards = append(shards, d.ShardIndex)
+		}
+	}
+	if len(still) > 0 {
+		t.emitAs(Actor, k, &events.ShardsRepaired{Shards: still})
+	}
+	return shards
 }

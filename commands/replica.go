@@ -20,16 +20,49 @@ import (
 // reloads from a snapshot when the log was trimmed past its position. Every
 // fold goes through projection.Fold, and every change to a running projection
 // goes through the writer (decider.go).
-
-// replica holds what keeping up with the log needs besides the Coordinator's
-// shared pieces.
-type replica struct {
-	c        *Coordinator
+//
+// It answers what every replica knows alike (httpapi.Reader): the projection,
+// a past state, a group's history, readiness and the configuration.
+type Replica struct {
+	replicaDeps
 	snapMu   sync.Mutex // one snapshot save at a time
 	reloadMu sync.Mutex // one reload from a snapshot at a time
-	stateMu  sync.Mutex // the replayed states cache
-	states   []cachedState
+	states   stateCache
 }
+
+// replicaDeps is what the replica is built from.
+type replicaDeps struct {
+	cfg   Config // the effective configuration
+	log   events.Log
+	snaps SnapshotStore // nil: no snapshots
+	state *projection.State
+	life  *lifecycle
+	// rearm gives every member a fresh lease after a load or a reload.
+	rearm func()
+	// writer catches up in the writer (set once the decider exists).
+	writer interface {
+		catchUpInWriter(ctx context.Context) error
+	}
+}
+
+func newReplica(deps replicaDeps) *Replica { return &Replica{replicaDeps: deps} }
+
+// State is the projection (read through its copying methods).
+func (r *Replica) State() *projection.State { return r.state }
+
+// Config returns the effective configuration.
+func (r *Replica) Config() Config { return r.cfg }
+
+// Log is the event log.
+func (r *Replica) Log() events.Log { return r.log }
+
+// Ready reports whether the coordinator loaded the log and can append.
+func (r *Replica) Ready() bool {
+	return r.life.ready.Load() && r.life.healthy.Load() && !r.life.closing.Load()
+}
+
+// Healthy reports whether the last log operation succeeded.
+func (r *Replica) Healthy() bool { return r.life.healthy.Load() }
 
 // Log growth. Every snapshot makes the entries before it unnecessary for
 // start-up, and the store keeps the newest few (Config.SnapshotKeep) so that an
@@ -72,11 +105,11 @@ func archived(e events.Entry) bool {
 
 // TrimmedTo is the highest id trimmed from the log (events.ZeroID when it never
 // was, or no trimmer is configured).
-func (c *Coordinator) TrimmedTo(ctx context.Context) (string, error) {
-	if c.cfg.Trimmer == nil {
+func (r *Replica) TrimmedTo(ctx context.Context) (string, error) {
+	if r.cfg.Trimmer == nil {
 		return events.ZeroID, nil
 	}
-	return c.cfg.Trimmer.TrimmedTo(ctx)
+	return r.cfg.Trimmer.TrimmedTo(ctx)
 }
 
 // GroupHistory pages a group's audit history (every event recorded for it,
@@ -85,8 +118,8 @@ func (c *Coordinator) TrimmedTo(ctx context.Context) (string, error) {
 // reads the group's history index beside the log, so its cost does not grow
 // with the log. On a trimmed log the membership events before the trim point
 // are gone: the page skips them.
-func (c *Coordinator) GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error) {
-	hl := c.HistoryLog()
+func (r *Replica) GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error) {
+	hl := r.HistoryLog()
 	ix, ok := hl.(events.Indexed)
 	if !ok {
 		return nil, "", fmt.Errorf("the event log keeps no history index")
@@ -112,7 +145,7 @@ type indexBackfiller interface {
 // backfillIndex brings the history index up to the log's end before this
 // process appends: after an upgrade from a build without the index it indexes
 // the whole log once.
-func (r *replica) backfillIndex(ctx context.Context) error {
+func (r *Replica) backfillIndex(ctx context.Context) error {
 	b, ok := r.indexLog().(indexBackfiller)
 	if !ok {
 		return nil
@@ -122,35 +155,35 @@ func (r *replica) backfillIndex(ctx context.Context) error {
 		return fmt.Errorf("index the log's history: %w", err)
 	}
 	if n > 0 || skipped > 0 {
-		r.c.cfg.Logger.Info().Int("indexed", n).Int("skipped", skipped).Msg("history index caught up with the log")
+		r.cfg.Logger.Info().Int("indexed", n).Int("skipped", skipped).Msg("history index caught up with the log")
 	}
 	return nil
 }
 
 // indexLog is the log that keeps the index: the trimmer's (the unfenced log)
 // or the log itself.
-func (r *replica) indexLog() any {
-	if r.c.cfg.Trimmer != nil {
-		return r.c.cfg.Trimmer
+func (r *Replica) indexLog() any {
+	if r.cfg.Trimmer != nil {
+		return r.cfg.Trimmer
 	}
-	return r.c.log
+	return r.log
 }
 
 // HistoryLog is the log to read the audit history from: the archive below the
 // log's first entry, then the log (just the log when nothing archives).
-func (c *Coordinator) HistoryLog() events.Log {
-	if c.cfg.Trimmer == nil {
-		return c.log
+func (r *Replica) HistoryLog() events.Log {
+	if r.cfg.Trimmer == nil {
+		return r.log
 	}
-	return events.WithArchive(c.log, c.cfg.Trimmer.Archive())
+	return events.WithArchive(r.log, r.cfg.Trimmer.Archive())
 }
 
 // restoreSnapshot restores the newest kept snapshot that can start a fold of
 // the log: it decodes, it is not ahead of the log (a log that was reset), and
 // it is not behind the trim point (the log holds its whole tail). Snapshots
 // that cannot are logged and the next older one is tried. nil when none can.
-func (r *replica) restoreSnapshot(ctx context.Context, trimmed string) (*projection.State, error) {
-	c := r.c
+func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*projection.State, error) {
+	c := r
 	last, err := c.log.LastID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read log position: %w", err)
@@ -203,7 +236,7 @@ func (r *replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 var errTrimmedNoSnapshot = errors.New("the log was trimmed (--trim-log) and no kept snapshot reaches its trim point")
 
 // checkFoldable refuses to fold a trimmed log from zero.
-func (r *replica) checkFoldable(trimmed string, fromSnapshot bool) error {
+func (r *Replica) checkFoldable(trimmed string, fromSnapshot bool) error {
 	if trimmed == events.ZeroID {
 		return nil
 	}
@@ -215,8 +248,8 @@ func (r *replica) checkFoldable(trimmed string, fromSnapshot bool) error {
 
 // trimLog trims the log behind the oldest kept snapshot (Config.TrimLog), after
 // a snapshot was saved.
-func (r *replica) trimLog() {
-	c := r.c
+func (r *Replica) trimLog() {
+	c := r
 	if !c.cfg.TrimLog || c.cfg.Trimmer == nil || c.snaps == nil {
 		return
 	}
@@ -245,8 +278,9 @@ func (r *replica) trimLog() {
 // changes). On a trimmed log a point before the oldest kept snapshot is
 // ErrLogTrimmed, naming the oldest point that can still be replayed. The
 // returned state is shared: read it through its copying methods only.
-func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.State, error) {
-	if st, ok := c.rep.cached(until); ok {
+func (r *Replica) StateAt(ctx context.Context, until string) (*projection.State, error) {
+	c := r
+	if st, ok := r.states.get(until); ok {
 		return st, nil
 	}
 	trimmed, err := c.TrimmedTo(ctx)
@@ -264,38 +298,44 @@ func (c *Coordinator) StateAt(ctx context.Context, until string) (*projection.St
 	if err != nil {
 		return nil, err
 	}
-	c.rep.cache(until, st)
+	r.states.put(until, st)
 	return st, nil
 }
 
 // stateCacheSize is how many replayed states StateAt keeps.
 const stateCacheSize = 8
 
+// stateCache keeps the most recently replayed states, most recent first.
+type stateCache struct {
+	mu     sync.Mutex
+	states []cachedState
+}
+
 type cachedState struct {
 	until string
 	st    *projection.State
 }
 
-func (r *replica) cached(until string) (*projection.State, bool) {
-	r.stateMu.Lock()
-	defer r.stateMu.Unlock()
-	for i, e := range r.states {
+func (sc *stateCache) get(until string) (*projection.State, bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for i, e := range sc.states {
 		if e.until == until {
 			// Most recently used first.
-			copy(r.states[1:i+1], r.states[:i])
-			r.states[0] = e
+			copy(sc.states[1:i+1], sc.states[:i])
+			sc.states[0] = e
 			return e.st, true
 		}
 	}
 	return nil, false
 }
 
-func (r *replica) cache(until string, st *projection.State) {
-	r.stateMu.Lock()
-	defer r.stateMu.Unlock()
-	r.states = append([]cachedState{{until, st}}, r.states...)
-	if len(r.states) > stateCacheSize {
-		r.states = r.states[:stateCacheSize]
+func (sc *stateCache) put(until string, st *projection.State) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.states = append([]cachedState{{until, st}}, sc.states...)
+	if len(sc.states) > stateCacheSize {
+		sc.states = sc.states[:stateCacheSize]
 	}
 }
 
@@ -303,8 +343,8 @@ func (r *replica) cache(until string, st *projection.State) {
 // the log was trimmed past its position: a follower that fell more than
 // SnapshotKeep-1 snapshot intervals behind the leader would otherwise fold the
 // entries after the gap onto a state that misses the ones in it.
-func (r *replica) reloadIfTrimmedPast(ctx context.Context) error {
-	c := r.c
+func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
+	c := r
 	if c.cfg.Trimmer == nil || c.snaps == nil {
 		return nil
 	}
@@ -332,7 +372,7 @@ func (r *replica) reloadIfTrimmedPast(ctx context.Context) error {
 	// Runs in the writer (catch-up): swapping is the one change to the
 	// running projection that is not an Apply.
 	c.state.Swap(st)
-	c.rt.rearm(c.state, c.now(), c.cfg.MemberLease)
+	r.rearm()
 	return nil
 }
 
@@ -341,8 +381,8 @@ func (r *replica) reloadIfTrimmedPast(ctx context.Context) error {
 // the whole log. A log trimmed at its head cannot be folded from zero: without a
 // usable snapshot Load fails. An undecodable entry stops the load with an error
 // naming its id.
-func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
-	r := c.rep
+func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
+	c := r
 	trimmed, err := c.TrimmedTo(ctx)
 	if err != nil {
 		return fmt.Errorf("read log trim point: %w", err)
@@ -371,20 +411,20 @@ func (c *Coordinator) Load(ctx context.Context, fromSnapshot bool) error {
 		return err
 	}
 	c.state.Swap(st)
-	c.rt.rearm(c.state, c.now(), c.cfg.MemberLease)
-	c.healthy.Store(true)
-	c.ready.Store(true)
+	r.rearm()
+	r.life.healthy.Store(true)
+	r.life.ready.Store(true)
 	c.cfg.Logger.Info().Str("lastId", c.state.LastID()).Int("tail", n).Bool("fromSnapshot", restored).Msg("projection loaded")
 	return nil
 }
 
 // follow tails the log so entries appended by another coordinator process reach
 // this projection (through the writer), and re-checks Redis after an outage.
-func (r *replica) follow() {
-	c := r.c
+func (r *Replica) follow() {
+	c := r
 	for {
 		select {
-		case <-c.stop:
+		case <-r.life.stop:
 			return
 		default:
 		}
@@ -392,9 +432,9 @@ func (r *replica) follow() {
 		entries, err := c.log.Tail(ctx, c.state.LastID(), 1, time.Second)
 		cancel()
 		if err != nil {
-			c.healthy.Store(false)
+			r.life.healthy.Store(false)
 			select {
-			case <-c.stop:
+			case <-r.life.stop:
 				return
 			case <-time.After(500 * time.Millisecond):
 			}
@@ -407,14 +447,10 @@ func (r *replica) follow() {
 			cmp, _ := events.CompareIDs(entries[len(entries)-1].ID, c.state.LastID())
 			foreign = cmp > 0
 		}
-		if foreign || !c.healthy.Load() {
-			var cerr error
+		if foreign || !r.life.healthy.Load() {
 			jctx, jcancel := context.WithTimeout(context.Background(), 15*time.Second)
-			err := c.dec.runInWriter(jctx, func() { cerr = c.dec.catchUp() })
+			err := r.writer.catchUpInWriter(jctx)
 			jcancel()
-			if err == nil {
-				err = cerr
-			}
 			if err != nil && !errors.Is(err, ErrTerminating) {
 				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")
 			}
@@ -423,17 +459,17 @@ func (r *replica) follow() {
 }
 
 // saveSnapshot writes a snapshot of the projection now.
-func (r *replica) saveSnapshot() {
-	if r.c.snaps == nil || !r.c.ready.Load() {
+func (r *Replica) saveSnapshot() {
+	if r.snaps == nil || !r.life.ready.Load() {
 		return
 	}
-	r.saveCapture(r.c.state.Capture())
+	r.saveCapture(r.state.Capture())
 }
 
 // saveCapture encodes and stores a capture (outside every lock), then trims
 // the log behind the oldest kept snapshot when configured.
-func (r *replica) saveCapture(capture *projection.Capture) {
-	c := r.c
+func (r *Replica) saveCapture(capture *projection.Capture) {
+	c := r
 	if c.snaps == nil {
 		return
 	}
@@ -459,4 +495,4 @@ func (r *replica) saveCapture(capture *projection.Capture) {
 }
 
 // SaveSnapshot writes a snapshot now.
-func (c *Coordinator) SaveSnapshot() { c.rep.saveSnapshot() }
+func (r *Replica) SaveSnapshot() { r.saveSnapshot() }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
@@ -24,71 +23,55 @@ type ScaleInput struct {
 	Decided *events.AutoscalingDecided
 }
 
-func (c *Coordinator) validateScale(in ScaleInput) error {
-	var problems []string
-	if in.TargetShardCount == nil {
-		problems = append(problems, "targetShardCount: must not be null")
-	} else if *in.TargetShardCount < 0 {
-		problems = append(problems, "targetShardCount must be zero or positive")
-	} else if *in.TargetShardCount > c.cfg.MaxShardCount {
-		problems = append(problems, fmt.Sprintf("targetShardCount: must be less than or equal to %d", c.cfg.MaxShardCount))
-	}
-	problems = append(problems, checkAudit(in.RequestedBy, in.Reason, true)...)
-	if len(problems) > 0 {
-		return withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-	}
-	return nil
-}
-
 // Scale starts a resharding of one group: record PREPARING, provision the
 // target's shard streams (outside the writer), activate the new count
 // (producers switch at once; members converge through heartbeats) and answer
 // with the resharding. A provisioning failure leaves it PREPARING; repeating
 // the request, or the reconciler's next pass, resumes it.
-func (c *Coordinator) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
-	v, err := c.admin(ctx, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (any, error) {
+func (s *Service) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
+	return admin(ctx, s, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
 		if err := ValidateKey(k); err != nil {
-			return nil, err
+			return projection.ReshardingView{}, err
 		}
-		if err := c.validateScale(in); err != nil {
-			return nil, err
+		if err := s.rules.validateScale(in); err != nil {
+			return projection.ReshardingView{}, err
 		}
-		prepared, err := c.submit(ctx, meta, func(t *tx) (any, error) {
-			if t.group(k) == nil {
-				return nil, ErrGroupNotFound
-			}
-			if err := t.checkScalable(k, *in.TargetShardCount, false); err != nil {
-				return nil, err
-			}
-			if d := in.Decided; d != nil {
-				if g := t.group(k); !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
-					return nil, withMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
-				}
-			}
-			return t.prepare(k, in), nil
-		})
+		id, err := submit(ctx, s.dec, meta, func(t *tx) (string, error) { return prepareScale(t, k, in) })
 		if err != nil {
-			return nil, err
+			return projection.ReshardingView{}, err
 		}
-		id := prepared.(string)
-		if err := c.rec.provisionFor(ctx, k, *in.TargetShardCount); err != nil {
-			return nil, err
+		if err := s.rec.provisionFor(ctx, k, *in.TargetShardCount); err != nil {
+			return projection.ReshardingView{}, err
 		}
-		return c.fencedChange(ctx, meta, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
-			if err := t.activate(k, id, co); err != nil {
-				return nil, err
+		return fencedChange(ctx, s.rec, meta, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co cutovers) (projection.ReshardingView, error) {
+			if err := activate(t, k, id, co); err != nil {
+				return projection.ReshardingView{}, err
 			}
 			g := t.group(k)
 			if g == nil || g.Resharding(id) == nil {
-				return nil, ErrReshardingNotFound
+				return projection.ReshardingView{}, ErrReshardingNotFound
 			}
 			return projection.ViewResharding(g, g.Resharding(id)), nil
 		})
 	})
-	if err != nil {
-		return projection.ReshardingView{}, err
+}
+
+// prepareScale checks a group scale request against the state (and, for the
+// autoscaler's, that the policy and the group are still what it evaluated)
+// and records the PREPARING resharding.
+func prepareScale(t *tx, k projection.GroupKey, in ScaleInput) (string, error) {
+	if t.group(k) == nil {
+		return "", ErrGroupNotFound
 	}
-	return v.(projection.ReshardingView), nil
+	if err := checkScalable(t, k, *in.TargetShardCount, false); err != nil {
+		return "", err
+	}
+	if d := in.Decided; d != nil {
+		if g := t.group(k); !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
+			return "", withMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
+		}
+	}
+	return prepare(t, k, in), nil
 }
 
 // StreamScaleResult is the answer to a stream-level scale: every group of the
@@ -105,105 +88,111 @@ type StreamScaleResult struct {
 // one decision validates every group and records their PREPARING reshardings,
 // the target's streams are provisioned for each, and one decision activates
 // them all.
-func (c *Coordinator) ScaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
+func (s *Service) ScaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
 	k := projection.GroupKey{StreamPrefix: prefix}
-	type plan struct {
-		res     StreamScaleResult
-		prepped map[projection.GroupKey]string
-		order   []projection.GroupKey
-	}
-	v, err := c.admin(ctx, meta, k, "stream.scale", in.RequestedBy, func(meta events.Meta) (any, error) {
+	return admin(ctx, s, meta, k, "stream.scale", in.RequestedBy, func(meta events.Meta) (StreamScaleResult, error) {
 		if err := routing.ValidatePrefix(prefix); err != nil {
-			return nil, withMsg(ErrInvalid, "%s", err.Error())
+			return StreamScaleResult{}, withMsg(ErrInvalid, "%s", err.Error())
 		}
-		if err := c.validateScale(in); err != nil {
-			return nil, err
+		if err := s.rules.validateScale(in); err != nil {
+			return StreamScaleResult{}, err
 		}
 		target := *in.TargetShardCount
-		pv, err := c.submit(ctx, meta, func(t *tx) (any, error) {
-			groups := t.groupsWithPrefix(prefix)
-			if len(groups) == 0 {
-				return nil, withMsg(ErrStreamNotFound, "No coordinator groups exist for stream prefix %s", prefix)
-			}
-			sort.Slice(groups, func(i, j int) bool { return groups[i].Key.ConsumerGroup < groups[j].Key.ConsumerGroup })
-			unchanged := 0
-			for _, g := range groups {
-				if g.ShardCount == target && g.Active() == nil {
-					unchanged++
-					continue
-				}
-				if err := t.checkScalable(g.Key, target, true); err != nil {
-					return nil, err
-				}
-			}
-			if unchanged == len(groups) {
-				return nil, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
-			}
-			p := plan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, prepped: map[projection.GroupKey]string{}}
-			for _, g := range groups {
-				p.res.AffectedConsumerGroups = append(p.res.AffectedConsumerGroups, g.Key.ConsumerGroup)
-				p.order = append(p.order, g.Key)
-				if g.ShardCount == target && g.Active() == nil {
-					continue
-				}
-				p.prepped[g.Key] = t.prepare(g.Key, in)
-			}
-			return p, nil
-		})
+		p, err := submit(ctx, s.dec, meta, func(t *tx) (streamPlan, error) { return prepareStreamScale(t, prefix, in) })
 		if err != nil {
-			return nil, err
-		}
-		p := pv.(plan)
-		for _, gk := range p.order {
-			if _, ok := p.prepped[gk]; ok {
-				if err := c.rec.provisionFor(ctx, gk, target); err != nil {
-					return nil, err
-				}
-			}
+			return StreamScaleResult{}, err
 		}
 		var keys []projection.GroupKey
 		for _, gk := range p.order {
 			if _, ok := p.prepped[gk]; ok {
+				if err := s.rec.provisionFor(ctx, gk, target); err != nil {
+					return StreamScaleResult{}, err
+				}
 				keys = append(keys, gk)
 			}
 		}
-		return c.fencedChange(ctx, meta, keys, activation(func(gk projection.GroupKey) string { return p.prepped[gk] }), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
-			res := p.res
-			res.Reshardings = []projection.ReshardingView{}
-			for _, gk := range p.order {
-				id, ok := p.prepped[gk]
-				if !ok {
-					res.Reshardings = append(res.Reshardings, projection.ReshardingView{
-						ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
-						CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
-						Drain: []projection.ShardDrainRow{}, RemovedShards: []int{},
-						Revoke:   projection.RevokeProgress{Holding: map[string][]int{}},
-						Rollback: projection.RollbackInfo{Reason: "no-op: the group already had this shard count"},
-					})
-					continue
-				}
-				if err := t.activate(gk, id, co); err != nil {
-					return nil, err
-				}
-				g := t.group(gk)
-				if g == nil || g.Resharding(id) == nil {
-					return nil, ErrReshardingNotFound
-				}
-				res.Reshardings = append(res.Reshardings, projection.ViewResharding(g, g.Resharding(id)))
-			}
-			return res, nil
+		return fencedChange(ctx, s.rec, meta, keys, activation(func(gk projection.GroupKey) string { return p.prepped[gk] }), func(t *tx, co cutovers) (StreamScaleResult, error) {
+			return activateStream(t, p, co)
 		})
 	})
-	if err != nil {
-		return StreamScaleResult{}, err
+}
+
+// streamPlan is what a stream scale prepared: the answer so far, the
+// PREPARING resharding of each group that changes, and every group in order.
+type streamPlan struct {
+	res     StreamScaleResult
+	prepped map[projection.GroupKey]string
+	order   []projection.GroupKey
+}
+
+// prepareStreamScale validates every group of the prefix and records the
+// PREPARING reshardings of those that change, all or none.
+func prepareStreamScale(t *tx, prefix string, in ScaleInput) (streamPlan, error) {
+	target := *in.TargetShardCount
+	groups := t.groupsWithPrefix(prefix)
+	if len(groups) == 0 {
+		return streamPlan{}, withMsg(ErrStreamNotFound, "No coordinator groups exist for stream prefix %s", prefix)
 	}
-	return v.(StreamScaleResult), nil
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Key.ConsumerGroup < groups[j].Key.ConsumerGroup })
+	unchanged := 0
+	for _, g := range groups {
+		if g.ShardCount == target && g.Active() == nil {
+			unchanged++
+			continue
+		}
+		if err := checkScalable(t, g.Key, target, true); err != nil {
+			return streamPlan{}, err
+		}
+	}
+	if unchanged == len(groups) {
+		return streamPlan{}, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
+	}
+	p := streamPlan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, prepped: map[projection.GroupKey]string{}}
+	for _, g := range groups {
+		p.res.AffectedConsumerGroups = append(p.res.AffectedConsumerGroups, g.Key.ConsumerGroup)
+		p.order = append(p.order, g.Key)
+		if g.ShardCount == target && g.Active() == nil {
+			continue
+		}
+		p.prepped[g.Key] = prepare(t, g.Key, in)
+	}
+	return p, nil
+}
+
+// activateStream activates every prepared resharding of a stream scale in
+// one decision; a group already at the target answers a synthetic "noop".
+func activateStream(t *tx, p streamPlan, co cutovers) (StreamScaleResult, error) {
+	target := p.res.TargetShardCount
+	res := p.res
+	res.Reshardings = []projection.ReshardingView{}
+	for _, gk := range p.order {
+		id, ok := p.prepped[gk]
+		if !ok {
+			res.Reshardings = append(res.Reshardings, projection.ReshardingView{
+				ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
+				CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
+				Drain: []projection.ShardDrainRow{}, RemovedShards: []int{},
+				Revoke:   projection.RevokeProgress{Holding: map[string][]int{}},
+				Rollback: projection.RollbackInfo{Reason: "no-op: the group already had this shard count"},
+			})
+			continue
+		}
+		if err := activate(t, gk, id, co); err != nil {
+			return StreamScaleResult{}, err
+		}
+		g := t.group(gk)
+		if g == nil || g.Resharding(id) == nil {
+			return StreamScaleResult{}, ErrReshardingNotFound
+		}
+		res.Reshardings = append(res.Reshardings, projection.ViewResharding(g, g.Resharding(id)))
+	}
+	return res, nil
 }
 
 // checkScalable applies the acceptance rules of a scale request to one group.
-func (t *tx) checkScalable(k projection.GroupKey, target int, streamLevel bool) error {
+func checkScalable(t *tx, k projection.GroupKey, target int, streamLevel bool) error {
 	g := t.group(k)
-	if t.c.CorrectionOpen(k) {
+	if t.rt.round(k).open {
 		return ErrMetadataSync
 	}
 	if m := g.Active(); m != nil {
@@ -226,7 +215,7 @@ func (t *tx) checkScalable(k projection.GroupKey, target int, streamLevel bool) 
 
 // prepare records a PREPARING resharding of k to the requested count, or
 // returns the PREPARING one with the same target that it resumes.
-func (t *tx) prepare(k projection.GroupKey, in ScaleInput) string {
+func prepare(t *tx, k projection.GroupKey, in ScaleInput) string {
 	g := t.group(k)
 	if m := g.Active(); m != nil {
 		return m.ReshardingID // PREPARING with the same target (checkScalable)
@@ -257,7 +246,7 @@ func activation(idOf func(projection.GroupKey) string) layoutChange {
 // ACTIVE (nothing when it is not PREPARING any more: somebody else did). An
 // ordered group's activation records its cutover first (errRefence when the
 // fences co holds are not this activation's).
-func (t *tx) activate(k projection.GroupKey, id string, co map[projection.GroupKey]*cutoverEvidence) error {
+func activate(t *tx, k projection.GroupKey, id string, co cutovers) error {
 	g := t.group(k)
 	if g == nil {
 		return nil
@@ -266,14 +255,14 @@ func (t *tx) activate(k projection.GroupKey, id string, co map[projection.GroupK
 	if m == nil || m.State != projection.Preparing {
 		return nil
 	}
-	if err := t.recordCutover(k, id, m.To, co); err != nil {
+	if err := recordCutover(t, k, id, m.To, co); err != nil {
 		return err
 	}
 	t.emitAs(Actor, k, &events.ReshardingProvisioned{ReshardingID: id, Shards: m.To})
 	g = t.group(k)
 	assignable := max(m.From, m.To)
 	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g)})
-	t.reconcile(k)
+	reconcile(t, k)
 	return nil
 }
 
@@ -289,30 +278,26 @@ type RollbackInput struct {
 // Rollback reverses a resharding while metadata alone can reverse it. For a
 // scale-out past PREPARING, the entries added to its new shards are read from
 // Redis first and handed to the decision.
-func (c *Coordinator) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
-	v, err := c.admin(ctx, meta, k, "resharding.rollback", in.RequestedBy, func(meta events.Meta) (any, error) {
+func (s *Service) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
+	return admin(ctx, s, meta, k, "resharding.rollback", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
 		if err := ValidateKey(k); err != nil {
-			return nil, err
+			return projection.ReshardingView{}, err
 		}
 		problems := checkAudit(in.RequestedBy, in.Reason, true)
 		if in.Policy != "" && in.Policy != "metadata" && in.Policy != "drain" {
 			problems = append(problems, `policy: must be "metadata" or "drain"`)
 		}
 		if len(problems) > 0 {
-			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.ReshardingView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		written, err := c.rec.entriesForRollback(ctx, k, id)
+		written, err := s.rec.entriesForRollback(ctx, k, id)
 		if err != nil {
-			return nil, err
+			return projection.ReshardingView{}, err
 		}
-		return c.fencedChange(ctx, meta, []projection.GroupKey{k}, rollbackLayout(id), func(t *tx, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
-			return t.rollback(k, id, in, written, co)
+		return fencedChange(ctx, s.rec, meta, []projection.GroupKey{k}, rollbackLayout(id), func(t *tx, co cutovers) (projection.ReshardingView, error) {
+			return rollback(t, k, id, in, written, co)
 		})
 	})
-	if err != nil {
-		return projection.ReshardingView{}, err
-	}
-	return v.(projection.ReshardingView), nil
 }
 
 // rollbackLayout is the layout change of rolling back resharding id once it
@@ -331,27 +316,26 @@ func rollbackLayout(id string) layoutChange {
 // (nil: not read, because the resharding was not an active scale-out when the
 // evidence was gathered) and, for an ordered group past PREPARING, the
 // cutover of going back to the original layout.
-func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, written map[int]int64, co map[projection.GroupKey]*cutoverEvidence) (any, error) {
-	c := t.c
+func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written map[int]int64, co cutovers) (projection.ReshardingView, error) {
 	g := t.group(k)
 	if g == nil {
-		return nil, ErrGroupNotFound
+		return projection.ReshardingView{}, ErrGroupNotFound
 	}
-	if c.CorrectionOpen(k) {
-		return nil, ErrMetadataSync
+	if t.rt.round(k).open {
+		return projection.ReshardingView{}, ErrMetadataSync
 	}
 	m := g.Resharding(id)
 	if m == nil {
-		return nil, ErrReshardingNotFound
+		return projection.ReshardingView{}, ErrReshardingNotFound
 	}
 	if m.State == projection.RolledBack || m.State == projection.RollingBack {
 		return projection.ViewResharding(g, m), nil
 	}
 	if m.State == projection.Deprecated {
-		return nil, withMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
+		return projection.ReshardingView{}, withMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
 	}
 	if g.ActiveResharding != id {
-		return nil, withMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
+		return projection.ReshardingView{}, withMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
 	}
 	policy, state := "metadata", projection.RolledBack
 	shardCount, assignable := m.From, m.From
@@ -359,9 +343,9 @@ func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, writte
 		var used []string
 		for s := m.From; s < m.To; s++ {
 			n, known := written[s]
-			if !known && c.shards != nil {
+			if !known && t.rules.streams {
 				// The resharding changed between reading Redis and deciding.
-				return nil, withMsg(ErrStateConflict, "resharding %s changed while its new shards were read; retry", id)
+				return projection.ReshardingView{}, withMsg(ErrStateConflict, "resharding %s changed while its new shards were read; retry", id)
 			}
 			if n > 0 {
 				used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(k.StreamPrefix, s), n))
@@ -369,47 +353,21 @@ func (t *tx) rollback(k projection.GroupKey, id string, in RollbackInput, writte
 		}
 		if len(used) > 0 {
 			if in.Policy != "drain" {
-				return nil, withMsg(ErrRollbackNotAllowed, "entries were already written to new shards: %s; metadata alone cannot reverse this scale-out. Repeat with \"policy\": \"drain\" to route back to %d shards and drain the new ones first", strings.Join(used, ", "), m.From)
+				return projection.ReshardingView{}, withMsg(ErrRollbackNotAllowed, "entries were already written to new shards: %s; metadata alone cannot reverse this scale-out. Repeat with \"policy\": \"drain\" to route back to %d shards and drain the new ones first", strings.Join(used, ", "), m.From)
 			}
 			policy, state = "drain", projection.RollingBack
 			assignable = m.To
 		}
 	}
 	if m.State != projection.Preparing {
-		if err := t.recordCutover(k, id, m.From, co); err != nil {
-			return nil, err
+		if err := recordCutover(t, k, id, m.From, co); err != nil {
+			return projection.ReshardingView{}, err
 		}
 		g = t.group(k)
 	}
 	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
-	g = t.reconcile(k)
+	g = reconcile(t, k)
 	return projection.ViewResharding(g, g.Resharding(id)), nil
-}
-
-// RollbackEligibility refines the log's answer for a scale-out with what the
-// reconciler last read of its new shards (it never waits for Redis).
-func (c *Coordinator) RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo {
-	info := projection.StaticRollbackInfo(g, m)
-	if !info.Eligible || m.To <= m.From || m.State == projection.Preparing || c.shards == nil {
-		return info
-	}
-	ev, ok := c.rt.entriesAdded(g.Key, m.ReshardingID)
-	switch {
-	case !ok:
-		return projection.RollbackInfo{Eligible: true, Reason: "no entry seen on a new shard yet (the new shards are read from Redis every tick; the rollback itself reads them again)", Policy: "metadata"}
-	case ev.err:
-		return projection.RollbackInfo{Eligible: false, Reason: "cannot read the new shards from Redis right now"}
-	}
-	var used []string
-	for s := m.From; s < m.To; s++ {
-		if n := ev.written[s]; n > 0 {
-			used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(g.Key.StreamPrefix, s), n))
-		}
-	}
-	if len(used) > 0 {
-		return projection.RollbackInfo{Eligible: false, Reason: "entries already written to new shards: " + strings.Join(used, ", ") + ` (as of ` + ev.at.UTC().Format(time.RFC3339Nano) + `); only "policy": "drain" can roll back`, Policy: "drain"}
-	}
-	return projection.RollbackInfo{Eligible: true, Reason: "no entry reached a new shard as of " + ev.at.UTC().Format(time.RFC3339Nano) + " (read every tick)", Policy: "metadata"}
 }
 
 // bump is the next group epoch and metadata version.
@@ -419,7 +377,7 @@ func bump(g *projection.Group) events.Epochs {
 
 // reconcile recomputes the target assignment and records it when it changed or
 // when the assignment epoch lags the group epoch.
-func (t *tx) reconcile(k projection.GroupKey) *projection.Group {
+func reconcile(t *tx, k projection.GroupKey) *projection.Group {
 	g := t.group(k)
 	if g == nil {
 		return nil
@@ -434,7 +392,7 @@ func (t *tx) reconcile(k projection.GroupKey) *projection.Group {
 
 // advance moves the active resharding along the steps that need no Redis: a
 // converged scale-out completes, a converged scale-in starts draining.
-func (t *tx) advance(k projection.GroupKey) {
+func advance(t *tx, k projection.GroupKey) {
 	g := t.group(k)
 	if g == nil {
 		return
@@ -454,7 +412,7 @@ func (t *tx) advance(k projection.GroupKey) {
 		return
 	}
 	t.emitAs(Actor, k, &events.ReshardingDraining{ReshardingID: m.ReshardingID, Epochs: bump(g)})
-	t.reconcile(k)
+	reconcile(t, k)
 }
 
 func removedShards(m *projection.Resharding) []int {
@@ -495,7 +453,7 @@ func (p drainProof) covers(shards []int) bool {
 // holds them and the proof still says drained, the resharding completes; if
 // entries appeared again they are reopened. A proof about other shards (the
 // resharding changed since it was read) decides nothing.
-func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
+func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 	g := t.group(k)
 	if g == nil {
 		return
@@ -518,7 +476,7 @@ func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 			return
 		}
 		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
-		t.reconcile(k)
+		reconcile(t, k)
 		g = t.group(k)
 		justDrained = true
 	}
@@ -533,7 +491,7 @@ func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 		if p.ev != nil && !justDrained {
 			hi := max(m.From, m.To)
 			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
-			t.reconcile(k)
+			reconcile(t, k)
 		}
 		return
 	}
@@ -556,7 +514,7 @@ func (t *tx) drainStep(k projection.GroupKey, id string, p drainProof) {
 // left on a removed shard, the removed shards become assignable again
 // (resharding.reopened) so members read them, and once Redis proves them
 // drained they are revoked (resharding.drained) and retired as usual.
-func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string {
+func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) []string {
 	g := t.group(k)
 	if g == nil || len(g.Reshardings) == 0 {
 		return nil
@@ -581,7 +539,7 @@ func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string
 	for i, s := range removed {
 		keys[i] = routing.StreamKey(k.StreamPrefix, s)
 	}
-	if !reopened && (t.c.cfg.KeepRetiredStreams || t.c.shards == nil) {
+	if !reopened && t.rules.keepRetired {
 		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys, Kept: true})
 		return nil
 	}
@@ -597,14 +555,14 @@ func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string
 	switch {
 	case reopened && p.ok:
 		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
-		t.reconcile(k)
+		reconcile(t, k)
 		return nil
 	case reopened:
 		return nil // members are reading them
 	case !p.ok:
 		if p.ev != nil && unreadBy(p.ev, k.ConsumerGroup) {
 			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
-			t.reconcile(k)
+			reconcile(t, k)
 		}
 		return nil
 	}
@@ -613,7 +571,7 @@ func (t *tx) retireStep(k projection.GroupKey, id string, p drainProof) []string
 
 // retired records that the reconciler deleted a finished resharding's
 // streams (nothing when somebody recorded it already).
-func (t *tx) retired(k projection.GroupKey, id string, keys []string) {
+func retired(t *tx, k projection.GroupKey, id string, keys []string) {
 	g := t.group(k)
 	if g == nil || len(g.Reshardings) == 0 {
 		return

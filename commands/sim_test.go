@@ -24,8 +24,12 @@ import (
 // the real decision engine: a virtual clock, an in-memory log, a fake of the
 // shard-stream Redis, dozens of members (Python-like and Spring-like clients)
 // that join, leave, crash, lose responses and report late, producers with stale
-// routing, and an operator who scales and rolls back. Invariants are checked
-// after every step; a failure prints the seed and the last actions.
+// routing, and an operator who scales and rolls back. The event log fails
+// appends at random points: it refuses one, or takes it and loses the answer,
+// sometimes with the log unreadable right after. Invariants are checked after
+// every step (among them: once the coordinator recovered from a failed append,
+// the state it serves is the log folded again); a failure prints the seed and
+// the last actions.
 //
 //	go test ./commands -run 'TestSim$'                              # every seed
 //	go test ./commands -run 'TestSim$' -sim.seed=7 -sim.steps=1234  # replay one
@@ -34,7 +38,7 @@ var (
 	simSteps   = flag.Int("sim.steps", 0, "random steps per seed (default 2000; 500 with -short)")
 	simSeeds   = flag.Int("sim.seeds", 0, "number of seeds (default 20; 3 with -short)")
 	simVerbose = flag.Bool("sim.v", false, "log every simulated action")
-	simOff     = flag.String("sim.off", "", "comma-separated faults to switch off: loss,late,crash,leave,join,scale,rollback,lagnull,stall,restart,bogusmv,outage,slow,early,lose,slow-redis; or recordcheck (the check that a holder reads only what the log records it holding)")
+	simOff     = flag.String("sim.off", "", "comma-separated faults to switch off: loss,late,crash,leave,join,scale,rollback,lagnull,stall,restart,bogusmv,outage,slow,early,lose,slow-redis,append; or recordcheck (the check that a holder reads only what the log records it holding)")
 )
 
 // on reports whether a fault (or check) is switched on (see -sim.off).
@@ -261,6 +265,13 @@ func evidenceString(ev []events.ShardDrain) string {
 }
 
 // take returns the events appended since the last call, and any violations.
+// note adds a line about what happened to an append to the step's trace.
+func (h *simHook) note(line string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, "    ! "+line)
+}
+
 func (h *simHook) take() (lines, violations []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -300,7 +311,7 @@ type sim struct {
 	start  time.Time
 	clock  *simClock
 	fake   *fakeShards
-	log    *events.MemLog
+	log    *faultLog
 	hook   *simHook
 	c      *commands.Coordinator
 	closed sync.WaitGroup
@@ -324,6 +335,13 @@ type sim struct {
 	slowRedis *rand.Rand
 	slowRate  float64
 	inSlow    bool
+
+	// appendFaults draws which appends of the event log fail (appendFault),
+	// from its own stream of the seed, at the seed's appendRate;
+	// stepFaults is the log's fault count when the step began.
+	appendFaults *rand.Rand
+	appendRate   float64
+	stepFaults   int
 
 	// trace of the last actions; digest of every action for the determinism check
 	trace  []string
@@ -385,7 +403,7 @@ func newSim(t testing.TB, seed int64, off, ordering string) *sim {
 	fake := newFakeShards(clock)
 	s := &sim{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
-		start: start, clock: clock, fake: fake, log: events.NewMemLog(),
+		start: start, clock: clock, fake: fake, log: newFaultLog(),
 		hook:     &simHook{fake: fake, migs: map[string]*simMig{}, joins: map[string]int{}, counts: map[string]int{}},
 		srvEpoch: map[string]epochMark{}, replay: projection.New(), stats: map[string]int{},
 		lastTick: start, off: parseOff(off),
@@ -396,6 +414,8 @@ func newSim(t testing.TB, seed int64, off, ordering string) *sim {
 	s.slowRedis = rand.New(rand.NewPCG(uint64(seed), 0x510e))
 	s.slowRate = 0.6 * s.slowRedis.Float64()
 	fake.late = s.answerLate
+	s.appendFaults = rand.New(rand.NewPCG(uint64(seed), 0xfa17))
+	s.appendRate = 0.06 * s.appendFaults.Float64()
 	var orderingIn *string
 	if ordering != "" {
 		s.ord = newOrderSim(s, ordering)
@@ -410,6 +430,7 @@ func newSim(t testing.TB, seed int64, off, ordering string) *sim {
 	}); err != nil {
 		t.Fatalf("seed %d: create group: %v", seed, err)
 	}
+	s.log.decide = s.appendFault
 	n := 2 + s.rng.IntN(15)
 	s.maxMembers = n + 8
 	for i := 0; i < n; i++ {
@@ -504,6 +525,7 @@ func (s *sim) errString(err error) string {
 // endStep files the step's action and the events it appended into the trace and
 // checks the invariants.
 func (s *sim) endStep() {
+	faulted := s.recoverLog()
 	lines, violations := s.hook.take()
 	entry := fmt.Sprintf("#%d t=%s %s", s.step, s.elapsed(s.now()), s.action.String())
 	if len(lines) > 0 {
@@ -528,6 +550,46 @@ func (s *sim) endStep() {
 		s.ord.endStep()
 	}
 	s.checkInvariants()
+	if faulted {
+		// 3'. The outcome after recovery is the outcome of replaying the log.
+		s.compareReplay(s.replay, "after a failed append")
+	}
+	s.stepFaults = s.log.total()
+}
+
+// appendFault is the event log's choice for one append (faultLog.decide):
+// at the seed's rate, outside the calm phase, it refuses it (half of them),
+// takes it and loses the answer, or takes it, loses the answer and cannot be
+// read until the step ends.
+func (s *sim) appendFault() appendFault {
+	if s.calm || !s.on("append") || s.appendFaults.Float64() >= s.appendRate {
+		return appendOK
+	}
+	f := []appendFault{appendRefused, appendRefused, appendLost, appendLostUnread}[s.appendFaults.IntN(4)]
+	s.hook.note([]string{appendRefused: "append refused", appendLost: "append landed, answer lost", appendLostUnread: "append landed, answer lost, log unreadable"}[f])
+	return f
+}
+
+// recoverLog ends the step's read outage of the log, if any, and waits until
+// the coordinator folded what the log holds beyond its projection (the batch
+// whose answer was lost: the follower finds it in the log and applies it as
+// decided). It reports whether an append failed during the step.
+func (s *sim) recoverLog() bool {
+	if s.log.total() == s.stepFaults {
+		return false
+	}
+	s.log.readsBack()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		last, _ := s.log.LastID(context.Background())
+		if s.c.State().LastID() == last {
+			return true
+		}
+		if time.Now().After(deadline) {
+			s.fail("the coordinator did not catch up with the log within 10 s after a failed append (at %s, the log at %s)", s.c.State().LastID(), last)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (s *sim) fail(format string, args ...any) {
@@ -809,9 +871,27 @@ func (s *sim) heartbeat(m *simMember, lose bool) {
 	}
 	req, lastLeave := s.buildRequest(m)
 	s.act(" hb %s/%s#%d %s", m.id, m.kind, m.incarnation, reportString(req))
+	refused, memory := s.log.refused(), s.memory()
 	resp, err := s.c.Heartbeat(context.Background(), simKey, m.id, "", req)
 	if err != nil {
-		s.fail("heartbeat of %s returned an error: %v", m.id, err)
+		if !isKind(err, commands.KindUnavailable) || s.log.total() == s.stepFaults {
+			s.fail("heartbeat of %s returned an error: %v", m.id, err)
+		}
+		// 10. A decision whose append the log refused changed nothing, in
+		// the log or in memory (leases, deadlines, the correction round).
+		if s.log.refused() > refused {
+			if now := s.memory(); now != memory {
+				s.fail("invariant 10: the heartbeat of %s, whose append the log refused, changed the coordinator's memory:\n  before: %s\n  after:  %s", m.id, memory, now)
+			}
+		}
+		// The log failed an append: the client sees a 503 and carries on
+		// as after a lost answer (the batch may have landed).
+		s.stats["status.503"]++
+		s.act(" -> 503")
+		if m.leaving && lastLeave {
+			s.crash(m, "left (its leave unanswered):")
+		}
+		return
 	}
 	s.stats["status."+resp.Status]++
 	s.act(" -> %s e=%d G=%d AE=%d MV=%d asg=%v pend=%v", resp.Status, resp.MemberEpoch, resp.GroupEpoch, resp.AssignmentEpoch, resp.MetadataVersion,
@@ -827,6 +907,24 @@ func (s *sim) heartbeat(m *simMember, lose bool) {
 		// The process finished its shutdown.
 		s.crash(m, "left:")
 	}
+}
+
+// memory renders what the coordinator holds only in memory about the group:
+// whether a correction round is open and every member's lease, last
+// heartbeat, rebalance deadline and last report.
+func (s *sim) memory() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "round=%v", s.c.CorrectionOpen(simKey))
+	rt := s.c.MemberRuntimes(simKey)
+	for _, id := range sortedKeys(rt) {
+		r := rt[id]
+		deadline := "-"
+		if r.RebalanceDeadline != nil {
+			deadline = s.elapsed(*r.RebalanceDeadline)
+		}
+		fmt.Fprintf(&b, " %s{lease=%s hb=%s deadline=%s mv=%d avail=%d progress=%d}", id, s.elapsed(r.LeaseExpiresAt), s.elapsed(r.LastHeartbeatAt), deadline, r.ReportedMV, r.Available, len(r.Progress))
+	}
+	return b.String()
 }
 
 // checkResponse: a response that is not a rejection reports the state the

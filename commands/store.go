@@ -7,29 +7,41 @@ import (
 	"github.com/rscoord/rsc/events"
 )
 
-// ShardStore is what decisions need from the Redis that holds the shard streams.
-// redisstore.Shards implements it; tests may use a fake.
-type ShardStore interface {
+// What decisions need from the Redis that holds the shard streams, one
+// interface per user; redisstore.Shards implements all of them (ShardStore),
+// tests may fake any.
+
+// Provisioner creates shard streams and their consumer groups (a new group,
+// a resharding's target).
+type Provisioner interface {
 	// Provision creates streams prefix:from..prefix:to-1 and the consumer group on
 	// each (XGROUP CREATE ... MKSTREAM; an existing group is success).
 	Provision(ctx context.Context, prefix, group string, from, to int) error
 	// ExistingKeys returns which of prefix and prefix:0..count-1 exist.
 	ExistingKeys(ctx context.Context, prefix string, count int) ([]string, error)
+}
+
+// DrainReader reads what is left on shard streams: the evidence a resharding
+// completes, reopens or rolls back on.
+type DrainReader interface {
 	// DrainEvidence reports every consumer group on each shard stream (XINFO GROUPS).
 	DrainEvidence(ctx context.Context, prefix string, shards []int) ([]events.ShardDrain, error)
 	// EntriesAdded reports how many entries were ever added to each shard stream.
 	EntriesAdded(ctx context.Context, prefix string, shards []int) (map[int]int64, error)
+}
+
+// Retirer deletes the streams a finished resharding took out of use.
+type Retirer interface {
 	// Delete removes shard streams, atomically refusing any stream that is not
 	// drained (an error names them; the others are deleted).
 	Delete(ctx context.Context, keys []string) error
-	// Damage reports which of the shards lost their stream or the group's
-	// consumer group (healthy shards are not listed).
-	Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error)
-	// Repair recreates lost streams (empty, group at the end) and lost
-	// consumer groups (at the stream's start: what is left is read again).
-	Repair(ctx context.Context, prefix, group string, shards []int) error
+}
+
+// Fencer raises and lowers the ordering fences of a layout change and reads
+// the proof its barriers wait for (ordering.go).
+type Fencer interface {
 	// Cutover raises group's fence to fence on the shards marked Raise and
-	// reads, atomically per shard, where each stands (ordering.go).
+	// reads, atomically per shard, where each stands.
 	Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error)
 	// LowerFences lowers group's fences above mv on shards 0..count-1 and
 	// returns how many it lowered.
@@ -37,9 +49,33 @@ type ShardStore interface {
 	// BarrierEvidence reads whether group read and acknowledged each source
 	// shard up to its cutover, and scans for unfenced entries after it.
 	BarrierEvidence(ctx context.Context, group string, sources []events.BarrierSource) ([]events.BarrierRead, error)
-	// Load reads the autoscaler's evidence of group's shards: entries-added,
-	// lag and the age of the oldest unread entry (autoscale.go).
+}
+
+// Repairer finds and recreates what Redis lost of the routed shards (repair.go).
+type Repairer interface {
+	// Damage reports which of the shards lost their stream or the group's
+	// consumer group (healthy shards are not listed).
+	Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error)
+	// Repair recreates lost streams (empty, group at the end) and lost
+	// consumer groups (at the stream's start: what is left is read again).
+	Repair(ctx context.Context, prefix, group string, shards []int) error
+}
+
+// Sampler reads the autoscaler's evidence (autoscale.go).
+type Sampler interface {
+	// Load reads group's shards: entries-added, lag and the age of the oldest
+	// unread entry.
 	Load(ctx context.Context, prefix, group string, shards []int) ([]events.ShardSample, error)
+}
+
+// ShardStore is every user's interface: what New takes.
+type ShardStore interface {
+	Provisioner
+	DrainReader
+	Retirer
+	Fencer
+	Repairer
+	Sampler
 }
 
 // SnapshotStore keeps the newest few projection snapshots next to the log, each

@@ -18,7 +18,7 @@ import (
 // neither loaded nor run: static files and authentication do not reach it.
 func newConsoleServer() *httpapi.Server {
 	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
-	return httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, coord, nil)
+	return httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, httpapi.PartsOf(coord), nil)
 }
 
 // consoleGet sends a GET without credentials.

@@ -11,7 +11,9 @@ import (
 )
 
 // What the server asks of the coordinator, in four small parts; handlers use
-// the part they need. *commands.Coordinator implements all of them.
+// the part they need. Each is implemented by the commands part of that name:
+// commands.Service, commands.Replica, commands.RuntimeView and
+// commands.Leadership.
 
 // Commands are the requests that may change state: every one goes through it (on
 // the leader; a follower forwards writes before they get here).
@@ -67,12 +69,22 @@ type Leadership interface {
 	LeaderNow(ctx context.Context) commands.LeaderInfo
 }
 
-// Backend is all four: what NewServer takes.
-type Backend interface {
-	Commands
-	Reader
-	Runtime
-	Leadership
+// Parts are the coordinator's parts the server is built from.
+type Parts struct {
+	Commands   Commands
+	Reader     Reader
+	Runtime    Runtime
+	Leadership Leadership
 }
 
-var _ Backend = (*commands.Coordinator)(nil)
+// PartsOf is a coordinator's parts.
+func PartsOf(c *commands.Coordinator) Parts {
+	return Parts{Commands: c.Service, Reader: c.Replica, Runtime: c.RuntimeView, Leadership: c.Leadership}
+}
+
+var (
+	_ Commands   = (*commands.Service)(nil)
+	_ Reader     = (*commands.Replica)(nil)
+	_ Runtime    = commands.RuntimeView{}
+	_ Leadership = (*commands.Leadership)(nil)
+)

@@ -3,9 +3,11 @@
 // health and readiness probes.
 //
 // It knows commands (to decide) and projection views (to answer), through the
-// small interfaces of coordinator.go that *commands.Coordinator implements;
+// small interfaces of coordinator.go that the coordinator's parts implement;
 // every body it reads or writes is one of package wire's, and views.go puts
-// projection's views into them. It reaches Redis for read-only monitoring
+// projection's views into them. Besides those it imports events (log
+// entries for the audit and replay endpoints), routing (stream keys) and docs
+// (the OpenAPI description it serves). It reaches Redis for read-only monitoring
 // (offsets, messages) only through the StreamReader interface it defines. It
 // must not import redisstore or cmd.
 package httpapi

@@ -77,7 +77,7 @@ func startFollower(t *testing.T, leaderURL string) (*httptest.Server, *commands.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop(), Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, c, nil))
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop(), Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, httpapi.PartsOf(c), nil))
 	t.Cleanup(srv.Close)
 	return srv, c
 }

@@ -54,7 +54,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	}
 	c.Run()
 	tb.Cleanup(c.Close)
-	fs := &fuzzServer{srv: httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, c, nil)}
+	fs := &fuzzServer{srv: httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, httpapi.PartsOf(c), nil)}
 	fs.ensure(tb)
 	return fs
 }

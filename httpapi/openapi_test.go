@@ -120,7 +120,7 @@ func newDocServer(tb testing.TB, auth httpapi.AuthConfig) (*httpapi.Server, *com
 	c.Run()
 	tb.Cleanup(c.Close)
 	auth.AuthenticateMemberAPI = true // as the coordinator binary by default
-	return httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Auth: auth}, c, nil), c
+	return httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Auth: auth}, httpapi.PartsOf(c), nil), c
 }
 
 // walkRoutes walks the router: "METHOD /path/{}" -> the template as registered.

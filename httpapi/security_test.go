@@ -84,7 +84,7 @@ func newSecServer(t *testing.T, cfg httpapi.Config, streams httpapi.StreamReader
 	c.Run()
 	t.Cleanup(c.Close)
 	cfg.Logger = zerolog.Nop()
-	api := httpapi.NewServer(cfg, c, streams)
+	api := httpapi.NewServer(cfg, httpapi.PartsOf(c), streams)
 	srv := httptest.NewUnstartedServer(api)
 	srv.Config.ConnContext = api.ConnContext
 	srv.Start()
@@ -417,7 +417,7 @@ func TestRefreshedTokenNeverOutlivesTheOriginal(t *testing.T) {
 // by net/http itself far beyond it).
 func TestHeaderLimit(t *testing.T) {
 	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop()}, c, nil)
+	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop()}, httpapi.PartsOf(c), nil)
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -72,19 +72,19 @@ type Server struct {
 	mu         sync.Mutex
 }
 
-// NewServer builds the server over a coordinator (a *commands.Coordinator);
+// NewServer builds the server over a coordinator's parts (PartsOf);
 // streams may be nil (offsets and messages then answer 503).
-func NewServer(cfg Config, c Backend, streams StreamReader) *Server {
+func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, dec: c, read: c, rt: c, lead: c, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
+	s := &Server{cfg: cfg, dec: parts.Commands, read: parts.Reader, rt: parts.Runtime, lead: parts.Leadership, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
 		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays), stateAt: cfg.StateAt}
 	if s.stateAt == nil {
-		s.stateAt = c.StateAt
+		s.stateAt = parts.Reader.StateAt
 	}
 	if streams != nil {
-		s.offsets = newOffsetCache(streams, c.State, cfg.OffsetsRefresh, cfg.Logger)
+		s.offsets = newOffsetCache(streams, parts.Reader.State, cfg.OffsetsRefresh, cfg.Logger)
 	}
 	if cfg.RateLimitPerMinute != 0 {
 		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)

@@ -3,9 +3,10 @@
 // Three kinds of source feed it:
 //
 //   - hooks the other packages already offer: httpapi's Config.Observe (every
-//     request), Config.Mount (the /metrics route and a middleware that reads the
-//     protocol status of heartbeat answers) and commands' Config.AfterAppend
-//     (every appended event);
+//     request) and Config.Mount (the /metrics route), commands' Config.AfterAppend
+//     (every appended event) and Config.AfterEvaluate (every autoscaling
+//     evaluation), and HeartbeatAnswered, which cmd/coordinator calls from a
+//     wrapper of the coordinator's Commands with every heartbeat answer;
 //   - the projection and the coordinator's own counters, read at scrape time by
 //     a custom collector (per-group gauges, readiness, append conflicts);
 //   - Redis, read by a refresher goroutine every Config.Interval (log length and
@@ -15,8 +16,9 @@
 //     the OffsetReader cmd gives Watch: the HTTP server's cache of shard streams,
 //     which its own background pass refreshes, so the gauges add no Redis reads.
 //
-// It knows commands, projection and events, and reaches Redis only through the
-// OffsetReader interface it defines; it must not import httpapi, redisstore or cmd.
+// It knows commands, projection, events and wire, and reaches Redis only through
+// the OffsetReader interface it defines; it must not import httpapi, redisstore
+// or cmd.
 // /metrics is public (no authentication), like /healthz and /readyz: it shows
 // stream prefixes and consumer-group names but no payloads or credentials.
 package metrics

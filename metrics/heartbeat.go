@@ -1,43 +1,32 @@
 package metrics
 
 import (
-	"encoding/json"
-	"net/http"
+	"errors"
 
-	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/wire"
 )
 
-// maxCapturedBody bounds what is kept of a heartbeat answer to read its status.
-const maxCapturedBody = 64 << 10
-
-func isHeartbeatRoute(r *http.Request) bool {
-	return httpapi.RouteTemplate(r) == httpapi.HeartbeatRoute
+// HeartbeatAnswered counts one heartbeat the coordinator answered
+// (rsc_heartbeats_total): by its protocol status, or, when it was refused
+// with an error, by the errorCode the caller gets. cmd/coordinator calls it
+// from a wrapper of the coordinator's Commands, where the answer is still a
+// value: every protocol outcome is HTTP 200, so the HTTP status does not
+// tell them apart.
+func (m *Metrics) HeartbeatAnswered(resp *wire.HeartbeatResponse, err error) {
+	m.heartbeats.WithLabelValues(heartbeatLabel(resp, err)).Inc()
 }
 
-// countHeartbeats reads the status out of each answer of next as it is written.
-// The protocol status is in the body (every protocol outcome is HTTP 200), and
-// httpapi's Observe hook sees only the HTTP status, hence this tee.
-func (m *Metrics) countHeartbeats(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tee := &bodyTee{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(tee, r)
-		m.heartbeats.WithLabelValues(heartbeatStatus(tee.status, tee.body)).Inc()
-	})
-}
-
-// heartbeatStatus is the label of one answer: the protocol status of a 200, the
-// errorCode of an error answer, "UNKNOWN" when the body says neither.
-func heartbeatStatus(code int, body []byte) string {
-	var v struct {
-		Status    any    `json:"status"`
-		ErrorCode string `json:"errorCode"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil {
-		return "UNKNOWN"
-	}
-	label := v.ErrorCode
-	if code == http.StatusOK {
-		label, _ = v.Status.(string)
+// heartbeatLabel is the status of an answer or the errorCode of a refusal;
+// "UNKNOWN" when neither is one of the contract's words.
+func heartbeatLabel(resp *wire.HeartbeatResponse, err error) string {
+	label := "INTERNAL_ERROR"
+	var ce *commands.Error
+	switch {
+	case err == nil && resp != nil:
+		label = resp.Status
+	case errors.As(err, &ce):
+		label = ce.Code
 	}
 	if !boundedLabel(label) {
 		return "UNKNOWN"
@@ -46,7 +35,7 @@ func heartbeatStatus(code int, body []byte) string {
 }
 
 // boundedLabel accepts the contract's status words (upper case and underscores)
-// so that a surprising body cannot mint unbounded label values.
+// so that a surprising value cannot mint unbounded label values.
 func boundedLabel(s string) bool {
 	if s == "" || len(s) > 40 {
 		return false
@@ -58,30 +47,3 @@ func boundedLabel(s string) bool {
 	}
 	return true
 }
-
-// bodyTee passes an answer through and keeps its status and the first
-// maxCapturedBody bytes of its body.
-type bodyTee struct {
-	http.ResponseWriter
-	status int
-	wrote  bool
-	body   []byte
-}
-
-func (t *bodyTee) WriteHeader(code int) {
-	if !t.wrote {
-		t.status, t.wrote = code, true
-	}
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *bodyTee) Write(b []byte) (int, error) {
-	t.wrote = true
-	if room := maxCapturedBody - len(t.body); room > 0 {
-		t.body = append(t.body, b[:min(room, len(b))]...)
-	}
-	return t.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (t *bodyTee) Unwrap() http.ResponseWriter { return t.ResponseWriter }

@@ -81,7 +81,7 @@ func New(cfg Config) *Metrics {
 	}, []string{"route", "method"})
 	m.heartbeats = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rsc_heartbeats_total",
-		Help: "Member heartbeats answered, by protocol status (OK, RETRY, FENCED_MEMBER_EPOCH, ...) or, for error answers, by errorCode.",
+		Help: "Member heartbeats the coordinator answered, by protocol status (OK, RETRY, FENCED_MEMBER_EPOCH, ...) or, for error answers, by errorCode. Requests refused before they reach the coordinator (authentication, a malformed body) are only in rsc_http_requests_total.",
 	}, []string{"status"})
 	m.eventsAppended = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rsc_events_appended_total",
@@ -116,20 +116,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorLog: promLogger{m.cfg.Logger}})
 }
 
-// Mount is httpapi's Config.Mount: it registers GET /metrics and the middleware
-// that counts heartbeats by protocol status.
+// Mount is httpapi's Config.Mount: it registers GET /metrics.
 func (m *Metrics) Mount(r *mux.Router) {
 	r.Handle(Path, m.Handler()).Methods(http.MethodGet)
-	r.Use(func(next http.Handler) http.Handler {
-		counted := m.countHeartbeats(next)
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if isHeartbeatRoute(req) {
-				counted.ServeHTTP(w, req)
-				return
-			}
-			next.ServeHTTP(w, req)
-		})
-	})
 }
 
 // Observe is httpapi's Config.Observe.

@@ -80,10 +80,25 @@ func mustFixture(t *testing.T) *fixture {
 	}
 	coord.Run()
 	t.Cleanup(coord.Close)
-	srv := httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop(), Observe: met.Observe, Mount: met.Mount}, coord, nil)
+	parts := httpapi.PartsOf(coord)
+	parts.Commands = countedHeartbeats{Commands: parts.Commands, met: met}
+	srv := httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop(), Observe: met.Observe, Mount: met.Mount}, parts, nil)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return &fixture{t: t, coord: coord, metrics: met, offsets: offs, url: ts.URL}
+}
+
+// countedHeartbeats counts heartbeat answers as cmd/coordinator's wrapper
+// of the same name does.
+type countedHeartbeats struct {
+	httpapi.Commands
+	met *metrics.Metrics
+}
+
+func (c countedHeartbeats) Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
+	resp, err := c.Commands.Heartbeat(ctx, k, memberID, principal, req)
+	c.met.HeartbeatAnswered(resp, err)
+	return resp, err
 }
 
 // do sends a request (Basic admin:password when auth is true) and returns status and body.
@@ -211,6 +226,12 @@ func TestMetricsAfterCreateAndHeartbeat(t *testing.T) {
 	if code, status := f.heartbeat("orders", "oc", "ghost", 7); code != 200 || status == wire.StatusOK {
 		t.Fatalf("heartbeat of an unknown member at epoch 7: %d %s, want a non-OK protocol status", code, status)
 	}
+	// A body the coordinator refuses (no memberEpoch): counted by its errorCode.
+	bad := heartbeatBody("B", 0)
+	delete(bad, "memberEpoch")
+	if code, body := f.do("POST", "/coord/v1/streams/orders/groups/oc/members/B/heartbeat", bad, false); code != http.StatusBadRequest {
+		t.Fatalf("heartbeat without memberEpoch: %d %s, want 400", code, body)
+	}
 	f.metrics.Refresh(context.Background())
 
 	g := map[string]string{"stream_prefix": "orders", "consumer_group": "oc"}
@@ -226,9 +247,11 @@ func TestMetricsAfterCreateAndHeartbeat(t *testing.T) {
 		{"rsc_events_appended_total", map[string]string{"type": "group.created"}, 1},
 		{"rsc_events_appended_total", map[string]string{"type": "member.joined"}, 1},
 		{"rsc_heartbeats_total", map[string]string{"status": "OK"}, 1},
+		{"rsc_heartbeats_total", map[string]string{"status": "INVALID_REQUEST"}, 1},
 		{"rsc_http_requests_total", map[string]string{"route": "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}", "method": "POST", "status": "201"}, 1},
 		{"rsc_http_requests_total", map[string]string{"route": "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat", "method": "POST", "status": "200"}, 2},
-		{"rsc_http_request_duration_seconds", map[string]string{"route": "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat", "method": "POST"}, 2},
+		{"rsc_http_requests_total", map[string]string{"route": "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat", "method": "POST", "status": "400"}, 1},
+		{"rsc_http_request_duration_seconds", map[string]string{"route": "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat", "method": "POST"}, 3},
 		{"rsc_group_shard_count", g, 4},
 		{"rsc_group_live_members", g, 1},
 		{"rsc_group_epoch", g, float64(group.GroupEpoch)},

@@ -32,18 +32,13 @@ func KeyOf(rec events.Record) GroupKey {
 	return GroupKey{StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup}
 }
 
-// foldGroup is the fold of one group: one switch over every event type, mutation
-// only. It returns the group after the event (a new group for group.created, nil
-// after group.deleted or for events of an unknown group).
+// foldGroup is the fold of one group: one switch over every event type, each
+// case one small function, mutation only. It returns the group after the
+// event (a new group for group.created, nil after group.deleted or for events
+// of an unknown group).
 func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	if ev, ok := rec.Event.(*events.GroupCreated); ok {
-		return &Group{
-			Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
-			GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: 1,
-			Members: map[string]*Member{}, Targets: map[string][]int{},
-			CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
-			Ordering: normalOrdering(ev.Ordering),
-		}
+		return groupCreated(k, rec, ev)
 	}
 	if g == nil {
 		// Events of an unknown group (command.rejected for a missing group) only
@@ -51,229 +46,345 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		return nil
 	}
 	g.UpdatedAt = rec.Time
-	setEpochs := func(e events.Epochs) {
-		g.GroupEpoch = e.GroupEpoch
-		g.MetadataVersion = e.MetadataVersion
-	}
-	member := func(id string) *Member {
-		m := g.Members[id]
-		if m == nil {
-			m = &Member{ID: id, Name: id, State: MemberActive}
-			g.Members[id] = m
-		}
-		m.UpdatedAt = rec.Time
-		return m
-	}
-
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
 		return nil
-	case *events.CommandRejected, *events.ShardsRepaired:
-		// Audit only.
-	case *events.AssignmentComputed:
-		g.AssignmentEpoch = ev.AssignmentEpoch
-		g.Targets = make(map[string][]int, len(ev.Targets))
-		for id, t := range ev.Targets {
-			g.Targets[id] = SortedInts(t)
-		}
-	case *events.AssignmentChanged:
-		g.AssignmentEpoch = ev.AssignmentEpoch
-		for id, t := range ev.Targets {
-			g.Targets[id] = SortedInts(t)
-		}
-		for _, id := range ev.Removed {
-			delete(g.Targets, id)
-		}
-
-	case *events.MemberJoined:
-		m := member(ev.MemberID)
-		m.Name = ev.MemberName
-		m.MaxConcurrency = ev.MaxConcurrency
-		m.State = MemberActive
-		m.Epoch = 0
-		m.Current, m.Revoking, m.Granted = nil, nil, nil
-		m.JoinedAt = rec.Time
-		m.Principal = ev.Principal
-		setEpochs(ev.Epochs)
-	case *events.MemberUpdated:
-		m := member(ev.MemberID)
-		m.Name = ev.MemberName
-		m.MaxConcurrency = ev.MaxConcurrency
-	case *events.MemberSynced:
-		m := member(ev.MemberID)
-		m.Epoch = ev.MemberEpoch
-		m.Granted = SortedInts(ev.Granted)
-	case *events.OwnershipReported:
-		m := member(ev.MemberID)
-		m.Current = SortedInts(ev.Owned)
-		m.Revoking = SortedInts(ev.Revoking)
-	case *events.RevokeAcknowledged:
-		// Audit of a release; the new ownership came with member.ownership_reported.
-	case *events.MemberLeft:
-		m := member(ev.MemberID)
-		m.State = MemberLeaving
-		m.Epoch = -1
-		m.Granted = nil
-		setEpochs(ev.Epochs)
-	case *events.MembersExpired:
-		for _, id := range ev.MemberIDs {
-			m := member(id)
-			m.State = MemberExpired
-			m.Epoch++
-			m.Granted = nil
-		}
-		setEpochs(ev.Epochs)
-	case *events.MemberFenced:
-		m := member(ev.MemberID)
-		m.State = MemberFenced
-		m.Epoch = ev.MemberEpoch
-		m.Current, m.Revoking, m.Granted = nil, nil, nil
-		setEpochs(ev.Epochs)
-	case *events.MembersPruned:
-		for _, id := range ev.MemberIDs {
-			delete(g.Members, id)
-			delete(g.Targets, id)
-		}
-		g.MetadataVersion = ev.MetadataVersion
-
-	case *events.ReshardingPreparing:
-		g.Reshardings = append(keptReshardings(g.Reshardings), &Resharding{
-			ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
-			State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
-			RequestedBy: ev.RequestedBy, Reason: ev.Reason,
-			StartEpochs: events.Epochs{GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion},
-		})
-		g.ActiveResharding = ev.ReshardingID
-		stateChange(g, ev.ReshardingID, Preparing, "requested", rec)
-	case *events.ReshardingProvisioned:
-		if m := g.Resharding(ev.ReshardingID); m != nil {
-			m.ProvisionedShards = ev.Shards
-			stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
-		}
-	case *events.ReshardingActivated:
-		g.ShardCount = ev.ShardCount
-		g.AssignableCount = ev.AssignableCount
-		setEpochs(ev.Epochs)
-		stateChange(g, ev.ReshardingID, Active, "activated", rec)
-	case *events.ReshardingDraining:
-		setEpochs(ev.Epochs)
-		stateChange(g, ev.ReshardingID, Draining, "converged", rec)
-	case *events.ReshardingDrained:
-		g.AssignableCount = ev.AssignableCount
-		setEpochs(ev.Epochs)
-		if m := g.Resharding(ev.ReshardingID); m != nil {
-			m.Drained = true
-			m.Evidence = ev.Evidence
-			stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
-		}
-	case *events.ReshardingReopened:
-		g.AssignableCount = ev.AssignableCount
-		setEpochs(ev.Epochs)
-		if m := g.Resharding(ev.ReshardingID); m != nil {
-			m.Drained = false
-			m.Evidence = ev.Evidence
-			stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
-		}
-	case *events.ReshardingCompleted:
-		g.MetadataVersion = ev.MetadataVersion
-		if m := g.Resharding(ev.ReshardingID); m != nil {
-			if len(ev.Evidence) > 0 {
-				m.Evidence = ev.Evidence
-			}
-			stateChange(g, ev.ReshardingID, ev.State, "completed", rec)
-		}
-		if g.ActiveResharding == ev.ReshardingID {
-			g.ActiveResharding = ""
-		}
-	case *events.ReshardingRolledBack:
-		g.ShardCount = ev.ShardCount
-		g.AssignableCount = ev.AssignableCount
-		setEpochs(ev.Epochs)
-		if m := g.Resharding(ev.ReshardingID); m != nil {
-			m.RollbackPolicy = ev.Policy
-			m.RollbackRequestedBy = ev.RequestedBy
-			m.RollbackReason = ev.Reason
-			m.Drained = false
-			stateChange(g, ev.ReshardingID, ev.State, "rollback requested ("+ev.Policy+")", rec)
-		}
-		if ev.State == RolledBack && g.ActiveResharding == ev.ReshardingID {
-			g.ActiveResharding = ""
-		}
+	case *events.CommandRejected, *events.ShardsRepaired, *events.RevokeAcknowledged:
+		// Audit only (a revoke's new ownership came with member.ownership_reported).
 	case *events.GroupOrderingChanged:
 		g.Ordering = normalOrdering(ev.Ordering)
+	case *events.AssignmentComputed:
+		assignmentComputed(g, ev)
+	case *events.AssignmentChanged:
+		assignmentChanged(g, ev)
+	case *events.MemberJoined:
+		memberJoined(g, rec, ev)
+	case *events.MemberUpdated:
+		memberUpdated(g, rec, ev)
+	case *events.MemberSynced:
+		memberSynced(g, rec, ev)
+	case *events.OwnershipReported:
+		ownershipReported(g, rec, ev)
+	case *events.MemberLeft:
+		memberLeft(g, rec, ev)
+	case *events.MembersExpired:
+		membersExpired(g, rec, ev)
+	case *events.MemberFenced:
+		memberFenced(g, rec, ev)
+	case *events.MembersPruned:
+		membersPruned(g, ev)
+	case *events.ReshardingPreparing:
+		reshardingPreparing(g, rec, ev)
+	case *events.ReshardingProvisioned:
+		reshardingProvisioned(g, rec, ev)
+	case *events.ReshardingActivated:
+		reshardingActivated(g, rec, ev)
+	case *events.ReshardingDraining:
+		setEpochs(g, ev.Epochs)
+		stateChange(g, ev.ReshardingID, Draining, "converged", rec)
+	case *events.ReshardingDrained:
+		reshardingDrained(g, rec, ev)
+	case *events.ReshardingReopened:
+		reshardingReopened(g, rec, ev)
+	case *events.ReshardingCompleted:
+		reshardingCompleted(g, rec, ev)
+	case *events.ReshardingRolledBack:
+		reshardingRolledBack(g, rec, ev)
 	case *events.ReshardingCutover:
-		byIndex := make(map[int]events.ShardCutover, len(ev.Shards))
-		for _, c := range ev.Shards {
-			byIndex[c.ShardIndex] = c
-		}
-		for _, cb := range ev.Barriers {
-			b := &Barrier{
-				ReshardingID: ev.ReshardingID, Fence: ev.Fence, Shard: cb.ShardIndex, After: cb.After, Since: rec.Time,
-				StreamKey: k.StreamPrefix + ":" + strconv.Itoa(cb.ShardIndex),
-			}
-			for _, s := range cb.Sources {
-				if c, ok := byIndex[s]; ok {
-					b.Sources = append(b.Sources, c)
-				}
-			}
-			g.Barriers = append(g.Barriers, b)
-		}
-		stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("cutover: fences raised to %d; %d shards wait on a barrier", ev.Fence, len(ev.Barriers)), rec)
+		reshardingCutover(g, k, rec, ev)
 	case *events.BarrierReleased:
-		var kept []*Barrier // a new slice: a clone shares the old one
-		for _, b := range g.Barriers {
-			if b.Fence != ev.Fence || !containsInt(ev.Shards, b.Shard) {
-				kept = append(kept, b)
-			}
-		}
-		g.Barriers = kept
-		stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("barrier released on shards %v", ev.Shards), rec)
-	case *events.AutoscalingConfigured:
-		a := Autoscaling{}
-		if g.Autoscaling != nil {
-			a = *g.Autoscaling
-		}
-		a.Policy, a.ConfiguredAt = *ev, rec.Time
-		g.Autoscaling = &a
-	case *events.AutoscalingDisabled:
-		if g.Autoscaling != nil {
-			a := *g.Autoscaling
-			a.Policy.Enabled = false
-			a.Policy.RequestedBy, a.Policy.Reason = ev.RequestedBy, ev.Reason
-			a.ConfiguredAt = rec.Time
-			g.Autoscaling = &a
-		}
-	case *events.AutoscalingDecided:
-		a := Autoscaling{}
-		if g.Autoscaling != nil {
-			a = *g.Autoscaling
-		}
-		a.LastDecision = &AutoscaleDecision{At: rec.Time, EventID: rec.ID, Decided: *ev}
-		if !ev.DryRun {
-			if ev.Direction == events.ScaleIn {
-				a.LastInAt = rec.Time
-			} else {
-				a.LastOutAt = rec.Time
-			}
-		}
-		g.Autoscaling = &a
+		barrierReleased(g, rec, ev)
 	case *events.UnfencedWrites:
 		for _, w := range ev.Shards {
 			g.UnfencedWrites += w.Count
 		}
 	case *events.ShardsRetired:
-		if m := g.Resharding(ev.ReshardingID); m != nil {
-			m.Retired = true
-			m.RetiredKeys = append([]string(nil), ev.StreamKeys...)
-			m.RetiredKept = ev.Kept
-			phase := "retired: streams deleted"
-			if ev.Kept {
-				phase = "retired: streams kept by policy"
-			}
-			stateChange(g, ev.ReshardingID, m.State, phase, rec)
-		}
+		shardsRetired(g, rec, ev)
+	case *events.AutoscalingConfigured:
+		autoscalingConfigured(g, rec, ev)
+	case *events.AutoscalingDisabled:
+		autoscalingDisabled(g, rec, ev)
+	case *events.AutoscalingDecided:
+		autoscalingDecided(g, rec, ev)
 	}
 	return g
+}
+
+// --- the group and its assignment ---
+
+func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group {
+	return &Group{
+		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
+		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: 1,
+		Members: map[string]*Member{}, Targets: map[string][]int{},
+		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
+		Ordering: normalOrdering(ev.Ordering),
+	}
+}
+
+func setEpochs(g *Group, e events.Epochs) {
+	g.GroupEpoch = e.GroupEpoch
+	g.MetadataVersion = e.MetadataVersion
+}
+
+func assignmentComputed(g *Group, ev *events.AssignmentComputed) {
+	g.AssignmentEpoch = ev.AssignmentEpoch
+	g.Targets = make(map[string][]int, len(ev.Targets))
+	for id, t := range ev.Targets {
+		g.Targets[id] = SortedInts(t)
+	}
+}
+
+func assignmentChanged(g *Group, ev *events.AssignmentChanged) {
+	g.AssignmentEpoch = ev.AssignmentEpoch
+	for id, t := range ev.Targets {
+		g.Targets[id] = SortedInts(t)
+	}
+	for _, id := range ev.Removed {
+		delete(g.Targets, id)
+	}
+}
+
+// --- members ---
+
+// memberOf is the member id (created ACTIVE if the group has no record of
+// it), touched at the record's time.
+func memberOf(g *Group, id string, rec events.Record) *Member {
+	m := g.Members[id]
+	if m == nil {
+		m = &Member{ID: id, Name: id, State: MemberActive}
+		g.Members[id] = m
+	}
+	m.UpdatedAt = rec.Time
+	return m
+}
+
+func memberJoined(g *Group, rec events.Record, ev *events.MemberJoined) {
+	m := memberOf(g, ev.MemberID, rec)
+	m.Name = ev.MemberName
+	m.MaxConcurrency = ev.MaxConcurrency
+	m.State = MemberActive
+	m.Epoch = 0
+	m.Current, m.Revoking, m.Granted = nil, nil, nil
+	m.JoinedAt = rec.Time
+	m.Principal = ev.Principal
+	setEpochs(g, ev.Epochs)
+}
+
+func memberUpdated(g *Group, rec events.Record, ev *events.MemberUpdated) {
+	m := memberOf(g, ev.MemberID, rec)
+	m.Name = ev.MemberName
+	m.MaxConcurrency = ev.MaxConcurrency
+}
+
+func memberSynced(g *Group, rec events.Record, ev *events.MemberSynced) {
+	m := memberOf(g, ev.MemberID, rec)
+	m.Epoch = ev.MemberEpoch
+	m.Granted = SortedInts(ev.Granted)
+}
+
+func ownershipReported(g *Group, rec events.Record, ev *events.OwnershipReported) {
+	m := memberOf(g, ev.MemberID, rec)
+	m.Current = SortedInts(ev.Owned)
+	m.Revoking = SortedInts(ev.Revoking)
+}
+
+func memberLeft(g *Group, rec events.Record, ev *events.MemberLeft) {
+	m := memberOf(g, ev.MemberID, rec)
+	m.State = MemberLeaving
+	m.Epoch = -1
+	m.Granted = nil
+	setEpochs(g, ev.Epochs)
+}
+
+func membersExpired(g *Group, rec events.Record, ev *events.MembersExpired) {
+	for _, id := range ev.MemberIDs {
+		m := memberOf(g, id, rec)
+		m.State = MemberExpired
+		m.Epoch++
+		m.Granted = nil
+	}
+	setEpochs(g, ev.Epochs)
+}
+
+func memberFenced(g *Group, rec events.Record, ev *events.MemberFenced) {
+	m := memberOf(g, ev.MemberID, rec)
+	m.State = MemberFenced
+	m.Epoch = ev.MemberEpoch
+	m.Current, m.Revoking, m.Granted = nil, nil, nil
+	setEpochs(g, ev.Epochs)
+}
+
+func membersPruned(g *Group, ev *events.MembersPruned) {
+	for _, id := range ev.MemberIDs {
+		delete(g.Members, id)
+		delete(g.Targets, id)
+	}
+	g.MetadataVersion = ev.MetadataVersion
+}
+
+// --- reshardings ---
+
+func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPreparing) {
+	g.Reshardings = append(keptReshardings(g.Reshardings), &Resharding{
+		ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
+		State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
+		RequestedBy: ev.RequestedBy, Reason: ev.Reason,
+		StartEpochs: events.Epochs{GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion},
+	})
+	g.ActiveResharding = ev.ReshardingID
+	stateChange(g, ev.ReshardingID, Preparing, "requested", rec)
+}
+
+func reshardingProvisioned(g *Group, rec events.Record, ev *events.ReshardingProvisioned) {
+	if m := g.Resharding(ev.ReshardingID); m != nil {
+		m.ProvisionedShards = ev.Shards
+		stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
+	}
+}
+
+func reshardingActivated(g *Group, rec events.Record, ev *events.ReshardingActivated) {
+	g.ShardCount = ev.ShardCount
+	g.AssignableCount = ev.AssignableCount
+	setEpochs(g, ev.Epochs)
+	stateChange(g, ev.ReshardingID, Active, "activated", rec)
+}
+
+func reshardingDrained(g *Group, rec events.Record, ev *events.ReshardingDrained) {
+	g.AssignableCount = ev.AssignableCount
+	setEpochs(g, ev.Epochs)
+	if m := g.Resharding(ev.ReshardingID); m != nil {
+		m.Drained = true
+		m.Evidence = ev.Evidence
+		stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
+	}
+}
+
+func reshardingReopened(g *Group, rec events.Record, ev *events.ReshardingReopened) {
+	g.AssignableCount = ev.AssignableCount
+	setEpochs(g, ev.Epochs)
+	if m := g.Resharding(ev.ReshardingID); m != nil {
+		m.Drained = false
+		m.Evidence = ev.Evidence
+		stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
+	}
+}
+
+func reshardingCompleted(g *Group, rec events.Record, ev *events.ReshardingCompleted) {
+	g.MetadataVersion = ev.MetadataVersion
+	if m := g.Resharding(ev.ReshardingID); m != nil {
+		if len(ev.Evidence) > 0 {
+			m.Evidence = ev.Evidence
+		}
+		stateChange(g, ev.ReshardingID, ev.State, "completed", rec)
+	}
+	if g.ActiveResharding == ev.ReshardingID {
+		g.ActiveResharding = ""
+	}
+}
+
+func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRolledBack) {
+	g.ShardCount = ev.ShardCount
+	g.AssignableCount = ev.AssignableCount
+	setEpochs(g, ev.Epochs)
+	if m := g.Resharding(ev.ReshardingID); m != nil {
+		m.RollbackPolicy = ev.Policy
+		m.RollbackRequestedBy = ev.RequestedBy
+		m.RollbackReason = ev.Reason
+		m.Drained = false
+		stateChange(g, ev.ReshardingID, ev.State, "rollback requested ("+ev.Policy+")", rec)
+	}
+	if ev.State == RolledBack && g.ActiveResharding == ev.ReshardingID {
+		g.ActiveResharding = ""
+	}
+}
+
+func shardsRetired(g *Group, rec events.Record, ev *events.ShardsRetired) {
+	m := g.Resharding(ev.ReshardingID)
+	if m == nil {
+		return
+	}
+	m.Retired = true
+	m.RetiredKeys = append([]string(nil), ev.StreamKeys...)
+	m.RetiredKept = ev.Kept
+	phase := "retired: streams deleted"
+	if ev.Kept {
+		phase = "retired: streams kept by policy"
+	}
+	stateChange(g, ev.ReshardingID, m.State, phase, rec)
+}
+
+// --- ordering ---
+
+func reshardingCutover(g *Group, k GroupKey, rec events.Record, ev *events.ReshardingCutover) {
+	byIndex := make(map[int]events.ShardCutover, len(ev.Shards))
+	for _, c := range ev.Shards {
+		byIndex[c.ShardIndex] = c
+	}
+	for _, cb := range ev.Barriers {
+		b := &Barrier{
+			ReshardingID: ev.ReshardingID, Fence: ev.Fence, Shard: cb.ShardIndex, After: cb.After, Since: rec.Time,
+			StreamKey: k.StreamPrefix + ":" + strconv.Itoa(cb.ShardIndex),
+		}
+		for _, s := range cb.Sources {
+			if c, ok := byIndex[s]; ok {
+				b.Sources = append(b.Sources, c)
+			}
+		}
+		g.Barriers = append(g.Barriers, b)
+	}
+	stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("cutover: fences raised to %d; %d shards wait on a barrier", ev.Fence, len(ev.Barriers)), rec)
+}
+
+func barrierReleased(g *Group, rec events.Record, ev *events.BarrierReleased) {
+	var kept []*Barrier // a new slice: a clone shares the old one
+	for _, b := range g.Barriers {
+		if b.Fence != ev.Fence || !containsInt(ev.Shards, b.Shard) {
+			kept = append(kept, b)
+		}
+	}
+	g.Barriers = kept
+	stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("barrier released on shards %v", ev.Shards), rec)
+}
+
+// --- autoscaling ---
+
+// autoscalingOf is a copy of the group's autoscaling (a clone shares it).
+func autoscalingOf(g *Group) Autoscaling {
+	if g.Autoscaling != nil {
+		return *g.Autoscaling
+	}
+	return Autoscaling{}
+}
+
+func autoscalingConfigured(g *Group, rec events.Record, ev *events.AutoscalingConfigured) {
+	a := autoscalingOf(g)
+	a.Policy, a.ConfiguredAt = *ev, rec.Time
+	g.Autoscaling = &a
+}
+
+func autoscalingDisabled(g *Group, rec events.Record, ev *events.AutoscalingDisabled) {
+	if g.Autoscaling == nil {
+		return
+	}
+	a := autoscalingOf(g)
+	a.Policy.Enabled = false
+	a.Policy.RequestedBy, a.Policy.Reason = ev.RequestedBy, ev.Reason
+	a.ConfiguredAt = rec.Time
+	g.Autoscaling = &a
+}
+
+func autoscalingDecided(g *Group, rec events.Record, ev *events.AutoscalingDecided) {
+	a := autoscalingOf(g)
+	a.LastDecision = &AutoscaleDecision{At: rec.Time, EventID: rec.ID, Decided: *ev}
+	if !ev.DryRun {
+		if ev.Direction == events.ScaleIn {
+			a.LastInAt = rec.Time
+		} else {
+			a.LastOutAt = rec.Time
+		}
+	}
+	g.Autoscaling = &a
 }
 
 // normalOrdering is the ordering a group keeps: KEY, or "" for none.

@@ -6,8 +6,9 @@
 // byte-identical state (see State.Encode). It validates nothing that could fail on
 // a log already written, except the order of stream ids.
 //
-// Its views (view.go) are plain values without JSON tags: httpapi and replay
-// put them into the wire's shapes (package wire).
+// Its views (view.go) are plain values without JSON tags; wire.go maps them
+// into package wire's shapes, the one mapping httpapi answers with and replay
+// prints.
 //
-// It imports events and nothing else from the repository.
+// It imports events and wire (data only) and nothing else from the repository.
 package projection

@@ -12,7 +12,7 @@
 // would have believed. An entry that does not decode stops the
 // work with an error naming its id; nothing is ever skipped.
 //
-// It imports events and projection and nothing else from the repository: it
-// must not import commands or httpapi, so the HTTP layer and cmd/replay can
+// It imports events, projection and wire (the shapes it prints) and nothing
+// else from the repository: it must not import commands or httpapi, so the HTTP layer and cmd/replay can
 // both build on it without a cycle. The Redis log is handed in as an events.Log by cmd/replay.
 package replay

@@ -1,8 +1,10 @@
 package member_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -180,6 +182,51 @@ func (e env) pending(t *testing.T, shard int) int64 {
 		t.Fatal(err)
 	}
 	return p.Count
+}
+
+// heartbeats waits until member id sent n more heartbeats: its loop ran that
+// often since (every heartbeat follows the member's reaction to the last
+// answer), which is what a negative check waits for before it looks.
+func (e env) heartbeats(t *testing.T, id string, n int) {
+	t.Helper()
+	k := len(e.coord.requests(id))
+	eventually(t, fmt.Sprintf("%d more heartbeats of %s", n, id), func() bool { return len(e.coord.requests(id)) >= k+n })
+}
+
+// delivered reports whether the group's last-delivered-id on shard reached
+// id: some consumer read the entry (whether or not it handled it yet).
+func (e env) delivered(t *testing.T, shard int, id string) bool {
+	t.Helper()
+	groups, err := e.rdb.XInfoGroups(context.Background(), routing.StreamKey(prefix, shard)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if g.Name == group {
+			c, err := compareIDs(g.LastDeliveredID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c >= 0
+		}
+	}
+	return false
+}
+
+func compareIDs(a, b string) (int, error) {
+	var am, as, bm, bs uint64
+	if _, err := fmt.Sscanf(a, "%d-%d", &am, &as); err != nil {
+		return 0, fmt.Errorf("stream id %q: %w", a, err)
+	}
+	if _, err := fmt.Sscanf(b, "%d-%d", &bm, &bs); err != nil {
+		return 0, fmt.Errorf("stream id %q: %w", b, err)
+	}
+	switch {
+	case am != bm:
+		return cmp.Compare(am, bm), nil
+	default:
+		return cmp.Compare(as, bs), nil
+	}
 }
 
 // eventually polls cond for up to 5 s.

@@ -150,8 +150,9 @@ func TestRevokeFinishesInFlightBeforeRelease(t *testing.T) {
 	if e.pending(t, 1) != 1 {
 		t.Fatal("the in-flight message must still be pending")
 	}
-	// Nothing is released while the handler runs.
-	time.Sleep(200 * time.Millisecond)
+	// Nothing is released while the handler runs (over several heartbeats,
+	// each a chance to report the release).
+	e.heartbeats(t, "w", 4)
 	for _, req := range e.coord.requests("w") {
 		if st, _ := revokeState(req, 1); st == client.RevokeRevoked {
 			t.Fatal("REVOKED reported while a message was in flight")
@@ -170,10 +171,13 @@ func TestRevokeFinishesInFlightBeforeRelease(t *testing.T) {
 		st, _ := revokeState(req, 1)
 		return st == "" && equalInts(owned(req), []int{0})
 	})
-	// The shard is no longer read.
-	e.publish(t, 1, "after")
-	time.Sleep(200 * time.Millisecond)
-	if got.has("after") {
+	// The shard is no longer read: an entry published on it stays undelivered
+	// while a later one on shard 0 is handled and the member heartbeats on.
+	after := e.publish(t, 1, "after")
+	e.publish(t, 0, "marker")
+	eventually(t, "the marker on shard 0 handled", func() bool { return got.has("marker") })
+	e.heartbeats(t, "w", 3)
+	if got.has("after") || e.delivered(t, 1, after) {
 		t.Fatal("a released shard was read")
 	}
 }
@@ -188,13 +192,15 @@ func TestOnlyOKStartsNewShards(t *testing.T) {
 
 	e.coord.set(answer(client.StatusRevokePending, 3, 0, 1))
 	eventually(t, "epoch 3 adopted", func() bool { return *e.coord.last("w").MemberEpoch == 3 })
-	time.Sleep(150 * time.Millisecond)
+	e.heartbeats(t, "w", 3) // each after the member acted on a REVOKE_PENDING
 	if req := e.coord.last("w"); !equalInts(owned(req), []int{0}) {
 		t.Fatalf("REVOKE_PENDING started shards: owned %v", owned(req))
 	}
-	e.publish(t, 1, "x")
-	time.Sleep(150 * time.Millisecond)
-	if got.has("x") {
+	x := e.publish(t, 1, "x")
+	e.publish(t, 0, "marker")
+	eventually(t, "the marker on shard 0 handled", func() bool { return got.has("marker") })
+	e.heartbeats(t, "w", 3)
+	if got.has("x") || e.delivered(t, 1, x) {
 		t.Fatal("shard 1 read without an OK")
 	}
 
@@ -239,9 +245,9 @@ func TestFencedStopsEverythingAndRejoins(t *testing.T) {
 	if _, ok := events.Load(member.EventFenced); !ok {
 		t.Fatal("no fenced event")
 	}
-	e.publish(t, 0, "while-unassigned")
-	time.Sleep(200 * time.Millisecond)
-	if got.has("while-unassigned") {
+	id := e.publish(t, 0, "while-unassigned")
+	e.heartbeats(t, "w", 4) // each after the member acted on an answer granting nothing
+	if got.has("while-unassigned") || e.delivered(t, 0, id) {
 		t.Fatal("a fenced member kept reading")
 	}
 	if req := e.coord.last("w"); *req.MemberEpoch != 7 || len(req.OwnedShards) != 0 {
@@ -314,10 +320,10 @@ func TestLeaseLapsePausesReading(t *testing.T) {
 	if rt.Members()[0].LeaseValid {
 		t.Fatal("status says the lease is valid")
 	}
-	time.Sleep(100 * time.Millisecond) // a read already blocked ends
-	e.publish(t, 0, "during-outage")
-	time.Sleep(300 * time.Millisecond)
-	if got.has("during-outage") {
+	e.heartbeats(t, "w", 2) // a read already blocked (Block 50 ms) has ended by now
+	id := e.publish(t, 0, "during-outage")
+	e.heartbeats(t, "w", 4) // each failed, each a chance to read
+	if got.has("during-outage") || e.delivered(t, 0, id) {
 		t.Fatal("read a shard after the lease lapsed")
 	}
 	e.coord.set(answer(client.StatusOK, 2, 0))
@@ -360,7 +366,10 @@ func TestTakeoverClaimsPendingEntries(t *testing.T) {
 	if _, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "dead", Streams: []string{"orders:0", ">"}, Count: 10}).Result(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(120 * time.Millisecond) // ClaimMinIdle is 100 ms
+	eventually(t, "the orphans idle for ClaimMinIdle (100 ms)", func() bool {
+		p, err := e.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "orders:0", Group: group, Start: "-", End: "+", Count: 10}).Result()
+		return err == nil && len(p) == 2 && p[0].Idle >= 100*time.Millisecond && p[1].Idle >= 100*time.Millisecond
+	})
 	var got received
 	var claimed atomic.Int64
 	cfg := e.config(func(c *member.Config) {
@@ -444,7 +453,6 @@ func TestMissingStreamIsTolerated(t *testing.T) {
 	if err := e.rdb.XGroupCreateMkStream(context.Background(), routing.StreamKey(prefix, 1), group, "$").Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
 	e.publish(t, 1, "b")
 	eventually(t, "shard 1 read once provisioned", func() bool { return got.has("b") })
 }
@@ -469,7 +477,7 @@ func TestReassignedWhileDrainingResumes(t *testing.T) {
 	e.coord.set(answer(client.StatusOK, 3, 0))
 	eventually(t, "draining", func() bool { st, _ := revokeState(e.coord.last("w"), 1); return st == client.RevokeDraining })
 	e.coord.set(answer(client.StatusOK, 4, 0, 1))
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, "the re-assignment adopted while draining", func() bool { return *e.coord.last("w").MemberEpoch == 4 })
 	close(gate)
 	eventually(t, "owned again", func() bool { return equalInts(owned(e.coord.last("w")), []int{0, 1}) })
 	e.publish(t, 1, "again")

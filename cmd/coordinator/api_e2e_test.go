@@ -910,6 +910,14 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 	if g := apiGroup(t, tc, "hb", "g"); g["state"] != "STABLE" {
 		t.Fatalf("state %v, want STABLE", g["state"])
 	}
+	// Every answer the coordinator gave is counted by its protocol status
+	// (the steps above: 7 OK, 1 FENCED_MEMBER_EPOCH).
+	metrics := string(apiSend(t, tc, apiNoAuth, "GET", "/metrics", nil, nil).apiWant(t, 200).Body)
+	for _, want := range []string{`rsc_heartbeats_total{status="OK"} 7`, `rsc_heartbeats_total{status="FENCED_MEMBER_EPOCH"} 1`, `rsc_heartbeats_total{status="UNSUPPORTED_PROTOCOL"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "rsc_heartbeats_total"))
+		}
+	}
 
 	t.Run("reporting a shard not assigned fences, rejoin works", func(t *testing.T) {
 		hb := apiBeat(t, tc, "hb", "g", apiHBBody{Member: "A", Epoch: 3, MV: 3, Owned: []int{0, 1, 2}})

@@ -8,6 +8,7 @@ import (
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // newMetrics builds the Prometheus metrics (served at GET /metrics, without
@@ -56,4 +57,18 @@ func (a shardOffsets) Offsets(ctx context.Context, prefix, group string, shards 
 		out[i] = metrics.ShardOffset{ShardIndex: o.Shard.ShardIndex, Pending: o.PendingCount, Lag: o.Lag}
 	}
 	return out, nil
+}
+
+// countedHeartbeats is the coordinator's Commands with every heartbeat
+// answer counted on its way out (rsc_heartbeats_total), while it is still a
+// value: the protocol status is in the body of an HTTP 200.
+type countedHeartbeats struct {
+	httpapi.Commands
+	answered func(*wire.HeartbeatResponse, error)
+}
+
+func (c countedHeartbeats) Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
+	resp, err := c.Commands.Heartbeat(ctx, k, memberID, principal, req)
+	c.answered(resp, err)
+	return resp, err
 }

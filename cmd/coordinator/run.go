@@ -262,13 +262,15 @@ func (m *Main) Run(ctx context.Context) error {
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
 	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
+	parts := httpapi.PartsOf(m.coord)
+	parts.Commands = countedHeartbeats{Commands: parts.Commands, answered: m.metrics.HeartbeatAnswered}
 	m.server = httpapi.NewServer(httpapi.Config{
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute, Hosts: m.hostPolicy(),
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
 			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
 		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(),
-	}, m.coord, streamReader{shards})
+	}, parts, streamReader{shards})
 	m.metrics.Watch(m.coord, shardOffsets{m.server})
 	if err := m.server.Open(); err != nil {
 		return err

@@ -15,10 +15,11 @@ import (
 )
 
 // TestIntegrationTwoCoordinatorsOneLog runs two coordinators on one log under
-// concurrent heartbeats and scale requests sent to both: compare-and-append keeps
-// one linear history in which a group never has two active reshardings (checked
-// after every event of the log), both end with the same state, equal to a fresh
-// fold, and no shard is ever owned twice.
+// concurrent heartbeats and scale requests sent to both: their appends
+// conflict (asserted: without a conflict nothing raced), compare-and-append
+// keeps one linear history in which a group never has two active reshardings
+// (checked after every event of the log), both end with the same state, equal
+// to a fresh fold, and no shard is ever owned twice.
 func TestIntegrationTwoCoordinatorsOneLog(t *testing.T) {
 	parallel(t)
 	rs := redistest.StartProcess(t)
@@ -75,6 +76,26 @@ func TestIntegrationTwoCoordinatorsOneLog(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("scale answers by status: %v; conflicts seen: a=%d b=%d", codes, a.Main.Coordinator().Conflicts(), b.Main.Coordinator().Conflicts())
+	// The test is about two writers racing for the log: it proves nothing
+	// unless they did. They usually have by now; if not, both append at once
+	// (each creates a group) until one's compare-and-append loses.
+	n := 0
+	eventually(t, 20*time.Second, "a compare-and-append conflict between the two coordinators", func() bool {
+		if a.Main.Coordinator().Conflicts()+b.Main.Coordinator().Conflicts() > 0 {
+			return true
+		}
+		var race sync.WaitGroup
+		for _, tc := range []*testCoordinator{a, b} {
+			n++
+			race.Add(1)
+			go func(tc *testCoordinator, group string) {
+				defer race.Done()
+				_, _ = tc.TryDoAs("admin", "password", "POST", "/coord/v1/streams/two-race/groups/"+group, map[string]any{"initialShardCount": 1, "requestedBy": "t"})
+			}(tc, fmt.Sprintf("g%d", n))
+		}
+		race.Wait()
+		return false
+	})
 	if codes[202] == 0 {
 		t.Fatalf("no scale request succeeded: %v", codes)
 	}

@@ -83,7 +83,7 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 		}
 	}
 
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, coord, nil)
+	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
 	if err := srv.Open(); err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.
 	if follower.Role() != commands.RoleFollower {
 		return fmt.Errorf("the follower reports role %s", follower.Role())
 	}
-	fsrv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, follower, nil)
+	fsrv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(follower), nil)
 	if err := fsrv.Open(); err != nil {
 		return err
 	}

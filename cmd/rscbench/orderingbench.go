@@ -68,7 +68,7 @@ func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 	}
 	coord.Run()
 	defer coord.Close()
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, coord, nil)
+	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
 	if err := srv.Open(); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/rscoord/rsc/wire"
@@ -28,15 +27,18 @@ func setupAutoscale(fs *flag.FlagSet, a *app) func(context.Context, []string) er
 	requestedBy := fs.String("requested-by", defaultActor(), "audit identity recorded with the request")
 	reason := fs.String("reason", "", "audit text recorded with the request")
 	return func(ctx context.Context, args []string) error {
-		path := groupPath(args[0], args[1]) + "/autoscaling"
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		var resp wire.AutoscalingResponse
+		p, g := args[0], args[1]
+		var resp *wire.AutoscalingResponse
 		var data []byte
 		var err error
 		switch {
 		case *off:
-			data, err = a.send(ctx, http.MethodDelete, path, wire.AutoscalingDeleteRequest{RequestedBy: *requestedBy, Reason: *reason}, &resp)
+			del := wire.AutoscalingDeleteRequest{RequestedBy: *requestedBy, Reason: *reason}
+			resp, data, err = call(ctx, a, func(ctx context.Context) (*wire.AutoscalingResponse, error) {
+				return a.c.DisableAutoscaling(ctx, p, g, del)
+			})
 		case set["min"] || set["max"] || set["target"]:
 			req := wire.AutoscalingRequest{MinShards: minShards, MaxShards: maxShards, TargetEntriesPerSecondPerShard: target, DryRun: dryRun, RequestedBy: *requestedBy, Reason: *reason}
 			if !set["min"] || !set["max"] || !set["target"] {
@@ -57,9 +59,11 @@ func setupAutoscale(fs *flag.FlagSet, a *app) func(context.Context, []string) er
 			if set["step"] {
 				req.MaxStepFactor = step
 			}
-			data, err = a.send(ctx, http.MethodPut, path, req, &resp)
+			resp, data, err = call(ctx, a, func(ctx context.Context) (*wire.AutoscalingResponse, error) {
+				return a.c.SetAutoscaling(ctx, p, g, req)
+			})
 		default:
-			data, err = a.get(ctx, path, nil, &resp)
+			resp, data, err = call(ctx, a, func(ctx context.Context) (*wire.AutoscalingResponse, error) { return a.c.Autoscaling(ctx, p, g) })
 		}
 		if err != nil {
 			return err
@@ -67,7 +71,7 @@ func setupAutoscale(fs *flag.FlagSet, a *app) func(context.Context, []string) er
 		if a.g.output == "json" {
 			return printJSON(a.stdout, data)
 		}
-		return printAutoscaling(a, resp)
+		return printAutoscaling(a, *resp)
 	}
 }
 

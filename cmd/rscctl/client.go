@@ -1,17 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/rscoord/rsc/client"
 )
 
 // requestTimeout bounds one HTTP call; --wait polls many times within its own timeout.
@@ -23,16 +25,16 @@ type app struct {
 	stdout, stderr io.Writer
 	g              globals
 	base           string
-	http           *http.Client
-	authorize      func(*http.Request)
-	credentials    string // what authorize sends, for error messages
+	// c is the SDK's client of the coordinator, built by connect.
+	c           *client.Client
+	credentials string // what the client sends, for error messages
 	// requestID goes out as X-Request-Id on every call of this invocation, so the
 	// audit history ties the coordinator's events to the command that caused them.
 	requestID string
 }
 
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, g: newGlobals(), http: &http.Client{Timeout: requestTimeout}, requestID: newRequestID()}
+	return &app{stdout: stdout, stderr: stderr, g: newGlobals(), requestID: newRequestID()}
 }
 
 // connect resolves the base URL and the credentials (see usage for the order).
@@ -42,23 +44,23 @@ func (a *app) connect() error {
 		return usageErrorf("--url %q: want http://host:port or https://host:port", a.g.url)
 	}
 	a.base = strings.TrimSuffix(u.String(), "/")
+	var creds client.Credentials
 	switch {
 	case a.g.token != "":
-		tok := a.g.token
-		a.authorize = func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+		creds = client.BearerToken(a.g.token)
 		a.credentials = "the bearer token from --token/$RSC_TOKEN"
 	case !a.g.explicitCreds:
 		if tok, path, ok := loadToken(); ok {
-			a.authorize = func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+			creds = client.BearerToken(tok)
 			a.credentials = "the token saved in " + path + ` (run "rscctl login --save" again, or pass --user/--password)`
 			break
 		}
 		fallthrough
 	default:
-		user, pass := a.g.user, a.g.password
-		a.authorize = func(r *http.Request) { r.SetBasicAuth(user, pass) }
-		a.credentials = "user " + user
+		creds = client.BasicAuth{Username: a.g.user, Password: a.g.password}
+		a.credentials = "user " + a.g.user
 	}
+	a.c = &client.Client{BaseURL: a.base, Credentials: creds, HTTPClient: &http.Client{Timeout: requestTimeout}, UserAgent: "rscctl", RequestID: a.requestID}
 	return nil
 }
 
@@ -66,6 +68,32 @@ func newRequestID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "rscctl-" + hex.EncodeToString(b[:])
+}
+
+// call runs one call of the client and returns its answer, the answer's
+// body as the coordinator sent it (what -o json prints), and the error as
+// rscctl reports it.
+func call[T any](ctx context.Context, a *app, fn func(ctx context.Context) (T, error)) (T, []byte, error) {
+	var raw []byte
+	v, err := fn(client.CaptureAnswer(ctx, &raw))
+	return v, raw, a.explain(err)
+}
+
+// explain turns a client error into rscctl's: the coordinator's refusal, an
+// answer that is not its JSON, or no answer at all.
+func (a *app) explain(err error) error {
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return a.refusal(ae)
+	case errors.Is(err, client.ErrBadAnswer):
+		return &badAnswerError{Err: err}
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return &unreachableError{URL: a.base, Err: err}
 }
 
 // apiError is an HTTP answer of 400 or more, with the coordinator's ErrorResponse when it sent one.
@@ -87,6 +115,36 @@ func (e *apiError) Error() string {
 	return head
 }
 
+// refusal is the client's APIError with what to tell the operator: the
+// coordinator's message, the failed login's (its "error"), or for an
+// authentication answer without a body, which credentials were sent.
+func (a *app) refusal(ae *client.APIError) *apiError {
+	path, _, _ := strings.Cut(ae.Path, "?")
+	e := &apiError{Method: ae.Method, Path: path, Status: ae.StatusCode, Code: ae.ErrorCode, Message: ae.Message}
+	if e.Code == "" && e.Message == "" {
+		var login struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal([]byte(ae.Body), &login) == nil {
+			e.Message = login.Error
+		}
+	}
+	switch {
+	case e.Status == http.StatusUnauthorized && e.Code == "":
+		// The authentication layer answers with no body; login with Spring's error shape.
+		e.Message = "authentication failed: missing or rejected credentials (sent " + a.credentials + ")"
+	case e.Status == http.StatusForbidden && e.Code == "":
+		e.Message = "permission denied: " + a.credentials + " lacks the role this call needs"
+	case e.Code != "" || e.Message != "":
+	default:
+		e.Message = strings.TrimSpace(ae.Body)
+		if len(e.Message) > 200 {
+			e.Message = e.Message[:200] + "..."
+		}
+	}
+	return e
+}
+
 // unreachableError is a request that got no HTTP answer.
 type unreachableError struct {
 	URL string
@@ -102,121 +160,9 @@ func (e *unreachableError) Unwrap() error { return e.Err }
 // badAnswerError is a 2xx answer that is not the documented JSON (a proxy's page,
 // another service on the port).
 type badAnswerError struct {
-	Path string
-	Err  error
+	Err error
 }
 
 func (e *badAnswerError) Error() string {
-	return fmt.Sprintf("unexpected answer to %s (not the coordinator's JSON): %v", e.Path, e.Err)
-}
-
-// call sends one request and returns the body of a 2xx answer.
-func (a *app) call(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
-	target := a.base + path
-	if len(query) > 0 {
-		target += "?" + query.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		return nil, usageErrorf("bad request URL %s: %v", target, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "rscctl")
-	req.Header.Set("X-Request-Id", a.requestID)
-	if a.authorize != nil {
-		a.authorize(req)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return nil, &unreachableError{URL: a.base, Err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, &unreachableError{URL: a.base, Err: fmt.Errorf("read answer to %s %s: %w", method, path, err)}
-	}
-	if resp.StatusCode < 400 {
-		return data, nil
-	}
-	e := &apiError{Method: method, Path: path, Status: resp.StatusCode}
-	// The contract's ErrorResponse, or the failed login's body (its "error").
-	var er struct {
-		ErrorCode string `json:"errorCode"`
-		Message   string `json:"message"`
-		Error     string `json:"error"`
-	}
-	if json.Unmarshal(data, &er) == nil && (er.ErrorCode != "" || er.Message != "" || er.Error != "") {
-		e.Code, e.Message = er.ErrorCode, er.Message
-		if e.Message == "" {
-			e.Message = er.Error
-		}
-	}
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized && e.Code == "":
-		// The authentication layer answers with no body; login with Spring's error shape.
-		e.Message = "authentication failed: missing or rejected credentials (sent " + a.credentials + ")"
-	case resp.StatusCode == http.StatusForbidden && e.Code == "":
-		e.Message = "permission denied: " + a.credentials + " lacks the role this call needs"
-	case e.Code != "" || e.Message != "":
-	default:
-		e.Message = strings.TrimSpace(string(data))
-		if len(e.Message) > 200 {
-			e.Message = e.Message[:200] + "..."
-		}
-	}
-	return nil, e
-}
-
-// get calls GET path and decodes the answer into v (when v is not nil).
-func (a *app) get(ctx context.Context, path string, query url.Values, v any) ([]byte, error) {
-	data, err := a.call(ctx, http.MethodGet, path, query, nil)
-	if err != nil {
-		return nil, err
-	}
-	return data, decode(path, data, v)
-}
-
-// send calls method path with a JSON body and decodes the answer into v.
-func (a *app) send(ctx context.Context, method, path string, body, v any) ([]byte, error) {
-	data, err := a.call(ctx, method, path, nil, body)
-	if err != nil {
-		return nil, err
-	}
-	return data, decode(path, data, v)
-}
-
-func decode(path string, data []byte, v any) error {
-	if v == nil {
-		return nil
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return &badAnswerError{Path: path, Err: err}
-	}
-	return nil
-}
-
-// Paths. Every parameter is percent-encoded: the server routes on raw segments
-// and decodes each one, so "a/b" must travel as "a%2Fb".
-
-func groupPath(prefix, group string) string {
-	return "/coord/v1/streams/" + url.PathEscape(prefix) + "/groups/" + url.PathEscape(group)
-}
-
-func monitoringPath(prefix, group string) string {
-	return "/coord/v1/monitoring/streams/" + url.PathEscape(prefix) + "/groups/" + url.PathEscape(group)
-}
-
-func reshardingPath(prefix, group, id string) string {
-	return groupPath(prefix, group) + "/migrations/" + url.PathEscape(id)
+	return fmt.Sprintf("unexpected answer (not the coordinator's JSON): %v", e.Err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -23,8 +22,7 @@ func defaultActor() string {
 // setupGroups: rscctl groups (GET /coord/v1/monitoring/groups).
 func setupGroups(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		var resp wire.GroupsResponse
-		data, err := a.get(ctx, "/coord/v1/monitoring/groups", nil, &resp)
+		resp, data, err := call(ctx, a, a.c.Groups)
 		if err != nil {
 			return err
 		}
@@ -61,15 +59,14 @@ func reshardingCell(m *wire.Resharding) string {
 // setupGroup: rscctl group <prefix> <group> (GET /coord/v1/streams/{p}/groups/{g}).
 func setupGroup(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var g wire.Group
-		data, err := a.get(ctx, groupPath(args[0], args[1]), nil, &g)
+		g, data, err := call(ctx, a, func(ctx context.Context) (*wire.Group, error) { return a.c.Group(ctx, args[0], args[1]) })
 		if err != nil {
 			return err
 		}
 		if a.g.output == "json" {
 			return printJSON(a.stdout, data)
 		}
-		return printGroup(a, g)
+		return printGroup(a, *g)
 	}
 }
 
@@ -157,8 +154,9 @@ func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 			}
 			body.InitialShardCount = shards
 		}
-		var g wire.Group
-		data, err := a.send(ctx, http.MethodPost, groupPath(args[0], args[1]), body, &g)
+		g, data, err := call(ctx, a, func(ctx context.Context) (*wire.Group, error) {
+			return a.c.CreateGroupWith(ctx, args[0], args[1], body)
+		})
 		if err != nil {
 			return err
 		}
@@ -178,8 +176,7 @@ func setupOrdering(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 	return func(ctx context.Context, args []string) error {
 		ordering := args[2]
 		body := wire.OrderingRequest{Ordering: &ordering, RequestedBy: *requestedBy, Reason: *reason}
-		var g wire.Group
-		data, err := a.send(ctx, http.MethodPut, groupPath(args[0], args[1])+"/ordering", body, &g)
+		g, data, err := call(ctx, a, func(ctx context.Context) (*wire.Group, error) { return a.c.SetOrdering(ctx, args[0], args[1], body) })
 		if err != nil {
 			return err
 		}
@@ -195,20 +192,19 @@ func setupOrdering(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 // (GET /coord/v1/monitoring/streams/{p}/groups/{g}/members).
 func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var resp wire.MembersResponse
-		data, err := a.get(ctx, monitoringPath(args[0], args[1])+"/members", nil, &resp)
+		members, data, err := call(ctx, a, func(ctx context.Context) ([]wire.MemberMetadata, error) { return a.c.Members(ctx, args[0], args[1]) })
 		if err != nil {
 			return err
 		}
 		if a.g.output == "json" {
 			return printJSON(a.stdout, data)
 		}
-		if len(resp.Members) == 0 {
+		if len(members) == 0 {
 			fmt.Fprintln(a.stdout, "no members")
 			return nil
 		}
 		t := newTable(a.stdout, "MEMBER", "STATE", "EPOCH", "CURRENT", "GRANTED", "TARGET", "REVOKING", "LEASE-EXPIRES")
-		for _, m := range resp.Members {
+		for _, m := range members {
 			t.row(m.MemberID, m.State, strconv.FormatInt(m.MemberEpoch, 10), shardList(m.CurrentAssignment), shardList(m.GrantedAssignment),
 				shardList(m.TargetAssignment), shardList(m.Revoking), formatTime(m.MemberLeaseExpiresAt))
 		}
@@ -220,8 +216,9 @@ func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 // (GET /coord/v1/streams/{p}/groups/{g}/producer-routing).
 func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var r wire.ProducerRoutingResponse
-		data, err := a.get(ctx, groupPath(args[0], args[1])+"/producer-routing", nil, &r)
+		r, data, err := call(ctx, a, func(ctx context.Context) (*wire.ProducerRoutingResponse, error) {
+			return a.c.ProducerRouting(ctx, args[0], args[1])
+		})
 		if err != nil {
 			return err
 		}
@@ -241,8 +238,9 @@ func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 // (GET /coord/v1/streams/{p}/groups/{g}/migrations).
 func setupReshardings(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		var resp wire.ReshardingsResponse
-		data, err := a.get(ctx, groupPath(args[0], args[1])+"/migrations", nil, &resp)
+		resp, data, err := call(ctx, a, func(ctx context.Context) (*wire.ReshardingsResponse, error) {
+			return a.c.Migrations(ctx, args[0], args[1])
+		})
 		if err != nil {
 			return err
 		}

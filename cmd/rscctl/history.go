@@ -6,25 +6,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // maxPage is the largest page the events endpoint serves.
 const maxPage = 1000
-
-type auditEvent struct {
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	Time      time.Time       `json:"time"`
-	Actor     string          `json:"actor"`
-	RequestID string          `json:"requestId"`
-	Payload   json.RawMessage `json:"payload"`
-}
 
 // setupHistory: rscctl history <prefix> <group>
 // (GET /coord/v1/monitoring/streams/{p}/groups/{g}/events).
@@ -37,35 +28,33 @@ func setupHistory(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 			return usageErrorf("--limit must be at least 1")
 		}
 		filter := typeFilter(*types)
-		path := monitoringPath(args[0], args[1]) + "/events"
-		var shown []json.RawMessage
-		var events []auditEvent
+		var events []wire.AuditEvent
+		var payloads []json.RawMessage // as sent: summarize keeps their order
 		cursor, next := *after, ""
 		for len(events) < *limit {
 			size := *limit - len(events)
 			if filter != nil || size > maxPage {
 				size = maxPage
 			}
-			q := url.Values{"limit": {strconv.Itoa(size)}}
-			if cursor != "" {
-				q.Set("after", cursor)
-			}
-			var page struct {
-				Events    []json.RawMessage `json:"events"`
-				NextAfter *string           `json:"nextAfter"`
-			}
-			if _, err := a.get(ctx, path, q, &page); err != nil {
+			page, raw, err := call(ctx, a, func(ctx context.Context) (*wire.AuditPage, error) {
+				return a.c.Events(ctx, args[0], args[1], cursor, size)
+			})
+			if err != nil {
 				return err
 			}
-			for i, raw := range page.Events {
-				var e auditEvent
-				if err := json.Unmarshal(raw, &e); err != nil {
-					return &badAnswerError{Path: path, Err: err}
-				}
+			var sent struct {
+				Events []struct {
+					Payload json.RawMessage `json:"payload"`
+				} `json:"events"`
+			}
+			if err := json.Unmarshal(raw, &sent); err != nil || len(sent.Events) != len(page.Events) {
+				return &badAnswerError{Err: fmt.Errorf("events page: %v", err)}
+			}
+			for i, e := range page.Events {
 				if filter != nil && !filter(e.Type) {
 					continue
 				}
-				shown, events = append(shown, raw), append(events, e)
+				events, payloads = append(events, e), append(payloads, sent.Events[i].Payload)
 				if len(events) == *limit {
 					if i < len(page.Events)-1 || page.NextAfter != nil {
 						next = e.ID
@@ -79,12 +68,9 @@ func setupHistory(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 			cursor = *page.NextAfter
 		}
 		if a.g.output == "json" {
-			out := struct {
-				Events    []json.RawMessage `json:"events"`
-				NextAfter *string           `json:"nextAfter"`
-			}{Events: shown}
+			out := wire.AuditPage{Events: events}
 			if out.Events == nil {
-				out.Events = []json.RawMessage{}
+				out.Events = []wire.AuditEvent{}
 			}
 			if next != "" {
 				out.NextAfter = &next
@@ -96,8 +82,8 @@ func setupHistory(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 			return printJSON(a.stdout, data)
 		}
 		t := newTable(a.stdout, "ID", "TIME", "TYPE", "ACTOR", "REQUEST-ID", "SUMMARY")
-		for _, e := range events {
-			t.row(e.ID, e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Type, e.Actor, e.RequestID, summarize(e.Payload))
+		for i, e := range events {
+			t.row(e.ID, e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), e.Type, e.Actor, e.RequestID, summarize(payloads[i]))
 		}
 		if err := t.flush(); err != nil {
 			return err

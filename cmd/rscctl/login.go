@@ -4,12 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/rscoord/rsc/wire"
+	"github.com/rscoord/rsc/client"
 )
 
 // setupLogin: rscctl login (POST /coord/v1/auth/login). With --token the token is
@@ -17,18 +17,31 @@ import (
 func setupLogin(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	save := fs.Bool("save", false, "store the token in ~/.config/rscctl/token; later calls without credentials use it")
 	return func(ctx context.Context, _ []string) error {
-		var body any
-		if a.g.token == "" {
-			body = wire.LoginRequest{Username: a.g.user, Password: a.g.password}
-			a.credentials = "user " + a.g.user
+		type login struct {
+			token   client.BearerToken
+			expires time.Time
 		}
-		var resp wire.LoginResponse
-		data, err := a.send(ctx, http.MethodPost, "/coord/v1/auth/login", body, &resp)
+		var resp login
+		var data []byte
+		var err error
+		if a.g.token == "" {
+			a.credentials = "user " + a.g.user
+			resp, data, err = call(ctx, a, func(ctx context.Context) (login, error) {
+				tok, exp, err := a.c.Login(ctx, a.g.user, a.g.password)
+				return login{tok, exp}, err
+			})
+		} else {
+			// The token buys a fresh one.
+			resp, data, err = call(ctx, a, func(ctx context.Context) (login, error) {
+				tok, exp, err := a.c.RenewToken(ctx)
+				return login{tok, exp}, err
+			})
+		}
 		if err != nil {
 			return err
 		}
-		if resp.AccessToken == "" {
-			return &badAnswerError{Path: "/coord/v1/auth/login", Err: fmt.Errorf("no accessToken")}
+		if resp.token == "" {
+			return &badAnswerError{Err: fmt.Errorf("POST /coord/v1/auth/login: no accessToken")}
 		}
 		if *save {
 			path, err := tokenPath()
@@ -38,16 +51,16 @@ func setupLogin(fs *flag.FlagSet, a *app) func(context.Context, []string) error 
 			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 				return fmt.Errorf("save token: %w", err)
 			}
-			if err := os.WriteFile(path, []byte(resp.AccessToken+"\n"), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(string(resp.token)+"\n"), 0o600); err != nil {
 				return fmt.Errorf("save token: %w", err)
 			}
-			fmt.Fprintf(a.stderr, "token saved to %s (expires %s)\n", path, formatTime(resp.ExpiresAt))
+			fmt.Fprintf(a.stderr, "token saved to %s (expires %s)\n", path, formatTime(resp.expires))
 		}
 		if a.g.output == "json" {
 			return printJSON(a.stdout, data)
 		}
 		// Only the token on stdout, so RSC_TOKEN=$(rscctl login) works.
-		fmt.Fprintln(a.stdout, resp.AccessToken)
+		fmt.Fprintln(a.stdout, string(resp.token))
 		return nil
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -33,9 +32,9 @@ func setupScale(fs *flag.FlagSet, a *app) func(context.Context, []string) error 
 		if *reason == "" {
 			*reason = fmt.Sprintf("scale to %d shards via rscctl", target)
 		}
-		var m wire.Resharding
-		data, err := a.send(ctx, http.MethodPost, groupPath(args[0], args[1])+"/scale",
-			wire.ScaleRequest{TargetShardCount: &target, RequestedBy: *requestedBy, Reason: *reason}, &m)
+		m, data, err := call(ctx, a, func(ctx context.Context) (*wire.Resharding, error) {
+			return a.c.Scale(ctx, args[0], args[1], target, *requestedBy, *reason)
+		})
 		if err != nil {
 			return err
 		}
@@ -47,7 +46,7 @@ func setupScale(fs *flag.FlagSet, a *app) func(context.Context, []string) error 
 			return nil
 		}
 		w := &waiter{a: a, prefix: args[0], group: args[1], id: m.ReshardingID, timeout: *timeout, interval: *interval}
-		return w.run(ctx, m)
+		return w.run(ctx, *m)
 	}
 }
 
@@ -62,8 +61,9 @@ func setupRollback(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 			return usageErrorf("--policy must be metadata or drain, not %q", *policy)
 		}
 		body := wire.RollbackRequest{RequestedBy: *requestedBy, Reason: *reason, Policy: *policy}
-		var m wire.Resharding
-		data, err := a.send(ctx, http.MethodPost, reshardingPath(args[0], args[1], args[2])+"/rollback", body, &m)
+		m, data, err := call(ctx, a, func(ctx context.Context) (*wire.Resharding, error) {
+			return a.c.Rollback(ctx, args[0], args[1], args[2], body)
+		})
 		if err != nil {
 			return err
 		}
@@ -157,21 +157,23 @@ func (w *waiter) run(ctx context.Context, first wire.Resharding) error {
 
 func (w *waiter) poll(ctx context.Context) (progress, error) {
 	var p progress
-	raw, err := w.a.get(ctx, reshardingPath(w.prefix, w.group, w.id), nil, &p.m)
+	m, raw, err := call(ctx, w.a, func(ctx context.Context) (*wire.Resharding, error) {
+		return w.a.c.Migration(ctx, w.prefix, w.group, w.id)
+	})
 	if err != nil {
 		return p, err
 	}
-	p.raw = raw
-	var members wire.MembersResponse
-	if _, err := w.a.get(ctx, monitoringPath(w.prefix, w.group)+"/members", nil, &members); err != nil {
+	p.m, p.raw = *m, raw
+	members, _, err := call(ctx, w.a, func(ctx context.Context) ([]wire.MemberMetadata, error) { return w.a.c.Members(ctx, w.prefix, w.group) })
+	if err != nil {
 		return p, err
 	}
-	var asg wire.Assignments
-	if _, err := w.a.get(ctx, monitoringPath(w.prefix, w.group)+"/assignments", nil, &asg); err != nil {
+	asg, _, err := call(ctx, w.a, func(ctx context.Context) (*wire.Assignments, error) { return w.a.c.Assignments(ctx, w.prefix, w.group) })
+	if err != nil {
 		return p, err
 	}
 	current := map[string][]wire.ShardRef{}
-	for _, m := range members.Members {
+	for _, m := range members {
 		current[m.MemberID] = m.CurrentAssignment
 	}
 	for _, id := range sortedKeys(asg.TargetAssignment) {

@@ -18,52 +18,34 @@ import (
 	"github.com/rscoord/rsc/replay"
 )
 
-// CheckLog folds the whole log into a fresh projection, one event at a time,
-// and after every event checks that no shard of group k is held (granted,
-// owned or revoking) by two members that can hold shards. It returns the
-// number of events folded and one line per violation (a violation lasting
-// several events is reported once, at its first event).
+// CheckLog folds the whole log into a fresh projection with projection.Fold
+// (the fold the coordinator uses) and after every event checks that no
+// shard of group k is held (granted, owned or revoking) by two members that
+// can hold shards. It returns the number of events folded and one line per
+// violation (a violation lasting several events is reported once, at its
+// first event).
 func CheckLog(ctx context.Context, log events.Log, k projection.GroupKey) (int, []string, error) {
 	st := projection.New()
 	var violations []string
 	active := map[string]bool{}
-	n := 0
-	after := events.ZeroID
-	for {
-		entries, err := log.Read(ctx, after, 2000)
-		if err != nil {
-			return n, violations, fmt.Errorf("read log: %w", err)
+	n, err := projection.Fold(ctx, log, st, projection.FoldOptions{After: func(rec events.Record) {
+		g, ok := st.Group(k)
+		if !ok {
+			return
 		}
-		if len(entries) == 0 {
-			return n, violations, nil
-		}
-		for _, e := range entries {
-			after = e.ID
-			rec, err := events.Decode(e.ID, e.Data)
-			if err != nil {
-				return n, violations, err
-			}
-			if err := st.Apply(rec); err != nil {
-				return n, violations, fmt.Errorf("apply %s: %w", e.ID, err)
-			}
-			n++
-			g, ok := st.Group(k)
-			if !ok {
+		now := map[string]bool{}
+		for _, v := range projection.ViewAssignments(g).InvariantViolations {
+			if !strings.Contains(v, "held by more than one member") {
 				continue
 			}
-			now := map[string]bool{}
-			for _, v := range projection.ViewAssignments(g).InvariantViolations {
-				if !strings.Contains(v, "held by more than one member") {
-					continue
-				}
-				now[v] = true
-				if !active[v] {
-					violations = append(violations, fmt.Sprintf("log entry %s (%s): %s", e.ID, rec.Type, v))
-				}
+			now[v] = true
+			if !active[v] {
+				violations = append(violations, fmt.Sprintf("log entry %s (%s): %s", rec.ID, rec.Type, v))
 			}
-			active = now
 		}
-	}
+		active = now
+	}})
+	return n, violations, err
 }
 
 // CompareServed compares the group the coordinator serves (GET the group) with

@@ -1,0 +1,319 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/routing"
+)
+
+// The evidence table is what the reconciler and the autoscaler last read from
+// the Redis of the shard streams: drain evidence of removed shards, the
+// entries added to a scale-out's new shards, the reads of the shards ordering
+// barriers wait on, and the autoscaler's load samples and evaluations. It is
+// re-read every pass, so none of it needs the log; a decision never reads it
+// (what a decision needs is handed to it as evidence). Monitoring shows it.
+
+// entriesEvidence is what the reconciler last read of a scale-out's new shards.
+type entriesEvidence struct {
+	reshardingID string
+	written      map[int]int64
+	at           time.Time
+	err          bool
+}
+
+// barrierRuntime is what the reconciler last read of one source shard of a
+// barrier, where its scan for unfenced entries stands, and the unfenced
+// entries found but not recorded yet.
+type barrierRuntime struct {
+	read      events.BarrierRead
+	at        time.Time
+	scannedTo string
+	unfenced  int64
+	first     string
+	reported  time.Time
+}
+
+// unfencedCount is a number of unfenced entries found after one cutover.
+type unfencedCount struct {
+	shard     int
+	streamKey string
+	cutoverID string
+	count     int64
+	first     string
+}
+
+type groupEvidence struct {
+	drain   []events.ShardDrain
+	drainAt time.Time
+	entries *entriesEvidence
+	// barriers is the latest read of the shards the group's barriers wait
+	// on, per "<stream key> <cutover id>" (ordering.go).
+	barriers map[string]*barrierRuntime
+	// load holds the autoscaler's samples, oldest first, and its latest
+	// evaluation (autoscale.go).
+	load       []loadSample
+	evaluation *Evaluation
+}
+
+type evidenceTable struct {
+	mu     sync.Mutex
+	groups map[projection.GroupKey]*groupEvidence
+	// streams: a Redis holds the shard streams (false: there is nothing to
+	// read, RollbackEligibility answers from the log alone).
+	streams bool
+}
+
+func newEvidenceTable(streams bool) *evidenceTable {
+	return &evidenceTable{groups: map[projection.GroupKey]*groupEvidence{}, streams: streams}
+}
+
+// groupLocked returns a group's evidence, creating it; the caller holds e.mu.
+func (e *evidenceTable) groupLocked(k projection.GroupKey) *groupEvidence {
+	g := e.groups[k]
+	if g == nil {
+		g = &groupEvidence{}
+		e.groups[k] = g
+	}
+	return g
+}
+
+// reset forgets everything: after a load or at a new term, what this process
+// read before may be another leader's business since.
+func (e *evidenceTable) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.groups = map[projection.GroupKey]*groupEvidence{}
+}
+
+// dropGroup forgets a deleted group's evidence.
+func (e *evidenceTable) dropGroup(k projection.GroupKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.groups, k)
+}
+
+// setDrain keeps the drain evidence read for a group's removed shards.
+func (e *evidenceTable) setDrain(k projection.GroupKey, ev []events.ShardDrain, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groupLocked(k)
+	g.drain, g.drainAt = ev, at
+}
+
+// DrainEvidence returns the last Redis evidence read for the group's removed
+// shards, and when it was read.
+func (e *evidenceTable) DrainEvidence(k projection.GroupKey) ([]events.ShardDrain, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groups[k]
+	if g == nil {
+		return nil, time.Time{}
+	}
+	return append([]events.ShardDrain(nil), g.drain...), g.drainAt
+}
+
+// setEntriesAdded keeps what the reconciler read of a scale-out's new shards
+// (failed: it could not read them).
+func (e *evidenceTable) setEntriesAdded(k projection.GroupKey, reshardingID string, written map[int]int64, at time.Time, failed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.groupLocked(k).entries = &entriesEvidence{reshardingID: reshardingID, written: written, at: at, err: failed}
+}
+
+// entriesAdded returns the last read of a resharding's new shards.
+func (e *evidenceTable) entriesAdded(k projection.GroupKey, reshardingID string) (entriesEvidence, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groups[k]
+	if g == nil || g.entries == nil || g.entries.reshardingID != reshardingID {
+		return entriesEvidence{}, false
+	}
+	return *g.entries, true
+}
+
+// RollbackEligibility refines the log's answer for a scale-out with what the
+// reconciler last read of its new shards (it never waits for Redis).
+func (e *evidenceTable) RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo {
+	info := projection.StaticRollbackInfo(g, m)
+	if !info.Eligible || m.To <= m.From || m.State == projection.Preparing || !e.streams {
+		return info
+	}
+	ev, ok := e.entriesAdded(g.Key, m.ReshardingID)
+	switch {
+	case !ok:
+		return projection.RollbackInfo{Eligible: true, Reason: "no entry seen on a new shard yet (the new shards are read from Redis every tick; the rollback itself reads them again)", Policy: "metadata"}
+	case ev.err:
+		return projection.RollbackInfo{Eligible: false, Reason: "cannot read the new shards from Redis right now"}
+	}
+	var used []string
+	for s := m.From; s < m.To; s++ {
+		if n := ev.written[s]; n > 0 {
+			used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(g.Key.StreamPrefix, s), n))
+		}
+	}
+	if len(used) > 0 {
+		return projection.RollbackInfo{Eligible: false, Reason: "entries already written to new shards: " + strings.Join(used, ", ") + ` (as of ` + ev.at.UTC().Format(time.RFC3339Nano) + `); only "policy": "drain" can roll back`, Policy: "drain"}
+	}
+	return projection.RollbackInfo{Eligible: true, Reason: "no entry reached a new shard as of " + ev.at.UTC().Format(time.RFC3339Nano) + " (read every tick)", Policy: "metadata"}
+}
+
+// scanFrom is where the next scan for unfenced entries after a cutover starts
+// ("" at the cutover).
+func (e *evidenceTable) scanFrom(k projection.GroupKey, streamKey, cutoverID string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g := e.groups[k]; g != nil {
+		if b := g.barriers[streamKey+" "+cutoverID]; b != nil {
+			return b.scannedTo
+		}
+	}
+	return ""
+}
+
+// setBarrierReads keeps the latest read of every source shard the group's
+// barriers wait on (and forgets the ones they no longer wait on), advances
+// the scans and adds up the unfenced entries they found.
+func (e *evidenceTable) setBarrierReads(k projection.GroupKey, reads []events.BarrierRead, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groupLocked(k)
+	next := make(map[string]*barrierRuntime, len(reads))
+	for _, rd := range reads {
+		key := rd.StreamKey + " " + rd.CutoverID
+		b := g.barriers[key]
+		if b == nil {
+			b = &barrierRuntime{reported: at}
+		}
+		b.read, b.at = rd, at
+		if rd.ScannedTo != "" {
+			b.scannedTo = rd.ScannedTo
+		}
+		if rd.Unfenced > 0 {
+			if b.unfenced == 0 {
+				b.first = rd.FirstUnfenced
+			}
+			b.unfenced += rd.Unfenced
+		}
+		next[key] = b
+	}
+	g.barriers = next
+}
+
+// unfencedDue returns the unfenced entries found and not recorded yet, when
+// it is time to record them: unfencedReportEvery after the last record, or
+// at once when a barrier may be released (force).
+func (e *evidenceTable) unfencedDue(k projection.GroupKey, now time.Time, force bool) []unfencedCount {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []unfencedCount
+	if g := e.groups[k]; g != nil {
+		for _, b := range g.barriers {
+			if b.unfenced > 0 && (force || now.Sub(b.reported) >= unfencedReportEvery) {
+				out = append(out, unfencedCount{shard: b.read.ShardIndex, streamKey: b.read.StreamKey, cutoverID: b.read.CutoverID, count: b.unfenced, first: b.first})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].streamKey < out[j].streamKey })
+	return out
+}
+
+// unfencedReported takes what a decision recorded off the counts.
+func (e *evidenceTable) unfencedReported(k projection.GroupKey, done []unfencedCount, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groupLocked(k)
+	for _, u := range done {
+		if b := g.barriers[u.streamKey+" "+u.cutoverID]; b != nil {
+			b.unfenced -= u.count
+			b.first = ""
+			b.reported = at
+		}
+	}
+}
+
+// BarrierRead is the latest read of one source shard of a barrier.
+type BarrierRead struct {
+	events.BarrierRead
+	At time.Time
+}
+
+// BarrierReads returns the latest read of the source shards the group's
+// barriers wait on, per "<stream key> <cutover id>".
+func (e *evidenceTable) BarrierReads(k projection.GroupKey) map[string]BarrierRead {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]BarrierRead{}
+	if g := e.groups[k]; g != nil {
+		for key, b := range g.barriers {
+			out[key] = BarrierRead{BarrierRead: b.read, At: b.at}
+		}
+	}
+	return out
+}
+
+// addLoadSample keeps one read of a group's shards (or notes that Redis
+// could not be read) and returns the load over window. Samples older than
+// needed for one window are dropped.
+func (e *evidenceTable) addLoadSample(k projection.GroupKey, at time.Time, samples []events.ShardSample, readErr error, window time.Duration) Load {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.groupLocked(k)
+	if readErr != nil {
+		l := loadOver(g.load, window)
+		l.Unreadable = "Redis could not be read: " + readErr.Error()
+		return l
+	}
+	s := loadSample{at: at, shards: make(map[int]events.ShardSample, len(samples))}
+	for _, x := range samples {
+		s.shards[x.ShardIndex] = x
+	}
+	g.load = append(g.load, s)
+	// Keep the newest sample at least a window old and everything after it.
+	keep := 0
+	for i, x := range g.load {
+		if at.Sub(x.at) >= window {
+			keep = i
+		}
+	}
+	if keep > 0 {
+		g.load = append(g.load[:0:0], g.load[keep:]...)
+	}
+	return loadOver(g.load, window)
+}
+
+// keepLoadOf forgets the autoscaling samples of every group not in on
+// (autoscaling off, or the group deleted).
+func (e *evidenceTable) keepLoadOf(on map[projection.GroupKey]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, g := range e.groups {
+		if !on[k] {
+			g.load, g.evaluation = nil, nil
+		}
+	}
+}
+
+// setEvaluation keeps the autoscaler's latest evaluation of a group.
+func (e *evidenceTable) setEvaluation(k projection.GroupKey, ev Evaluation) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.groupLocked(k).evaluation = &ev
+}
+
+// LastEvaluation is the autoscaler's latest evaluation of a group (false
+// when none since this process leads).
+func (e *evidenceTable) LastEvaluation(k projection.GroupKey) (Evaluation, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g := e.groups[k]; g != nil && g.evaluation != nil {
+		return *g.evaluation, true
+	}
+	return Evaluation{}, false
+}

@@ -1,0 +1,112 @@
+package commands
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
+)
+
+// rules is what the decisions need from the configuration, as values: a
+// decision depends on the state, the runtime, its evidence, its request and
+// the time, and on these, never on how the coordinator is wired.
+type rules struct {
+	heartbeatInterval time.Duration
+	memberLease       time.Duration
+	rebalanceTimeout  time.Duration
+	// staleRetention is how long terminal members stay (<= 0: forever).
+	staleRetention    time.Duration
+	defaultShardCount int
+	maxShardCount     int
+	maxMembers        int
+	// provisioning: the coordinator creates the shard streams and groups.
+	provisioning bool
+	// streams: a Redis holds the shard streams. Without one there is nothing
+	// to fence (ordered layout changes record no cutover), no entry can be on
+	// a new shard (a rollback needs no read of them) and no stream to delete
+	// (retired streams are recorded as kept).
+	streams bool
+	// keepRetired: retired streams are kept, by policy or for want of a Redis.
+	keepRetired bool
+}
+
+func newRules(cfg Config, streams bool) rules {
+	return rules{
+		heartbeatInterval: cfg.HeartbeatInterval, memberLease: cfg.MemberLease, rebalanceTimeout: cfg.RebalanceTimeout,
+		staleRetention: cfg.StaleMemberRetention, defaultShardCount: cfg.DefaultShardCount, maxShardCount: cfg.MaxShardCount,
+		maxMembers: cfg.MaxMembersPerGroup, provisioning: !cfg.DisableProvisioning, streams: streams,
+		keepRetired: cfg.KeepRetiredStreams || !streams,
+	}
+}
+
+// quarantineFor is how long a member fenced by an overdue correction round
+// cannot open another one.
+func (r rules) quarantineFor() time.Duration {
+	if r.staleRetention > 0 {
+		return r.staleRetention
+	}
+	return 10 * r.rebalanceTimeout
+}
+
+// rejected is a heartbeat answer without an assignment (a refusal the
+// protocol answers with a status).
+func (r rules) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire.HeartbeatResponse {
+	var epoch int64
+	if req.MemberEpoch != nil {
+		epoch = *req.MemberEpoch
+	}
+	return &wire.HeartbeatResponse{
+		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
+		HeartbeatIntervalMs: r.heartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.rebalanceTimeout.Milliseconds(),
+		Assignment: wire.HeartbeatAssignment{AssignedShards: []wire.ShardRef{}, PendingShards: []wire.ShardRef{}},
+	}
+}
+
+// respond is a heartbeat answer from the group's state.
+func (r rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
+	res := &wire.HeartbeatResponse{
+		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
+		HeartbeatIntervalMs: r.heartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.rebalanceTimeout.Milliseconds(),
+		GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
+		Assignment: wire.HeartbeatAssignment{AssignedShards: shardRefs(assigned), PendingShards: shardRefs(pending), MetadataVersion: g.MetadataVersion},
+	}
+	if g.Ordered() {
+		res.Assignment.Ordering = events.OrderingKey
+	}
+	// Every waiting barrier of the group (a member may still be reading a
+	// shard it is releasing), from the same state as the answer's
+	// metadataVersion: a member that knows this version knows every barrier
+	// a cutover up to it set.
+	if after := g.ShardBarriers(); len(after) > 0 {
+		shards := make([]int, 0, len(after))
+		for s := range after {
+			shards = append(shards, s)
+		}
+		sort.Ints(shards)
+		for _, s := range shards {
+			res.Assignment.Barriers = append(res.Assignment.Barriers, wire.ShardBarrier{Shard: wire.ShardRef{ShardIndex: s}, After: after[s]})
+		}
+	}
+	return res
+}
+
+// validateScale checks a scale request; a failure is HTTP 400.
+func (r rules) validateScale(in ScaleInput) error {
+	var problems []string
+	if in.TargetShardCount == nil {
+		problems = append(problems, "targetShardCount: must not be null")
+	} else if *in.TargetShardCount < 0 {
+		problems = append(problems, "targetShardCount must be zero or positive")
+	} else if *in.TargetShardCount > r.maxShardCount {
+		problems = append(problems, fmt.Sprintf("targetShardCount: must be less than or equal to %d", r.maxShardCount))
+	}
+	problems = append(problems, checkAudit(in.RequestedBy, in.Reason, true)...)
+	if len(problems) > 0 {
+		return withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
