@@ -487,8 +487,7 @@ func (d *decider) catchUp() error {
 	}
 	if _, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{}); err != nil {
 		d.life.healthy.Store(false)
-		var de *events.DecodeError
-		if errors.As(err, &de) {
+		if d.life.markCorrupt(err) {
 			d.logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
 		}
 		return err

@@ -42,6 +42,22 @@ func (o *Overlay) Stream(prefix string) *Stream {
 	return o.base.streams[prefix]
 }
 
+// EachStream calls fn with every stream the overlay sees (read-only), in no
+// particular order.
+func (o *Overlay) EachStream(fn func(*Stream)) {
+	for p, st := range o.base.streams {
+		if own, ok := o.streams[p]; ok {
+			st = own
+		}
+		fn(st)
+	}
+	for p, st := range o.streams {
+		if _, ok := o.base.streams[p]; !ok {
+			fn(st)
+		}
+	}
+}
+
 // Keys lists the groups the overlay sees, in creation order (as the State will
 // list them once the overlay's records are applied).
 func (o *Overlay) Keys() []GroupKey {
