@@ -558,3 +558,31 @@ func TestCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUndecodableEntryMakesTheMetadataCorrupt: a log entry this build
+// cannot decode stops the load and makes the replica report
+// COORDINATOR_METADATA_CORRUPT naming it; a load of a log it can decode
+// clears it.
+func TestUndecodableEntryMakesTheMetadataCorrupt(t *testing.T) {
+	log := events.NewMemLog()
+	good, err := events.Encode(events.Meta{StreamPrefix: "orders", Time: time.Unix(1, 0)}, &events.StreamCreated{ShardCount: 1, RequestedBy: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := log.Append(context.Background(), events.ZeroID, [][]byte{good, []byte("\xc1 not msgpack")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := commands.New(commands.Config{DisableProvisioning: true}, log, nil, nil, nil)
+	t.Cleanup(c.Close)
+	if err := c.Load(context.Background(), false); err == nil {
+		t.Fatal("a log with an undecodable entry loaded")
+	}
+	err = c.Replica.Corrupt()
+	wantCode(t, err, commands.ErrMetadataCorrupt, ids[1])
+	clean := commands.New(commands.Config{DisableProvisioning: true}, events.NewMemLog(), nil, nil, nil)
+	t.Cleanup(clean.Close)
+	if err := clean.Load(context.Background(), false); err != nil || clean.Replica.Corrupt() != nil {
+		t.Fatalf("a clean log: load %v, corrupt %v", err, clean.Replica.Corrupt())
+	}
+}

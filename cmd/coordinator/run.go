@@ -321,8 +321,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 }
 
-// load folds the log, retrying while Redis is unreachable; an undecodable entry is
-// fatal for readiness and names its id.
+// load folds the log, retrying while Redis is unreachable. An undecodable
+// entry is fatal for readiness: the coordinator keeps serving, but decides
+// nothing and answers every API route with COORDINATOR_METADATA_CORRUPT
+// naming the entry (/readyz 503), until it is restarted on a log it can
+// decode.
 func (m *Main) load(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	for {
@@ -333,8 +336,8 @@ func (m *Main) load(ctx context.Context) error {
 		}
 		var de *events.DecodeError
 		if errors.As(err, &de) {
-			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode; start refused (see README: restoring from the log)")
-			return err
+			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode: nothing is decided or answered (API 409 COORDINATOR_METADATA_CORRUPT, /readyz 503); see README, Runbook: restoring from the log")
+			return nil
 		}
 		m.logger.Warn().Err(err).Msg("loading the event log; retrying")
 		select {
