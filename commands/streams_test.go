@@ -586,3 +586,30 @@ func TestUndecodableEntryMakesTheMetadataCorrupt(t *testing.T) {
 		t.Fatalf("a clean log: load %v, corrupt %v", err, clean.Replica.Corrupt())
 	}
 }
+
+// TestOrderedCutoverCarriesTheStreamFence: the cutover of an ordered group
+// of a stream with metadata records the stream's version after the change
+// as its stream fence (raised under routing.StreamFenceField with the
+// group's), the hook for producers that route by stream.
+func TestOrderedCutoverCarriesTheStreamFence(t *testing.T) {
+	h := newStreamHarness(t, commands.Config{})
+	if _, err := h.createStream("orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	key := events.OrderingKey
+	if _, err := h.c.CreateGroup(context.Background(), meta, commands.CreateGroupInput{StreamPrefix: "orders", ConsumerGroup: "g", RequestedBy: "alice", Ordering: &key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.Scale(context.Background(), meta, projection.GroupKey{StreamPrefix: "orders", ConsumerGroup: "g"}, commands.ScaleInput{TargetShardCount: ptr(4), RequestedBy: "alice", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	var cut *events.ReshardingCutover
+	for _, rec := range h.records() {
+		if ev, ok := rec.Event.(*events.ReshardingCutover); ok {
+			cut = ev
+		}
+	}
+	if st := h.stream("orders"); cut == nil || cut.StreamFence != st.MetadataVersion || st.MetadataVersion != 2 {
+		t.Fatalf("cutover %+v, stream at version %d: want the stream fence 2", cut, st.MetadataVersion)
+	}
+}
