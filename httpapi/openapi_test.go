@@ -410,6 +410,11 @@ var openAPISchemaTypes = map[string]reflect.Type{
 	"AuditEvent":              reflect.TypeFor[wire.AuditEvent](),
 	"AuditPage":               reflect.TypeFor[wire.AuditPage](),
 	"GroupReplay":             reflect.TypeFor[wire.GroupReplay](),
+	"AdoptRequest":            reflect.TypeFor[wire.AdoptRequest](),
+	"StreamRoutingResponse":   reflect.TypeFor[wire.StreamRoutingResponse](),
+	"Stream":                  reflect.TypeFor[wire.Stream](),
+	"StreamsResponse":         reflect.TypeFor[wire.StreamsResponse](),
+	"StreamReplay":            reflect.TypeFor[wire.StreamReplay](),
 	"ShardRef":                reflect.TypeFor[wire.ShardRef](),
 	"GroupView":               reflect.TypeFor[wire.Group](),
 	"MigrationView":           reflect.TypeFor[wire.Resharding](),
@@ -440,7 +445,7 @@ var openAPISchemaTypes = map[string]reflect.Type{
 var openAPIRequestTypes = map[string]bool{
 	"LoginRequest": true, "CreateRequest": true, "DeleteRequest": true, "ScaleRequest": true,
 	"RollbackRequest": true, "HeartbeatRequest": true, "Capacity": true, "RevokingReport": true,
-	"ShardProgress": true,
+	"ShardProgress": true, "AdoptRequest": true,
 }
 
 type goJSONField struct {
@@ -782,6 +787,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", "/coord/v1/monitoring/streams", "/coord/v1/monitoring/streams", "")
 	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}", "/coord/v1/monitoring/streams/payments", "")
 	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}/events", "/coord/v1/monitoring/streams/payments/events", "")
+	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}/replay", "/coord/v1/monitoring/streams/payments/replay", "")
+	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}/replay", "/coord/v1/monitoring/streams/payments/replay?until=0-1", "") // 404: not yet created
 	call("GET", gp, g, "")
 	call("GET", gp, "/coord/v1/streams/orders/groups/nope", "") // 404
 	call("GET", gp+"/producer-routing", g+"/producer-routing", "")

@@ -25,6 +25,7 @@ func (s *Server) registerStreamRoutes() {
 	r.HandleFunc("/coord/v1/monitoring/streams", s.handleListStreams).Methods(http.MethodGet)
 	r.HandleFunc(monitoringStreamPath, s.handleGetStream).Methods(http.MethodGet)
 	r.HandleFunc(monitoringStreamPath+"/events", s.handleStreamEvents).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath+"/replay", s.handleStreamReplay).Methods(http.MethodGet)
 }
 
 // streamPrefixOf is the path's stream prefix, validated (false: answered).
@@ -152,22 +153,6 @@ func (s *Server) handleStreamRouting(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// StreamOf renders a stream view.
-func StreamOf(v projection.StreamView) wire.Stream {
-	out := wire.Stream{StreamPrefix: v.StreamPrefix, HasMetadata: v.Metadata, TopologyConflict: v.Conflict,
-		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(), ConsumerGroups: v.ConsumerGroups,
-		CreatedShards: v.CreatedShards, AdoptedShards: v.AdoptedShards}
-	if !v.Conflict {
-		count, mv := v.ShardCount, v.MetadataVersion
-		out.ShardCount, out.MetadataVersion = &count, &mv
-	}
-	if v.Metadata {
-		origin, by := v.Origin, v.CreatedBy
-		out.Origin, out.CreatedBy = &origin, &by
-	}
-	return out
-}
-
 // streamView is the view of a prefix's stream, false when the coordinator
 // knows neither metadata nor a group of it.
 func (s *Server) streamView(prefix string) (projection.StreamView, bool) {
@@ -190,19 +175,16 @@ func (s *Server) handleGetStream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
 		return
 	}
-	writeJSON(w, http.StatusOK, StreamOf(v))
+	writeJSON(w, http.StatusOK, projection.WireStream(v))
 }
 
 // handleListStreams serves GET /coord/v1/monitoring/streams: every stream
 // with metadata or groups that the principal's scope covers, by prefix.
 func (s *Server) handleListStreams(w http.ResponseWriter, r *http.Request) {
 	out := wire.StreamsResponse{Streams: []wire.Stream{}}
-	for _, prefix := range s.read.State().StreamPrefixes() {
-		if !visible(r, prefix) {
-			continue
-		}
-		if v, ok := s.streamView(prefix); ok {
-			out.Streams = append(out.Streams, StreamOf(v))
+	for _, v := range projection.StreamViews(s.read.State()) {
+		if visible(r, v.StreamPrefix) {
+			out.Streams = append(out.Streams, projection.WireStream(v))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -226,4 +208,24 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.decodeEntries(w, r, entries, next)
+}
+
+// handleStreamReplay serves GET /coord/v1/monitoring/streams/{streamPrefix}/replay?until=:
+// the stream as it was right after event until (the log folded up to it;
+// the latest state without until), as the group replay does for a group.
+func (s *Server) handleStreamReplay(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := s.streamPrefixOf(w, r)
+	if !ok {
+		return
+	}
+	st, ok := s.replayState(w, r)
+	if !ok {
+		return
+	}
+	stream, groups := st.StreamWithGroups(prefix)
+	if (stream == nil || !stream.Metadata) && len(groups) == 0 {
+		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+st.LastID()))
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.StreamReplay{AsOf: st.LastID(), Stream: projection.WireStream(projection.ViewStream(prefix, stream, groups))})
 }

@@ -57,3 +57,10 @@ type Stream struct {
 type StreamsResponse struct {
 	Streams []Stream `json:"streams"`
 }
+
+// StreamReplay answers GET /coord/v1/monitoring/streams/{p}/replay: the
+// stream as it was right after event AsOf.
+type StreamReplay struct {
+	AsOf   string `json:"asOf"`
+	Stream Stream `json:"stream"`
+}

@@ -484,4 +484,14 @@ func TestIntegrationSpringStarter035Workflow(t *testing.T) {
 	if fmt.Sprint(registered) != "[audit billing]" {
 		t.Errorf("groups registered %v, want audit and billing once each", registered)
 	}
+	// The stream's own history, and the stream as it was right after its
+	// create (the replay endpoint).
+	own := apiAllEvents(t, tc, "/coord/v1/monitoring/streams/"+prefix+"/events")
+	if len(own) == 0 || own[0].Type != "stream.created" {
+		t.Fatalf("the stream's history %+v, want stream.created first", own)
+	}
+	then := tc.Do("GET", "/coord/v1/monitoring/streams/"+prefix+"/replay?until="+own[0].ID, nil).MustStatus(t, 200)
+	if st, _ := then.JSON["stream"].(map[string]any); st == nil || st["shardCount"] != 4.0 || st["metadataVersion"] != 1.0 || len(st["consumerGroups"].([]any)) != 0 {
+		t.Fatalf("the stream right after its create: %s", then.Body)
+	}
 }
