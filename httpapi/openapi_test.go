@@ -988,3 +988,21 @@ func (s *apiSpec) validate(sch map[string]any, v any, at string) []string {
 	}
 	return problems
 }
+
+// TestOpenAPIOperationIDsOfTheReference: the stream routes carry the
+// operationIds the reference's 0.3 releases gave them, so clients generated
+// from either document call the same operations.
+func TestOpenAPIOperationIDsOfTheReference(t *testing.T) {
+	ops := mustLoadSpec(t).operations()
+	for key, id := range map[string]string{
+		"POST /coord/v1/streams/{streamPrefix}":                                        "createStream",
+		"GET /coord/v1/streams/{streamPrefix}/producer-routing":                        "getStreamProducerRoutingMetadata",
+		"POST /coord/v1/streams/{streamPrefix}/adopt":                                  "adoptExistingStream",
+		"POST /coord/v1/streams/{streamPrefix}/scale":                                  "scaleStreamShards",
+		"GET /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/producer-routing": "getProducerRoutingMetadata",
+	} {
+		if op := ops[key]; op == nil || op["operationId"] != id {
+			t.Errorf("%s: operationId %v, want %s", key, op["operationId"], id)
+		}
+	}
+}

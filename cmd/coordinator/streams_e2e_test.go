@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -493,5 +495,185 @@ func TestIntegrationSpringStarter035Workflow(t *testing.T) {
 	then := tc.Do("GET", "/coord/v1/monitoring/streams/"+prefix+"/replay?until="+own[0].ID, nil).MustStatus(t, 200)
 	if st, _ := then.JSON["stream"].(map[string]any); st == nil || st["shardCount"] != 4.0 || st["metadataVersion"] != 1.0 || len(st["consumerGroups"].([]any)) != 0 {
 		t.Fatalf("the stream right after its create: %s", then.Body)
+	}
+}
+
+// TestIntegrationStreamRoutes: #21's items one by one over HTTP: the create
+// and adopt answers, the stream-scoped routing (no consumerGroup; the
+// stream's version, not a group's), a stream at 0 shards (routing with no
+// shard, a first heartbeat joins with an empty assignment, no consumer
+// group made), the caps, and a scoped principal seeing only its streams.
+func TestIntegrationStreamRoutes(t *testing.T) {
+	parallel(t)
+	users := apiUsersFile(t, []map[string]any{
+		{"username": "admin", "password": "password", "roles": []string{"ADMIN"}},
+		{"username": "pay", "password": "p-pw", "roles": []string{"READ", "WRITE", "MEMBER"}, "prefixes": []string{"pay-*"}},
+	})
+	rs := redistest.StartProcess(t)
+	tc := startCoordinator(t, rs, func(m *Main) {
+		fastTimings(m)
+		m.UsersFile = users
+		m.MaxGroups = 4
+		m.MaxTotalShards = 40
+	})
+	rdb := rs.Client(t)
+	ctx := context.Background()
+
+	r := tc.Do("POST", "/coord/v1/streams/s1", map[string]any{"initialShardCount": 3, "requestedBy": "ops"}).MustStatus(t, 201)
+	apiJSONEqual(t, r.Body, `{"streamPrefix":"s1","shardCount":3,"metadataVersion":1}`)
+	rt := tc.Do("GET", "/coord/v1/streams/s1/producer-routing", nil).MustStatus(t, 200)
+	if _, has := rt.JSON["consumerGroup"]; has || rt.JSON["shardCount"] != 3.0 || rt.JSON["metadataVersion"] != 1.0 || rt.JSON["streamKeyPattern"] != "s1:{shardIndex}" || len(apiArr(t, rt.JSON, "shards")) != 3 {
+		t.Fatalf("stream routing: %s", rt.Body)
+	}
+	shard := apiArr(t, rt.JSON, "shards")[2].(map[string]any)
+	if shard["shardIndex"] != 2.0 || shard["streamKey"] != "s1:2" || shard["redisSlot"] != float64(routing.Slot("s1:2")) {
+		t.Fatalf("shard 2 of the routing: %v", shard)
+	}
+	tc.Do("GET", "/coord/v1/streams/none/producer-routing", nil).MustStatus(t, 404)
+	if r := tc.Do("GET", "/coord/v1/streams/none/producer-routing", nil); r.JSON["errorCode"] != "STREAM_NOT_FOUND" {
+		t.Fatalf("routing of nothing: %s", r.Body)
+	}
+	// A group's join moves the group's version, not the stream's.
+	hb := tc.Heartbeat("s1", "g", "m1", 0, 0, nil)
+	if hb.Status != "OK" || hb.MetadataVersion != 2 {
+		t.Fatalf("first heartbeat of s1/g: %+v", hb)
+	}
+	if rt := tc.Do("GET", "/coord/v1/streams/s1/producer-routing", nil).MustStatus(t, 200); rt.JSON["metadataVersion"] != 1.0 {
+		t.Fatalf("the stream's version after a join: %s", rt.Body)
+	}
+	if g := tc.Do("GET", "/coord/v1/streams/s1/groups/g/producer-routing", nil).MustStatus(t, 200); g.JSON["metadataVersion"] != 2.0 || g.JSON["consumerGroup"] != "g" {
+		t.Fatalf("the group's routing after its join: %s", g.Body)
+	}
+
+	// Zero shards: a stream scaled to 0 routes nothing; a group registers
+	// and joins with nothing assigned, no consumer group is made.
+	tc.Do("POST", "/coord/v1/streams/zero", map[string]any{"initialShardCount": 1, "requestedBy": "ops"}).MustStatus(t, 201)
+	tc.Do("POST", "/coord/v1/streams/zero/scale", map[string]any{"targetShardCount": 0, "requestedBy": "ops", "reason": "drain"}).MustStatus(t, 202)
+	rt = tc.Do("GET", "/coord/v1/streams/zero/producer-routing", nil).MustStatus(t, 200)
+	if rt.JSON["shardCount"] != 0.0 || len(apiArr(t, rt.JSON, "shards")) != 0 || rt.JSON["metadataVersion"] != 2.0 {
+		t.Fatalf("routing at 0 shards: %s", rt.Body)
+	}
+	hb = tc.Heartbeat("zero", "g", "m1", 0, 0, nil)
+	if hb.Status != "OK" || len(hb.Assigned) != 0 || len(hb.Pending) != 0 {
+		t.Fatalf("a join at 0 shards: %+v", hb)
+	}
+	if groups, err := rdb.XInfoGroups(ctx, "zero:0").Result(); err != nil || len(groups) != 0 {
+		t.Fatalf("zero:0 (kept by the scale to 0) has consumer groups %v (%v)", groups, err)
+	}
+
+	// Adopt: the answer, a key of another type, metadata already there.
+	for i := 0; i < 2; i++ {
+		rdb.XAdd(ctx, &redis.XAddArgs{Stream: fmt.Sprintf("theirs:%d", i), Values: map[string]any{"n": i}})
+	}
+	rdb.HSet(ctx, "typed:0", "f", "v")
+	if r := tc.Do("POST", "/coord/v1/streams/typed/adopt", map[string]any{"shardCount": 1, "requestedBy": "ops"}); r.Status != 400 || !strings.Contains(fmt.Sprint(r.JSON["message"]), "typed:0 is a hash") {
+		t.Fatalf("adopt of a hash: HTTP %d %s", r.Status, r.Body)
+	}
+	r = tc.Do("POST", "/coord/v1/streams/theirs/adopt", map[string]any{"shardCount": 2, "requestedBy": "ops", "reason": "migrate"}).MustStatus(t, 201)
+	apiJSONEqual(t, r.Body, `{"streamPrefix":"theirs","shardCount":2,"metadataVersion":1}`)
+	if r := tc.Do("POST", "/coord/v1/streams/theirs/adopt", map[string]any{"shardCount": 2, "requestedBy": "ops"}); r.Status != 409 || r.JSON["errorCode"] != "STREAM_PREFIX_ALREADY_EXISTS" {
+		t.Fatalf("adopt again: HTTP %d %s", r.Status, r.Body)
+	}
+	st := tc.Do("GET", "/coord/v1/monitoring/streams/theirs", nil).MustStatus(t, 200)
+	if st.JSON["origin"] != "ADOPTED" || fmt.Sprint(st.JSON["adoptedShards"]) != "[0 1]" || fmt.Sprint(st.JSON["createdShards"]) != "[]" {
+		t.Fatalf("the adopted stream: %s", st.Body)
+	}
+
+	// The caps: 40 shards, 4 groups. Managed so far: s1/g's 3 shards, zero/g
+	// at 0 (the shard its stream's scale to 0 kept does not count), theirs'
+	// 2: 5 shards, 2 groups.
+	if r := tc.Do("POST", "/coord/v1/streams/big", map[string]any{"initialShardCount": 36, "requestedBy": "ops"}); r.Status != 409 || r.JSON["errorCode"] != "SHARD_LIMIT_REACHED" {
+		t.Fatalf("a stream past --max-total-shards: HTTP %d %s", r.Status, r.Body)
+	}
+	tc.Do("POST", "/coord/v1/streams/big", map[string]any{"initialShardCount": 35, "requestedBy": "ops"}).MustStatus(t, 201) // 40: the limit itself
+	if r := tc.Do("POST", "/coord/v1/streams/c3/groups/g", map[string]any{"initialShardCount": 1, "requestedBy": "ops"}); r.Status != 409 || r.JSON["errorCode"] != "SHARD_LIMIT_REACHED" {
+		t.Fatalf("a group past --max-total-shards: HTTP %d %s", r.Status, r.Body)
+	}
+	// A scale-in at the cap is never refused.
+	tc.Do("POST", "/coord/v1/streams/big/scale", map[string]any{"targetShardCount": 33, "requestedBy": "ops", "reason": "room"}).MustStatus(t, 202)
+	tc.Do("POST", "/coord/v1/streams/c3/groups/g", map[string]any{"initialShardCount": 1, "requestedBy": "ops"}).MustStatus(t, 201)
+	tc.Do("POST", "/coord/v1/streams/c4/groups/g", map[string]any{"initialShardCount": 1, "requestedBy": "ops"}).MustStatus(t, 201) // 4 groups: the limit
+	if r := tc.Do("POST", "/coord/v1/streams/c5/groups/g", map[string]any{"initialShardCount": 1, "requestedBy": "ops"}); r.Status != 409 || r.JSON["errorCode"] != "GROUP_LIMIT_REACHED" {
+		t.Fatalf("a group past --max-groups: HTTP %d %s", r.Status, r.Body)
+	}
+	if r := tc.Do("POST", "/coord/v1/streams/s1/groups/new/members/m9/heartbeat", heartbeatBody("m9", 0, 0, nil, nil)); r.Status != 409 || r.JSON["errorCode"] != "GROUP_LIMIT_REACHED" {
+		t.Fatalf("a registration past --max-groups: HTTP %d %s", r.Status, r.Body)
+	}
+	tc.Do("POST", "/coord/v1/streams/big/scale", map[string]any{"targetShardCount": 30, "requestedBy": "ops", "reason": "room"}).MustStatus(t, 202)
+
+	// A scoped principal sees and registers only its own streams.
+	tc.DoAs("pay", "p-pw", "POST", "/coord/v1/streams/pay-eu", map[string]any{"initialShardCount": 1, "requestedBy": "pay"}).MustStatus(t, 201)
+	list := tc.DoAs("pay", "p-pw", "GET", "/coord/v1/monitoring/streams", nil).MustStatus(t, 200)
+	if ss := apiArr(t, list.JSON, "streams"); len(ss) != 1 || ss[0].(map[string]any)["streamPrefix"] != "pay-eu" {
+		t.Fatalf("pay's streams: %s", list.Body)
+	}
+	if r := tc.DoAs("pay", "p-pw", "GET", "/coord/v1/streams/s1/producer-routing", nil); r.Status != 403 {
+		t.Fatalf("pay reading s1's routing: HTTP %d", r.Status)
+	}
+	if r := tc.DoAs("pay", "p-pw", "POST", "/coord/v1/streams/s1/groups/intruder/members/x/heartbeat", heartbeatBody("x", 0, 0, nil, nil)); r.Status != 403 {
+		t.Fatalf("pay registering a group on s1: HTTP %d", r.Status)
+	}
+	all := tc.Do("GET", "/coord/v1/monitoring/streams", nil).MustStatus(t, 200)
+	var prefixes []string
+	for _, s := range apiArr(t, all.JSON, "streams") {
+		prefixes = append(prefixes, s.(map[string]any)["streamPrefix"].(string))
+	}
+	if fmt.Sprint(prefixes) != "[big c3 c4 pay-eu s1 theirs zero]" {
+		t.Fatalf("every stream: %v", prefixes)
+	}
+}
+
+// TestIntegrationOldLogStreams: a log written by the build before stream
+// metadata (events/testdata/old-log-v2.jsonl) loads with no stream metadata:
+// stream-scoped routing answers from the groups when they agree and 409
+// STREAM_SHARD_TOPOLOGY_CONFLICT when they do not; a first heartbeat there
+// stays UNKNOWN_MEMBER_ID, and POST /streams/{p} is refused while its groups
+// exist.
+func TestIntegrationOldLogStreams(t *testing.T) {
+	parallel(t)
+	rs := redistest.StartProcess(t)
+	rdb := rs.Client(t)
+	ctx := context.Background()
+	const logKey = "old:events"
+	data, err := os.ReadFile("../../events/testdata/old-log-v2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct{ ID, Data string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.StdEncoding.DecodeString(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: logKey, ID: e.ID, Values: map[string]any{"e": raw}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := startCoordinator(t, rs, func(m *Main) { m.LogStream = logKey })
+
+	r := tc.Do("GET", "/coord/v1/streams/multi/producer-routing", nil)
+	if r.Status != 409 || r.JSON["errorCode"] != "STREAM_SHARD_TOPOLOGY_CONFLICT" {
+		t.Fatalf("routing of multi (groups at 3 and 2 shards): HTTP %d %s", r.Status, r.Body)
+	}
+	rt := tc.Do("GET", "/coord/v1/streams/legacy/producer-routing", nil).MustStatus(t, 200)
+	if rt.JSON["shardCount"] != 3.0 || len(apiArr(t, rt.JSON, "shards")) != 3 {
+		t.Fatalf("routing of legacy from its group: %s", rt.Body)
+	}
+	st := tc.Do("GET", "/coord/v1/monitoring/streams/multi", nil).MustStatus(t, 200)
+	if st.JSON["hasMetadata"] != false || st.JSON["topologyConflict"] != true || st.JSON["shardCount"] != nil || fmt.Sprint(st.JSON["createdShards"]) != "[0 1 2]" {
+		t.Fatalf("multi: %s", st.Body)
+	}
+	if wide := tc.Do("GET", "/coord/v1/streams/wide", nil).MustStatus(t, 200); fmt.Sprint(wide.JSON["createdShards"]) != "[0 1]" {
+		t.Fatalf("wide (its scale-in retired 2 and 3): %s", wide.Body)
+	}
+	hb := tc.Heartbeat("legacy", "newcomer", "m1", 0, 0, nil)
+	if hb.Status != "UNKNOWN_MEMBER_ID" {
+		t.Fatalf("a first heartbeat on a prefix without stream metadata: %+v", hb)
+	}
+	if r := tc.Do("POST", "/coord/v1/streams/legacy", map[string]any{"requestedBy": "ops"}); r.Status != 409 || r.JSON["errorCode"] != "STREAM_PREFIX_ALREADY_EXISTS" {
+		t.Fatalf("stream create over an old group: HTTP %d %s", r.Status, r.Body)
 	}
 }
