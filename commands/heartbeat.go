@@ -107,8 +107,8 @@ type registration struct {
 // its group (nil when it does not: the group exists, the epoch is not 0, or
 // the stream has no metadata), refusing first what the decision would.
 func (s *Service) registration(ctx context.Context, k projection.GroupKey, req *wire.HeartbeatRequest) (*registration, error) {
-	if *req.MemberEpoch != 0 || ValidateKey(k) != nil {
-		return nil, nil // UNKNOWN_MEMBER_ID if the group does not exist
+	if *req.MemberEpoch != 0 || !s.unregistered(k) || ValidateKey(k) != nil {
+		return nil, nil // the group exists, or UNKNOWN_MEMBER_ID
 	}
 	var plan groupPlan
 	found := false
@@ -146,6 +146,16 @@ func (s *Service) registration(ctx context.Context, k projection.GroupKey, req *
 		reg.created = created
 	}
 	return reg, nil
+}
+
+// unregistered reports, under the read lock only, whether k does not exist
+// and its stream has metadata (a first heartbeat then registers it): the
+// joins of existing groups pay one map lookup for it.
+func (s *Service) unregistered(k projection.GroupKey) bool {
+	s.state.RLock()
+	defer s.state.RUnlock()
+	st := s.state.StreamLocked(k.StreamPrefix)
+	return s.state.GroupLocked(k) == nil && st != nil && st.Metadata
 }
 
 // registerAndBeat is a heartbeat's decision: with a registration (its
