@@ -64,8 +64,11 @@ type deciderDeps struct {
 	// snapshot stores a capture (called in a goroutine of its own).
 	snapshot func(*projection.Capture)
 	// reload reloads the projection from a snapshot when the log was trimmed
-	// past it (before a catch-up).
+	// past it (before a catch-up); fold folds the log into the projection,
+	// failing with errTrimmedDuringFold, before applying anything after a
+	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error
+	fold   func(ctx context.Context, st *projection.State) (int, error)
 }
 
 // writerLease is what the writer asks of the leadership.
@@ -481,11 +484,20 @@ func (d *decider) catchUp() error {
 		d.life.healthy.Store(false)
 		return err
 	}
-	if err := d.reload(ctx); err != nil {
-		d.life.healthy.Store(false)
-		return err
-	}
-	if _, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{}); err != nil {
+	for attempt := 1; ; attempt++ {
+		if err := d.reload(ctx); err != nil {
+			d.life.healthy.Store(false)
+			return err
+		}
+		_, err := d.fold(ctx, d.state)
+		if errors.Is(err, errTrimmedDuringFold) && attempt < maxFoldAttempts {
+			// A trim passed this projection while it read: the reload above
+			// sees it now.
+			continue
+		}
+		if err == nil {
+			break
+		}
 		d.life.healthy.Store(false)
 		var de *events.DecodeError
 		if errors.As(err, &de) {

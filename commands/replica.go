@@ -339,6 +339,37 @@ func (sc *stateCache) put(until string, st *projection.State) {
 	}
 }
 
+// errTrimmedDuringFold: the log was trimmed past the position a fold was
+// reading from, so the page it read may start after a gap. Nothing of that
+// page was applied; the caller reloads from a snapshot and folds again.
+var errTrimmedDuringFold = errors.New("the log was trimmed past the fold's position while it read")
+
+// maxFoldAttempts bounds the reloads one catch-up or load makes when trims
+// keep passing it (each attempt starts from a newer snapshot).
+const maxFoldAttempts = 3
+
+// foldLog folds the log after st's position into st, checking after every
+// page it reads that the log was not trimmed past the position it read from
+// (errTrimmedDuringFold; see projection.FoldOptions.Check): a check of the
+// trim point before folding is not enough, since a trim can land between the
+// check and the read.
+func (r *Replica) foldLog(ctx context.Context, st *projection.State) (int, error) {
+	var o projection.FoldOptions
+	if t := r.cfg.Trimmer; t != nil {
+		o.Check = func(ctx context.Context, after string) error {
+			trimmed, err := t.TrimmedTo(ctx)
+			if err != nil {
+				return err
+			}
+			if cmp, _ := events.CompareIDs(after, trimmed); cmp < 0 {
+				return fmt.Errorf("%w (read after %s, trimmed to %s)", errTrimmedDuringFold, after, trimmed)
+			}
+			return nil
+		}
+	}
+	return projection.Fold(ctx, r.log, st, o)
+}
+
 // reloadIfTrimmedPast reloads the projection from the newest kept snapshot when
 // the log was trimmed past its position: a follower that fell more than
 // SnapshotKeep-1 snapshot intervals behind the leader would otherwise fold the
@@ -359,15 +390,24 @@ func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
 		return nil
 	}
 	c.cfg.Logger.Warn().Str("lastId", at).Str("trimmedTo", trimmed).Msg("the log was trimmed past this projection; reloading from the newest snapshot")
-	st, err := r.restoreSnapshot(ctx, trimmed)
-	if err != nil {
-		return err
-	}
-	if st == nil {
-		return fmt.Errorf("the log was trimmed past this projection (at %s, trimmed to %s) and no kept snapshot covers the gap", at, trimmed)
-	}
-	if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{}); err != nil {
-		return err
+	var st *projection.State
+	for attempt := 1; ; attempt++ {
+		if st, err = r.restoreSnapshot(ctx, trimmed); err != nil {
+			return err
+		}
+		if st == nil {
+			return fmt.Errorf("the log was trimmed past this projection (at %s, trimmed to %s) and no kept snapshot covers the gap", at, trimmed)
+		}
+		_, err = r.foldLog(ctx, st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errTrimmedDuringFold) || attempt == maxFoldAttempts {
+			return err
+		}
+		if trimmed, err = c.TrimmedTo(ctx); err != nil {
+			return err
+		}
 	}
 	// Runs in the writer (catch-up): swapping is the one change to the
 	// running projection that is not an Apply.
@@ -387,25 +427,37 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 	if err != nil {
 		return fmt.Errorf("read log trim point: %w", err)
 	}
-	st := projection.New()
-	restored := false
-	if fromSnapshot && c.snaps != nil {
-		snap, err := r.restoreSnapshot(ctx, trimmed)
-		if err != nil {
+	var st *projection.State
+	var restored bool
+	var n int
+	for attempt := 1; ; attempt++ {
+		st, restored = projection.New(), false
+		if fromSnapshot && c.snaps != nil {
+			snap, err := r.restoreSnapshot(ctx, trimmed)
+			if err != nil {
+				return err
+			}
+			if snap != nil {
+				st, restored = snap, true
+			}
+		}
+		if !restored {
+			if err := r.checkFoldable(trimmed, fromSnapshot); err != nil {
+				return err
+			}
+		}
+		n, err = r.foldLog(ctx, st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errTrimmedDuringFold) || attempt == maxFoldAttempts {
 			return err
 		}
-		if snap != nil {
-			st, restored = snap, true
+		// Another replica trimmed the log while this one read it: start again
+		// from the snapshot that trim was behind.
+		if trimmed, err = c.TrimmedTo(ctx); err != nil {
+			return fmt.Errorf("read log trim point: %w", err)
 		}
-	}
-	if !restored {
-		if err := r.checkFoldable(trimmed, fromSnapshot); err != nil {
-			return err
-		}
-	}
-	n, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{})
-	if err != nil {
-		return err
 	}
 	if err := r.backfillIndex(ctx); err != nil {
 		return err
