@@ -350,6 +350,10 @@ func (d *decider) catchUp() error {
 		c.healthy.Store(false)
 		return err
 	}
+	if err := c.rep.reloadIfLogBehind(ctx); err != nil {
+		c.healthy.Store(false)
+		return err
+	}
 	if _, err := projection.Fold(ctx, c.log, c.state, projection.FoldOptions{}); err != nil {
 		c.healthy.Store(false)
 		var de *events.DecodeError
