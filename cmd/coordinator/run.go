@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/internal/redisurl"
 	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/redisstore"
 )
@@ -209,7 +210,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := redisstore.NewClient(m.RedisURL)
+	rdb, err := redisstore.NewClient(m.RedisURL, redisurl.TLSFiles{})
 	if err != nil {
 		return fmt.Errorf("--redis: %w", err)
 	}
