@@ -78,9 +78,10 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 						l := g.Lag
 						o.Lag = &l
 					}
-					// At or past the last id, nothing is left to read, whatever
-					// a promoted replica's stale counter says (see luaGroups).
-					if o.Exists && !idLess(g.LastDeliveredID, o.LastGeneratedID) {
+					// At or past the last id or the newest entry left, nothing
+					// is left to read, whatever the engine's counter says (see
+					// luaGroups).
+					if o.Exists && (!idLess(g.LastDeliveredID, o.LastGeneratedID) || o.Length == 0 || !idLess(g.LastDeliveredID, o.LastID)) {
 						l := int64(0)
 						o.Lag = &l
 					}
