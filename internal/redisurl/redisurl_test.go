@@ -2,6 +2,7 @@ package redisurl_test
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -141,5 +142,61 @@ func TestParse(t *testing.T) {
 				t.Fatalf("user %q password %q TLS %v, want %q %q %v", user, pass, tls, tt.user, tt.pass, tt.tls)
 			}
 		})
+	}
+}
+
+func TestTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	notPEM := write("not.pem", "hello")
+	tests := []struct {
+		name    string
+		url     string
+		files   redisurl.TLSFiles
+		wantErr string
+	}{
+		{name: "no files, plain", url: "redis://h:1"},
+		{name: "no files, TLS: the system's roots", url: "rediss://h:1"},
+		{name: "files for a plain URL", url: "redis://h:1", files: redisurl.TLSFiles{CA: notPEM}, wantErr: "not rediss://"},
+		{name: "files for a plain cluster", url: "redis+cluster://h:1,h:2", files: redisurl.TLSFiles{CA: notPEM}, wantErr: "not rediss://"},
+		{name: "files for a plain sentinel set", url: "redis+sentinel://h:1/m", files: redisurl.TLSFiles{CA: notPEM}, wantErr: "not rediss://"},
+		{name: "missing CA file", url: "rediss://h:1", files: redisurl.TLSFiles{CA: dir + "/none"}, wantErr: "CA file"},
+		{name: "CA not PEM", url: "rediss+sentinel://h:1/m", files: redisurl.TLSFiles{CA: notPEM}, wantErr: "no PEM certificate"},
+		{name: "certificate without key", url: "rediss://h:1", files: redisurl.TLSFiles{Cert: notPEM}, wantErr: "both the certificate and its key"},
+		{name: "key without certificate", url: "rediss://h:1", files: redisurl.TLSFiles{Key: notPEM}, wantErr: "both the certificate and its key"},
+		{name: "certificate not PEM", url: "rediss+cluster://h:1", files: redisurl.TLSFiles{Cert: notPEM, Key: notPEM}, wantErr: "client certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := redisurl.New(tt.url, tt.files)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, redisurl.ErrTLSFiles) {
+				t.Fatalf("New(%q, %+v) = %v, want ErrTLSFiles with %q", tt.url, tt.files, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://h:1/0":                      "redis://h:1/0",
+		"redis://u:p@h:1/0":                  "redis://***@h:1/0",
+		"redis+sentinel://u:a@b@s1:1,s2:2/m": "redis+sentinel://***@s1:1,s2:2/m",
+	} {
+		if got := redisurl.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

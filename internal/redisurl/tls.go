@@ -76,11 +76,10 @@ func readPEM(path, what string) ([]byte, error) {
 // speak TLS at all. None of them gets better by retrying.
 func TLSFailure(err error) string {
 	var (
-		unknownCA *x509.UnknownAuthorityError
+		unknownCA x509.UnknownAuthorityError
 		hostname  x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		verify    *tls.CertificateVerificationError
-		alert     tls.AlertError
 		header    tls.RecordHeaderError
 	)
 	switch {
@@ -92,14 +91,21 @@ func TLSFailure(err error) string {
 		return "the Redis server's certificate is not valid here (expired, not yet valid, or not for a server)"
 	case errors.As(err, &verify):
 		return "the Redis server's certificate could not be verified"
-	case errors.As(err, &alert):
-		return "the Redis server refused the TLS handshake (" + alert.Error() + "): it may require a client certificate (--redis-tls-cert, --redis-tls-key) or not trust the one given"
 	case errors.As(err, &header):
 		return "the Redis server did not answer in TLS: is the port a TLS port (use redis:// for a plain one)?"
 	}
-	// Go 1.21+ wraps a server's alert as a *net.OpError around tls.AlertError,
-	// found above; older paths say it only in text.
-	if msg := err.Error(); strings.Contains(msg, "tls: ") && strings.Contains(msg, "certificate") {
+	// The server's alerts reach the client after the handshake (TLS 1.3), on
+	// the first read, and go-redis passes them on as text.
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "tls: certificate required"):
+		return "the Redis server requires a client certificate (--redis-tls-cert, --redis-tls-key)"
+	case strings.Contains(msg, "tls: bad certificate"), strings.Contains(msg, "tls: unknown certificate authority"),
+		strings.Contains(msg, "tls: unknown certificate"), strings.Contains(msg, "tls: certificate expired"):
+		return "the Redis server refused this side's client certificate (" + msg + "): is it signed by a CA the server trusts?"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "the Redis server did not answer in TLS: is the port a TLS port (use redis:// for a plain one)?"
+	case strings.Contains(msg, "tls: ") && strings.Contains(msg, "certificate"):
 		return "the TLS handshake with the Redis server failed over a certificate (" + msg + ")"
 	}
 	return ""
