@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,6 +184,35 @@ func (c *Cluster) Crash(tb testing.TB, masterAddr string, thaw ...*Server) strin
 	return c.failover(tb, masterAddr, false, thaw...)
 }
 
+// Restart starts the node at addr that [Cluster.Failover] or [Cluster.Crash]
+// killed again, with its data directory and nodes.conf: it rejoins the
+// cluster as a replica of the node that took its slots (empty: test servers
+// keep no data). It returns once the cluster is healthy with it.
+func (c *Cluster) Restart(tb testing.TB, addr string) {
+	tb.Helper()
+	c.mu.Lock()
+	var n *Server
+	for _, s := range c.nodes {
+		if s.Addr() == addr && c.dead[addr] {
+			n = s
+		}
+	}
+	c.mu.Unlock()
+	if n == nil {
+		tb.Fatalf("redistest: %s is not a killed node of the cluster", addr)
+	}
+	n.Start(tb)
+	c.mu.Lock()
+	delete(c.dead, addr)
+	running := len(c.nodes) - len(c.dead)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
+	defer cancel()
+	if err := c.waitHealthy(ctx, running, ""); err != nil {
+		tb.Fatalf("redistest: the cluster did not take %s back: %v", addr, err)
+	}
+}
+
 // Node returns the running node at addr (nil if there is none).
 func (c *Cluster) Node(addr string) *Server { return c.node(addr) }
 
@@ -219,6 +249,11 @@ func (c *Cluster) failover(tb testing.TB, masterAddr string, sync bool, thaw ...
 		tb.Fatalf("redistest: %s is not a master:\n%s", masterAddr, info)
 	}
 	replicas := replicaAddrs(info)
+	for _, r := range thaw { // held up: the master no longer lists them
+		if !slices.Contains(replicas, r.Addr()) {
+			replicas = append(replicas, r.Addr())
+		}
+	}
 	if len(replicas) == 0 {
 		tb.Fatalf("redistest: master %s has no replica to promote", masterAddr)
 	}

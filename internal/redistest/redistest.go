@@ -575,6 +575,7 @@ func (s *Server) stopProcessLocked() error {
 	default:
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a frozen server (Freeze) acts on SIGTERM only then
 	select {
 	case <-exited:
 		return nil
