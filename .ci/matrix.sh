@@ -22,7 +22,7 @@ OUT="${MATRIX_OUT:-$(mktemp -d /tmp/rsc-matrix.XXXXXX)}"
 # name|package|test regexp
 SUITES=(
   "event log (compare-and-append, index, trim, snapshots)|./redisstore|^TestIntegration(RedisLog.*|HistoryIndexBackfillAndTrim|TrimBefore|LogOnCluster|SnapshotStore.*|LeaseTerms|FencedLog)$"
-  "log waits for replicas (WAIT)|./redisstore|^TestIntegration(LogWaitsForReplicas.*|FencedLogAndLeaseWaitForReplicas)$"
+  "log waits for replicas (WAIT)|./redisstore|^TestIntegration(LogWaitsForReplicas.*|FencedLogAndLeaseWaitForReplicas|TrimWaitsForTheArchiveReplicas)$"
   "provisioning and retirement|./redisstore|^TestIntegration(Shards|ShardsOnCluster|OffsetsSingleServerHaveNoNode|Load)$"
   "drain proof (XDEL tombstones, XTRIM, promoted replica)|./redisstore|^TestIntegration(DrainProofWithTombstonesAndTrims|StaleEntriesReadCounter|DrainedOnPromotedReplica|BarrierEvidence)$"
   "engine check at start|./redisstore|^TestIntegrationCheckEngine"

@@ -195,3 +195,28 @@ func TestReplicationCheck(t *testing.T) {
 		})
 	}
 }
+
+// With a Replication, a trim removes entries only once the replicas have
+// their archive copies: with the replica held up it archives on the primary,
+// refuses to trim, and the log keeps every entry.
+func TestIntegrationTrimWaitsForTheArchiveReplicas(t *testing.T) {
+	ctx := context.Background()
+	primary, replica := MustReplicated(t)
+	l := redisstore.NewLog(primary.Client(t), uniqueKey("test:trim-replicated"))
+	if err := l.SetReplication(redisstore.Replication{Replicas: 1, Timeout: replTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	ids := MustAppend(t, l, events.ZeroID, []byte("a"), []byte("b"), []byte("c"), []byte("d"))
+	keepAll := func(events.Entry) bool { return true }
+	if n, removed, err := l.TrimBefore(ctx, ids[1], keepAll); err != nil || n != 1 || removed != 1 {
+		t.Fatalf("trim with the replica up: archived %d removed %d, %v; want 1 and 1", n, removed, err)
+	}
+	redistest.HoldUpReplicas(t, primary, replica)
+	defer replica.Thaw(t)
+	if _, removed, err := l.TrimBefore(ctx, ids[3], keepAll); !errors.Is(err, redisstore.ErrNotReplicated) || removed != 0 {
+		t.Fatalf("trim with the replica held up: removed %d, %v; want 0 and ErrNotReplicated", removed, err)
+	}
+	if n, err := l.Len(ctx); err != nil || n != 3 {
+		t.Fatalf("log holds %d entries (%v), want 3: nothing trimmed", n, err)
+	}
+}
