@@ -17,7 +17,7 @@ import (
 
 // replTimeout is how long the tests let WAIT wait: long enough for a live
 // replica on a loaded machine, short enough to make a held-up one quick.
-const replTimeout = 500 * time.Millisecond
+const replTimeout = 2 * time.Second
 
 // MustReplicated starts a primary with one replica whose link is up.
 func MustReplicated(tb testing.TB) (primary, replica *redistest.Server) {
@@ -26,10 +26,13 @@ func MustReplicated(tb testing.TB) (primary, replica *redistest.Server) {
 	replica = redistest.StartProcess(tb, redistest.WithArgs("--replicaof", strings.Replace(primary.Addr(), ":", " ", 1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rc := replica.Client(tb)
+	rc, pc := replica.Client(tb), primary.Client(tb)
 	for {
+		// Up on both sides: the primary counts a replica for WAIT once it
+		// is online there.
 		info, err := rc.Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
+		pinfo, perr := pc.Info(ctx, "replication").Result()
+		if err == nil && perr == nil && strings.Contains(info, "master_link_status:up") && strings.Contains(pinfo, "state=online") {
 			return primary, replica
 		}
 		select {

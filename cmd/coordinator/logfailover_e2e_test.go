@@ -269,25 +269,42 @@ func heldUpCreates(t *testing.T, start func(*testing.T, string) failoverTopology
 		topo.restore(t)
 	}
 	// The first decision after the failover: retried while the client finds
-	// the new primary (503), then decided on the log as it is.
-	eventually(t, 60*time.Second, "a create after the failover answered 201", func() bool { return tryCreate(tc, "after") == 201 })
+	// the new primary (503), then decided on the log as it is. A 409 says an
+	// attempt answered 503 took effect after all (its entry was on the new
+	// primary, only the WAIT for its replica timed out).
+	seen := map[int]int{}
+	deadline := time.Now().Add(60 * time.Second)
+	for st := tryCreate(tc, "after"); st != 201 && st != 409; st = tryCreate(tc, "after") {
+		seen[st]++
+		if time.Now().After(deadline) {
+			t.Fatalf("no create answered 201 within 60s after the failover; answers by status: %v", seen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	inLog := waitServedIsReplay(t, tc, topo.url(), logKey)
 	for _, g := range []string{"before-1", "before-2", "before-3", "after"} {
 		if !inLog[g] {
 			t.Errorf("%s (answered 201) is missing from the log", g)
 		}
 	}
+	acked := 0
 	for g, st := range answered {
-		switch {
-		case !replicas && st != 201:
-			t.Errorf("without --log-replicas, %s was answered %d while the replica was held up, want 201 (the primary acknowledges alone)", g, st)
-		case !replicas && inLog[g]:
-			t.Errorf("%s survived the failover although no replica had it", g)
-		case replicas && st != 503:
-			t.Errorf("with --log-replicas 1, %s was answered %d while the replica was held up, want 503", g, st)
-		case replicas && st < 300 && !inLog[g]:
-			t.Errorf("%s was answered %d but is missing from the log", g, st)
+		ok := st >= 200 && st < 300
+		if ok {
+			acked++
 		}
+		switch {
+		case !replicas && ok && inLog[g]:
+			t.Errorf("%s survived the failover although no replica had it", g)
+		case replicas && ok:
+			// 503 as a rule; a request the client gave up on (0) is no
+			// answer either (a frozen cluster node can hold a slot map
+			// refresh up to the read timeout).
+			t.Errorf("with --log-replicas 1, %s was answered %d while the replica was held up (in the log after the failover: %v), want 503", g, st, inLog[g])
+		}
+	}
+	if !replicas && acked == 0 {
+		t.Errorf("without --log-replicas no held-up create was answered 201 (%v): the primary acknowledges alone", answered)
 	}
 	t.Logf("held-up creates answered %v; the log holds %v after the failover", answered, keys(inLog))
 }
