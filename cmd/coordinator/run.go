@@ -287,7 +287,7 @@ func (m *Main) Run(ctx context.Context) error {
 			m.logger.Warn().Msg("--ha with the default --coordinator-id: give every replica its own, or /readyz cannot tell them apart")
 		}
 	}
-	m.logger.Info().Str("url", m.server.URL()).Str("redis", redactURL(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
+	m.logger.Info().Str("url", m.server.URL()).Str("redis", redisurl.Redact(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.metrics.Run(lctx)
@@ -375,13 +375,4 @@ func (m *Main) loadUsers() ([]httpapi.User, []byte, error) {
 		return nil, nil, fmt.Errorf("--users-file %s: %w", m.UsersFile, err)
 	}
 	return users, data, nil
-}
-
-func redactURL(u string) string {
-	if i := strings.Index(u, "@"); i >= 0 {
-		if j := strings.Index(u, "://"); j >= 0 && j < i {
-			return u[:j+3] + "***@" + u[i+1:]
-		}
-	}
-	return u
 }
