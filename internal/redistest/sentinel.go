@@ -21,7 +21,7 @@ const (
 	sentinelDownAfter       = 1000 * time.Millisecond
 	sentinelFailoverTimeout = 3000 * time.Millisecond
 	sentinelStartTimeout    = 30 * time.Second
-	sentinelFailoverWait    = 45 * time.Second
+	sentinelFailoverWait    = 90 * time.Second // a loaded machine can put sentinels in TILT mode for 30 s
 )
 
 // SentinelMaster is the name the test sentinels monitor the primary under.
@@ -175,16 +175,25 @@ func (ss *SentinelSet) KillPrimary(tb testing.TB, sync bool, thaw ...*Server) *S
 }
 
 // Restart starts a node that [SentinelSet.KillPrimary] killed again (empty:
-// test servers keep no data), and waits until it is a replica of the primary
-// with its link up.
+// test servers keep no data) as a replica of the primary, and waits until its
+// link is up. It sends the REPLICAOF the sentinels would send themselves: on a
+// loaded machine a sentinel can sit in TILT mode for 30 s and send nothing.
 func (ss *SentinelSet) Restart(tb testing.TB, n *Server) {
 	tb.Helper()
+	primary := ss.Primary(tb)
 	n.Start(tb)
 	ss.mu.Lock()
 	delete(ss.dead, n)
 	ss.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), sentinelFailoverWait)
 	defer cancel()
+	host, port := splitAddr(primary.Addr())
+	c := n.adminClient()
+	err := c.Do(ctx, "REPLICAOF", host, port).Err()
+	_ = c.Close()
+	if err != nil {
+		tb.Fatalf("redistest: REPLICAOF %s on restarted %s: %v", primary.Addr(), n.Addr(), err)
+	}
 	if err := waitLinkUp(ctx, n); err != nil {
 		tb.Fatalf("redistest: restarted %s did not become a replica: %v", n.Addr(), err)
 	}
