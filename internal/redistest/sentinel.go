@@ -80,7 +80,7 @@ func StartSentinel(tb testing.TB, replicas, sentinels int, opts ...Option) *Sent
 		ss.sentinels = append(ss.sentinels, s)
 	}
 	// A sentinel that has not heard of the others yet would fail over alone.
-	if err := ss.waitSentinelsAgree(ctx, primary.Addr(), replicas); err != nil {
+	if err := ss.waitSettled(ctx, primary.Addr()); err != nil {
 		tb.Fatalf("redistest: sentinels did not settle on %s: %v", primary.Addr(), err)
 	}
 	return ss
@@ -197,20 +197,31 @@ func (ss *SentinelSet) Restart(tb testing.TB, n *Server) {
 	if err := waitLinkUp(ctx, n); err != nil {
 		tb.Fatalf("redistest: restarted %s did not become a replica: %v", n.Addr(), err)
 	}
+	if err := ss.waitSettled(ctx, primary.Addr()); err != nil {
+		tb.Fatalf("redistest: the sentinels did not take restarted %s back: %v\n%s", n.Addr(), err, ss.describe())
+	}
 }
 
 func (ss *SentinelSet) waitPromoted(ctx context.Context, tb testing.TB, old *Server) *Server {
 	tb.Helper()
 	var last error
 	for {
-		if n, err := ss.promoted(ctx, old); err == nil {
-			return n
-		} else {
-			last = err
+		n, err := ss.promoted(ctx, old)
+		if err == nil {
+			// The sentinels may fail over again (the promoted replica was
+			// frozen a moment ago, and looks down to one of them): settle on
+			// n, or look again.
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = ss.waitSettled(sctx, n.Addr())
+			cancel()
 		}
+		if err == nil {
+			return n
+		}
+		last = err
 		select {
 		case <-ctx.Done():
-			tb.Fatalf("redistest: no replica of %s was promoted: %v", old.Addr(), errors.Join(last, ctx.Err()))
+			tb.Fatalf("redistest: no replica of %s was promoted: %v\n%s", old.Addr(), errors.Join(last, ctx.Err()), ss.describe())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -249,6 +260,28 @@ func (ss *SentinelSet) promoted(ctx context.Context, old *Server) (*Server, erro
 	return n, nil
 }
 
+// describe is what the sentinels say about the replicas, and the end of
+// their logs, for a failover that did not happen.
+func (ss *SentinelSet) describe() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, s := range ss.sentinels {
+		c := s.adminClient()
+		res, err := c.Do(ctx, "SENTINEL", "REPLICAS", SentinelMaster).Result()
+		_ = c.Close()
+		fmt.Fprintf(&b, "sentinel %s: replicas %v (%v)\n", s.Addr(), res, err)
+		if s.output != nil {
+			out := s.output.String()
+			if len(out) > 3000 {
+				out = out[len(out)-3000:]
+			}
+			fmt.Fprintf(&b, "%s\n", out)
+		}
+	}
+	return b.String()
+}
+
 func (ss *SentinelSet) masterAddr(ctx context.Context, s *Server) (string, error) {
 	c := s.adminClient()
 	defer c.Close()
@@ -262,14 +295,17 @@ func (ss *SentinelSet) masterAddr(ctx context.Context, s *Server) (string, error
 	return res[0] + ":" + res[1], nil
 }
 
-// waitSentinelsAgree waits until every sentinel names primary, knows its
-// replicas and the other sentinels.
-func (ss *SentinelSet) waitSentinelsAgree(ctx context.Context, primary string, replicas int) error {
+// waitSettled waits until the set is at rest on primary: every sentinel
+// names it, is not in a failover, knows the other sentinels, and sees every
+// running replica up with its link to primary up. A failover started while a
+// sentinel is still finishing the previous one can stall for good (that
+// sentinel goes on naming the old primary), so each step waits for this.
+func (ss *SentinelSet) waitSettled(ctx context.Context, primary string) error {
 	var last error
 	for {
 		last = nil
 		for _, s := range ss.sentinels {
-			if err := ss.sentinelReady(ctx, s, primary, replicas); err != nil {
+			if err := ss.sentinelSettled(ctx, s, primary); err != nil {
 				last = err
 				break
 			}
@@ -285,37 +321,61 @@ func (ss *SentinelSet) waitSentinelsAgree(ctx context.Context, primary string, r
 	}
 }
 
-func (ss *SentinelSet) sentinelReady(ctx context.Context, s *Server, primary string, replicas int) error {
+func (ss *SentinelSet) sentinelSettled(ctx context.Context, s *Server, primary string) error {
 	c := s.adminClient()
 	defer c.Close()
 	m, err := c.Do(ctx, "SENTINEL", "MASTER", SentinelMaster).Result()
 	if err != nil {
 		return fmt.Errorf("sentinel %s: %w", s.Addr(), err)
 	}
-	f := map[string]string{}
-	switch m := m.(type) {
-	case map[any]any: // RESP3
-		for k, v := range m {
-			f[fmt.Sprint(k)] = fmt.Sprint(v)
-		}
-	case []any: // RESP2
-		for i := 0; i+1 < len(m); i += 2 {
-			f[fmt.Sprint(m[i])] = fmt.Sprint(m[i+1])
-		}
-	}
+	f := fields(m)
 	if got := f["ip"] + ":" + f["port"]; got != primary {
 		return fmt.Errorf("sentinel %s names %s", s.Addr(), got)
 	}
-	if strings.Contains(f["flags"], "down") {
+	if strings.Contains(f["flags"], "down") || strings.Contains(f["flags"], "failover") {
 		return fmt.Errorf("sentinel %s: primary flags %s", s.Addr(), f["flags"])
-	}
-	if n, _ := strconv.Atoi(f["num-slaves"]); n != replicas {
-		return fmt.Errorf("sentinel %s knows %d replicas, want %d", s.Addr(), n, replicas)
 	}
 	if n, _ := strconv.Atoi(f["num-other-sentinels"]); n != len(ss.sentinels)-1 {
 		return fmt.Errorf("sentinel %s knows %d other sentinels, want %d", s.Addr(), n, len(ss.sentinels)-1)
 	}
+	res, err := c.Do(ctx, "SENTINEL", "REPLICAS", SentinelMaster).Result()
+	if err != nil {
+		return fmt.Errorf("sentinel %s: %w", s.Addr(), err)
+	}
+	list, _ := res.([]any)
+	up := map[string]bool{}
+	for _, r := range list {
+		rf := fields(r)
+		if !strings.Contains(rf["flags"], "down") && !strings.Contains(rf["flags"], "disconnected") &&
+			rf["master-link-status"] == "ok" && rf["master-host"]+":"+rf["master-port"] == primary {
+			up[rf["ip"]+":"+rf["port"]] = true
+		}
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, n := range ss.nodes {
+		if a := n.Addr(); a != primary && !ss.dead[n] && !up[a] {
+			return fmt.Errorf("sentinel %s does not see replica %s up with its link to %s", s.Addr(), a, primary)
+		}
+	}
 	return nil
+}
+
+// fields reads a Sentinel reply's field/value pairs (a map in RESP3, a flat
+// array in RESP2).
+func fields(v any) map[string]string {
+	f := map[string]string{}
+	switch m := v.(type) {
+	case map[any]any:
+		for k, v := range m {
+			f[fmt.Sprint(k)] = fmt.Sprint(v)
+		}
+	case []any:
+		for i := 0; i+1 < len(m); i += 2 {
+			f[fmt.Sprint(m[i])] = fmt.Sprint(m[i+1])
+		}
+	}
+	return f
 }
 
 func (ss *SentinelSet) nodeAt(addr string) *Server {
