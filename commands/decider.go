@@ -63,8 +63,9 @@ type deciderDeps struct {
 	afterAppend         func(events.Record)
 	// snapshot stores a capture (called in a goroutine of its own).
 	snapshot func(*projection.Capture)
-	// reload reloads the projection from a snapshot when the log was trimmed
-	// past it (before a catch-up); fold folds the log into the projection,
+	// reload reloads the projection when the log was trimmed past it, or no
+	// longer holds its last entry (a Redis failover lost entries), before a
+	// catch-up; fold folds the log into the projection,
 	// failing with errTrimmedDuringFold, before applying anything after a
 	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error

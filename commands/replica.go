@@ -226,6 +226,18 @@ func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 			c.cfg.Logger.Warn().Str("snapshot", at).Str("trimmedTo", trimmed).Msg("ignoring snapshot older than the log's trim point")
 			continue
 		}
+		if cmp, _ := events.CompareIDs(at, trimmed); cmp > 0 {
+			// A failover can lose the entry a snapshot was taken at while the
+			// log goes on past it (see reloadIfLogBehind).
+			held, err := c.log.Get(ctx, []string{at})
+			if err != nil {
+				return nil, fmt.Errorf("check the log holds snapshot %s: %w", at, err)
+			}
+			if len(held) == 0 {
+				c.cfg.Logger.Warn().Str("snapshot", at).Msg("ignoring snapshot taken at an entry the log no longer holds; trying an older one")
+				continue
+			}
+		}
 		return restored, nil
 	}
 	return nil, nil
@@ -370,6 +382,15 @@ func (r *Replica) foldLog(ctx context.Context, st *projection.State) (int, error
 	return projection.Fold(ctx, r.log, st, o)
 }
 
+// reload reloads the projection before a catch-up when the log was trimmed
+// past it or no longer holds its last entry.
+func (r *Replica) reload(ctx context.Context) error {
+	if err := r.reloadIfTrimmedPast(ctx); err != nil {
+		return err
+	}
+	return r.reloadIfLogBehind(ctx)
+}
+
 // reloadIfTrimmedPast reloads the projection from the newest kept snapshot when
 // the log was trimmed past its position: a follower that fell more than
 // SnapshotKeep-1 snapshot intervals behind the leader would otherwise fold the
@@ -411,6 +432,66 @@ func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
 	}
 	// Runs in the writer (catch-up): swapping is the one change to the
 	// running projection that is not an Apply.
+	c.state.Swap(st)
+	r.rearm()
+	return nil
+}
+
+// reloadIfLogBehind reloads the projection from the log when the log no
+// longer holds the projection's last entry: Redis replicates asynchronously,
+// and a failover that promoted a replica which had not received the newest
+// entries leaves the log behind (its last-generated-id below the projection's
+// position), or, once another writer appended, holding other entries after
+// the same point. Folding on would build on entries the log no longer has, so
+// the projection is rebuilt from the log as it is (the newest kept snapshot
+// the log still holds, plus the tail; or the whole log), and the state served
+// is the replay of the log again. Decisions the lost entries answered are not
+// in it: --log-replicas makes appends wait for replicas so that no answered
+// decision is lost this way.
+func (r *Replica) reloadIfLogBehind(ctx context.Context) error {
+	c := r
+	at := c.state.LastID()
+	if at == events.ZeroID {
+		return nil
+	}
+	trimmed, err := c.TrimmedTo(ctx)
+	if err != nil {
+		return err
+	}
+	if cmp, _ := events.CompareIDs(at, trimmed); cmp <= 0 {
+		return nil // trimmed away: reloadIfTrimmedPast's case
+	}
+	held, err := c.log.Get(ctx, []string{at})
+	if err != nil {
+		return fmt.Errorf("check the log still holds %s: %w", at, err)
+	}
+	if len(held) == 1 {
+		return nil
+	}
+	last, err := c.log.LastID(ctx)
+	if err != nil {
+		return fmt.Errorf("read log position: %w", err)
+	}
+	c.cfg.Logger.Warn().Str("lastId", at).Str("logLastId", last).Msg("the log no longer holds this projection's last entry (a Redis failover lost entries it had acknowledged); reloading the projection from the log")
+	st := projection.New()
+	if c.snaps != nil {
+		snap, err := r.restoreSnapshot(ctx, trimmed)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			st = snap
+		}
+	}
+	if st.LastID() == events.ZeroID {
+		if err := r.checkFoldable(trimmed, true); err != nil {
+			return err
+		}
+	}
+	if _, err := r.foldLog(ctx, st); err != nil {
+		return err
+	}
+	// Runs in the writer (catch-up), like reloadIfTrimmedPast.
 	c.state.Swap(st)
 	r.rearm()
 	return nil
