@@ -63,9 +63,13 @@ type deciderDeps struct {
 	afterAppend         func(events.Record)
 	// snapshot stores a capture (called in a goroutine of its own).
 	snapshot func(*projection.Capture)
-	// reload reloads the projection from a snapshot when the log was trimmed
-	// past it (before a catch-up).
+	// reload reloads the projection when the log was trimmed past it, or no
+	// longer holds its last entry (a Redis failover lost entries), before a
+	// catch-up; fold folds the log into the projection,
+	// failing with errTrimmedDuringFold, before applying anything after a
+	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error
+	fold   func(ctx context.Context, st *projection.State) (int, error)
 }
 
 // writerLease is what the writer asks of the leadership.
@@ -481,11 +485,21 @@ func (d *decider) catchUp() error {
 		d.life.healthy.Store(false)
 		return err
 	}
-	if err := d.reload(ctx); err != nil {
-		d.life.healthy.Store(false)
-		return err
-	}
-	if _, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{}); err != nil {
+	for attempt := 1; ; attempt++ {
+		if err := d.reload(ctx); err != nil {
+			d.life.healthy.Store(false)
+			d.life.markCorrupt(err) // the reload's fold met an undecodable entry
+			return err
+		}
+		_, err := d.fold(ctx, d.state)
+		if errors.Is(err, errTrimmedDuringFold) && attempt < maxFoldAttempts {
+			// A trim passed this projection while it read: the reload above
+			// sees it now.
+			continue
+		}
+		if err == nil {
+			break
+		}
 		d.life.healthy.Store(false)
 		if d.life.markCorrupt(err) {
 			d.logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
