@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/rscoord/rsc/events"
@@ -17,8 +16,6 @@ type CreateGroupInput struct {
 	InitialShardCount *int
 	RequestedBy       string
 	Reason            string
-	// StreamLevel is POST /streams/{p}: refused when any group uses the prefix.
-	StreamLevel bool
 	// Ordering is "KEY" or "NONE" (nil: NONE).
 	Ordering *string
 }
@@ -53,92 +50,124 @@ func checkAudit(requestedBy, reason string, reasonRequired bool) []string {
 	return problems
 }
 
-// CreateGroup creates a group: verify it does not exist, validate the shard
-// count, provision every shard stream and consumer group (outside the writer,
-// after checking Redis holds no stranger's keys for a new prefix), then record
-// group.created in a decision that checks everything again.
+// groupPlan is how a new group fits its prefix: its shard count and
+// starting metadata version, whether it writes the stream's metadata (the
+// first group of a bare prefix), and the prefix's record of shard streams.
+type groupPlan struct {
+	count int
+	mv    int64
+	// bare: the prefix has no stream metadata and no group: the group's
+	// create writes the stream's metadata.
+	bare bool
+	// unknown: the coordinator never used the prefix (Redis's bare prefix
+	// key is checked too); leftovers: groups of an earlier build used it and
+	// left no record (its streams are the coordinator's own).
+	unknown, leftovers bool
+	stream             *projection.Stream // a copy, nil when none
+}
+
+// planGroup places a new group on its prefix: on a stream with metadata it
+// takes the stream's shard count (a requested count that differs is 400)
+// and metadata version, and waits while the stream is PREPARING; otherwise
+// the requested count (or the default). It refuses a group that exists and
+// one beyond the caps.
+func planGroup(t *tx, k projection.GroupKey, requested *int, defaultCount int) (groupPlan, error) {
+	if t.group(k) != nil {
+		return groupPlan{}, ErrGroupExists
+	}
+	p := groupPlan{count: defaultCount, mv: 1}
+	if requested != nil {
+		p.count = *requested
+	}
+	st := t.b.ov.Stream(k.StreamPrefix)
+	groups := t.groupsWithPrefix(k.StreamPrefix)
+	switch {
+	case st != nil && st.Metadata:
+		if requested != nil && *requested != st.ShardCount {
+			return groupPlan{}, withMsg(ErrInvalid, "Group shard count must match stream shard count %d for '%s'", st.ShardCount, k.StreamPrefix)
+		}
+		p.count, p.mv = st.ShardCount, st.MetadataVersion
+		if err := preparingIn(t, k.StreamPrefix); err != nil {
+			return groupPlan{}, err
+		}
+	case len(groups) == 0:
+		p.bare = true
+		p.unknown = st == nil && !t.prefixSeen(k.StreamPrefix)
+		p.leftovers = st == nil && !p.unknown
+	}
+	if st != nil {
+		p.stream = st.Clone()
+	}
+	return p, withinCaps(t, 1, p.count)
+}
+
+// CreateGroup creates a group: verify it does not exist, place it on its
+// stream (planGroup), read what Redis holds under its shard keys and
+// provision every shard stream and consumer group (outside the writer,
+// refusing keys the coordinator does not manage), then record group.created
+// (after the stream's metadata, for the first group of a bare prefix) in a
+// decision that checks everything again.
 func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix, ConsumerGroup: in.ConsumerGroup}
-	command := "group.create"
-	if in.StreamLevel {
-		command = "stream.create"
-	}
-	return admin(ctx, s, meta, k, command, in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
+	return admin(ctx, s, meta, k, "group.create", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if err := ValidateKey(k); err != nil {
 			return projection.GroupView{}, err
 		}
 		problems := checkAudit(in.RequestedBy, in.Reason, false)
 		ordering, bad := checkOrdering(in.Ordering)
 		problems = append(problems, bad...)
-		count := s.rules.defaultShardCount
-		if in.InitialShardCount != nil {
-			count = *in.InitialShardCount
-			if count < 1 {
-				problems = append(problems, "initialShardCount: must be greater than or equal to 1")
-			} else if count > s.rules.maxShardCount {
-				problems = append(problems, fmt.Sprintf("initialShardCount: must be less than or equal to %d", s.rules.maxShardCount))
-			}
-		}
-		if len(problems) > 0 {
+		_, bad = s.rules.shardCountOf("initialShardCount", in.InitialShardCount, 1)
+		if problems = append(problems, bad...); len(problems) > 0 {
 			return projection.GroupView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
-		// Refuse what the committed state refuses before touching Redis.
-		if err := s.peek(func(t *tx) error { return creatable(t, k, in.StreamLevel) }); err != nil {
-			return projection.GroupView{}, err
-		}
-		var foreign []string
+		// Refuse what the committed state refuses before touching Redis,
+		// with the prefix's side effects serialised: a create that
+		// provisioned before this one has decided by then.
 		if s.rules.provisioning {
 			unlock := s.locks.lock(k.StreamPrefix)
 			defer unlock()
-			known := s.prefixInUse(k.StreamPrefix)
+		}
+		var plan groupPlan
+		if err := s.peek(func(t *tx) (err error) {
+			plan, err = planGroup(t, k, in.InitialShardCount, s.rules.defaultShardCount)
+			return err
+		}); err != nil {
+			return projection.GroupView{}, err
+		}
+		var created []int
+		if s.rules.provisioning {
 			var err error
-			if foreign, err = s.rec.provisionGroup(ctx, k, count, known); err != nil {
+			if created, err = s.rec.provisionGroup(ctx, k, plan); err != nil {
 				return projection.GroupView{}, err
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
-			return createGroup(t, k, in, count, ordering, foreign)
+			return createGroup(t, k, in, ordering, plan, created)
 		})
 	})
 }
 
-// creatable refuses a group that exists, or a stream-level create of a
-// prefix some group uses.
-func creatable(t *tx, k projection.GroupKey, streamLevel bool) error {
-	if streamLevel && len(t.groupsWithPrefix(k.StreamPrefix)) > 0 {
-		return withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", k.StreamPrefix)
-	}
-	if t.group(k) != nil {
-		return ErrGroupExists
-	}
-	return nil
-}
-
 // createGroup records group.created, checking again what the request was
-// checked on, and refusing a prefix Redis holds keys of (foreign) that no
-// group of the coordinator ever used.
-func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, count int, ordering string, foreign []string) (projection.GroupView, error) {
-	if err := creatable(t, k, in.StreamLevel); err != nil {
+// checked on: the group is placed on its stream as when it was provisioned
+// (else the caller retries). The first group of a bare prefix writes the
+// stream's metadata first.
+func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, ordering string, plan groupPlan, created []int) (projection.GroupView, error) {
+	now, err := planGroup(t, k, in.InitialShardCount, t.rules.defaultShardCount)
+	if err != nil {
 		return projection.GroupView{}, err
 	}
-	if len(foreign) > 0 && len(t.groupsWithPrefix(k.StreamPrefix)) == 0 && !t.prefixSeen(k.StreamPrefix) {
-		return projection.GroupView{}, withMsg(ErrPrefixExists, "Redis already has keys for stream prefix '%s' that the coordinator does not manage: %s", k.StreamPrefix, strings.Join(foreign, ", "))
+	if now.count != plan.count || now.mv != plan.mv || now.bare != plan.bare {
+		return projection.GroupView{}, withMsg(ErrStateConflict, "stream %s changed while the group was provisioned; retry", k.StreamPrefix)
 	}
-	g := t.emit(k, &events.GroupCreated{ShardCount: count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering})
+	ev := &events.GroupCreated{ShardCount: now.count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering,
+		MetadataVersion: now.mv, KeysChecked: true, CreatedShards: created}
+	if now.bare {
+		t.emit(projection.GroupKey{StreamPrefix: k.StreamPrefix}, &events.StreamCreated{ShardCount: now.count, Provisioned: t.rules.provisioning,
+			RequestedBy: in.RequestedBy, Reason: in.Reason, Group: k.ConsumerGroup, CreatedShards: created})
+		ev.CreatedShards = nil // the stream's metadata records them
+	}
+	g := t.emit(k, ev)
 	return projection.ViewGroup(g), nil
-}
-
-// prefixInUse reports whether a group of the prefix exists now or ever did:
-// its leftover streams are the coordinator's own, not a stranger's.
-func (s *Service) prefixInUse(prefix string) bool {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	for _, k := range s.state.GroupKeysLocked() {
-		if k.StreamPrefix == prefix {
-			return true
-		}
-	}
-	return s.state.PrefixSeenLocked(prefix)
 }
 
 // DeleteGroupInput is an operator's delete request.

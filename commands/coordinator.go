@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,12 @@ type Config struct {
 	// MaxMembersPerGroup bounds a group's member records (4096): a join into a
 	// full group first prunes terminal records, then is refused (ErrGroupFull).
 	MaxMembersPerGroup int
+	// MaxGroups bounds the consumer groups the coordinator manages (1024): a
+	// create or a registration by heartbeat past it is refused
+	// (ErrGroupLimit). MaxTotalShards bounds the shards of every group and
+	// of every stream without groups, added up (65536; ErrShardLimit).
+	MaxGroups      int
+	MaxTotalShards int
 	// ShardCheckInterval is how often the leader checks that Redis still has
 	// every routed shard stream and consumer group, and recreates what it lost
 	// (10s; <0 disables; repair.go).
@@ -93,6 +100,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMembersPerGroup <= 0 {
 		c.MaxMembersPerGroup = 4096
+	}
+	if c.MaxGroups <= 0 {
+		c.MaxGroups = 1024
+	}
+	if c.MaxTotalShards <= 0 {
+		c.MaxTotalShards = 65536
 	}
 	if c.ShardCheckInterval == 0 {
 		c.ShardCheckInterval = 10 * time.Second
@@ -170,6 +183,21 @@ type lifecycle struct {
 	ready   atomic.Bool
 	healthy atomic.Bool
 	closing atomic.Bool
+	// corrupt is set while the log or the snapshot start-up depends on
+	// cannot be decoded (nil: it can).
+	corrupt atomic.Pointer[Error]
+}
+
+// markCorrupt records that the state cannot be built without guessing: err
+// names what could not be decoded (an *events.DecodeError names the
+// entry). It reports whether err was such an error.
+func (l *lifecycle) markCorrupt(err error) bool {
+	var de *events.DecodeError
+	if !errors.As(err, &de) {
+		return false
+	}
+	l.corrupt.Store(withMsg(ErrMetadataCorrupt, "%s: log entry %s cannot be decoded (%v); nothing is answered from a state built around it (README, Runbook: restoring from the log)", ErrMetadataCorrupt.Message, de.ID, de.Err))
+	return true
 }
 
 type systemClock struct{}

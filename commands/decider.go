@@ -488,6 +488,7 @@ func (d *decider) catchUp() error {
 	for attempt := 1; ; attempt++ {
 		if err := d.reload(ctx); err != nil {
 			d.life.healthy.Store(false)
+			d.life.markCorrupt(err) // the reload's fold met an undecodable entry
 			return err
 		}
 		_, err := d.fold(ctx, d.state)
@@ -500,8 +501,7 @@ func (d *decider) catchUp() error {
 			break
 		}
 		d.life.healthy.Store(false)
-		var de *events.DecodeError
-		if errors.As(err, &de) {
+		if d.life.markCorrupt(err) {
 			d.logger.Error().Err(err).Msg("cannot decode log entry written by another coordinator")
 		}
 		return err

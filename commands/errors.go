@@ -75,7 +75,20 @@ var (
 	// joined (the member API is authenticated; ids are bound to principals).
 	ErrMemberPrincipal = &Error{Kind: KindForbidden, Code: "MEMBER_PRINCIPAL_MISMATCH", Message: "This member id belongs to another principal"}
 	// ErrGroupFull: a new member would exceed --max-members-per-group.
-	ErrGroupFull          = &Error{Kind: KindConflict, Code: "GROUP_MAX_SIZE_REACHED", Message: "The group has reached its maximum number of members"}
+	ErrGroupFull = &Error{Kind: KindConflict, Code: "GROUP_MAX_SIZE_REACHED", Message: "The group has reached its maximum number of members"}
+	// ErrGroupLimit and ErrShardLimit: a create, a registration by heartbeat
+	// or a scale-out would take the coordinator past --max-groups or
+	// --max-total-shards.
+	ErrGroupLimit = &Error{Kind: KindConflict, Code: "GROUP_LIMIT_REACHED", Message: "The coordinator manages as many consumer groups as --max-groups allows"}
+	ErrShardLimit = &Error{Kind: KindConflict, Code: "SHARD_LIMIT_REACHED", Message: "The coordinator manages as many shards as --max-total-shards allows"}
+	// ErrTopologyConflict: the groups of a stream without metadata disagree
+	// on the shard count (stream-scoped routing cannot answer), or a change
+	// would leave a stream's groups on different layouts.
+	ErrTopologyConflict = &Error{Kind: KindConflict, Code: "STREAM_SHARD_TOPOLOGY_CONFLICT", Message: "Stream shard topology is inconsistent across consumer groups"}
+	// ErrMetadataCorrupt: the log or a snapshot holds what this build cannot
+	// decode; the coordinator answers nothing from a state it would have to
+	// guess (README, Runbook).
+	ErrMetadataCorrupt    = &Error{Kind: KindConflict, Code: "COORDINATOR_METADATA_CORRUPT", Message: "Coordinator metadata is corrupt and requires operator repair"}
 	ErrProvisioningFailed = &Error{Kind: KindUnavailable, Code: "REDIS_STREAM_PROVISIONING_FAILED", Message: "Failed to provision Redis Stream consumer group"}
 	ErrRedisNotConfigured = &Error{Kind: KindUnavailable, Code: "REDIS_NOT_CONFIGURED", Message: "Redis Stream provisioning is enabled but Redis is not configured"}
 	ErrUnavailable        = &Error{Kind: KindUnavailable, Code: "COORDINATOR_STATE_MUTEX_UNAVAILABLE", Message: "Coordinator state is unavailable: the event log cannot be read or appended"}

@@ -18,8 +18,15 @@ import (
 // sent it ("" when the member API is anonymous): a member id is bound to the
 // principal that joined it, and a heartbeat for it from anyone else is refused
 // (ErrMemberPrincipal, HTTP 403) before it can release or claim anything.
+//
+// A first heartbeat (epoch 0) for a group that does not exist, on a stream
+// with metadata, registers the group: its consumer group is provisioned on
+// every shard of the stream (at the stream's end, outside the writer; a
+// failure is 503 and records nothing), then one decision records
+// group.created with the stream's layout and joins the member.
 func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
-	if resp, err := screen(s.rules, pathID, req); resp != nil || err != nil {
+	req, resp, err := screen(s.rules, pathID, req)
+	if resp != nil || err != nil {
 		return resp, err
 	}
 	if !s.lead.IsLeader() {
@@ -27,7 +34,7 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 		// may already be stale.
 		return nil, ErrNotLeader
 	}
-	req, err := s.admissible(k, pathID, principal, req)
+	req, err = s.admissible(k, pathID, principal, req)
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +42,12 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 		s.issued(k, pathID, resp)
 		return resp, nil
 	}
-	resp, err := submit(ctx, s.dec, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
-		return heartbeat(t, k, pathID, principal, req)
+	reg, err := s.registration(ctx, k, req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err = submit(ctx, s.dec, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
+		return registerAndBeat(t, k, pathID, principal, req, reg)
 	})
 	if err != nil {
 		return nil, err
@@ -47,19 +58,141 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 
 // screen is what a heartbeat is refused for before any state is read
 // (CONTRACT.md §3.2 steps 0-2): a body that fails validation (HTTP 400), a
-// protocol version other than 1, a member id other than the path's. nil, nil:
-// the heartbeat goes on.
-func screen(r rules, pathID string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
+// protocol version other than 1, a member id other than the path's. A
+// missing protocolVersion is 1 and a missing runtimeConsumerCapacity is
+// {1, 1} (the reference's 0.3.5 defaults): it returns the request with them.
+// A nil answer and error: the heartbeat goes on.
+func screen(r rules, pathID string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, *wire.HeartbeatResponse, error) {
+	req = withDefaults(req)
 	if err := validateHeartbeat(req, r.maxShardCount); err != nil {
-		return nil, err
+		return req, nil, err
 	}
 	if *req.ProtocolVersion != wire.ProtocolVersion {
-		return r.rejected(req, pathID, wire.StatusUnsupportedProtocol), nil
+		return req, r.rejected(req, pathID, wire.StatusUnsupportedProtocol), nil
 	}
 	if req.MemberID != pathID {
-		return r.rejected(req, pathID, wire.StatusInvalidRequest), nil
+		return req, r.rejected(req, pathID, wire.StatusInvalidRequest), nil
 	}
-	return nil, nil
+	return req, nil, nil
+}
+
+// withDefaults is req with the fields a 0.3.5 client may leave out filled
+// in (req itself when it has them).
+func withDefaults(req *wire.HeartbeatRequest) *wire.HeartbeatRequest {
+	if req.ProtocolVersion != nil && req.RuntimeConsumerCapacity != nil {
+		return req
+	}
+	out := *req
+	if out.ProtocolVersion == nil {
+		v := wire.ProtocolVersion
+		out.ProtocolVersion = &v
+	}
+	if out.RuntimeConsumerCapacity == nil {
+		one, avail := 1, 1
+		out.RuntimeConsumerCapacity = &wire.Capacity{RuntimeMaxConcurrency: &one, AvailableConcurrency: &avail}
+	}
+	return &out
+}
+
+// registration is what a first heartbeat's registration of its group was
+// decided on: the stream's layout when the consumer groups were provisioned,
+// and the shards whose streams that created.
+type registration struct {
+	count   int
+	mv      int64
+	created []int
+}
+
+// registration provisions the consumer group of a heartbeat that registers
+// its group (nil when it does not: the group exists, the epoch is not 0, or
+// the stream has no metadata), refusing first what the decision would.
+func (s *Service) registration(ctx context.Context, k projection.GroupKey, req *wire.HeartbeatRequest) (*registration, error) {
+	if *req.MemberEpoch != 0 || !s.unregistered(k) || ValidateKey(k) != nil {
+		return nil, nil // the group exists, or UNKNOWN_MEMBER_ID
+	}
+	var plan groupPlan
+	found := false
+	check := func(t *tx) (err error) {
+		found = false
+		if t.group(k) != nil {
+			return nil
+		}
+		st := t.b.ov.Stream(k.StreamPrefix)
+		if st == nil || !st.Metadata {
+			return nil
+		}
+		found = true
+		plan, err = planGroup(t, k, nil, st.ShardCount)
+		return err
+	}
+	if err := s.peek(check); err != nil || !found {
+		return nil, err
+	}
+	if s.rules.provisioning {
+		// Again with the prefix's side effects serialised: a concurrent
+		// first heartbeat of the group may have registered it meanwhile.
+		unlock := s.locks.lock(k.StreamPrefix)
+		defer unlock()
+		if err := s.peek(check); err != nil || !found {
+			return nil, err
+		}
+	}
+	reg := &registration{count: plan.count, mv: plan.mv}
+	if s.rules.provisioning && plan.count > 0 {
+		created, err := s.rec.provisionGroup(ctx, k, plan)
+		if err != nil {
+			return nil, err
+		}
+		reg.created = created
+	}
+	return reg, nil
+}
+
+// unregistered reports, under the read lock only, whether k does not exist
+// and its stream has metadata (a first heartbeat then registers it): the
+// joins of existing groups pay one map lookup for it.
+func (s *Service) unregistered(k projection.GroupKey) bool {
+	s.state.RLock()
+	defer s.state.RUnlock()
+	st := s.state.StreamLocked(k.StreamPrefix)
+	return s.state.GroupLocked(k) == nil && st != nil && st.Metadata
+}
+
+// registerAndBeat is a heartbeat's decision: with a registration (its
+// consumer groups provisioned), a group that still does not exist is
+// created on its stream first (a race with another first heartbeat finds it
+// created: it is re-read and joined), then the member protocol decides.
+func registerAndBeat(t *tx, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest, reg *registration) (*wire.HeartbeatResponse, error) {
+	if reg != nil && t.group(k) == nil && *req.MemberEpoch == 0 {
+		if err := register(t, k, id, principal, reg); err != nil {
+			return nil, err
+		}
+	}
+	return heartbeat(t, k, id, principal, req)
+}
+
+// register records group.created for a group registered by member id's
+// first heartbeat, at the layout its consumer groups were provisioned for.
+func register(t *tx, k projection.GroupKey, id, principal string, reg *registration) error {
+	st := t.b.ov.Stream(k.StreamPrefix)
+	if st == nil || !st.Metadata {
+		return nil // the heartbeat is UNKNOWN_MEMBER_ID
+	}
+	plan, err := planGroup(t, k, nil, st.ShardCount)
+	if err != nil {
+		return err
+	}
+	if plan.count != reg.count || plan.mv != reg.mv {
+		return withMsg(ErrStateConflict, "stream %s changed while group %s was registered; retry", k.StreamPrefix, k.ConsumerGroup)
+	}
+	by := principal
+	if by == "" {
+		by = id
+	}
+	t.emit(k, &events.GroupCreated{ShardCount: plan.count, Provisioned: t.rules.provisioning, RequestedBy: truncate(by, MaxTextBytes),
+		Reason: truncate("registered by the first heartbeat of member "+id, MaxTextBytes), MetadataVersion: plan.mv, RegisteredBy: id,
+		KeysChecked: true, CreatedShards: reg.created})
+	return nil
 }
 
 // issued remembers the member epoch an accepted heartbeat was answered with

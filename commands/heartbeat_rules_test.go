@@ -39,7 +39,8 @@ func rulesNow() time.Time { return t0.Add(time.Hour) }
 
 func testRules() rules {
 	return newRules(Config{HeartbeatInterval: 3 * time.Second, MemberLease: 15 * time.Second, RebalanceTimeout: 60 * time.Second,
-		StaleMemberRetention: 10 * time.Minute, DefaultShardCount: 12, MaxShardCount: 1024, MaxMembersPerGroup: 4096}, true)
+		StaleMemberRetention: 10 * time.Minute, DefaultShardCount: 12, MaxShardCount: 1024, MaxMembersPerGroup: 4096,
+		MaxGroups: 1024, MaxTotalShards: 65536}, true)
 }
 
 // world builds a group's state from events, keeping the group epoch and
@@ -59,10 +60,29 @@ func group(shards int) *world {
 
 func noGroup() *world { return &world{st: projection.New(), noneOf: true} }
 
-func (w *world) apply(ev events.Event) *world {
+// streamOnly: the group's stream was created with shards shards and scaled
+// layoutChanges times since (metadata version 1 + layoutChanges); the group
+// does not exist.
+func streamOnly(shards, layoutChanges int) *world {
+	w := &world{st: projection.New(), noneOf: true}
+	stream := projection.GroupKey{StreamPrefix: rulesKey.StreamPrefix}
+	created := make([]int, shards)
+	for i := range created {
+		created[i] = i
+	}
+	w.applyTo(stream, &events.StreamCreated{ShardCount: shards, Provisioned: true, RequestedBy: "test", CreatedShards: created})
+	for i := 1; i <= layoutChanges; i++ {
+		w.applyTo(stream, &events.StreamScaled{From: shards, To: shards, MetadataVersion: int64(1 + i), RequestedBy: "test", Reason: "test"})
+	}
+	return w
+}
+
+func (w *world) apply(ev events.Event) *world { return w.applyTo(rulesKey, ev) }
+
+func (w *world) applyTo(k projection.GroupKey, ev events.Event) *world {
 	w.n++
 	rec := events.Record{ID: fmt.Sprintf("%d-0", w.n), Type: ev.EventType(), Schema: events.SchemaVersion, Event: ev,
-		Meta: events.Meta{StreamPrefix: rulesKey.StreamPrefix, ConsumerGroup: rulesKey.ConsumerGroup, Time: t0.Add(time.Duration(w.n) * time.Second), Actor: "test"}}
+		Meta: events.Meta{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Time: t0.Add(time.Duration(w.n) * time.Second), Actor: "test"}}
 	if err := w.st.Apply(rec); err != nil {
 		panic(err)
 	}
@@ -129,6 +149,9 @@ type beat struct {
 	name         string // "" is member
 	protocol     int
 	noEpoch      bool // memberEpoch null (a body that fails validation)
+	// noProtocol, noCapacity: protocolVersion or runtimeConsumerCapacity
+	// left out (0.3.5 clients may).
+	noProtocol, noCapacity bool
 }
 
 func (b beat) request() *wire.HeartbeatRequest {
@@ -148,6 +171,12 @@ func (b beat) request() *wire.HeartbeatRequest {
 	}
 	if b.noEpoch {
 		req.MemberEpoch = nil
+	}
+	if b.noProtocol {
+		req.ProtocolVersion = nil
+	}
+	if b.noCapacity {
+		req.RuntimeConsumerCapacity = nil
 	}
 	if req.RevokingShards == nil {
 		req.RevokingShards = []wire.RevokingReport{}
@@ -224,6 +253,9 @@ type ruleRow struct {
 	// steadyDefers: the steady path takes this heartbeat and leaves what the
 	// decision does about other members to the maintenance tick.
 	steadyDefers bool
+	// reg is the registration evidence the heartbeat carries (its group's
+	// consumer groups provisioned on the stream's layout); nil for none.
+	reg *registration
 }
 
 // heartbeatRules is the table.
@@ -236,6 +268,41 @@ func heartbeatRules() []ruleRow {
 			beat: beat{member: "A", epoch: 2, mv: 2, owned: []int{0, 1, 2, 3}, protocol: 2}, want: answer{status: wire.StatusUnsupportedProtocol, epoch: 2}},
 		{name: "§3.2 step 2: a member id other than the path's is INVALID_REQUEST", world: aloneSteady(),
 			beat: beat{member: "A", path: "X", epoch: 2, mv: 2}, want: answer{status: wire.StatusInvalidRequest, epoch: 2}},
+		{name: "0.3.5 defaults: a missing protocolVersion is 1", world: aloneSteady(),
+			beat: beat{member: "A", epoch: 2, mv: 2, owned: []int{0, 1, 2, 3}, noProtocol: true}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil}},
+		{name: "0.3.5 defaults: a missing runtimeConsumerCapacity is {1, 1}", world: aloneSteady(),
+			beat: beat{member: "A", epoch: 2, mv: 2, owned: []int{0, 1, 2, 3}, noCapacity: true}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil}},
+		{name: "0.3.5 defaults: a join without protocolVersion and runtimeConsumerCapacity records capacity 1", world: aloneSteady(),
+			beat:   beat{member: "C", noProtocol: true, noCapacity: true},
+			events: []string{"member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 3, nil, []int{2, 3}},
+			after: func(t *testing.T, rt *runtimeTable) {
+				if m, _ := rt.member(rulesKey, "C"); m.available != 1 {
+					t.Errorf("C's available concurrency is %d, want the default 1", m.available)
+				}
+			}},
+		{name: "§3.2 step 3 (0.3.1): a first heartbeat for a group of a stream with metadata registers it at the stream's layout and joins",
+			world: streamOnly(4, 2), reg: &registration{count: 4, mv: 3},
+			beat:   beat{member: "A"},
+			events: []string{"group.created", "member.joined", "assignment.changed", "member.synced"}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil}},
+		{name: "§3.2 step 3 (0.3.1): a registration finds the group a concurrent first heartbeat registered, and joins it",
+			world: group(4).join("A").assign(map[string][]int{"A": {0, 1, 2, 3}}), reg: &registration{count: 4, mv: 1},
+			beat:   beat{member: "B"},
+			events: []string{"member.joined", "assignment.changed", "member.synced"}, want: answer{wire.StatusOK, 3, []int{2, 3}, nil}},
+		{name: "§3.2 step 3 (0.3.1): a first heartbeat on a stream at 0 shards registers the group and joins with an empty assignment",
+			world: streamOnly(0, 0), reg: &registration{count: 0, mv: 1},
+			beat:   beat{member: "A"},
+			events: []string{"group.created", "member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 2, nil, nil}},
+		{name: "§3.2 step 3 (0.3.1): a registration whose stream changed layout since its provisioning is refused (the member retries)",
+			world: streamOnly(4, 1), reg: &registration{count: 4, mv: 1},
+			beat: beat{member: "A"}, err: ErrStateConflict},
+		{name: "§3.2 step 3 (0.3.1): a registration past --max-groups is refused",
+			world: streamOnly(4, 0), reg: &registration{count: 4, mv: 1}, rules: func(r *rules) { r.maxGroups = 0 },
+			beat: beat{member: "A"}, err: ErrGroupLimit},
+		{name: "§3.2 step 3 (0.3.1): a registration past --max-total-shards is refused",
+			world: streamOnly(4, 0), reg: &registration{count: 4, mv: 1}, rules: func(r *rules) { r.maxTotalShards = 3 },
+			beat: beat{member: "A"}, err: ErrShardLimit},
+		{name: "§3.2 step 3 (0.3.1): without a registration (a positive epoch, or no stream metadata) a missing group is UNKNOWN_MEMBER_ID", world: streamOnly(4, 0),
+			beat: beat{member: "A", epoch: 3, mv: 1}, want: answer{status: wire.StatusUnknownMember, epoch: 3}},
 		{name: "§3.2 step 3: a heartbeat for a group that does not exist is UNKNOWN_MEMBER_ID", world: noGroup(),
 			beat: beat{member: "A", epoch: 4}, want: answer{status: wire.StatusUnknownMember, epoch: 4}},
 
@@ -435,18 +502,18 @@ func (row ruleRow) check(t *testing.T) {
 	g, _ := row.world.st.Group(rulesKey)
 	var steadyAnswer *wire.HeartbeatResponse
 	if !row.world.noneOf {
-		if resp, err := screen(r, path, req); resp == nil && err == nil {
+		if req, resp, err := screen(r, path, req); resp == nil && err == nil {
 			steadyAnswer = steady(r, row.table(now), g, rulesKey, path, req, now)
 		}
 	}
 
-	resp, err := screen(r, path, req)
+	req, resp, err := screen(r, path, req)
 	var emitted []string
 	var after *projection.Group
 	if resp == nil && err == nil {
 		b := newBatch(row.world.st, table, now)
 		tx := &tx{b: b, rt: b.rt.child(now), rules: r, meta: events.Meta{Actor: path, Time: now}, now: now, log: zerolog.Nop()}
-		resp, err = heartbeat(tx, rulesKey, path, row.beat.principal, req)
+		resp, err = registerAndBeat(tx, rulesKey, path, row.beat.principal, req, row.reg)
 		if err == nil {
 			tx.rt.merge()
 			table.commit(b.rt)

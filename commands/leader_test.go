@@ -163,8 +163,8 @@ func TestLeadership(t *testing.T) {
 		rec, _ := events.Decode(e.ID, e.Data)
 		types = append(types, rec.Type)
 	}
-	if len(types) != 2 || types[0] != "coordinator.term_started" || types[1] != "group.created" {
-		t.Fatalf("log %v, want the term marker, then group.created", types)
+	if len(types) != 3 || types[0] != "coordinator.term_started" || types[1] != "stream.created" || types[2] != "group.created" {
+		t.Fatalf("log %v, want the term marker, then the stream's metadata and group.created (the first group of a bare prefix)", types)
 	}
 	if terms := termsIn(t, log); terms[0] != 5 {
 		t.Fatalf("terms %v, want [5]", terms)

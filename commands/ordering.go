@@ -53,9 +53,13 @@ const unfencedReportEvery = 10 * time.Second
 // cutoverEvidence is what the reconciler read while fencing one layout change
 // of one group.
 type cutoverEvidence struct {
-	fence    int64
-	from, to int
-	shards   []events.CutoverRead
+	fence int64
+	// streamFence is the stream metadata version the change takes the
+	// stream to (0 without stream metadata), raised under
+	// routing.StreamFenceField on the same shards.
+	streamFence int64
+	from, to    int
+	shards      []events.CutoverRead
 	// removed is where the shards from..to-1 that still exist stand (shards
 	// a scale-in removed and a rollback routes again), by index.
 	removed map[int]string
@@ -215,6 +219,12 @@ func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout 
 	}
 	from := g.ShardCount
 	ev := &cutoverEvidence{fence: g.MetadataVersion + 1, from: from, to: to}
+	if st, ok := r.state.Stream(k.StreamPrefix); ok && st.Metadata {
+		ev.streamFence = st.MetadataVersion + 1
+		if st.ShardCount == to {
+			ev.streamFence = st.MetadataVersion // another group of the stream changed it in this decision
+		}
+	}
 	shards := make([]events.CutoverShard, from)
 	for s := range shards {
 		shards[s] = events.CutoverShard{Index: s, Raise: routing.LosesKeys(from, to, s)}
@@ -229,7 +239,7 @@ func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout 
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	read, err := r.fencer.Cutover(rctx, k.StreamPrefix, k.ConsumerGroup, ev.fence, shards)
+	read, err := r.fencer.Cutover(rctx, k.StreamPrefix, k.ConsumerGroup, ev.fence, ev.streamFence, shards)
 	if err != nil || len(read) != len(shards) {
 		r.lowerFences(ctx, []projection.GroupKey{k})
 		if err == nil {
@@ -263,6 +273,9 @@ func (r *reconciler) lowerFences(ctx context.Context, keys []projection.GroupKey
 			span = max(span, m.From, m.To)
 		}
 		r.lowerFencesTo(ctx, k, span, g.MetadataVersion)
+		if st, ok := r.state.Stream(k.StreamPrefix); ok && st.Metadata {
+			r.lowerFencesTo(ctx, projection.GroupKey{StreamPrefix: k.StreamPrefix, ConsumerGroup: routing.StreamFenceField}, span, st.MetadataVersion)
+		}
 	}
 }
 
@@ -303,10 +316,12 @@ func recordCutover(t *tx, k projection.GroupKey, id string, to int, co cutovers)
 		return nil // no shard streams to fence (tests without Redis)
 	}
 	ev := co[k]
-	if ev == nil || ev.fence != g.MetadataVersion+1 || ev.from != g.ShardCount || ev.to != to || len(ev.shards) != ev.from {
+	if ev == nil || ev.fence != g.MetadataVersion+1 || ev.from != g.ShardCount || ev.to != to || len(ev.shards) != ev.from ||
+		ev.streamFence != streamVersionAfter(t, k.StreamPrefix, to) {
 		return errRefence
 	}
-	out := &events.ReshardingCutover{ReshardingID: id, Fence: ev.fence, FromCount: ev.from, ToCount: ev.to, Shards: make([]events.ShardCutover, len(ev.shards))}
+	out := &events.ReshardingCutover{ReshardingID: id, Fence: ev.fence, FromCount: ev.from, ToCount: ev.to, Shards: make([]events.ShardCutover, len(ev.shards)),
+		StreamFence: ev.streamFence}
 	for i, s := range ev.shards {
 		out.Shards[i] = s.ShardCutover
 	}

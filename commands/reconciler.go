@@ -91,29 +91,30 @@ func (p *prefixLocks) lock(prefix string) func() {
 	}
 }
 
-// provisionGroup provisions a new group's shard streams 0..count-1. For a
-// prefix the coordinator never used (known false) it first lists the keys
-// Redis already has for it: the decision refuses a stranger's prefix.
-func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, count int, known bool) (foreign []string, err error) {
+// provisionGroup provisions a new group's shard streams 0..count-1 and its
+// consumer group on each (at the stream's end), after reading what Redis
+// holds under the keys: a key the coordinator does not manage refuses it
+// (claim), nothing created. It returns the shards whose streams it created.
+func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, p groupPlan) ([]int, error) {
 	if r.prov == nil {
 		return nil, ErrRedisNotConfigured
 	}
-	if !known {
-		keys, err := r.prov.ExistingKeys(ctx, k.StreamPrefix, count)
-		if err != nil {
-			return nil, failed(ErrProvisioningFailed, err, "could not check Redis for existing stream keys of %s", k.StreamPrefix)
-		}
-		if len(keys) > 0 {
-			return keys, nil // refused by the decision: nothing is created
-		}
+	shards := shardRange(0, p.count)
+	kc, err := r.readKeys(ctx, k.StreamPrefix, shards, p.unknown)
+	if err != nil {
+		return nil, err
 	}
-	if err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, count); err != nil {
-		return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, count-1, k.ConsumerGroup)
+	created, err := claim(p.stream, p.leftovers, kc, shards)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, p.count); err != nil {
+		return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, p.count-1, k.ConsumerGroup)
 	}
 	// Fences an earlier group of this name left would refuse the new
-	// group's producers (metadata version 1).
-	r.lowerFencesTo(ctx, k, count, 1)
-	return nil, nil
+	// group's producers (its starting metadata version).
+	r.lowerFencesTo(ctx, k, p.count, p.mv)
+	return created, nil
 }
 
 // provisionFor provisions a resharding's target streams 0..to-1 (idempotent).
@@ -272,7 +273,12 @@ func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 	if !ok {
 		return
 	}
-	keys, err := decideAs(ctx, r, g.Key, func(t *tx) ([]string, error) { return retireStep(t, g.Key, m.ReshardingID, p), nil })
+	var kept []string
+	keys, err := decideAs(ctx, r, g.Key, func(t *tx) ([]string, error) {
+		del, keep := retireStep(t, g.Key, m.ReshardingID, p)
+		kept = keep
+		return del, nil
+	})
 	if err != nil || len(keys) == 0 {
 		return
 	}
@@ -287,7 +293,7 @@ func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 		}
 		return
 	}
-	_ = r.record(ctx, g.Key, func(t *tx) { retired(t, g.Key, m.ReshardingID, keys) })
+	_ = r.record(ctx, g.Key, func(t *tx) { retired(t, g.Key, m.ReshardingID, keys, kept) })
 }
 
 // inPass reports whether the pass has anything to do for a group: an active

@@ -64,6 +64,16 @@ func (r *Replica) Ready() bool {
 // Healthy reports whether the last log operation succeeded.
 func (r *Replica) Healthy() bool { return r.life.healthy.Load() }
 
+// Corrupt is COORDINATOR_METADATA_CORRUPT naming what cannot be decoded,
+// while the log holds an entry this build cannot decode (at start-up, or
+// written by another replica since); nil otherwise.
+func (r *Replica) Corrupt() error {
+	if e := r.life.corrupt.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
 // Log growth. Every snapshot makes the entries before it unnecessary for
 // start-up, and the store keeps the newest few (Config.SnapshotKeep) so that an
 // unreadable newest one falls back to an older one. With Config.TrimLog, every
@@ -183,14 +193,22 @@ func (r *Replica) HistoryLog() events.Log {
 // it is not behind the trim point (the log holds its whole tail). Snapshots
 // that cannot are logged and the next older one is tried. nil when none can.
 func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*projection.State, error) {
+	st, _, err := r.restoreSnapshotNoting(ctx, trimmed)
+	return st, err
+}
+
+// restoreSnapshotNoting is restoreSnapshot that also says which kept
+// snapshot could not be decoded, if one could not ("" when none).
+func (r *Replica) restoreSnapshotNoting(ctx context.Context, trimmed string) (*projection.State, string, error) {
+	var undecodable string
 	c := r
 	last, err := c.log.LastID(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read log position: %w", err)
+		return nil, "", fmt.Errorf("read log position: %w", err)
 	}
 	ids, err := c.snaps.Kept(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
+		return nil, "", fmt.Errorf("list snapshots: %w", err)
 	}
 	legacy := len(ids) == 0
 	if legacy {
@@ -204,7 +222,7 @@ func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 			data, err = c.snaps.LoadAt(ctx, id)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("load snapshot: %w", err)
+			return nil, "", fmt.Errorf("load snapshot: %w", err)
 		}
 		if data == nil {
 			if !legacy {
@@ -215,6 +233,9 @@ func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 		restored, err := projection.Restore(data)
 		if err != nil {
 			c.cfg.Logger.Warn().Err(err).Str("snapshot", id).Msg("ignoring unreadable snapshot; trying an older one")
+			if undecodable == "" {
+				undecodable = orNewest(id)
+			}
 			continue
 		}
 		at := restored.LastID()
@@ -231,16 +252,23 @@ func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 			// log goes on past it (see reloadIfLogBehind).
 			held, err := c.log.Get(ctx, []string{at})
 			if err != nil {
-				return nil, fmt.Errorf("check the log holds snapshot %s: %w", at, err)
+				return nil, "", fmt.Errorf("check the log holds snapshot %s: %w", at, err)
 			}
 			if len(held) == 0 {
 				c.cfg.Logger.Warn().Str("snapshot", at).Msg("ignoring snapshot taken at an entry the log no longer holds; trying an older one")
 				continue
 			}
 		}
-		return restored, nil
+		return restored, undecodable, nil
 	}
-	return nil, nil
+	return nil, undecodable, nil
+}
+
+func orNewest(id string) string {
+	if id == "" {
+		return "the newest"
+	}
+	return id
 }
 
 // errTrimmedNoSnapshot: the log cannot be folded from zero and no snapshot
@@ -513,17 +541,24 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 	var n int
 	for attempt := 1; ; attempt++ {
 		st, restored = projection.New(), false
+		undecodable := ""
 		if fromSnapshot && c.snaps != nil {
-			snap, err := r.restoreSnapshot(ctx, trimmed)
+			snap, bad, err := r.restoreSnapshotNoting(ctx, trimmed)
 			if err != nil {
 				return err
 			}
 			if snap != nil {
 				st, restored = snap, true
 			}
+			undecodable = bad
 		}
 		if !restored {
 			if err := r.checkFoldable(trimmed, fromSnapshot); err != nil {
+				if undecodable != "" {
+					// The log cannot be folded from zero and the snapshot that
+					// would start it cannot be decoded: nothing to build from.
+					r.life.corrupt.Store(withMsg(ErrMetadataCorrupt, "%s: kept snapshot %s cannot be decoded and the log was trimmed up to %s", ErrMetadataCorrupt.Message, undecodable, trimmed))
+				}
 				return err
 			}
 		}
@@ -532,6 +567,7 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 			break
 		}
 		if !errors.Is(err, errTrimmedDuringFold) || attempt == maxFoldAttempts {
+			r.life.markCorrupt(err)
 			return err
 		}
 		// Another replica trimmed the log while this one read it: start again
@@ -543,6 +579,7 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 	if err := r.backfillIndex(ctx); err != nil {
 		return err
 	}
+	r.life.corrupt.Store(nil)
 	c.state.Swap(st)
 	r.rearm()
 	r.life.healthy.Store(true)

@@ -23,11 +23,14 @@ type ScaleInput struct {
 	Decided *events.AutoscalingDecided
 }
 
-// Scale starts a resharding of one group: record PREPARING, provision the
-// target's shard streams (outside the writer), activate the new count
-// (producers switch at once; members converge through heartbeats) and answer
-// with the resharding. A provisioning failure leaves it PREPARING; repeating
-// the request, or the reconciler's next pass, resumes it.
+// Scale starts a resharding of one group: read what Redis holds of the
+// shards it adds, record PREPARING (refusing keys the coordinator does not
+// manage), provision the target's shard streams (outside the writer),
+// activate the new count (producers switch at once; members converge
+// through heartbeats) and answer with the resharding. A provisioning failure
+// leaves it PREPARING; repeating the request, or the reconciler's next
+// pass, resumes it. A group of a stream with metadata and other groups
+// scales with all of them (scaleStream): the stream has one layout.
 func (s *Service) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
 	return admin(ctx, s, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
 		if err := ValidateKey(k); err != nil {
@@ -36,7 +39,25 @@ func (s *Service) Scale(ctx context.Context, meta events.Meta, k projection.Grou
 		if err := s.rules.validateScale(in); err != nil {
 			return projection.ReshardingView{}, err
 		}
-		id, err := submit(ctx, s.dec, meta, func(t *tx) (string, error) { return prepareScale(t, k, in) })
+		siblings := false
+		_ = s.peek(func(t *tx) error { siblings = managedSiblings(t, k); return nil })
+		if siblings {
+			res, err := s.scaleStream(ctx, meta, k.StreamPrefix, in, k)
+			if err != nil {
+				return projection.ReshardingView{}, err
+			}
+			for i, name := range res.AffectedConsumerGroups {
+				if name == k.ConsumerGroup {
+					return res.Reshardings[i], nil
+				}
+			}
+			return projection.ReshardingView{}, ErrReshardingNotFound
+		}
+		kc, err := s.readTarget(ctx, k.StreamPrefix, *in.TargetShardCount)
+		if err != nil {
+			return projection.ReshardingView{}, err
+		}
+		id, err := submit(ctx, s.dec, meta, func(t *tx) (string, error) { return prepareScale(t, k, in, kc) })
 		if err != nil {
 			return projection.ReshardingView{}, err
 		}
@@ -59,19 +80,50 @@ func (s *Service) Scale(ctx context.Context, meta events.Meta, k projection.Grou
 // prepareScale checks a group scale request against the state (and, for the
 // autoscaler's, that the policy and the group are still what it evaluated)
 // and records the PREPARING resharding.
-func prepareScale(t *tx, k projection.GroupKey, in ScaleInput) (string, error) {
+func prepareScale(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string, error) {
 	if t.group(k) == nil {
 		return "", ErrGroupNotFound
 	}
 	if err := checkScalable(t, k, *in.TargetShardCount, false); err != nil {
 		return "", err
 	}
-	if d := in.Decided; d != nil {
-		if g := t.group(k); !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
-			return "", withMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
-		}
+	if err := decidedStill(t, k, in.Decided); err != nil {
+		return "", err
 	}
-	return prepare(t, k, in), nil
+	return prepare(t, k, in, kc)
+}
+
+// decidedStill checks that an autoscaler's request meets the policy and the
+// group it evaluated (nil d: an operator's request).
+func decidedStill(t *tx, k projection.GroupKey, d *events.AutoscalingDecided) error {
+	if d == nil {
+		return nil
+	}
+	if g := t.group(k); g == nil || !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
+		return withMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
+	}
+	return nil
+}
+
+// readTarget reads what Redis holds of the shards a scale of prefix's groups
+// to target adds (from the smallest shard count among them); nil when the
+// coordinator provisions nothing.
+func (s *Service) readTarget(ctx context.Context, prefix string, target int) (*keyCheck, error) {
+	if !s.rules.provisioning {
+		return nil, nil
+	}
+	from := target
+	_ = s.peek(func(t *tx) error {
+		for _, g := range t.groupsWithPrefix(prefix) {
+			from = min(from, g.ShardCount)
+		}
+		return nil
+	})
+	kc, err := s.rec.readKeys(ctx, prefix, shardRange(from, target), false)
+	if err != nil {
+		return nil, err
+	}
+	return &kc, nil
 }
 
 // StreamScaleResult is the answer to a stream-level scale: every group of the
@@ -84,10 +136,9 @@ type StreamScaleResult struct {
 	Reshardings            []projection.ReshardingView
 }
 
-// ScaleStream scales every group of a prefix to the same count, all or none:
-// one decision validates every group and records their PREPARING reshardings,
-// the target's streams are provisioned for each, and one decision activates
-// them all.
+// ScaleStream scales a stream: one without consumer groups changes its
+// layout at once (scaleBareStream); otherwise every group of the prefix
+// scales to the same count, all or none (scaleStream).
 func (s *Service) ScaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
 	k := projection.GroupKey{StreamPrefix: prefix}
 	return admin(ctx, s, meta, k, "stream.scale", in.RequestedBy, func(meta events.Meta) (StreamScaleResult, error) {
@@ -97,8 +148,27 @@ func (s *Service) ScaleStream(ctx context.Context, meta events.Meta, prefix stri
 		if err := s.rules.validateScale(in); err != nil {
 			return StreamScaleResult{}, err
 		}
+		if res, bare, err := s.scaleBareStream(ctx, meta, prefix, in); bare || err != nil {
+			return res, err
+		}
+		return s.scaleStream(ctx, meta, prefix, in, projection.GroupKey{})
+	})
+}
+
+// scaleStream scales every group of a prefix to the same count, all or
+// none: one decision validates every group and records their PREPARING
+// reshardings, the target's streams are provisioned for each, and one
+// decision activates them all. by is the group whose own scale request it
+// is (an autoscaler's decision is recorded with its resharding alone); zero
+// for a stream-level request.
+func (s *Service) scaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput, by projection.GroupKey) (StreamScaleResult, error) {
+	{
 		target := *in.TargetShardCount
-		p, err := submit(ctx, s.dec, meta, func(t *tx) (streamPlan, error) { return prepareStreamScale(t, prefix, in) })
+		kc, err := s.readTarget(ctx, prefix, target)
+		if err != nil {
+			return StreamScaleResult{}, err
+		}
+		p, err := submit(ctx, s.dec, meta, func(t *tx) (streamPlan, error) { return prepareStreamScale(t, prefix, in, kc, by) })
 		if err != nil {
 			return StreamScaleResult{}, err
 		}
@@ -114,7 +184,7 @@ func (s *Service) ScaleStream(ctx context.Context, meta events.Meta, prefix stri
 		return fencedChange(ctx, s.rec, meta, keys, activation(func(gk projection.GroupKey) string { return p.prepped[gk] }), func(t *tx, co cutovers) (StreamScaleResult, error) {
 			return activateStream(t, p, co)
 		})
-	})
+	}
 }
 
 // streamPlan is what a stream scale prepared: the answer so far, the
@@ -127,11 +197,20 @@ type streamPlan struct {
 
 // prepareStreamScale validates every group of the prefix and records the
 // PREPARING reshardings of those that change, all or none.
-func prepareStreamScale(t *tx, prefix string, in ScaleInput) (streamPlan, error) {
+func prepareStreamScale(t *tx, prefix string, in ScaleInput, kc *keyCheck, by projection.GroupKey) (streamPlan, error) {
 	target := *in.TargetShardCount
 	groups := t.groupsWithPrefix(prefix)
 	if len(groups) == 0 {
-		return streamPlan{}, withMsg(ErrStreamNotFound, "No coordinator groups exist for stream prefix %s", prefix)
+		if st := t.b.ov.Stream(prefix); st != nil && st.Metadata {
+			return streamPlan{}, withMsg(ErrStateConflict, "the consumer groups of %s changed while it was scaled; retry", prefix)
+		}
+		return streamPlan{}, withMsg(ErrStreamNotFound, "No coordinator metadata or groups exist for stream prefix %s", prefix)
+	}
+	if by.ConsumerGroup != "" && t.group(by) == nil {
+		return streamPlan{}, ErrGroupNotFound
+	}
+	if err := decidedStill(t, by, in.Decided); err != nil {
+		return streamPlan{}, err
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Key.ConsumerGroup < groups[j].Key.ConsumerGroup })
 	unchanged := 0
@@ -154,7 +233,15 @@ func prepareStreamScale(t *tx, prefix string, in ScaleInput) (streamPlan, error)
 		if g.ShardCount == target && g.Active() == nil {
 			continue
 		}
-		p.prepped[g.Key] = prepare(t, g.Key, in)
+		gin := in
+		if g.Key != by {
+			gin.Decided = nil
+		}
+		id, err := prepare(t, g.Key, gin, kc)
+		if err != nil {
+			return streamPlan{}, err
+		}
+		p.prepped[g.Key] = id
 	}
 	return p, nil
 }
@@ -214,20 +301,35 @@ func checkScalable(t *tx, k projection.GroupKey, target int, streamLevel bool) e
 }
 
 // prepare records a PREPARING resharding of k to the requested count, or
-// returns the PREPARING one with the same target that it resumes.
-func prepare(t *tx, k projection.GroupKey, in ScaleInput) string {
+// returns the PREPARING one with the same target that it resumes. The
+// shards it adds are claimed from what Redis held (kc; nil when the
+// coordinator provisions nothing): their streams are the coordinator's to
+// create, or refuse it when Redis has keys the coordinator does not manage.
+func prepare(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string, error) {
 	g := t.group(k)
 	if m := g.Active(); m != nil {
-		return m.ReshardingID // PREPARING with the same target (checkScalable)
+		return m.ReshardingID, nil // PREPARING with the same target (checkScalable)
 	}
-	id := "reshard-" + newUUID()
-	t.emit(k, &events.ReshardingPreparing{ReshardingID: id, FromShardCount: g.ShardCount, ToShardCount: *in.TargetShardCount, RequestedBy: in.RequestedBy, Reason: in.Reason})
+	target := *in.TargetShardCount
+	prep := &events.ReshardingPreparing{ReshardingID: "reshard-" + newUUID(), FromShardCount: g.ShardCount, ToShardCount: target, RequestedBy: in.RequestedBy, Reason: in.Reason, KeysChecked: true}
+	if kc != nil {
+		created, err := claim(t.b.ov.Stream(k.StreamPrefix), false, *kc, shardRange(g.ShardCount, target))
+		if err != nil {
+			return "", err
+		}
+		prep.CreatedShards = created
+	}
+	if err := withinCaps(t, 0, target-groupSpan(g)); err != nil {
+		return "", err
+	}
+	id := prep.ReshardingID
+	t.emit(k, prep)
 	if in.Decided != nil {
 		d := *in.Decided
 		d.ReshardingID = id
 		t.emitAs(AutoscalerActor, k, &d)
 	}
-	return id
+	return id, nil
 }
 
 // activation is the layout change of activating the PREPARING resharding
@@ -261,7 +363,8 @@ func activate(t *tx, k projection.GroupKey, id string, co cutovers) error {
 	t.emitAs(Actor, k, &events.ReshardingProvisioned{ReshardingID: id, Shards: m.To})
 	g = t.group(k)
 	assignable := max(m.From, m.To)
-	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g)})
+	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g),
+		StreamMetadataVersion: streamVersionAfter(t, k.StreamPrefix, m.To)})
 	reconcile(t, k)
 	return nil
 }
@@ -290,20 +393,78 @@ func (s *Service) Rollback(ctx context.Context, meta events.Meta, k projection.G
 		if len(problems) > 0 {
 			return projection.ReshardingView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
+		var ids map[projection.GroupKey]string
+		var keys []projection.GroupKey
+		if err := s.peek(func(t *tx) (err error) { ids, keys, err = rollbackSet(t, k, id); return err }); err != nil {
+			return projection.ReshardingView{}, err
+		}
 		written, err := s.rec.entriesForRollback(ctx, k, id)
 		if err != nil {
 			return projection.ReshardingView{}, err
 		}
-		return fencedChange(ctx, s.rec, meta, []projection.GroupKey{k}, rollbackLayout(id), func(t *tx, co cutovers) (projection.ReshardingView, error) {
-			return rollback(t, k, id, in, written, co)
+		return fencedChange(ctx, s.rec, meta, keys, rollbackLayout(func(gk projection.GroupKey) string { return ids[gk] }), func(t *tx, co cutovers) (projection.ReshardingView, error) {
+			now, _, err := rollbackSet(t, k, id)
+			if err != nil {
+				return projection.ReshardingView{}, err
+			}
+			if len(now) != len(ids) {
+				return projection.ReshardingView{}, withMsg(ErrStateConflict, "the consumer groups of %s changed while the rollback was prepared; retry", k.StreamPrefix)
+			}
+			var out projection.ReshardingView
+			for _, gk := range keys {
+				if now[gk] != ids[gk] {
+					return projection.ReshardingView{}, withMsg(ErrStateConflict, "the consumer groups of %s changed while the rollback was prepared; retry", k.StreamPrefix)
+				}
+				v, err := rollback(t, gk, ids[gk], in, written, co)
+				if err != nil {
+					return projection.ReshardingView{}, err
+				}
+				if gk == k {
+					out = v
+				}
+			}
+			return out, nil
 		})
 	})
 }
 
-// rollbackLayout is the layout change of rolling back resharding id once it
-// was activated: back to its original count.
-func rollbackLayout(id string) layoutChange {
+// rollbackSet is what a rollback of k's resharding id reverses, by group:
+// on a stream with metadata and other groups, the same resharding of every
+// group of the stream (they changed the stream's layout together), all or
+// none, refused when one of them is not in it; otherwise k's alone. keys
+// lists them, k first, then by name.
+func rollbackSet(t *tx, k projection.GroupKey, id string) (map[projection.GroupKey]string, []projection.GroupKey, error) {
+	ids := map[projection.GroupKey]string{k: id}
+	keys := []projection.GroupKey{k}
+	g := t.group(k)
+	if g == nil || !managedSiblings(t, k) {
+		return ids, keys, nil
+	}
+	m := g.Resharding(id)
+	if m == nil || g.ActiveResharding != id || m.Terminal() || m.State == projection.RollingBack {
+		return ids, keys, nil // rollback answers it (refused, or already done)
+	}
+	others := t.groupsWithPrefix(k.StreamPrefix)
+	sort.Slice(others, func(i, j int) bool { return others[i].Key.ConsumerGroup < others[j].Key.ConsumerGroup })
+	for _, o := range others {
+		if o.Key == k {
+			continue
+		}
+		om := o.Active()
+		if om == nil || om.From != m.From || om.To != m.To || om.State == projection.RollingBack {
+			return nil, nil, withMsg(ErrTopologyConflict, "consumer group %s of stream %s is not in this resharding (%d -> %d) any more: rolling the others back would leave the stream's groups on different layouts; scale the stream (POST /coord/v1/streams/%s/scale) instead", o.Key.ConsumerGroup, k.StreamPrefix, m.From, m.To, k.StreamPrefix)
+		}
+		ids[o.Key] = om.ReshardingID
+		keys = append(keys, o.Key)
+	}
+	return ids, keys, nil
+}
+
+// rollbackLayout is the layout change of rolling back the resharding idOf
+// names for a group once it was activated: back to its original count.
+func rollbackLayout(idOf func(projection.GroupKey) string) layoutChange {
 	return func(g *projection.Group) (int, bool) {
+		id := idOf(g.Key)
 		m := g.Resharding(id)
 		if m == nil || g.ActiveResharding != id || m.State == projection.Preparing || m.State == projection.RollingBack || m.Terminal() {
 			return 0, false
@@ -365,7 +526,12 @@ func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written
 		}
 		g = t.group(k)
 	}
-	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g)})
+	var streamMV int64
+	if shardCount != g.ShardCount {
+		streamMV = streamVersionAfter(t, k.StreamPrefix, shardCount)
+	}
+	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g),
+		StreamMetadataVersion: streamMV})
 	g = reconcile(t, k)
 	return projection.ViewResharding(g, g.Resharding(id)), nil
 }
@@ -504,8 +670,10 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 // retireStep decides what happens to the streams a finished resharding took
 // out of use, with a proof read just before: once nobody holds them, no group
 // of the prefix routes to them and Redis shows nothing left on them, it
-// returns their keys for the reconciler to delete (shards.retired is recorded
-// after the deletion); kept by policy, they are recorded as kept at once.
+// returns the keys of those the coordinator created for the reconciler to
+// delete, and the others (adopted ones) to keep (shards.retired is recorded
+// after the deletion, or at once when there is nothing to delete); kept by
+// policy, they are recorded as kept at once.
 //
 // A producer with stale routing can still write to a removed shard after the
 // resharding finished (or, for a scale-out rolled back by metadata, after the
@@ -514,26 +682,30 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 // left on a removed shard, the removed shards become assignable again
 // (resharding.reopened) so members read them, and once Redis proves them
 // drained they are revoked (resharding.drained) and retired as usual.
-func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) []string {
+func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kept []string) {
 	g := t.group(k)
 	if g == nil || len(g.Reshardings) == 0 {
-		return nil
+		return nil, nil
 	}
 	m := g.Reshardings[len(g.Reshardings)-1]
 	if m.ReshardingID != id || !m.Terminal() || m.Retired {
-		return nil
+		return nil, nil
 	}
 	removed := removedShards(m)
 	if len(removed) == 0 || !p.covers(removed) {
-		return nil
+		return nil, nil
 	}
 	lo := removed[0]
 	hi := removed[len(removed)-1] + 1
 	reopened := g.AssignableCount > lo
 	for _, other := range t.groupsWithPrefix(k.StreamPrefix) {
 		if other.ShardCount > lo || (other.Key != k && other.AssignableCount > lo) {
-			return nil
+			return nil, nil
 		}
+	}
+	st := t.b.ov.Stream(k.StreamPrefix)
+	if st != nil && st.Metadata && st.ShardCount > lo {
+		return nil, nil // the stream routes to them again
 	}
 	keys := make([]string, len(removed))
 	for i, s := range removed {
@@ -541,7 +713,7 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) []string 
 	}
 	if !reopened && t.rules.keepRetired {
 		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys, Kept: true})
-		return nil
+		return nil, nil
 	}
 	held := false
 	for _, mem := range g.Members {
@@ -550,28 +722,40 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) []string 
 		}
 	}
 	if held && !reopened {
-		return nil // revoke in progress
+		return nil, nil // revoke in progress
 	}
 	switch {
 	case reopened && p.ok:
 		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
 		reconcile(t, k)
-		return nil
+		return nil, nil
 	case reopened:
-		return nil // members are reading them
+		return nil, nil // members are reading them
 	case !p.ok:
 		if p.ev != nil && unreadBy(p.ev, k.ConsumerGroup) {
 			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
 			reconcile(t, k)
 		}
-		return nil
+		return nil, nil
 	}
-	return keys
+	for i, s := range removed {
+		if st.Created(s) {
+			del = append(del, keys[i])
+		} else {
+			kept = append(kept, keys[i])
+		}
+	}
+	if len(del) == 0 {
+		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: []string{}, KeptKeys: kept})
+		return nil, nil
+	}
+	return del, kept
 }
 
 // retired records that the reconciler deleted a finished resharding's
-// streams (nothing when somebody recorded it already).
-func retired(t *tx, k projection.GroupKey, id string, keys []string) {
+// streams, and kept those it did not create (nothing when somebody recorded
+// it already).
+func retired(t *tx, k projection.GroupKey, id string, keys, kept []string) {
 	g := t.group(k)
 	if g == nil || len(g.Reshardings) == 0 {
 		return
@@ -580,7 +764,7 @@ func retired(t *tx, k projection.GroupKey, id string, keys []string) {
 	if m.ReshardingID != id || !m.Terminal() || m.Retired {
 		return
 	}
-	t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys})
+	t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys, KeptKeys: kept})
 }
 
 // unreadBy reports whether consumer group name has entries pending or left to

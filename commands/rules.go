@@ -23,6 +23,8 @@ type rules struct {
 	defaultShardCount int
 	maxShardCount     int
 	maxMembers        int
+	maxGroups         int
+	maxTotalShards    int
 	// provisioning: the coordinator creates the shard streams and groups.
 	provisioning bool
 	// streams: a Redis holds the shard streams. Without one there is nothing
@@ -38,7 +40,8 @@ func newRules(cfg Config, streams bool) rules {
 	return rules{
 		heartbeatInterval: cfg.HeartbeatInterval, memberLease: cfg.MemberLease, rebalanceTimeout: cfg.RebalanceTimeout,
 		staleRetention: cfg.StaleMemberRetention, defaultShardCount: cfg.DefaultShardCount, maxShardCount: cfg.MaxShardCount,
-		maxMembers: cfg.MaxMembersPerGroup, provisioning: !cfg.DisableProvisioning, streams: streams,
+		maxMembers: cfg.MaxMembersPerGroup, maxGroups: cfg.MaxGroups, maxTotalShards: cfg.MaxTotalShards,
+		provisioning: !cfg.DisableProvisioning, streams: streams,
 		keepRetired: cfg.KeepRetiredStreams || !streams,
 	}
 }

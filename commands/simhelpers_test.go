@@ -135,6 +135,12 @@ type fakeShards struct {
 	// dropped: keyed entries that vanished with their stream (lost, or
 	// deleted by a retirement), for the ordered simulation's ledger.
 	dropped []fakeEntry
+	// provisionDown makes Provision fail (and nothing else): Redis refusing
+	// writes after the reads before them.
+	provisionDown bool
+	// typed are keys holding a value of another type than a stream (key ->
+	// TYPE): KeyTypes reports them, provisioning over them fails.
+	typed map[string]string
 	// late, if set, runs after an evidence read computed its answer and
 	// before the caller gets it (f.mu released): a slow Redis, during which
 	// the simulation lets time pass and members heartbeat, so the decision
@@ -164,8 +170,13 @@ func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
-	if f.down() {
+	if f.down() || f.provisionDown {
 		return errFakeRedis
+	}
+	for i := from; i < to; i++ {
+		if typ, ok := f.typed[streamKey(prefix, i)]; ok {
+			return fmt.Errorf("provision %s: WRONGTYPE a %s", streamKey(prefix, i), typ)
+		}
 	}
 	for i := from; i < to; i++ {
 		k := streamKey(prefix, i)
@@ -184,20 +195,47 @@ func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, 
 	return nil
 }
 
-func (f *fakeShards) ExistingKeys(ctx context.Context, prefix string, count int) ([]string, error) {
+func (f *fakeShards) KeyTypes(ctx context.Context, keys []string) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
 	if f.down() {
 		return nil, errFakeRedis
 	}
-	var out []string
-	for i := 0; i < count; i++ {
-		if f.streams[streamKey(prefix, i)] != nil {
-			out = append(out, streamKey(prefix, i))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = "none"
+		if typ, ok := f.typed[k]; ok {
+			out[i] = typ
+		} else if f.streams[k] != nil {
+			out[i] = "stream"
 		}
 	}
 	return out, nil
+}
+
+func (f *fakeShards) CreateStreams(ctx context.Context, keys []string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return nil, errFakeRedis
+	}
+	var existed []string
+	for _, k := range keys {
+		if _, typed := f.typed[k]; typed || f.streams[k] != nil {
+			existed = append(existed, k)
+		}
+	}
+	if len(existed) > 0 {
+		return existed, nil
+	}
+	for _, k := range keys {
+		delete(f.retired, k)
+		delete(f.lost, k)
+		f.streams[k] = &fakeStream{groups: map[string]*fakeGroup{}}
+	}
+	return nil, nil
 }
 
 func (f *fakeShards) DrainEvidence(ctx context.Context, prefix string, shards []int) ([]events.ShardDrain, error) {
@@ -371,7 +409,7 @@ func fakeSeq(id string) int64 {
 	return n
 }
 
-func (f *fakeShards) Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error) {
+func (f *fakeShards) Cutover(ctx context.Context, prefix, group string, fence, streamFence int64, shards []events.CutoverShard) ([]events.CutoverRead, error) {
 	defer f.answerLate("Cutover")
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1227,8 +1227,11 @@ func TestDrainingReportPastTheSpanKeepsTheShard(t *testing.T) {
 	if m := h.group().Members["a"]; len(m.Revoking) != 3 {
 		t.Fatalf("a drains 2..4, recorded revoking %v", m.Revoking)
 	}
-	// The next scale-out prepares (shard Redis is down: it stays PREPARING).
-	h.fake.setDown(h.clock.Now().Add(time.Hour))
+	// The next scale-out prepares (shard Redis refuses the provisioning
+	// after the read of the new shards' keys: it stays PREPARING).
+	h.fake.mu.Lock()
+	h.fake.provisionDown = true
+	h.fake.mu.Unlock()
 	to := 3
 	if _, err := h.c.Scale(context.Background(), events.Meta{Actor: "test"}, simKey, commands.ScaleInput{TargetShardCount: &to, RequestedBy: "test", Reason: "test"}); err == nil {
 		t.Fatal("scale with shard Redis down succeeded")

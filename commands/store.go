@@ -11,14 +11,20 @@ import (
 // interface per user; redisstore.Shards implements all of them (ShardStore),
 // tests may fake any.
 
-// Provisioner creates shard streams and their consumer groups (a new group,
-// a resharding's target).
+// Provisioner creates shard streams and their consumer groups (a new stream,
+// a new group, a resharding's target), and reads what Redis holds under the
+// keys first, so that nothing the coordinator did not create is touched.
 type Provisioner interface {
 	// Provision creates streams prefix:from..prefix:to-1 and the consumer group on
-	// each (XGROUP CREATE ... MKSTREAM; an existing group is success).
+	// each (XGROUP CREATE ... $ MKSTREAM ENTRIESREAD <entries-added>: at the
+	// stream's end; an existing group is success).
 	Provision(ctx context.Context, prefix, group string, from, to int) error
-	// ExistingKeys returns which of prefix and prefix:0..count-1 exist.
-	ExistingKeys(ctx context.Context, prefix string, count int) ([]string, error)
+	// KeyTypes returns the TYPE of each key, in order ("none" when missing).
+	KeyTypes(ctx context.Context, keys []string) ([]string, error)
+	// CreateStreams creates each key as an empty stream without consumer
+	// groups, refusing one that exists (it returns those); when any existed
+	// or a command failed it removes again what it created.
+	CreateStreams(ctx context.Context, keys []string) (existed []string, err error)
 }
 
 // DrainReader reads what is left on shard streams: the evidence a resharding
@@ -40,9 +46,10 @@ type Retirer interface {
 // Fencer raises and lowers the ordering fences of a layout change and reads
 // the proof its barriers wait for (ordering.go).
 type Fencer interface {
-	// Cutover raises group's fence to fence on the shards marked Raise and
-	// reads, atomically per shard, where each stands.
-	Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error)
+	// Cutover raises group's fence to fence (and, when streamFence > 0, the
+	// stream's, routing.StreamFenceField, to streamFence) on the shards
+	// marked Raise and reads, atomically per shard, where each stands.
+	Cutover(ctx context.Context, prefix, group string, fence, streamFence int64, shards []events.CutoverShard) ([]events.CutoverRead, error)
 	// LowerFences lowers group's fences above mv on shards 0..count-1 and
 	// returns how many it lowered.
 	LowerFences(ctx context.Context, prefix, group string, count int, mv int64) (int, error)

@@ -104,6 +104,9 @@ func sampleEvents() map[string]events.Event {
 		"resharding.unfenced_writes": &events.UnfencedWrites{ReshardingID: "rsh-1", Fence: 11, Shards: []events.ShardWrites{
 			{ShardIndex: 2, StreamKey: "orders:2", Count: 3, FirstID: "1700000000001-0"},
 		}},
+		"stream.created": &events.StreamCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Group: "billing", CreatedShards: []int{0, 1, 3}},
+		"stream.adopted": &events.StreamAdopted{ShardCount: 3, RequestedBy: "alice", Reason: "take over"},
+		"stream.scaled":  &events.StreamScaled{From: 4, To: 2, MetadataVersion: 3, RequestedBy: "alice", Reason: "fewer", CreatedShards: []int{}, KeptKeys: []string{"orders:2", "orders:3"}},
 	}
 }
 
@@ -116,6 +119,16 @@ func sampleVariants() map[string]events.Event {
 	return map[string]events.Event{
 		"member.joined.principal": &events.MemberJoined{MemberID: "m-1", MemberName: "worker-1", MaxConcurrency: 8, Rejoin: true, Principal: "svc-orders", Epochs: epochs},
 		"group.created.ordering":  &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Ordering: "KEY"},
+		"group.created.registered": &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "svc-orders", Reason: "registered by the first heartbeat of member m-1",
+			Ordering: "KEY", MetadataVersion: 3, RegisteredBy: "m-1", KeysChecked: true, CreatedShards: []int{2}},
+		"resharding.preparing.keys": &events.ReshardingPreparing{ReshardingID: "rsh-1", FromShardCount: 2, ToShardCount: 4, RequestedBy: "alice", Reason: "more",
+			KeysChecked: true, CreatedShards: []int{2, 3}},
+		"resharding.activated.stream":   &events.ReshardingActivated{ReshardingID: "rsh-1", ShardCount: 4, AssignableCount: 6, Epochs: epochs, StreamMetadataVersion: 5},
+		"resharding.rolled_back.stream": &events.ReshardingRolledBack{ReshardingID: "rsh-2", Policy: "metadata", State: "ROLLED_BACK", ShardCount: 4, AssignableCount: 4, RequestedBy: "bob", Reason: "back", Epochs: epochs, StreamMetadataVersion: 6},
+		"resharding.retired.keptkeys":   &events.ShardsRetired{ReshardingID: "rsh-1", StreamKeys: []string{"orders:4"}, KeptKeys: []string{"orders:5"}},
+		"resharding.cutover.streamfence": &events.ReshardingCutover{ReshardingID: "rsh-1", Fence: 11, FromCount: 1, ToCount: 2, Shards: []events.ShardCutover{
+			{ShardIndex: 0, StreamKey: "orders:0", LastID: "0-0", Fenced: true},
+		}, Barriers: []events.CutoverBarrier{}, StreamFence: 4},
 		"resharding.barrier_released.lastgenerated": &events.BarrierReleased{ReshardingID: "rsh-1", Fence: 11, Shards: []int{4}, Evidence: []events.BarrierProof{
 			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "0-0", Exists: true, LastGenerated: "0-0"},
 		}},

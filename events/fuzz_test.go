@@ -28,8 +28,10 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	for _, e := range MustReadLogFile(f, "testdata/old-log.jsonl") {
-		f.Add(e.Data)
+	for _, path := range oldLogs {
+		for _, e := range MustReadLogFile(f, path) {
+			f.Add(e.Data)
+		}
 	}
 	for _, name := range registeredTypes() {
 		zero, _ := events.New(name)

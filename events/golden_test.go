@@ -174,11 +174,20 @@ func MustReadLogFile(tb testing.TB, path string) []events.Entry {
 	return out
 }
 
-// TestOldLogDecodes: testdata/old-log.jsonl was written by an earlier build
-// (see testdata/README.md) and is never regenerated. Every entry must keep
-// decoding; projection's tests fold it.
+// oldLogs are the logs earlier builds wrote (see testdata/README.md), never
+// regenerated.
+var oldLogs = []string{"testdata/old-log.jsonl", "testdata/old-log-v2.jsonl"}
+
+// TestOldLogDecodes: every old log must keep decoding, entry by entry;
+// projection's tests fold them.
 func TestOldLogDecodes(t *testing.T) {
-	entries := MustReadLogFile(t, "testdata/old-log.jsonl")
+	for _, path := range oldLogs {
+		t.Run(filepath.Base(path), func(t *testing.T) { oldLogDecodes(t, path) })
+	}
+}
+
+func oldLogDecodes(t *testing.T, path string) {
+	entries := MustReadLogFile(t, path)
 	if len(entries) == 0 {
 		t.Fatal("old log is empty")
 	}

@@ -7,9 +7,11 @@ type Epochs struct {
 	MetadataVersion int64 `msgpack:"metadataVersion" json:"metadataVersion"`
 }
 
-// GroupCreated is written when an operator creates a group and its shard streams
-// were provisioned. The group starts at group epoch, assignment epoch and
-// metadata version 1.
+// GroupCreated is written when an operator creates a group, or a member's
+// first heartbeat registers it on a stream with metadata (RegisteredBy names
+// the member), and its consumer group was provisioned on every shard. The
+// group starts at group epoch and assignment epoch 1 and at metadata version
+// MetadataVersion (the stream's; 0 in older entries, meaning 1).
 type GroupCreated struct {
 	ShardCount  int    `msgpack:"shardCount" json:"shardCount"`
 	Provisioned bool   `msgpack:"provisioned" json:"provisioned"`
@@ -17,7 +19,15 @@ type GroupCreated struct {
 	Reason      string `msgpack:"reason,omitempty" json:"reason"`
 	// Ordering is "KEY" for a group whose reshardings keep per-key order
 	// (fenced publishes and barriers), "" for none.
-	Ordering string `msgpack:"ordering,omitempty" json:"ordering,omitempty"`
+	Ordering        string `msgpack:"ordering,omitempty" json:"ordering,omitempty"`
+	MetadataVersion int64  `msgpack:"metadataVersion,omitempty" json:"metadataVersion,omitempty"`
+	RegisteredBy    string `msgpack:"registeredBy,omitempty" json:"registeredBy,omitempty"`
+	// KeysChecked says the event records which shard streams its
+	// provisioning created (CreatedShards, possibly none); entries of builds
+	// before that record leave it false, and every shard they provisioned
+	// counts as created.
+	KeysChecked   bool  `msgpack:"keysChecked,omitempty" json:"keysChecked,omitempty"`
+	CreatedShards []int `msgpack:"createdShards,omitempty" json:"createdShards,omitempty"`
 }
 
 // GroupDeleted is written when an operator deletes a group. Stream keys and Redis

@@ -56,6 +56,11 @@ type ReshardingCutover struct {
 	ToCount      int              `msgpack:"toCount" json:"toCount"`
 	Shards       []ShardCutover   `msgpack:"shards" json:"shards"`
 	Barriers     []CutoverBarrier `msgpack:"barriers" json:"barriers"`
+	// StreamFence is the stream's metadata version the change takes the
+	// stream to (0: the prefix has no stream metadata): the same shards
+	// were fenced to it under the stream's own field of the fence hash
+	// (routing.StreamFenceField), for producers that route by stream.
+	StreamFence int64 `msgpack:"streamFence,omitempty" json:"streamFence,omitempty"`
 }
 
 // BarrierProof is what Redis showed of one source shard of a barrier: whether
@@ -206,7 +211,7 @@ func (e *CutoverBarrier) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
-var reshardingCutoverFields = fieldTable{names: []string{"reshardingId", "fence", "fromCount", "toCount", "shards", "barriers"}}
+var reshardingCutoverFields = fieldTable{names: []string{"reshardingId", "fence", "fromCount", "toCount", "shards", "barriers", "streamFence"}}
 
 func (e *ReshardingCutover) wireFields() *fieldTable { return &reshardingCutoverFields }
 func (e *ReshardingCutover) reset()                  { *e = ReshardingCutover{} }
@@ -224,6 +229,8 @@ func (e *ReshardingCutover) decodeField(r *reader, i int) (err error) {
 		err = decodeStructs(r, &e.Shards)
 	case 5:
 		err = decodeStructs(r, &e.Barriers)
+	case 6:
+		e.StreamFence, err = r.int64()
 	}
 	return err
 }

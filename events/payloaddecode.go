@@ -36,7 +36,7 @@ func epochsField(r *reader, ep *Epochs, i, first, all int) error {
 
 // group.go
 
-var groupCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "ordering"}}
+var groupCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "ordering", "metadataVersion", "registeredBy", "keysChecked", "createdShards"}}
 
 func (e *GroupCreated) wireFields() *fieldTable { return &groupCreatedFields }
 func (e *GroupCreated) reset()                  { *e = GroupCreated{} }
@@ -52,6 +52,14 @@ func (e *GroupCreated) decodeField(r *reader, i int) (err error) {
 		e.Reason, err = r.string()
 	case 4:
 		e.Ordering, err = r.string()
+	case 5:
+		e.MetadataVersion, err = r.int64()
+	case 6:
+		e.RegisteredBy, err = r.string()
+	case 7:
+		e.KeysChecked, err = r.bool()
+	case 8:
+		err = r.ints(&e.CreatedShards)
 	}
 	return err
 }
@@ -312,7 +320,7 @@ func (e *TermStarted) decodeField(r *reader, i int) (err error) {
 
 // resharding.go
 
-var reshardingPreparingFields = fieldTable{names: []string{"reshardingId", "fromShardCount", "toShardCount", "requestedBy", "reason"}}
+var reshardingPreparingFields = fieldTable{names: []string{"reshardingId", "fromShardCount", "toShardCount", "requestedBy", "reason", "keysChecked", "createdShards"}}
 
 func (e *ReshardingPreparing) wireFields() *fieldTable { return &reshardingPreparingFields }
 func (e *ReshardingPreparing) reset()                  { *e = ReshardingPreparing{} }
@@ -328,6 +336,10 @@ func (e *ReshardingPreparing) decodeField(r *reader, i int) (err error) {
 		e.RequestedBy, err = r.string()
 	case 4:
 		e.Reason, err = r.string()
+	case 5:
+		e.KeysChecked, err = r.bool()
+	case 6:
+		err = r.ints(&e.CreatedShards)
 	}
 	return err
 }
@@ -346,7 +358,7 @@ func (e *ReshardingProvisioned) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
-var reshardingActivatedFields = fieldTable{names: []string{"reshardingId", "shardCount", "assignableCount", "groupEpoch", "metadataVersion"}, epochs: true}
+var reshardingActivatedFields = fieldTable{names: []string{"reshardingId", "shardCount", "assignableCount", "groupEpoch", "metadataVersion", "streamMetadataVersion"}, epochs: true}
 
 func (e *ReshardingActivated) wireFields() *fieldTable { return &reshardingActivatedFields }
 func (e *ReshardingActivated) reset()                  { *e = ReshardingActivated{} }
@@ -358,8 +370,10 @@ func (e *ReshardingActivated) decodeField(r *reader, i int) (err error) {
 		e.ShardCount, err = r.int()
 	case 2:
 		e.AssignableCount, err = r.int()
+	case 5:
+		e.StreamMetadataVersion, err = r.int64()
 	default:
-		err = epochsField(r, &e.Epochs, i, 3, 5)
+		err = epochsField(r, &e.Epochs, i, 3, 6)
 	}
 	return err
 }
@@ -464,7 +478,7 @@ func (e *ReshardingCompleted) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
-var reshardingRolledBackFields = fieldTable{names: []string{"reshardingId", "policy", "state", "shardCount", "assignableCount", "requestedBy", "reason", "groupEpoch", "metadataVersion"}, epochs: true}
+var reshardingRolledBackFields = fieldTable{names: []string{"reshardingId", "policy", "state", "shardCount", "assignableCount", "requestedBy", "reason", "groupEpoch", "metadataVersion", "streamMetadataVersion"}, epochs: true}
 
 func (e *ReshardingRolledBack) wireFields() *fieldTable { return &reshardingRolledBackFields }
 func (e *ReshardingRolledBack) reset()                  { *e = ReshardingRolledBack{} }
@@ -484,13 +498,15 @@ func (e *ReshardingRolledBack) decodeField(r *reader, i int) (err error) {
 		e.RequestedBy, err = r.string()
 	case 6:
 		e.Reason, err = r.string()
+	case 9:
+		e.StreamMetadataVersion, err = r.int64()
 	default:
-		err = epochsField(r, &e.Epochs, i, 7, 9)
+		err = epochsField(r, &e.Epochs, i, 7, 10)
 	}
 	return err
 }
 
-var shardsRetiredFields = fieldTable{names: []string{"reshardingId", "streamKeys", "kept"}}
+var shardsRetiredFields = fieldTable{names: []string{"reshardingId", "streamKeys", "kept", "keptKeys"}}
 
 func (e *ShardsRetired) wireFields() *fieldTable { return &shardsRetiredFields }
 func (e *ShardsRetired) reset()                  { *e = ShardsRetired{} }
@@ -502,6 +518,72 @@ func (e *ShardsRetired) decodeField(r *reader, i int) (err error) {
 		err = r.strings(&e.StreamKeys)
 	case 2:
 		e.Kept, err = r.bool()
+	case 3:
+		err = r.strings(&e.KeptKeys)
+	}
+	return err
+}
+
+// stream.go
+
+var streamCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "group", "createdShards"}}
+
+func (e *StreamCreated) wireFields() *fieldTable { return &streamCreatedFields }
+func (e *StreamCreated) reset()                  { *e = StreamCreated{} }
+func (e *StreamCreated) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ShardCount, err = r.int()
+	case 1:
+		e.Provisioned, err = r.bool()
+	case 2:
+		e.RequestedBy, err = r.string()
+	case 3:
+		e.Reason, err = r.string()
+	case 4:
+		e.Group, err = r.string()
+	case 5:
+		err = r.ints(&e.CreatedShards)
+	}
+	return err
+}
+
+var streamAdoptedFields = fieldTable{names: []string{"shardCount", "requestedBy", "reason"}}
+
+func (e *StreamAdopted) wireFields() *fieldTable { return &streamAdoptedFields }
+func (e *StreamAdopted) reset()                  { *e = StreamAdopted{} }
+func (e *StreamAdopted) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.ShardCount, err = r.int()
+	case 1:
+		e.RequestedBy, err = r.string()
+	case 2:
+		e.Reason, err = r.string()
+	}
+	return err
+}
+
+var streamScaledFields = fieldTable{names: []string{"from", "to", "metadataVersion", "requestedBy", "reason", "createdShards", "keptKeys"}}
+
+func (e *StreamScaled) wireFields() *fieldTable { return &streamScaledFields }
+func (e *StreamScaled) reset()                  { *e = StreamScaled{} }
+func (e *StreamScaled) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.From, err = r.int()
+	case 1:
+		e.To, err = r.int()
+	case 2:
+		e.MetadataVersion, err = r.int64()
+	case 3:
+		e.RequestedBy, err = r.string()
+	case 4:
+		e.Reason, err = r.string()
+	case 5:
+		err = r.ints(&e.CreatedShards)
+	case 6:
+		err = r.strings(&e.KeptKeys)
 	}
 	return err
 }

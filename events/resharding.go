@@ -3,12 +3,18 @@ package events
 // ReshardingPreparing is written when an operator's scale request is accepted: a
 // resharding from FromShardCount to ToShardCount exists in state PREPARING and
 // becomes the group's active resharding. Nothing routes differently yet.
+// CreatedShards are the shards of the target whose streams Redis did not have
+// when it was decided: the coordinator creates them (KeysChecked: the record
+// is there; entries of earlier builds lack it, and every shard their
+// resharding provisioned counts as created).
 type ReshardingPreparing struct {
 	ReshardingID   string `msgpack:"reshardingId" json:"reshardingId"`
 	FromShardCount int    `msgpack:"fromShardCount" json:"fromShardCount"`
 	ToShardCount   int    `msgpack:"toShardCount" json:"toShardCount"`
 	RequestedBy    string `msgpack:"requestedBy" json:"requestedBy"`
 	Reason         string `msgpack:"reason" json:"reason"`
+	KeysChecked    bool   `msgpack:"keysChecked,omitempty" json:"keysChecked,omitempty"`
+	CreatedShards  []int  `msgpack:"createdShards,omitempty" json:"createdShards,omitempty"`
 }
 
 // ReshardingProvisioned is written after every shard stream 0..ToShardCount-1 and
@@ -22,11 +28,15 @@ type ReshardingProvisioned struct {
 // ACTIVE): producers route over ShardCount shards, consumers are assigned shards
 // 0..AssignableCount-1. During a scale-in AssignableCount stays at the old count,
 // so removed shards stay with their owners until Redis proves them drained.
+// StreamMetadataVersion is the stream's metadata version after the change,
+// which takes the stream's layout to ShardCount too (0: the prefix has no
+// stream metadata).
 type ReshardingActivated struct {
 	ReshardingID    string `msgpack:"reshardingId" json:"reshardingId"`
 	ShardCount      int    `msgpack:"shardCount" json:"shardCount"`
 	AssignableCount int    `msgpack:"assignableCount" json:"assignableCount"`
 	Epochs
+	StreamMetadataVersion int64 `msgpack:"streamMetadataVersion,omitempty" json:"streamMetadataVersion,omitempty"`
 }
 
 // ReshardingDraining is written when members have converged on the new layout and
@@ -94,15 +104,21 @@ type ReshardingRolledBack struct {
 	RequestedBy     string `msgpack:"requestedBy" json:"requestedBy"`
 	Reason          string `msgpack:"reason" json:"reason"`
 	Epochs
+	// StreamMetadataVersion is as in ReshardingActivated: the stream's
+	// layout goes back to ShardCount with the group's.
+	StreamMetadataVersion int64 `msgpack:"streamMetadataVersion,omitempty" json:"streamMetadataVersion,omitempty"`
 }
 
 // ShardsRetired is written after a finished resharding's removed shard streams were
 // deleted (or deliberately kept, Kept=true), so a producer with stale routing fails
-// its XADD NOMKSTREAM instead of writing where nobody reads.
+// its XADD NOMKSTREAM instead of writing where nobody reads. KeptKeys are
+// removed shard streams left in place because the coordinator did not create
+// them (adopted ones): it deletes only what it created.
 type ShardsRetired struct {
 	ReshardingID string   `msgpack:"reshardingId" json:"reshardingId"`
 	StreamKeys   []string `msgpack:"streamKeys" json:"streamKeys"`
 	Kept         bool     `msgpack:"kept" json:"kept"`
+	KeptKeys     []string `msgpack:"keptKeys,omitempty" json:"keptKeys,omitempty"`
 }
 
 func (ReshardingPreparing) EventType() string   { return "resharding.preparing" }

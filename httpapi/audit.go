@@ -127,6 +127,39 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
+// replayState is the state after the request's until (the latest without
+// it), folded from the nearest kept snapshot; false when it answered. At
+// most MaxConcurrentReplays run at once (429 beyond).
+func (s *Server) replayState(w http.ResponseWriter, r *http.Request) (*projection.State, bool) {
+	select {
+	case s.replays <- struct{}{}:
+		defer func() { <-s.replays }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, errTooManyReplays)
+		return nil, false
+	}
+	until := r.URL.Query().Get("until")
+	if until == "" {
+		until = s.read.State().LastID()
+	}
+	if _, err := events.ParseID(until); err != nil {
+		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
+		return nil, false
+	}
+	st, err := s.stateAt(r.Context(), until)
+	if err != nil {
+		var ce *commands.Error
+		var de *events.DecodeError
+		if !errors.As(err, &ce) && !errors.As(err, &de) {
+			err = logUnavailable(err) // Redis failed the fold
+		}
+		s.writeError(w, r, err)
+		return nil, false
+	}
+	return st, true
+}
+
 // handleGroupEvents serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/events:
 // a group's audit history (including refused commands), also after deletion. On
 // a trimmed log the membership events before the trim point are gone; the page
@@ -164,35 +197,13 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	select {
-	case s.replays <- struct{}{}:
-		defer func() { <-s.replays }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		s.writeError(w, r, errTooManyReplays)
-		return
-	}
-	until := r.URL.Query().Get("until")
-	if until == "" {
-		until = s.read.State().LastID()
-	}
-	if _, err := events.ParseID(until); err != nil {
-		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
-		return
-	}
-	st, err := s.stateAt(r.Context(), until)
-	if err != nil {
-		var ce *commands.Error
-		var de *events.DecodeError
-		if !errors.As(err, &ce) && !errors.As(err, &de) {
-			err = logUnavailable(err) // Redis failed the fold
-		}
-		s.writeError(w, r, err)
+	st, ok := s.replayState(w, r)
+	if !ok {
 		return
 	}
 	g, found := st.Group(k)
 	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+until))
+		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+st.LastID()))
 		return
 	}
 	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.read.Config().RebalanceTimeout),

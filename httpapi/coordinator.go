@@ -18,6 +18,8 @@ import (
 // Commands are the requests that may change state: every one goes through it (on
 // the leader; a follower forwards writes before they get here).
 type Commands interface {
+	CreateStream(ctx context.Context, meta events.Meta, in commands.CreateStreamInput) (projection.StreamView, error)
+	AdoptStream(ctx context.Context, meta events.Meta, in commands.AdoptStreamInput) (projection.StreamView, error)
 	CreateGroup(ctx context.Context, meta events.Meta, in commands.CreateGroupInput) (projection.GroupView, error)
 	Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.ScaleInput) (projection.ReshardingView, error)
 	ScaleStream(ctx context.Context, meta events.Meta, prefix string, in commands.ScaleInput) (commands.StreamScaleResult, error)
@@ -42,6 +44,10 @@ type Reader interface {
 	HistoryLog() events.Log
 	Ready() bool
 	Healthy() bool
+	// Corrupt is COORDINATOR_METADATA_CORRUPT while the log (or the
+	// snapshot start-up needs) holds what this build cannot decode; nil
+	// otherwise.
+	Corrupt() error
 	// Config is the coordinator's effective configuration (its id and timings).
 	Config() commands.Config
 }

@@ -140,6 +140,7 @@ var fuzzErrorCodes = map[string]bool{
 	"ACTIVE_MIGRATION_EXISTS": true, "METADATA_SYNC_IN_PROGRESS": true, "STATE_VERSION_CONFLICT": true,
 	"SHARD_COUNT_UNCHANGED": true, "ROLLBACK_NOT_ALLOWED": true, "RATE_LIMIT_EXCEEDED": true,
 	"NOT_FOUND": true, "METHOD_NOT_ALLOWED": true,
+	"GROUP_LIMIT_REACHED": true, "SHARD_LIMIT_REACHED": true, "STREAM_SHARD_TOPOLOGY_CONFLICT": true,
 }
 
 var fuzzHeartbeatStatuses = map[string]bool{
@@ -290,7 +291,9 @@ func FuzzHeartbeat(f *testing.F) {
 		return m
 	}
 	shard := func(i int) map[string]any { return map[string]any{"shardIndex": i} }
-	for _, seg := range [][3]string{{"orders", "oc", "m2"}, {"orders", "oc", "m1"}, {"orders", "nope", "m2"}, {"a{", "b", "m2"}, {"orders", "oc", "a/b"}} {
+	// orders has stream metadata (its first group wrote it): a first
+	// heartbeat of a group that does not exist registers it.
+	for _, seg := range [][3]string{{"orders", "oc", "m2"}, {"orders", "oc", "m1"}, {"orders", "nope", "m2"}, {"orders", "a*", "m2"}, {"a{", "b", "m2"}, {"orders", "oc", "a/b"}, {"nostream", "g", "m2"}} {
 		addBodies(f, func(b []byte) { f.Add(seg[0], seg[1], seg[2], b) },
 			hb(nil),
 			hb(func(m map[string]any) { m["memberId"] = "m1"; m["memberEpoch"] = 2; m["metadataVersion"] = 2 }),
@@ -300,6 +303,8 @@ func FuzzHeartbeat(f *testing.F) {
 			hb(func(m map[string]any) { m["protocolVersion"] = 2 }),
 			hb(func(m map[string]any) { m["protocolVersion"] = 0 }),
 			hb(func(m map[string]any) { delete(m, "runtimeConsumerCapacity") }),
+			hb(func(m map[string]any) { delete(m, "protocolVersion") }),
+			hb(func(m map[string]any) { m["runtimeConsumerCapacity"] = map[string]any{"runtimeMaxConcurrency": 2} }),
 			hb(func(m map[string]any) { m["ownedShards"] = []any{shard(-1), shard(1 << 30)} }),
 			hb(func(m map[string]any) {
 				m["memberId"] = "m1"
@@ -329,6 +334,61 @@ func FuzzHeartbeat(f *testing.F) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &hb); err != nil || !fuzzHeartbeatStatuses[hb.Status] || hb.HeartbeatIntervalMs <= 0 ||
 				hb.Assignment == nil || hb.Assignment.AssignedShards == nil || hb.Assignment.PendingShards == nil {
 				t.Fatalf("heartbeat 200 without a well-formed HeartbeatResponse: %s", rec.Body)
+			}
+		}
+	})
+}
+
+// FuzzAdopt: the adopt body and prefix. The fuzz server has no Redis for
+// shard streams, so an adopt that passes validation and the state's checks
+// answers 503 REDIS_NOT_CONFIGURED; any other 5xx fails.
+func FuzzAdopt(f *testing.F) {
+	for _, prefix := range []string{"theirs", "orders", "a{b", " ", "x/y"} {
+		addBodies(f, func(b []byte) { f.Add(prefix, b) },
+			map[string]any{"shardCount": 2, "requestedBy": "alice", "reason": "take over"},
+			map[string]any{"shardCount": 0, "requestedBy": "alice"},
+			map[string]any{"shardCount": 1025, "requestedBy": "alice"},
+			map[string]any{"requestedBy": "alice"},
+			map[string]any{"shardCount": 2, "requestedBy": ""})
+	}
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, prefix string, body []byte) {
+		fs.ensure(t)
+		path := "/coord/v1/streams/" + fuzzSeg(prefix) + "/adopt"
+		rec := fs.do("POST", path, fuzzAdmin, body)
+		if rec != nil && rec.Code == 503 {
+			var e wire.ErrorResponse
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrorCode != "REDIS_NOT_CONFIGURED" {
+				t.Fatalf("POST %s: HTTP 503 %s", path, rec.Body)
+			}
+			return
+		}
+		check(t, "POST "+path, rec, false)
+	})
+}
+
+// FuzzStreamRead: the stream-scoped routing and the stream's view, on any
+// prefix: 200 with exactly the shards 0..shardCount-1, or an ErrorResponse.
+func FuzzStreamRead(f *testing.F) {
+	for _, prefix := range []string{"orders", "nope", "a{b", "a*", " ", "x/y", "\x00", "orders:0"} {
+		f.Add(prefix)
+	}
+	fs := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, prefix string) {
+		fs.ensure(t)
+		path := "/coord/v1/streams/" + fuzzSeg(prefix)
+		check(t, "GET "+path, fs.do("GET", path, fuzzAdmin, nil), false)
+		rec := fs.do("GET", path+"/producer-routing", fuzzAdmin, nil)
+		check(t, "GET "+path+"/producer-routing", rec, false)
+		if rec != nil && rec.Code == 200 {
+			var rt wire.StreamRoutingResponse
+			if err := json.Unmarshal(rec.Body.Bytes(), &rt); err != nil || rt.StreamPrefix != prefix || len(rt.Shards) != rt.ShardCount {
+				t.Fatalf("routing of %q: %s", prefix, rec.Body)
+			}
+			for i, s := range rt.Shards {
+				if s.ShardIndex != i {
+					t.Fatalf("routing of %q: shard %d at position %d", prefix, s.ShardIndex, i)
+				}
 			}
 		}
 	})

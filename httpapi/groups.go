@@ -20,8 +20,7 @@ const (
 
 func (s *Server) registerGroupRoutes() {
 	r := s.router
-	r.HandleFunc(streamPath, s.handleCreateStream).Methods(http.MethodPost)
-	r.HandleFunc(streamPath+"/scale", s.handleScaleStream).Methods(http.MethodPost)
+	s.registerStreamRoutes()
 	r.HandleFunc(groupPath, s.handleCreateGroup).Methods(http.MethodPost)
 	r.HandleFunc(groupPath, s.handleGetGroup).Methods(http.MethodGet)
 	r.HandleFunc(groupPath, s.handleDeleteGroup).Methods(http.MethodDelete)
@@ -31,32 +30,6 @@ func (s *Server) registerGroupRoutes() {
 	r.HandleFunc(groupPath+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
 	r.HandleFunc(groupPath+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
 	r.HandleFunc(groupPath+"/migrations/{reshardingId}/rollback", s.handleRollback).Methods(http.MethodPost)
-}
-
-// handleCreateStream serves POST /coord/v1/streams/{streamPrefix}: creates the
-// group named after the prefix.
-func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
-	prefix, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		s.badRequest(w, r, err.Error())
-		return
-	}
-	var req wire.CreateRequest
-	if !s.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !s.allow(w, r) {
-		return
-	}
-	g, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
-		StreamPrefix: prefix, ConsumerGroup: prefix, InitialShardCount: req.InitialShardCount,
-		RequestedBy: req.RequestedBy, Reason: req.Reason, StreamLevel: true, Ordering: req.Ordering,
-	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: g.StreamPrefix, ShardCount: g.ShardCount, MetadataVersion: g.MetadataVersion, Ordering: g.Ordering})
 }
 
 // handleCreateGroup serves POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
@@ -160,33 +133,6 @@ func (s *Server) handleProducerRouting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, RoutingOf(g))
-}
-
-// handleScaleStream serves POST /coord/v1/streams/{streamPrefix}/scale.
-func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
-	prefix, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		s.badRequest(w, r, err.Error())
-		return
-	}
-	var req wire.ScaleRequest
-	if !s.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !s.allow(w, r) {
-		return
-	}
-	res, err := s.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
-		AffectedConsumerGroups: res.AffectedConsumerGroups, Migrations: make([]wire.Resharding, 0, len(res.Reshardings))}
-	for _, v := range res.Reshardings {
-		out.Migrations = append(out.Migrations, projection.WireResharding(v))
-	}
-	writeJSON(w, http.StatusAccepted, out)
 }
 
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.

@@ -20,11 +20,19 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
-// 503 while loading, while Redis is unreachable, and while shutting down (no auth).
+// 503 while loading, while Redis is unreachable, while shutting down, and
+// with status METADATA_CORRUPT (errorCode, message) while the log holds an
+// entry this build cannot decode (no auth).
 // A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	resp := wire.Readiness{Status: "READY", LastEventID: s.read.State().LastID()}
 	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
+	if err := s.read.Corrupt(); err != nil {
+		ce := s.public(r, err)
+		resp.Status, resp.ErrorCode, resp.Message = "METADATA_CORRUPT", ce.Code, ce.Message
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
 	if !s.read.Ready() {
 		resp.Status = "NOT_READY"
 		writeJSON(w, http.StatusServiceUnavailable, resp)

@@ -410,6 +410,11 @@ var openAPISchemaTypes = map[string]reflect.Type{
 	"AuditEvent":              reflect.TypeFor[wire.AuditEvent](),
 	"AuditPage":               reflect.TypeFor[wire.AuditPage](),
 	"GroupReplay":             reflect.TypeFor[wire.GroupReplay](),
+	"AdoptRequest":            reflect.TypeFor[wire.AdoptRequest](),
+	"StreamRoutingResponse":   reflect.TypeFor[wire.StreamRoutingResponse](),
+	"Stream":                  reflect.TypeFor[wire.Stream](),
+	"StreamsResponse":         reflect.TypeFor[wire.StreamsResponse](),
+	"StreamReplay":            reflect.TypeFor[wire.StreamReplay](),
 	"ShardRef":                reflect.TypeFor[wire.ShardRef](),
 	"GroupView":               reflect.TypeFor[wire.Group](),
 	"MigrationView":           reflect.TypeFor[wire.Resharding](),
@@ -440,7 +445,7 @@ var openAPISchemaTypes = map[string]reflect.Type{
 var openAPIRequestTypes = map[string]bool{
 	"LoginRequest": true, "CreateRequest": true, "DeleteRequest": true, "ScaleRequest": true,
 	"RollbackRequest": true, "HeartbeatRequest": true, "Capacity": true, "RevokingReport": true,
-	"ShardProgress": true,
+	"ShardProgress": true, "AdoptRequest": true,
 }
 
 type goJSONField struct {
@@ -769,6 +774,21 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", gp, g, `{"initialShardCount":4,"requestedBy":"alice"}`)          // 409
 	call("POST", gp, g+"x", `{"initialShardCount":"four","requestedBy":"alice"}`) // 400
 	call("POST", sp1, "/coord/v1/streams/payments", `{"initialShardCount":2,"requestedBy":"alice"}`)
+	call("POST", sp1, "/coord/v1/streams/payments", `{"initialShardCount":2,"requestedBy":"alice"}`)                // 409
+	call("POST", sp1, "/coord/v1/streams/sorted", `{"initialShardCount":2,"requestedBy":"alice","ordering":"KEY"}`) // 400
+	call("GET", sp1, "/coord/v1/streams/payments", "")
+	call("GET", sp1, "/coord/v1/streams/nothing", "") // 404
+	call("GET", sp1+"/producer-routing", "/coord/v1/streams/payments/producer-routing", "")
+	call("GET", sp1+"/producer-routing", "/coord/v1/streams/nothing/producer-routing", "")                        // 404
+	call("POST", sp1+"/adopt", "/coord/v1/streams/theirs/adopt", `{"shardCount":2,"requestedBy":"alice"}`)        // 503: no Redis for shard streams
+	call("POST", sp1+"/adopt", "/coord/v1/streams/theirs/adopt", `{"requestedBy":"alice"}`)                       // 400: shardCount missing
+	call("POST", gp, "/coord/v1/streams/payments/groups/ledger", `{"initialShardCount":3,"requestedBy":"alice"}`) // 400: the stream has 2
+	call("POST", gp, "/coord/v1/streams/payments/groups/ledger", `{"requestedBy":"alice"}`)
+	call("GET", "/coord/v1/monitoring/streams", "/coord/v1/monitoring/streams", "")
+	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}", "/coord/v1/monitoring/streams/payments", "")
+	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}/events", "/coord/v1/monitoring/streams/payments/events", "")
+	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}/replay", "/coord/v1/monitoring/streams/payments/replay", "")
+	call("GET", "/coord/v1/monitoring/streams/{streamPrefix}/replay", "/coord/v1/monitoring/streams/payments/replay?until=0-1", "") // 404: not yet created
 	call("GET", gp, g, "")
 	call("GET", gp, "/coord/v1/streams/orders/groups/nope", "") // 404
 	call("GET", gp+"/producer-routing", g+"/producer-routing", "")
@@ -830,11 +850,18 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", mg, mgp, "")
 	call("POST", gp+"/migrations/{reshardingId}/rollback", g+"/migrations/"+id+"/rollback", `{"requestedBy":"alice","reason":"oops","policy":"metadata"}`)
 	call("POST", gp+"/migrations/{reshardingId}/rollback", g+"/migrations/nope/rollback", `{"requestedBy":"alice","reason":"oops"}`) // 404
-	// A second group of the prefix already at the target gets the synthetic noop resharding.
-	call("POST", gp, "/coord/v1/streams/payments/groups/audit", `{"initialShardCount":3,"requestedBy":"alice"}`)
+	// A second group of a stream with metadata takes its shard count; the
+	// stream scale moves both.
+	call("POST", gp, "/coord/v1/streams/payments/groups/audit", `{"requestedBy":"alice"}`)
 	res := call("POST", sp1+"/scale", "/coord/v1/streams/payments/scale", `{"targetShardCount":3,"requestedBy":"alice","reason":"more"}`)
-	if migs, _ := res["migrations"].([]any); len(migs) != 2 || asMap(migs[0])["reshardingId"] != "noop" {
-		t.Errorf("stream scale should report the noop resharding of payments/audit first: %v", res)
+	if migs, _ := res["migrations"].([]any); len(migs) != 2 || asMap(migs[0])["toShardCount"] != json.Number("3") {
+		t.Errorf("stream scale should start a resharding of both groups: %v", res)
+	}
+	// A stream without groups scales at once.
+	call("POST", sp1, "/coord/v1/streams/solo", `{"initialShardCount":2,"requestedBy":"alice"}`)
+	res = call("POST", sp1+"/scale", "/coord/v1/streams/solo/scale", `{"targetShardCount":4,"requestedBy":"alice","reason":"more"}`)
+	if groups, _ := res["affectedConsumerGroups"].([]any); len(groups) != 0 {
+		t.Errorf("a stream without groups: %v", res)
 	}
 	call("POST", sp1+"/scale", "/coord/v1/streams/nothing/scale", `{"targetShardCount":3,"requestedBy":"alice","reason":"more"}`) // 404
 
@@ -960,4 +987,22 @@ func (s *apiSpec) validate(sch map[string]any, v any, at string) []string {
 		problems = append(problems, at+": schema without type")
 	}
 	return problems
+}
+
+// TestOpenAPIOperationIDsOfTheReference: the stream routes carry the
+// operationIds the reference's 0.3 releases gave them, so clients generated
+// from either document call the same operations.
+func TestOpenAPIOperationIDsOfTheReference(t *testing.T) {
+	ops := mustLoadSpec(t).operations()
+	for key, id := range map[string]string{
+		"POST /coord/v1/streams/{streamPrefix}":                                        "createStream",
+		"GET /coord/v1/streams/{streamPrefix}/producer-routing":                        "getStreamProducerRoutingMetadata",
+		"POST /coord/v1/streams/{streamPrefix}/adopt":                                  "adoptExistingStream",
+		"POST /coord/v1/streams/{streamPrefix}/scale":                                  "scaleStreamShards",
+		"GET /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/producer-routing": "getProducerRoutingMetadata",
+	} {
+		if op := ops[key]; op == nil || op["operationId"] != id {
+			t.Errorf("%s: operationId %v, want %s", key, op["operationId"], id)
+		}
+	}
 }

@@ -203,6 +203,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.forwardWrite(rec, r) {
 		return
 	}
+	if underAPI(match.template) && match.template != loginRoute {
+		// The state cannot be built without guessing: every API route
+		// refuses until the log decodes again (README, Runbook).
+		if err := s.read.Corrupt(); err != nil {
+			s.writeError(rec, r, err)
+			return
+		}
+	}
 	if match.handler != nil {
 		// The route resolve matched, with the router's middleware: matching
 		// again in the router would cost as much once more.

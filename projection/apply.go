@@ -14,6 +14,9 @@ func (s *State) apply(rec events.Record) {
 		s.prefixes[k.StreamPrefix] = true
 	}
 	old := s.groups[k]
+	if touchesStream(rec) {
+		s.streams[rec.StreamPrefix] = foldStream(s.streams[rec.StreamPrefix], rec, old)
+	}
 	g := foldGroup(old, k, rec)
 	switch {
 	case g == nil && old != nil:
@@ -113,9 +116,13 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 // --- the group and its assignment ---
 
 func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group {
+	mv := ev.MetadataVersion
+	if mv < 1 {
+		mv = 1
+	}
 	return &Group{
 		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
-		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: 1,
+		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv,
 		Members: map[string]*Member{}, Targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
 		Ordering: normalOrdering(ev.Ordering),
@@ -229,7 +236,7 @@ func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPrepa
 	g.Reshardings = append(keptReshardings(g.Reshardings), &Resharding{
 		ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
 		State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
-		RequestedBy: ev.RequestedBy, Reason: ev.Reason,
+		RequestedBy: ev.RequestedBy, Reason: ev.Reason, KeysChecked: ev.KeysChecked,
 		StartEpochs: events.Epochs{GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion},
 	})
 	g.ActiveResharding = ev.ReshardingID

@@ -57,14 +57,67 @@ type generator struct {
 	groups []*genGroup
 	out    []events.Record // without ids
 	terms  int64           // coordinator.term_started written so far
+	// streams is the stream metadata of each prefix that has some: solo
+	// has no group, the others get it from their first group's create.
+	streams map[string]*genStream
 }
 
+type genStream struct {
+	shardCount int
+	mv         int64
+}
+
+// solo is the prefix of a stream without consumer groups.
+const solo = "solo"
+
 func newGenerator(seed uint64) *generator {
-	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: t0}
+	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: t0, streams: map[string]*genStream{}}
 	for _, k := range []projection.GroupKey{orders, payments} {
 		g.groups = append(g.groups, &genGroup{key: k})
 	}
 	return g
+}
+
+// streamChange is the stream metadata version a layout change of gr's
+// prefix takes it to (0 without metadata).
+func (g *generator) streamChange(gr *genGroup, to int) int64 {
+	st := g.streams[gr.key.StreamPrefix]
+	if st == nil {
+		return 0
+	}
+	st.shardCount = to
+	st.mv++
+	return st.mv
+}
+
+// soloStep creates, adopts or scales the stream without groups.
+func (g *generator) soloStep() {
+	st := g.streams[solo]
+	k := projection.GroupKey{StreamPrefix: solo}
+	switch {
+	case st == nil && g.r.IntN(2) == 0:
+		n := 1 + g.r.IntN(4)
+		g.streams[solo] = &genStream{shardCount: n, mv: 1}
+		g.emit(k, "alice", &events.StreamCreated{ShardCount: n, Provisioned: true, RequestedBy: "alice", Reason: "generated", CreatedShards: upTo(n)})
+	case st == nil:
+		n := 1 + g.r.IntN(4)
+		g.streams[solo] = &genStream{shardCount: n, mv: 1}
+		g.emit(k, "alice", &events.StreamAdopted{ShardCount: n, RequestedBy: "alice", Reason: "generated"})
+	default:
+		to := g.r.IntN(6)
+		if to == st.shardCount {
+			to++
+		}
+		ev := &events.StreamScaled{From: st.shardCount, To: to, MetadataVersion: st.mv + 1, RequestedBy: "alice", Reason: "generated", CreatedShards: []int{}, KeptKeys: []string{}}
+		for i := st.shardCount; i < to; i++ {
+			ev.CreatedShards = append(ev.CreatedShards, i)
+		}
+		for i := to; i < st.shardCount; i++ {
+			ev.KeptKeys = append(ev.KeptKeys, fmt.Sprintf("%s:%d", solo, i))
+		}
+		st.shardCount, st.mv = to, st.mv+1
+		g.emit(k, "alice", ev)
+	}
 }
 
 // generateRecords returns n records (ids not set yet) from a seeded generator.
@@ -182,7 +235,26 @@ func (g *generator) step() {
 		if gr.ordered {
 			created.Ordering = events.OrderingKey
 		}
+		switch st := g.streams[gr.key.StreamPrefix]; {
+		case st != nil:
+			// A group of a stream with metadata takes its layout.
+			gr.shardCount, gr.assignable, gr.mv = st.shardCount, st.shardCount, st.mv
+			created.ShardCount, created.MetadataVersion, created.KeysChecked = st.shardCount, st.mv, true
+			if g.r.IntN(3) == 0 {
+				created.RegisteredBy = "m-first"
+			}
+		case g.r.IntN(2) == 0:
+			// The first group of a bare prefix writes the stream's metadata.
+			g.streams[gr.key.StreamPrefix] = &genStream{shardCount: gr.shardCount, mv: 1}
+			g.emit(projection.GroupKey{StreamPrefix: gr.key.StreamPrefix}, "alice", &events.StreamCreated{ShardCount: gr.shardCount, Provisioned: true,
+				RequestedBy: "alice", Reason: "generated", Group: gr.key.ConsumerGroup, CreatedShards: upTo(gr.shardCount)})
+			created.KeysChecked = true
+		}
 		g.emit(gr.key, "alice", created)
+		return
+	}
+	if g.r.IntN(40) == 0 {
+		g.soloStep()
 		return
 	}
 	live := gr.ids(projection.MemberActive)
@@ -386,7 +458,14 @@ func (g *generator) reshard(gr *genGroup) {
 			to++
 		}
 		gr.rsh = &genResharding{id: fmt.Sprintf("rsh-%d", gr.nextResharding), from: gr.shardCount, to: to, stage: "preparing"}
-		g.emit(k, "alice", &events.ReshardingPreparing{ReshardingID: gr.rsh.id, FromShardCount: gr.shardCount, ToShardCount: to, RequestedBy: "alice", Reason: "generated"})
+		prep := &events.ReshardingPreparing{ReshardingID: gr.rsh.id, FromShardCount: gr.shardCount, ToShardCount: to, RequestedBy: "alice", Reason: "generated"}
+		if g.r.IntN(2) == 0 {
+			prep.KeysChecked = true
+			for i := gr.shardCount; i < to; i++ {
+				prep.CreatedShards = append(prep.CreatedShards, i)
+			}
+		}
+		g.emit(k, "alice", prep)
 		return
 	}
 	scaleIn := rs.to < rs.from
@@ -407,7 +486,8 @@ func (g *generator) reshard(gr *genGroup) {
 		if scaleIn {
 			gr.assignable = rs.from
 		}
-		g.emit(k, "coordinator", &events.ReshardingActivated{ReshardingID: rs.id, ShardCount: gr.shardCount, AssignableCount: gr.assignable, Epochs: g.bump(gr)})
+		g.emit(k, "coordinator", &events.ReshardingActivated{ReshardingID: rs.id, ShardCount: gr.shardCount, AssignableCount: gr.assignable, Epochs: g.bump(gr),
+			StreamMetadataVersion: g.streamChange(gr, gr.shardCount)})
 		g.assign(gr)
 	case "active":
 		if g.r.IntN(5) == 0 {
@@ -462,9 +542,13 @@ func (g *generator) rollBack(gr *genGroup, policy string) {
 	} else {
 		gr.rsh = nil
 	}
+	var streamMV int64
+	if rs.stage != "preparing" {
+		streamMV = g.streamChange(gr, gr.shardCount)
+	}
 	g.emit(gr.key, "bob", &events.ReshardingRolledBack{
 		ReshardingID: rs.id, Policy: policy, State: state, ShardCount: gr.shardCount, AssignableCount: gr.assignable,
-		RequestedBy: "bob", Reason: "generated", Epochs: g.bump(gr),
+		RequestedBy: "bob", Reason: "generated", Epochs: g.bump(gr), StreamMetadataVersion: streamMV,
 	})
 	g.assign(gr)
 }
@@ -642,6 +726,10 @@ func TestOverlayMatchesState(t *testing.T) {
 				for k := range touched {
 					seen[k] = MustCanonicalGroup(t, ov.Group(k))
 				}
+				seenStreams := map[string]any{}
+				for k := range touched {
+					seenStreams[k.StreamPrefix] = mustCanonicalStream(t, ov.Stream(k.StreamPrefix))
+				}
 				keys := ov.Keys()
 				for k := range touched {
 					if !reflect.DeepEqual(MustCanonicalGroup(t, s.GroupLocked(k)), before[k]) || s.LastIDLocked() != lastID {
@@ -662,6 +750,12 @@ func TestOverlayMatchesState(t *testing.T) {
 					got, _ := s.Group(k)
 					if !reflect.DeepEqual(want, MustCanonicalGroup(t, got)) {
 						t.Fatalf("batch ending %s: overlay group %v differs from the state's", batch[len(batch)-1].ID, k)
+					}
+				}
+				for p, want := range seenStreams {
+					got, _ := s.Stream(p)
+					if !reflect.DeepEqual(want, mustCanonicalStream(t, got)) {
+						t.Fatalf("batch ending %s: overlay stream %s differs from the state's", batch[len(batch)-1].ID, p)
 					}
 				}
 				if !reflect.DeepEqual(keys, stateKeys) {
@@ -734,4 +828,25 @@ func TestOverlayKeysAfterDeleteAndRecreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upTo is the shard indexes 0..n-1.
+func upTo(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func mustCanonicalStream(tb testing.TB, st *projection.Stream) any {
+	tb.Helper()
+	if st == nil {
+		return nil
+	}
+	data, err := events.Marshal(st)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return canonical(tb, data)
 }

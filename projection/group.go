@@ -100,6 +100,9 @@ type Resharding struct {
 	RetiredKept         bool                `msgpack:"retiredKept"`
 	StartEpochs         events.Epochs       `msgpack:"startEpochs"`
 	History             []StateChange       `msgpack:"history"`
+	// KeysChecked: its resharding.preparing recorded which shard streams it
+	// creates (builds before that record provisioned every target shard).
+	KeysChecked bool `msgpack:"keysChecked,omitempty"`
 }
 
 // Terminal reports whether the resharding is finished.

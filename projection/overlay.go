@@ -11,6 +11,7 @@ import "github.com/rscoord/rsc/events"
 type Overlay struct {
 	base    *State
 	groups  map[GroupKey]*Group
+	streams map[string]*Stream // the streams the overlay changed (copies)
 	deleted map[GroupKey]bool
 	// order is the creation order as the overlay sees it; nil until the first
 	// create or delete (then it starts as a copy of the State's order).
@@ -33,6 +34,30 @@ func (o *Overlay) Group(k GroupKey) *Group {
 	return o.base.groups[k]
 }
 
+// Stream returns a prefix's stream as the overlay sees it (read-only), or nil.
+func (o *Overlay) Stream(prefix string) *Stream {
+	if st, ok := o.streams[prefix]; ok {
+		return st
+	}
+	return o.base.streams[prefix]
+}
+
+// EachStream calls fn with every stream the overlay sees (read-only), in no
+// particular order.
+func (o *Overlay) EachStream(fn func(*Stream)) {
+	for p, st := range o.base.streams {
+		if own, ok := o.streams[p]; ok {
+			st = own
+		}
+		fn(st)
+	}
+	for p, st := range o.streams {
+		if _, ok := o.base.streams[p]; !ok {
+			fn(st)
+		}
+	}
+}
+
 // Keys lists the groups the overlay sees, in creation order (as the State will
 // list them once the overlay's records are applied).
 func (o *Overlay) Keys() []GroupKey {
@@ -52,6 +77,18 @@ func (o *Overlay) editOrder() {
 func (o *Overlay) Apply(rec events.Record) {
 	k := KeyOf(rec)
 	cur := o.Group(k)
+	if touchesStream(rec) {
+		st, own := o.streams[rec.StreamPrefix]
+		if !own {
+			if st = o.base.streams[rec.StreamPrefix]; st != nil {
+				st = st.Clone()
+			}
+		}
+		if o.streams == nil {
+			o.streams = map[string]*Stream{}
+		}
+		o.streams[rec.StreamPrefix] = foldStream(st, rec, cur)
+	}
 	if cur != nil {
 		if _, own := o.groups[k]; !own {
 			cur = cur.Clone()

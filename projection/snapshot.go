@@ -10,15 +10,19 @@ import (
 )
 
 // snapshotVersion is bumped if the snapshot layout ever changes incompatibly.
-// Version 2 holds state only; version 1 (read, never written) also carried the
-// per-group history index, which now lives beside the log.
-const snapshotVersion = 2
+// Version 3 holds the streams too; version 2 (read, never written) held the
+// groups without them, and restoring it derives each prefix's record of shard
+// streams from its groups, as the fold of that build's entries does; version
+// 1 (read, never written) also carried the per-group history index, which
+// now lives beside the log.
+const snapshotVersion = 3
 
 type snapshot struct {
-	Version  int      `msgpack:"v"`
-	LastID   string   `msgpack:"lastId"`
-	Groups   []*Group `msgpack:"groups"`
-	Prefixes []string `msgpack:"prefixes"`
+	Version  int       `msgpack:"v"`
+	LastID   string    `msgpack:"lastId"`
+	Groups   []*Group  `msgpack:"groups"`
+	Streams  []*Stream `msgpack:"streams,omitempty"`
+	Prefixes []string  `msgpack:"prefixes"`
 	// History is what version 1 kept (read only: which prefixes were ever
 	// created).
 	History []historySnapshotV1 `msgpack:"history,omitempty"`
@@ -51,6 +55,9 @@ func (s *State) CaptureLocked() *Capture {
 		c.snap.Prefixes = append(c.snap.Prefixes, p)
 	}
 	sort.Strings(c.snap.Prefixes)
+	for _, p := range sortedKeys(s.streams) {
+		c.snap.Streams = append(c.snap.Streams, s.streams[p].Clone())
+	}
 	return c
 }
 
@@ -63,14 +70,14 @@ func (c *Capture) Encode() ([]byte, error) { return events.Marshal(c.snap) }
 // Encode captures and serialises the whole state (snapshot bytes).
 func (s *State) Encode() ([]byte, error) { return s.Capture().Encode() }
 
-// Restore builds a fresh state from snapshot bytes (version 2, or 1).
+// Restore builds a fresh state from snapshot bytes (version 3, 2 or 1).
 func Restore(data []byte) (*State, error) {
 	var snap snapshot
 	if err := msgpack.Unmarshal(data, &snap); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
-	if snap.Version != snapshotVersion && snap.Version != 1 {
-		return nil, fmt.Errorf("restore snapshot: version %d, this build reads 1 and %d", snap.Version, snapshotVersion)
+	if snap.Version < 1 || snap.Version > snapshotVersion {
+		return nil, fmt.Errorf("restore snapshot: version %d, this build reads 1 to %d", snap.Version, snapshotVersion)
 	}
 	if _, err := events.ParseID(snap.LastID); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
@@ -90,6 +97,21 @@ func Restore(data []byte) (*State, error) {
 	for _, p := range snap.Prefixes {
 		s.prefixes[p] = true
 	}
+	for _, st := range snap.Streams {
+		s.streams[st.Prefix] = st
+	}
+	if snap.Version < 3 {
+		// What that build provisioned for its groups counts as created, as
+		// the fold of its entries counts it.
+		for _, g := range snap.Groups {
+			st := s.streams[g.Key.StreamPrefix]
+			if st == nil {
+				st = &Stream{Prefix: g.Key.StreamPrefix, CreatedAt: g.CreatedAt}
+				s.streams[g.Key.StreamPrefix] = st
+			}
+			st.CreatedShards = union(st.CreatedShards, shardRange(0, legacySpan(g))...)
+		}
+	}
 	for _, h := range snap.History {
 		for _, it := range h.Items {
 			if it.Type == "group.created" {
@@ -107,5 +129,14 @@ func (s *State) Swap(other *State) {
 	defer other.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.groups, s.order, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.prefixes, other.lastID, other.applied
+	s.groups, s.order, s.streams, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.streams, other.prefixes, other.lastID, other.applied
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

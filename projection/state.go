@@ -2,13 +2,15 @@ package projection
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/rscoord/rsc/events"
 )
 
-// State is the whole projection: every group, the stream prefixes groups were
-// ever created with, and the id of the last applied entry. It holds state, not
+// State is the whole projection: every group, every stream (a prefix's
+// metadata and the record of its shard streams), the stream prefixes groups
+// were ever created with, and the id of the last applied entry. It holds state, not
 // history: a group's audit history is indexed beside the log (events.Indexed),
 // so the projection and its snapshots do not grow with the log. Its methods
 // are safe for concurrent use; the coordinator's writer is its only mutator and
@@ -16,7 +18,8 @@ import (
 type State struct {
 	mu       sync.RWMutex
 	groups   map[GroupKey]*Group
-	order    []GroupKey      // creation order, for listing
+	order    []GroupKey // creation order, for listing
+	streams  map[string]*Stream
 	prefixes map[string]bool // every prefix a group was created with
 	lastID   string
 	applied  int64
@@ -24,7 +27,7 @@ type State struct {
 
 // New returns an empty projection.
 func New() *State {
-	return &State{groups: map[GroupKey]*Group{}, prefixes: map[string]bool{}, lastID: events.ZeroID}
+	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, lastID: events.ZeroID}
 }
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.
@@ -140,6 +143,59 @@ func (s *State) ApplyLocked(rec events.Record) error {
 	s.lastID = id.String()
 	s.applied++
 	return nil
+}
+
+// StreamLocked returns the live stream of a prefix (read-only), or nil, for a
+// caller holding the lock.
+func (s *State) StreamLocked(prefix string) *Stream { return s.streams[prefix] }
+
+// Stream returns a copy of a prefix's stream.
+func (s *State) Stream(prefix string) (*Stream, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.streams[prefix]
+	if !ok {
+		return nil, false
+	}
+	return st.Clone(), true
+}
+
+// StreamPrefixes lists every prefix with a stream or a group, sorted.
+func (s *State) StreamPrefixes() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seen := make(map[string]bool, len(s.streams))
+	out := make([]string, 0, len(s.streams))
+	for p := range s.streams {
+		seen[p] = true
+		out = append(out, p)
+	}
+	for _, k := range s.order {
+		if !seen[k.StreamPrefix] {
+			seen[k.StreamPrefix] = true
+			out = append(out, k.StreamPrefix)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// StreamWithGroups returns copies of a prefix's stream (nil when none) and
+// of its groups, in creation order, under one read lock.
+func (s *State) StreamWithGroups(prefix string) (*Stream, []*Group) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var st *Stream
+	if live := s.streams[prefix]; live != nil {
+		st = live.Clone()
+	}
+	var groups []*Group
+	for _, k := range s.order {
+		if k.StreamPrefix == prefix {
+			groups = append(groups, s.groups[k].Clone())
+		}
+	}
+	return st, groups
 }
 
 // PrefixSeenLocked reports whether any group with this stream prefix was ever

@@ -109,3 +109,32 @@ func WireShardMap(m map[string][]int) map[string][]wire.ShardRef {
 	}
 	return out
 }
+
+// WireStream is a stream view as GET /coord/v1/streams/{p} shows it.
+func WireStream(v StreamView) wire.Stream {
+	out := wire.Stream{StreamPrefix: v.StreamPrefix, HasMetadata: v.Metadata, TopologyConflict: v.Conflict,
+		CreatedAt: v.CreatedAt.UTC(), UpdatedAt: v.UpdatedAt.UTC(), ConsumerGroups: v.ConsumerGroups,
+		CreatedShards: v.CreatedShards, AdoptedShards: v.AdoptedShards}
+	if !v.Conflict {
+		count, mv := v.ShardCount, v.MetadataVersion
+		out.ShardCount, out.MetadataVersion = &count, &mv
+	}
+	if v.Metadata {
+		origin, by := v.Origin, v.CreatedBy
+		out.Origin, out.CreatedBy = &origin, &by
+	}
+	return out
+}
+
+// StreamViews is every stream of a state with metadata or groups, by prefix.
+func StreamViews(s *State) []StreamView {
+	var out []StreamView
+	for _, prefix := range s.StreamPrefixes() {
+		st, groups := s.StreamWithGroups(prefix)
+		if (st == nil || !st.Metadata) && len(groups) == 0 {
+			continue
+		}
+		out = append(out, ViewStream(prefix, st, groups))
+	}
+	return out
+}

@@ -24,11 +24,18 @@ import (
 // is at or past it, and nothing up to it is pending).
 //
 // KEYS[1] stream, KEYS[2] fence hash; ARGV[1] group, ARGV[2] fence, ARGV[3]
-// "1" to raise (else only read). Returns {lastId, done (0/1)}.
+// "1" to raise (else only read), ARGV[4] the stream's fence (raised under
+// routing.StreamFenceField with the group's; "0": none). Returns {lastId,
+// done (0/1)}.
 var cutoverScript = redis.NewScript(luaIDLess + `
 if ARGV[3] == '1' then
   local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') or 0
   if cur < tonumber(ARGV[2]) then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
+  local sf = tonumber(ARGV[4]) or 0
+  if sf > 0 then
+    local scur = tonumber(redis.call('HGET', KEYS[2], '` + routing.StreamFenceField + `') or '0') or 0
+    if scur < sf then redis.call('HSET', KEYS[2], '` + routing.StreamFenceField + `', ARGV[4]) end
+  end
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', 1} end
 local last = '0-0'
@@ -50,9 +57,10 @@ if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', last, 1) > 0 then return {last
 return {last, 1}
 `)
 
-// Cutover raises group's fence to fence on the shards marked Raise and reads
-// every listed shard's cutover (one script per shard, pipelined).
-func (s *Shards) Cutover(ctx context.Context, prefix, group string, fence int64, shards []events.CutoverShard) ([]events.CutoverRead, error) {
+// Cutover raises group's fence to fence (and the stream's to streamFence,
+// when it is above 0) on the shards marked Raise and reads every listed
+// shard's cutover (one script per shard, pipelined).
+func (s *Shards) Cutover(ctx context.Context, prefix, group string, fence, streamFence int64, shards []events.CutoverShard) ([]events.CutoverRead, error) {
 	keys := make([][]string, len(shards))
 	args := make([][]any, len(shards))
 	for i, sh := range shards {
@@ -62,7 +70,7 @@ func (s *Shards) Cutover(ctx context.Context, prefix, group string, fence int64,
 		if sh.Raise {
 			raise = "1"
 		}
-		args[i] = []any{group, fence, raise}
+		args[i] = []any{group, fence, raise, streamFence}
 	}
 	cmds := s.runEachKeys(ctx, cutoverScript, keys, args)
 	out := make([]events.CutoverRead, len(shards))

@@ -9,6 +9,7 @@ import (
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
+	"github.com/rscoord/rsc/routing"
 )
 
 // TestIntegrationBarrierEvidence: the proof of a barrier's source shard, from
@@ -67,5 +68,41 @@ func TestIntegrationBarrierEvidence(t *testing.T) {
 	}
 	if p := proof(); !p.Exists || p.LastGenerated != "0-0" || !projection.SourceProven(p) {
 		t.Fatalf("recreated empty after the cutover: %+v proven=%v, want exists, last generated 0-0, proven", p, projection.SourceProven(p))
+	}
+}
+
+// TestIntegrationCutoverRaisesTheStreamFence: a cutover raises the group's
+// fence and, when given one, the stream's (routing.StreamFenceField), never
+// lowering either; LowerFences lowers the stream's field like a group's.
+func TestIntegrationCutoverRaisesTheStreamFence(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := MustStartRedis(t)
+	sh := redisstore.NewShards(rdb)
+	prefix := uniqueKey("fenced")
+	MustProvision(t, sh, prefix, "g", 0, 2)
+	shards := []events.CutoverShard{{Index: 0, Raise: true}, {Index: 1}}
+	if _, err := sh.Cutover(ctx, prefix, "g", 5, 3, shards); err != nil {
+		t.Fatal(err)
+	}
+	fence := func(shard int, field string) string {
+		t.Helper()
+		return rdb.HGet(ctx, routing.FenceKey(routing.StreamKey(prefix, shard)), field).Val()
+	}
+	if fence(0, "g") != "5" || fence(0, routing.StreamFenceField) != "3" || fence(1, routing.StreamFenceField) != "" {
+		t.Fatalf("after the cutover: shard 0 g=%q *=%q, shard 1 *=%q; want 5, 3 and none (shard 1 is not raised)", fence(0, "g"), fence(0, routing.StreamFenceField), fence(1, routing.StreamFenceField))
+	}
+	// A cutover without stream metadata (0) and a lower one leave it.
+	if _, err := sh.Cutover(ctx, prefix, "g", 4, 0, shards); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Cutover(ctx, prefix, "g", 4, 2, shards); err != nil {
+		t.Fatal(err)
+	}
+	if fence(0, "g") != "5" || fence(0, routing.StreamFenceField) != "3" {
+		t.Fatalf("lower cutovers changed the fences: g=%q *=%q", fence(0, "g"), fence(0, routing.StreamFenceField))
+	}
+	n, err := sh.LowerFences(ctx, prefix, routing.StreamFenceField, 2, 2)
+	if err != nil || n != 1 || fence(0, routing.StreamFenceField) != "2" || fence(0, "g") != "5" {
+		t.Fatalf("LowerFences of the stream's field: %d, %v; *=%q g=%q", n, err, fence(0, routing.StreamFenceField), fence(0, "g"))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -85,27 +86,72 @@ func (s *Shards) runEach(ctx context.Context, script *redis.Script, keys []strin
 	return cmds
 }
 
-// ExistingKeys returns which of prefix and prefix:0..count-1 exist.
-func (s *Shards) ExistingKeys(ctx context.Context, prefix string, count int) ([]string, error) {
-	keys := []string{prefix}
-	for i := 0; i < count; i++ {
-		keys = append(keys, routing.StreamKey(prefix, i))
+// KeyTypes returns the TYPE of each key, in order ("none" for a missing
+// one), in one pipeline (split by node on a cluster).
+func (s *Shards) KeyTypes(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
 	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(keys))
+	cmds := make([]*redis.StatusCmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.Exists(ctx, k)
+		cmds[i] = pipe.Type(ctx, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("check keys of %s: %w", prefix, err)
-	}
-	var out []string
+	_, _ = pipe.Exec(ctx) // per-command results below
+	out := make([]string, len(keys))
 	for i, c := range cmds {
-		if c.Val() > 0 {
-			out = append(out, keys[i])
+		t, err := c.Result()
+		if err != nil {
+			return nil, fmt.Errorf("TYPE %s: %w", keys[i], err)
 		}
+		out[i] = t
 	}
 	return out, nil
+}
+
+// createStreamScript creates KEYS[1] as an empty stream without consumer
+// groups (one entry added, then trimmed away: the stream exists with
+// entries-added 1), refusing a key that exists: returns 1 when it created
+// it, 0 when the key existed (and is left as it was).
+var createStreamScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('XADD', KEYS[1], 'MAXLEN', '0', '*', '_rsc_init', '1')
+return 1
+`)
+
+// dropEmptyScript deletes KEYS[1] only while it is a stream with no entry
+// and no consumer group (a stream createStreamScript made and nobody used).
+var dropEmptyScript = redis.NewScript(`
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return 0 end
+if redis.call('XLEN', KEYS[1]) ~= 0 then return 0 end
+if #redis.call('XINFO', 'GROUPS', KEYS[1]) ~= 0 then return 0 end
+return redis.call('DEL', KEYS[1])
+`)
+
+// CreateStreams creates each key as an empty stream without consumer groups,
+// refusing, atomically per key, one that exists: it returns the keys that
+// existed. When any existed or a command failed, it deletes again the
+// streams it created in this call (while they are still empty and without
+// consumer groups), so nothing of it is left behind.
+func (s *Shards) CreateStreams(ctx context.Context, keys []string) (existed []string, err error) {
+	var created []string
+	for i, c := range s.runEach(ctx, createStreamScript, keys) {
+		n, cerr := c.Int()
+		switch {
+		case cerr != nil && err == nil:
+			err = fmt.Errorf("create stream %s: %w", keys[i], cerr)
+		case cerr == nil && n == 1:
+			created = append(created, keys[i])
+		case cerr == nil:
+			existed = append(existed, keys[i])
+		}
+	}
+	if err != nil || len(existed) > 0 {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		s.runEach(cctx, dropEmptyScript, created)
+	}
+	return existed, err
 }
 
 func isNoSuchKey(err error) bool {

@@ -217,23 +217,59 @@ func TestIntegrationShards(t *testing.T) {
 		}
 	})
 
-	t.Run("existing keys", func(t *testing.T) {
+	t.Run("key types", func(t *testing.T) {
 		prefix := uniqueKey("orders")
-		keys, err := sh.ExistingKeys(ctx, prefix, 4)
-		if err != nil || len(keys) != 0 {
-			t.Fatalf("ExistingKeys before provisioning = %v, %v", keys, err)
+		keys := []string{prefix, prefix + ":0", prefix + ":1", prefix + ":2", prefix + ":3"}
+		types, err := sh.KeyTypes(ctx, keys)
+		if err != nil || !reflect.DeepEqual(types, []string{"none", "none", "none", "none", "none"}) {
+			t.Fatalf("KeyTypes before provisioning = %v, %v", types, err)
 		}
 		MustProvision(t, sh, prefix, group, 1, 3)
 		if err := rdb.Set(ctx, prefix, "plain key named like the prefix", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		MustXAdd(t, rdb, prefix+":9", 1) // outside the asked count
-		keys, err = sh.ExistingKeys(ctx, prefix, 4)
+		if err := rdb.HSet(ctx, prefix+":3", "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+		types, err = sh.KeyTypes(ctx, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []string{prefix, prefix + ":1", prefix + ":2"}; !reflect.DeepEqual(keys, want) {
-			t.Errorf("ExistingKeys = %v, want %v", keys, want)
+		if want := []string{"string", "none", "stream", "stream", "hash"}; !reflect.DeepEqual(types, want) {
+			t.Errorf("KeyTypes = %v, want %v", types, want)
+		}
+	})
+
+	t.Run("create streams: empty, without groups, refusing what exists and leaving nothing behind", func(t *testing.T) {
+		prefix := uniqueKey("fresh")
+		keys := []string{prefix + ":0", prefix + ":1"}
+		existed, err := sh.CreateStreams(ctx, keys)
+		if err != nil || len(existed) != 0 {
+			t.Fatalf("CreateStreams = %v, %v", existed, err)
+		}
+		for _, k := range keys {
+			info, err := rdb.XInfoStream(ctx, k).Result()
+			if err != nil || info.Length != 0 || info.EntriesAdded != 1 {
+				t.Errorf("%s: %+v, %v; want an empty stream that saw its init entry", k, info, err)
+			}
+			if groups, err := rdb.XInfoGroups(ctx, k).Result(); err != nil || len(groups) != 0 {
+				t.Errorf("%s has groups %v, %v", k, groups, err)
+			}
+		}
+		// A stranger's key among them: nothing of this call is left.
+		other := uniqueKey("mixed")
+		MustXAdd(t, rdb, other+":1", 2)
+		existed, err = sh.CreateStreams(ctx, []string{other + ":0", other + ":1", other + ":2"})
+		if err != nil || !reflect.DeepEqual(existed, []string{other + ":1"}) {
+			t.Fatalf("CreateStreams over a stranger's stream = %v, %v", existed, err)
+		}
+		for _, k := range []string{other + ":0", other + ":2"} {
+			if n := rdb.Exists(ctx, k).Val(); n != 0 {
+				t.Errorf("%s was left behind", k)
+			}
+		}
+		if n := rdb.XLen(ctx, other+":1").Val(); n != 2 {
+			t.Errorf("the stranger's stream holds %d entries, want its 2", n)
 		}
 	})
 
@@ -438,12 +474,12 @@ func TestIntegrationShards(t *testing.T) {
 		if err := sh.Delete(ctx, []string{prefix + ":1", prefix + ":2", prefix + ":7"}); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
-		keys, err := sh.ExistingKeys(ctx, prefix, 3)
+		types, err := sh.KeyTypes(ctx, []string{prefix + ":0", prefix + ":1", prefix + ":2"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []string{prefix + ":0"}; !reflect.DeepEqual(keys, want) {
-			t.Errorf("ExistingKeys after Delete = %v, want %v", keys, want)
+		if want := []string{"stream", "none", "none"}; !reflect.DeepEqual(types, want) {
+			t.Errorf("KeyTypes after Delete = %v, want %v", types, want)
 		}
 		if d := MustDrain(t, sh, prefix, 1); d.Exists || !projection.ShardDrained(d) {
 			t.Errorf("deleted shard evidence = %+v", d)
@@ -461,9 +497,9 @@ func TestIntegrationShards(t *testing.T) {
 		if !errors.Is(err, redisstore.ErrNotDrained) || !strings.Contains(err.Error(), prefix+":1") {
 			t.Fatalf("Delete of an undrained stream: %v, want ErrNotDrained naming it", err)
 		}
-		keys, _ := sh.ExistingKeys(ctx, prefix, 2)
-		if want := []string{prefix + ":1"}; !reflect.DeepEqual(keys, want) {
-			t.Errorf("after Delete: %v exist, want only the undrained %v", keys, want)
+		types, _ := sh.KeyTypes(ctx, []string{prefix + ":0", prefix + ":1"})
+		if want := []string{"none", "stream"}; !reflect.DeepEqual(types, want) {
+			t.Errorf("after Delete: types %v, want only the undrained %s:1 left", types, prefix)
 		}
 	})
 }

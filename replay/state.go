@@ -117,6 +117,19 @@ func GroupStates(st *projection.State) []GroupSnapshot {
 	return out
 }
 
+// StreamState is a stream as GET /coord/v1/streams/{p} shows it.
+type StreamState = wire.Stream
+
+// StreamStates renders every stream of a projection with metadata or
+// groups, by prefix.
+func StreamStates(st *projection.State) []StreamState {
+	out := []StreamState{}
+	for _, v := range projection.StreamViews(st) {
+		out = append(out, projection.WireStream(v))
+	}
+	return out
+}
+
 // snapshotOf renders a group copy the caller owns.
 func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 	s := GroupSnapshot{

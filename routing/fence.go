@@ -14,6 +14,13 @@ func FenceKey(streamKey string) string {
 	return "{" + streamKey + "}:fence"
 }
 
+// StreamFenceField is the field of a fence hash (FenceKey) that holds the
+// shard's stream fence: a stream metadata version, for producers that route by
+// stream rather than by consumer group. Every cutover of an ordered group of a
+// stream with metadata raises it with the group's own field. No consumer group
+// can be named "*" (ValidateName refuses it), so it never collides with one.
+const StreamFenceField = "*"
+
 // powerOfTwo reports whether n is a positive power of two.
 func powerOfTwo(n int) bool { return n > 0 && n&(n-1) == 0 }
 

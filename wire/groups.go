@@ -3,7 +3,8 @@ package wire
 import "time"
 
 // CreateRequest is CreateStreamRequest / CreateGroupRequest. A missing or null
-// initialShardCount takes the coordinator's default.
+// initialShardCount takes the coordinator's default (for a group of a stream
+// with metadata: the stream's shard count).
 type CreateRequest struct {
 	InitialShardCount *int   `json:"initialShardCount"`
 	RequestedBy       string `json:"requestedBy"`
@@ -20,12 +21,11 @@ type OrderingRequest struct {
 	Reason      string  `json:"reason"`
 }
 
-// StreamCreateResponse answers POST /coord/v1/streams/{p}.
+// StreamCreateResponse answers POST /coord/v1/streams/{p} and its adopt.
 type StreamCreateResponse struct {
 	StreamPrefix    string `json:"streamPrefix"`
 	ShardCount      int    `json:"shardCount"`
 	MetadataVersion int64  `json:"metadataVersion"`
-	Ordering        string `json:"ordering"`
 }
 
 // DeleteRequest is DeleteGroupRequest.

@@ -17,6 +17,10 @@ type Readiness struct {
 	// ("" when nobody held the lease); LeaderURL where it takes writes.
 	Leader    string `json:"leader"`
 	LeaderURL string `json:"leaderUrl"`
+	// ErrorCode and Message say why, with status METADATA_CORRUPT
+	// (COORDINATOR_METADATA_CORRUPT, naming the entry).
+	ErrorCode string `json:"errorCode,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 // HealthResponse is the contract's health body.

@@ -55,12 +55,13 @@ func TestIntegrationAPICreateGroup(t *testing.T) {
 		}
 	})
 
-	t.Run("stream-level create answers 201 StreamCreateResponse", func(t *testing.T) {
+	t.Run("stream-level create answers 201 StreamCreateResponse and creates no group", func(t *testing.T) {
 		r := apiDo(t, tc, "POST", "/coord/v1/streams/payments", map[string]any{"initialShardCount": 3, "requestedBy": "alice"}).apiWant(t, 201)
-		apiJSONEqual(t, r.Body, `{"streamPrefix":"payments","shardCount":3,"metadataVersion":1,"ordering":"NONE"}`)
-		g := apiGroup(t, tc, "payments", "payments")
-		if g["consumerGroup"] != "payments" || g["shardCount"] != 3.0 {
-			t.Fatalf("stream-level create must create the group named after the prefix: %v", g)
+		apiJSONEqual(t, r.Body, `{"streamPrefix":"payments","shardCount":3,"metadataVersion":1}`)
+		apiDo(t, tc, "GET", apiGroupPath("payments", "payments"), nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
+		st := apiDo(t, tc, "GET", "/coord/v1/streams/payments", nil).apiWant(t, 200)
+		if st.JSON["hasMetadata"] != true || st.JSON["shardCount"] != 3.0 || st.JSON["origin"] != "CREATED" || len(apiArr(t, st.JSON, "consumerGroups")) != 0 {
+			t.Fatalf("the created stream: %s", st.Body)
 		}
 	})
 
@@ -100,7 +101,7 @@ func TestIntegrationAPICreateGroup(t *testing.T) {
 	for i, c := range cases {
 		for _, level := range []string{"compat", "stream"} {
 			t.Run(level+" "+c.name, func(t *testing.T) {
-				path := apiGroupPath("bounds", fmt.Sprintf("g%d", i))
+				path := apiGroupPath(fmt.Sprintf("bounds%d", i), "g")
 				if level == "stream" {
 					path = fmt.Sprintf("/coord/v1/streams/sbounds%d", i)
 				}
@@ -134,8 +135,17 @@ func TestIntegrationAPICreateGroup(t *testing.T) {
 			t.Errorf("message should name the prefix: %q", r.apiMsg())
 		}
 		apiDo(t, tc, "POST", "/coord/v1/streams/payments", map[string]any{"requestedBy": "a"}).apiWantError(t, 409, "STREAM_PREFIX_ALREADY_EXISTS")
-		// The group the stream-level create made is a group like any other.
-		apiDo(t, tc, "POST", apiGroupPath("payments", "payments"), map[string]any{"requestedBy": "a"}).apiWantError(t, 409, "GROUP_ALREADY_EXISTS")
+		// A group of the created stream takes its shard count; another
+		// explicit count is refused.
+		r = apiDo(t, tc, "POST", apiGroupPath("payments", "ledger"), map[string]any{"initialShardCount": 2, "requestedBy": "a"}).apiWantError(t, 400, "INVALID_REQUEST")
+		if !strings.Contains(r.apiMsg(), "Group shard count must match stream shard count 3 for 'payments'") {
+			t.Errorf("message %q", r.apiMsg())
+		}
+		g := apiDo(t, tc, "POST", apiGroupPath("payments", "ledger"), map[string]any{"requestedBy": "a"}).apiWant(t, 201)
+		if g.JSON["shardCount"] != 3.0 || g.JSON["metadataVersion"] != 1.0 {
+			t.Errorf("a group of the stream: %s", g.Body)
+		}
+		apiDo(t, tc, "POST", "/coord/v1/streams/payments", map[string]any{"requestedBy": "a"}).apiWantError(t, 409, "STREAM_PREFIX_ALREADY_EXISTS")
 	})
 
 	badNames := []struct {
@@ -270,10 +280,16 @@ func TestIntegrationAPIProvisioning(t *testing.T) {
 		}
 	})
 
-	t.Run("stream-level create provisions the group named after the prefix", func(t *testing.T) {
+	t.Run("stream-level create provisions empty shard streams without a consumer group", func(t *testing.T) {
 		apiDo(t, tc, "POST", "/coord/v1/streams/sprov", map[string]any{"initialShardCount": 3, "requestedBy": "a"}).apiWant(t, 201)
 		for i := 0; i < 3; i++ {
-			wantGroups(t, fmt.Sprintf("sprov:%d", i), "sprov")
+			wantGroups(t, fmt.Sprintf("sprov:%d", i))
+			if n := rdb.XLen(ctx, fmt.Sprintf("sprov:%d", i)).Val(); n != 0 {
+				t.Errorf("sprov:%d holds %d entries, want none", i, n)
+			}
+		}
+		if n := rdb.Exists(ctx, "sprov:3", "sprov").Val(); n != 0 {
+			t.Fatalf("keys beyond the shard count were created")
 		}
 	})
 
@@ -330,7 +346,7 @@ func TestIntegrationAPIGetListDelete(t *testing.T) {
 	parallel(t)
 	tc := startCoordinator(t, redistest.StartProcess(t), nil)
 	apiCreate(t, tc, "orders", "oc", 4)
-	apiCreate(t, tc, "orders", "empty", 2)
+	apiCreate(t, tc, "orders", "empty", 4)
 
 	t.Run("get unknown group is 404 GROUP_NOT_FOUND", func(t *testing.T) {
 		apiDo(t, tc, "GET", apiGroupPath("orders", "nope"), nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
@@ -642,6 +658,7 @@ func TestIntegrationAPIScale(t *testing.T) {
 	t.Run("stream-level scale", func(t *testing.T) {
 		apiDo(t, tc, "POST", "/coord/v1/streams/pay", map[string]any{"initialShardCount": 2, "requestedBy": "a"}).apiWant(t, 201)
 		apiCreate(t, tc, "pay", "audit", 2)
+		apiCreate(t, tc, "pay", "pay", 2)
 		apiDo(t, tc, "POST", "/coord/v1/streams/pay/scale", map[string]any{"targetShardCount": 2, "requestedBy": "a", "reason": "r"}).apiWantError(t, 422, "SHARD_COUNT_UNCHANGED")
 		r := apiDo(t, tc, "POST", "/coord/v1/streams/pay/scale", map[string]any{"targetShardCount": 3, "requestedBy": "a", "reason": "r"}).apiWant(t, 202)
 		apiHasKeys(t, "StreamScaleResponse", r.JSON, "streamPrefix", "targetShardCount", "affectedConsumerGroups", "migrations")
@@ -824,7 +841,9 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 		status string
 		epoch  int64
 	}{
-		{"unknown group", "nogroup", "m1", body(nil), "UNKNOWN_MEMBER_ID", 0},
+		// (A first heartbeat for a missing group of a stream with metadata
+		// registers it: TestIntegrationGroupsRegisterOnFirstHeartbeat.)
+		{"unknown group of a prefix without metadata", "nostream/g", "m1", body(nil), "UNKNOWN_MEMBER_ID", 0},
 		{"unknown group, epoch 7", "nogroup", "m1", body(func(m map[string]any) { m["memberEpoch"] = 7 }), "UNKNOWN_MEMBER_ID", 7},
 		{"protocolVersion 2", "g", "m1", body(func(m map[string]any) { m["protocolVersion"] = 2 }), "UNSUPPORTED_PROTOCOL", 0},
 		{"memberId differs from path", "g", "m2", body(nil), "INVALID_REQUEST", 0},
@@ -834,7 +853,11 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 	}
 	for _, c := range rejected {
 		t.Run(c.name, func(t *testing.T) {
-			hb := apiHeartbeat(t, tc, apiMember, "hb", c.group, c.path, c.body)
+			prefix, group := "hb", c.group
+			if p, g, ok := strings.Cut(c.group, "/"); ok {
+				prefix, group = p, g
+			}
+			hb := apiHeartbeat(t, tc, apiMember, prefix, group, c.path, c.body)
 			apiCheckRejected(t, hb, c.status, c.epoch, c.path)
 			if hb.JSON["responseTo"] != "req-fixed-1" || hb.JSON["heartbeatIntervalMs"] != 3000.0 || hb.JSON["rebalanceTimeoutMs"] != 60000.0 {
 				t.Fatalf("responseTo/interval/timeout: %s", hb.Body)
@@ -848,12 +871,10 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 	}{
 		{"protocolVersion 0", body(func(m map[string]any) { m["protocolVersion"] = 0 })},
 		{"protocolVersion -1", body(func(m map[string]any) { m["protocolVersion"] = -1 })},
-		{"protocolVersion missing", body(func(m map[string]any) { delete(m, "protocolVersion") })},
 		{"requestId blank", body(func(m map[string]any) { m["requestId"] = " " })},
 		{"memberId blank", body(func(m map[string]any) { m["memberId"] = "" })},
 		{"memberEpoch missing", body(func(m map[string]any) { delete(m, "memberEpoch") })},
 		{"metadataVersion missing", body(func(m map[string]any) { delete(m, "metadataVersion") })},
-		{"runtimeConsumerCapacity missing", body(func(m map[string]any) { delete(m, "runtimeConsumerCapacity") })},
 		{"runtimeMaxConcurrency 0", body(func(m map[string]any) {
 			m["runtimeConsumerCapacity"] = map[string]any{"runtimeMaxConcurrency": 0, "availableConcurrency": 0}
 		})},
@@ -876,6 +897,23 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 	if g := apiGroup(t, tc, "hb", "g"); g["groupEpoch"] != 1.0 || len(apiObj(t, g, "targetAssignmentSummary")) != 0 {
 		t.Fatalf("refused heartbeats changed the group: %v", g)
 	}
+
+	// 0.3.5 clients may leave out protocolVersion (1) and
+	// runtimeConsumerCapacity ({1, 1}).
+	t.Run("protocolVersion and runtimeConsumerCapacity missing take their defaults", func(t *testing.T) {
+		apiCreate(t, tc, "hbdefault", "g", 2)
+		hb := apiHeartbeat(t, tc, apiMember, "hbdefault", "g", "m1", body(func(m map[string]any) {
+			delete(m, "protocolVersion")
+			delete(m, "runtimeConsumerCapacity")
+		}))
+		if hb.Status != "OK" || len(hb.Assigned) != 2 {
+			t.Fatalf("a join without protocolVersion and runtimeConsumerCapacity: %s", hb.Body)
+		}
+		m := apiDo(t, tc, "GET", apiMonPath("hbdefault", "g", "members"), nil).apiWant(t, 200)
+		if ms := apiArr(t, m.JSON, "members"); len(ms) != 1 || fmt.Sprint(ms[0].(map[string]any)["runtimeMaxConcurrency"]) != "1" {
+			t.Fatalf("members %s, want m1 with capacity 1", m.Body)
+		}
+	})
 
 	// The worked example of §3.1, then the fencing rules of §3.2 step 7-8.
 	steps := []struct {
@@ -911,9 +949,10 @@ func TestIntegrationAPIHeartbeatProtocol(t *testing.T) {
 		t.Fatalf("state %v, want STABLE", g["state"])
 	}
 	// Every answer the coordinator gave is counted by its protocol status
-	// (the steps above: 7 OK, 1 FENCED_MEMBER_EPOCH).
+	// (the steps above: 7 OK, 1 FENCED_MEMBER_EPOCH; the join with the
+	// defaults one more OK).
 	metrics := string(apiSend(t, tc, apiNoAuth, "GET", "/metrics", nil, nil).apiWant(t, 200).Body)
-	for _, want := range []string{`rsc_heartbeats_total{status="OK"} 7`, `rsc_heartbeats_total{status="FENCED_MEMBER_EPOCH"} 1`, `rsc_heartbeats_total{status="UNSUPPORTED_PROTOCOL"} 1`} {
+	for _, want := range []string{`rsc_heartbeats_total{status="OK"} 8`, `rsc_heartbeats_total{status="FENCED_MEMBER_EPOCH"} 1`, `rsc_heartbeats_total{status="UNSUPPORTED_PROTOCOL"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "rsc_heartbeats_total"))
 		}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 
@@ -81,6 +79,11 @@ func TestIntegrationConsoleBrowserWrites(t *testing.T) {
 	}
 	consoleConfirm(t, ctx)
 	consoleWaitStatus(t, ctx, "create-status", "ok", "Created stream orders with 2 shards")
+	// The stream is listed before any group joins it (GET /monitoring/streams).
+	consoleWaitFor(t, ctx, "the new stream listed without groups", `(() => { const r = document.querySelector('#streams-table tr[data-stream="orders"]'); return !!r && r.querySelector('[data-field="shardCount"]').textContent === '2' && r.querySelector('[data-field="metadataVersion"]').textContent === '1' && r.textContent.includes('none yet'); })()`)
+	if st := tc.Do("GET", "/coord/v1/streams/"+prefix, nil).MustStatus(t, 200); len(st.JSON["consumerGroups"].([]any)) != 0 {
+		t.Fatalf("the console's stream create made a consumer group: %s", st.Body)
+	}
 	created := consoleEventsBy(t, tc, "admin")[len(before):]
 	if len(created) == 0 || !consoleAudited(created[0], "admin", "console stream create: first stream") || created[0]["streamPrefix"] != prefix {
 		t.Fatalf("after the stream create, admin's events %v: want one of prefix %s with requestedBy admin and the console's reason", created, prefix)
@@ -248,11 +251,12 @@ func TestIntegrationConsoleBrowserWrites(t *testing.T) {
 	scoped, cancel := chromedp.NewContext(ctx)
 	defer cancel()
 	scopedErrors := consoleWatchErrors(t, scoped)
-	consoleScopeSessions(t, scoped, []string{"pay-*"})
 	consoleDo(t, scoped, "open the console as payops", chromedp.Navigate(tc.URL+"/console/"), chromedp.WaitVisible(chromedp.ID("login-form")))
 	consoleSignIn(t, scoped, "payops", "p-pw")
 	consoleDo(t, scoped, "see the scoped overview", chromedp.WaitVisible(chromedp.CSS(`#streams-table tr[data-stream="pay-eu"] .scale-submit`)), chromedp.WaitVisible(chromedp.ID("create-form")))
-	consoleWaitFor(t, scoped, "no stream scale outside pay-*", `!document.querySelector('#streams-table tr[data-stream="orders"] .scale-submit') && document.getElementById('session-roles').textContent.includes('prefixes pay-*')`)
+	// The users file scopes payops to pay-*: the coordinator lists it no
+	// other stream or group.
+	consoleWaitFor(t, scoped, "only pay-* listed", `!document.querySelector('#streams-table tr[data-stream="orders"]') && !document.querySelector('#groups-table tr[data-group="orders/billing"]') && document.getElementById('session-roles').textContent.includes('prefixes pay-*')`)
 	consoleDo(t, scoped, "try to create outside the scope",
 		consoleClick("#create-kind-group"),
 		chromedp.SendKeys(chromedp.ID("create-prefix"), prefix),
@@ -455,40 +459,4 @@ func consoleExpectResharding(t *testing.T, tc *testCoordinator, groupAPI string,
 		}
 	}
 	t.Fatalf("no resharding.preparing %d -> %d in the group's history: %s", from, to, r.Body)
-}
-
-// consoleScopeSessions makes every GET /coord/v1/monitoring/session answer of
-// the tab carry prefixes: the console's scope rules are checked on the answer
-// of a scoped principal whether or not this coordinator's users file
-// supports prefixes yet (where it does, the answer already says the same).
-func consoleScopeSessions(t *testing.T, ctx context.Context, prefixes []string) {
-	t.Helper()
-	paused := chromedp.Events(ctx, fetch.RequestPaused)
-	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{
-		URLPattern: "*/coord/v1/monitoring/session", RequestStage: fetch.RequestStageResponse,
-	}}}); err != nil {
-		t.Fatalf("intercept the session answers: %v", err)
-	}
-	go func() {
-		for ev, err := range paused {
-			if err != nil {
-				return
-			}
-			body, err := chromedp.Call(ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: ev.RequestID})
-			var answer map[string]any
-			if err == nil && ev.ResponseStatusCode == 200 && json.Unmarshal(body.Body, &answer) == nil {
-				answer["prefixes"] = prefixes
-				out, _ := json.Marshal(answer)
-				var headers []*fetch.HeaderEntry
-				for _, h := range ev.ResponseHeaders {
-					if !strings.EqualFold(h.Name, "Content-Length") {
-						headers = append(headers, h)
-					}
-				}
-				_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: 200, ResponseHeaders: headers, Body: out})
-				continue
-			}
-			_, _ = chromedp.Call(ctx, fetch.ContinueResponse, fetch.ContinueResponseParams{RequestID: ev.RequestID})
-		}
-	}()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -32,8 +33,10 @@ func (b *syncBuffer) String() string {
 }
 
 // TestIntegrationUndecodableLogRefusesStart: a corrupt entry, or one of an event
-// type this build does not know, stops start-up with a message naming the entry
-// id; the coordinator never becomes ready and never skips the entry.
+// type this build does not know, stops the load with a message naming the entry
+// id; the coordinator never becomes ready and never skips the entry: it answers
+// every API route (but login) with 409 COORDINATOR_METADATA_CORRUPT naming it,
+// and /readyz with 503 METADATA_CORRUPT.
 func TestIntegrationUndecodableLogRefusesStart(t *testing.T) {
 	parallel(t)
 	future, _ := msgpack.Marshal(map[string]any{"type": "group.teleported", "v": 1, "prefix": "p", "group": "g", "time": 1, "payload": []byte{0x80}})
@@ -64,20 +67,39 @@ func TestIntegrationUndecodableLogRefusesStart(t *testing.T) {
 			if err := m.ParseFlags([]string{"--listen", "127.0.0.1:0", "--redis", rs.URL(), "--log-stream", "bad:log", "--ignore-snapshot"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.Run(ctx); err == nil {
-				// Run returned before the fold ended; it fails in the
-				// background, and says so in the log.
-				defer m.Close()
-				eventually(t, 10*time.Second, "the log names the undecodable entry", func() bool {
-					out := logs.String()
-					return strings.Contains(out, id) && strings.Contains(out, tc.want)
-				})
-				tcb := &testCoordinator{t: t, URL: m.URL()}
-				if r := tcb.DoAs("", "", "GET", "/readyz", nil); r.Status != 503 {
-					t.Fatalf("/readyz = %d with an undecodable entry, want 503", r.Status)
+			if err := m.Run(ctx); err != nil {
+				t.Fatalf("Run: %v; want the coordinator up, refusing to answer from the log", err)
+			}
+			defer m.Close()
+			eventually(t, 10*time.Second, "the log names the undecodable entry", func() bool {
+				out := logs.String()
+				return strings.Contains(out, id) && strings.Contains(out, tc.want)
+			})
+			tcb := &testCoordinator{t: t, URL: m.URL()}
+			r := tcb.DoAs("", "", "GET", "/readyz", nil)
+			if r.Status != 503 || r.JSON["status"] != "METADATA_CORRUPT" || r.JSON["errorCode"] != "COORDINATOR_METADATA_CORRUPT" || !strings.Contains(fmt.Sprint(r.JSON["message"]), id) {
+				t.Fatalf("/readyz with an undecodable entry: HTTP %d %s, want 503 METADATA_CORRUPT naming %s", r.Status, r.Body, id)
+			}
+			// Nothing is answered from a state built around the entry:
+			// reads, writes and heartbeats alike are 409, naming it;
+			// signing in still works.
+			for _, c := range []struct {
+				method, path string
+				body         any
+			}{
+				{"GET", "/coord/v1/monitoring/groups", nil},
+				{"GET", "/coord/v1/streams/ok/groups/g/producer-routing", nil},
+				{"GET", "/coord/v1/streams/ok/producer-routing", nil},
+				{"POST", "/coord/v1/streams/ok/groups/g/scale", map[string]any{"targetShardCount": 3, "requestedBy": "ops", "reason": "r"}},
+				{"POST", "/coord/v1/streams/ok/groups/g/members/m1/heartbeat", heartbeatBody("m1", 0, 0, nil, nil)},
+			} {
+				r := tcb.Do(c.method, c.path, c.body)
+				if r.Status != 409 || r.JSON["errorCode"] != "COORDINATOR_METADATA_CORRUPT" || !strings.Contains(fmt.Sprint(r.JSON["message"]), id) {
+					t.Errorf("%s %s with an undecodable entry: HTTP %d %s, want 409 COORDINATOR_METADATA_CORRUPT naming %s", c.method, c.path, r.Status, r.Body, id)
 				}
-			} else if !strings.Contains(err.Error(), id) {
-				t.Fatalf("start-up error %q does not name entry %s", err, id)
+			}
+			if r := tcb.Do("POST", "/coord/v1/auth/login", map[string]any{"username": "admin", "password": "password"}); r.Status != 200 {
+				t.Errorf("login with an undecodable entry: HTTP %d %s", r.Status, r.Body)
 			}
 			out := logs.String()
 			if !strings.Contains(out, id) || !strings.Contains(out, tc.want) {

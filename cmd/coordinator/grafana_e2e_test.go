@@ -176,7 +176,7 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 	// gf/audit has no members. alpha/g has a member that was granted its only
 	// shard and never reported it.
 	apiCreate(t, tc, "gf", "workers", 4)
-	apiCreate(t, tc, "gf", "audit", 2)
+	apiCreate(t, tc, "gf", "audit", 4) // a group of gf's stream takes its shard count
 	apiCreate(t, tc, "alpha", "g", 1)
 	a := apiBeat(t, tc, "gf", "workers", apiHBBody{Member: "A"})
 	a = apiBeat(t, tc, "gf", "workers", apiHBBody{Member: "A", Epoch: a.MemberEpoch, MV: a.MetadataVersion, Owned: a.Assigned})
@@ -287,7 +287,9 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 			{"streamPrefix":"gf","consumerGroup":"workers","shardIndex":3,"targetOwners":"B","currentOwners":"","revokingOwners":""}]`)
 		apiJSONEqual(t, apiDo(t, tc, "GET", gfPath("/assignments", "streamPrefix", "gf", "consumerGroup", "audit"), nil).apiWant(t, 200).Body, `[
 			{"streamPrefix":"gf","consumerGroup":"audit","shardIndex":0,"targetOwners":"","currentOwners":"","revokingOwners":""},
-			{"streamPrefix":"gf","consumerGroup":"audit","shardIndex":1,"targetOwners":"","currentOwners":"","revokingOwners":""}]`)
+			{"streamPrefix":"gf","consumerGroup":"audit","shardIndex":1,"targetOwners":"","currentOwners":"","revokingOwners":""},
+			{"streamPrefix":"gf","consumerGroup":"audit","shardIndex":2,"targetOwners":"","currentOwners":"","revokingOwners":""},
+			{"streamPrefix":"gf","consumerGroup":"audit","shardIndex":3,"targetOwners":"","currentOwners":"","revokingOwners":""}]`)
 		gfRequiredParamErrors(t, tc, "/assignments", "gf", "workers", true)
 	})
 
@@ -303,7 +305,7 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 			{"A released 3 and drains 2", gfRows(t, tc, gfPath("/shards", workers...)), []owners{
 				{"A", "A", "CURRENT", "A"}, {"A", "A", "CURRENT", "A"}, {"B", "", "PENDING_ACK", "A"}, {"B", "", "PENDING_ACK", ""}}},
 			{"no members", gfRows(t, tc, gfPath("/shards", "streamPrefix", "gf", "consumerGroup", "audit")), []owners{
-				{"", "", "UNASSIGNED", ""}, {"", "", "UNASSIGNED", ""}}},
+				{"", "", "UNASSIGNED", ""}, {"", "", "UNASSIGNED", ""}, {"", "", "UNASSIGNED", ""}, {"", "", "UNASSIGNED", ""}}},
 			{"granted, never reported", gfRows(t, tc, gfPath("/shards", "streamPrefix", "alpha", "consumerGroup", "g")), []owners{
 				{"solo", "", "PENDING_ACK", "solo"}}},
 		} {
@@ -347,8 +349,8 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 			q    []string
 			want string // "<prefix>/<group>:<shard>" per row
 		}{
-			{"both blank: every group", []string{"streamPrefix", "", "consumerGroup", ""}, "[alpha/g:0 gf/audit:0 gf/audit:1 gf/workers:0 gf/workers:1 gf/workers:2 gf/workers:3]"},
-			{"stream only", []string{"streamPrefix", "gf", "consumerGroup", ""}, "[gf/audit:0 gf/audit:1 gf/workers:0 gf/workers:1 gf/workers:2 gf/workers:3]"},
+			{"both blank: every group", []string{"streamPrefix", "", "consumerGroup", ""}, "[alpha/g:0 gf/audit:0 gf/audit:1 gf/audit:2 gf/audit:3 gf/workers:0 gf/workers:1 gf/workers:2 gf/workers:3]"},
+			{"stream only", []string{"streamPrefix", "gf", "consumerGroup", ""}, "[gf/audit:0 gf/audit:1 gf/audit:2 gf/audit:3 gf/workers:0 gf/workers:1 gf/workers:2 gf/workers:3]"},
 			{"group only", []string{"streamPrefix", " ", "consumerGroup", "g"}, "[alpha/g:0]"},
 			{"no match", []string{"streamPrefix", "nope", "consumerGroup", ""}, "[]"},
 			{"both set", workers, "[gf/workers:0 gf/workers:1 gf/workers:2 gf/workers:3]"},
@@ -384,8 +386,8 @@ func TestIntegrationGrafanaRoutes(t *testing.T) {
 			{"gf/workers", map[string]any{"state": "RECONCILING", "shardCount": 4.0, "activeMembers": 2.0, "totalMembers": 2.0,
 				"currentShards": 2.0, "targetShards": 4.0, "assignedShardRatio": "2 / 4", "revokingShards": 1.0,
 				"totalStreamLength": 3.0, "totalPendingCount": 0.0, "totalLag": 3.0, "memoryUsageKnown": true}},
-			{"gf/audit", map[string]any{"state": "EMPTY", "shardCount": 2.0, "activeMembers": 0.0, "totalMembers": 0.0,
-				"currentShards": 0.0, "targetShards": 0.0, "assignedShardRatio": "0 / 2", "revokingShards": 0.0, "totalLag": 3.0}},
+			{"gf/audit", map[string]any{"state": "EMPTY", "shardCount": 4.0, "activeMembers": 0.0, "totalMembers": 0.0,
+				"currentShards": 0.0, "targetShards": 0.0, "assignedShardRatio": "0 / 4", "revokingShards": 0.0, "totalLag": 3.0}},
 			{"alpha/g", map[string]any{"state": "RECONCILING", "activeMembers": 1.0, "currentShards": 0.0, "targetShards": 1.0,
 				"assignedShardRatio": "0 / 1", "totalStreamLength": 0.0, "totalLag": 0.0}},
 		} {

@@ -318,7 +318,7 @@ func TestIntegrationHAPausedLeaderIsFenced(t *testing.T) {
 		r, err := readyz(h.replicas[other].URL())
 		return err == nil && r.Role == "LEADER", fmt.Sprintf("%+v %v", r, err)
 	})
-	if _, err := newAPI.CreateGroup(ctx, "paused", "g2", 2, "ha-test"); err != nil {
+	if _, err := newAPI.CreateGroup(ctx, "paused-b", "g2", 2, "ha-test"); err != nil {
 		t.Fatalf("the new leader decides: %v", err)
 	}
 	// A scale sent to the paused replica: it reads it only once resumed.

@@ -277,11 +277,12 @@ func TestIntegrationBoundedInputs(t *testing.T) {
 	}
 
 	// Admin commands: requestedBy and reason.
-	apiSend(t, tc, apiAdmin, "POST", apiGroupPath("bounded", "at-limit"), map[string]any{"initialShardCount": 1, "requestedBy": at, "reason": at}, nil).apiWant(t, 201)
+	// (A group of the stream takes its shard count.)
+	apiSend(t, tc, apiAdmin, "POST", apiGroupPath("bounded", "at-limit"), map[string]any{"requestedBy": at, "reason": at}, nil).apiWant(t, 201)
 	for _, body := range []map[string]any{
-		{"initialShardCount": 1, "requestedBy": huge},
-		{"initialShardCount": 1, "requestedBy": over},
-		{"initialShardCount": 1, "requestedBy": "alice", "reason": over},
+		{"requestedBy": huge},
+		{"requestedBy": over},
+		{"requestedBy": "alice", "reason": over},
 	} {
 		before := apiLogLen(t, tc, rdb)
 		r := apiSend(t, tc, apiAdmin, "POST", apiGroupPath("bounded", "over-limit"), body, nil)

@@ -40,6 +40,10 @@ type Main struct {
 	// spaces the checks that recreate lost shard streams (negative: off).
 	MaxMembersPerGroup int
 	ShardCheckInterval time.Duration
+	// MaxGroups and MaxTotalShards cap the groups and the shards (every
+	// group's, and every stream's without groups) the coordinator manages.
+	MaxGroups      int
+	MaxTotalShards int
 	// BarrierCheckInterval spaces the reads that release ordering barriers;
 	// AutoscaleInterval the autoscaler's samples of autoscaled groups.
 	BarrierCheckInterval time.Duration
@@ -120,6 +124,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&m.DefaultShardCount, "default-shard-count", 12, "shard count of a group created without initialShardCount")
 	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted")
 	fs.IntVar(&m.MaxMembersPerGroup, "max-members-per-group", 4096, "most member records a group keeps: a join into a full group prunes left/expired/fenced records first, else is refused (409 GROUP_MAX_SIZE_REACHED)")
+	fs.IntVar(&m.MaxGroups, "max-groups", 1024, "most consumer groups the coordinator manages: a create or a registration by heartbeat beyond is refused (409 GROUP_LIMIT_REACHED)")
+	fs.IntVar(&m.MaxTotalShards, "max-total-shards", 65536, "most shards the coordinator manages, every group's and every stream's without groups added up: a create, registration or scale-out beyond is refused (409 SHARD_LIMIT_REACHED)")
 	fs.DurationVar(&m.ShardCheckInterval, "shard-check-interval", 10*time.Second, "how often the leader checks that Redis still has every routed shard stream and consumer group, and recreates what it lost (negative: never)")
 	fs.DurationVar(&m.BarrierCheckInterval, "barrier-check-interval", 100*time.Millisecond, "how often the leader reads Redis to release the barriers of ordered groups (only groups with a waiting barrier are read): members hold entries back until then")
 	fs.DurationVar(&m.AutoscaleInterval, "autoscale-interval", 0, "how often the leader samples the shards of autoscaled groups (entries-added, lag) and evaluates their policies (0: --tick-interval)")
@@ -184,6 +190,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.MaxMembersPerGroup < 1 {
 		return fmt.Errorf("--max-members-per-group must be at least 1")
 	}
+	if m.MaxGroups < 1 || m.MaxTotalShards < 1 {
+		return fmt.Errorf("--max-groups and --max-total-shards must be at least 1")
+	}
 	if m.DefaultShardCount < 1 || m.MaxShardCount < 1 || m.DefaultShardCount > m.MaxShardCount {
 		return fmt.Errorf("--default-shard-count must be between 1 and --max-shard-count")
 	}
@@ -245,7 +254,7 @@ func (m *Main) Run(ctx context.Context) error {
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
-		MaxMembersPerGroup: m.MaxMembersPerGroup, ShardCheckInterval: m.ShardCheckInterval, BarrierCheckInterval: m.BarrierCheckInterval, AutoscaleInterval: m.AutoscaleInterval,
+		MaxMembersPerGroup: m.MaxMembersPerGroup, MaxGroups: m.MaxGroups, MaxTotalShards: m.MaxTotalShards, ShardCheckInterval: m.ShardCheckInterval, BarrierCheckInterval: m.BarrierCheckInterval, AutoscaleInterval: m.AutoscaleInterval,
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
@@ -325,8 +334,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 }
 
-// load folds the log, retrying while Redis is unreachable; an undecodable entry is
-// fatal for readiness and names its id.
+// load folds the log, retrying while Redis is unreachable. An undecodable
+// entry is fatal for readiness: the coordinator keeps serving, but decides
+// nothing and answers every API route with COORDINATOR_METADATA_CORRUPT
+// naming the entry (/readyz 503), until it is restarted on a log it can
+// decode.
 func (m *Main) load(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	for {
@@ -337,8 +349,8 @@ func (m *Main) load(ctx context.Context) error {
 		}
 		var de *events.DecodeError
 		if errors.As(err, &de) {
-			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode; start refused (see README: restoring from the log)")
-			return err
+			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode: nothing is decided or answered (API 409 COORDINATOR_METADATA_CORRUPT, /readyz 503); see README, Runbook: restoring from the log")
+			return nil
 		}
 		m.logger.Warn().Err(err).Msg("loading the event log; retrying")
 		select {

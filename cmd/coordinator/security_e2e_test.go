@@ -411,7 +411,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 	apiWantUnauthorized(t, apiSend(t, tc, apiAdmin, "GET", "/coord/v1/monitoring/groups", nil, nil), "default admin with a users file")
 
 	apiSend(t, tc, writer, "POST", apiGroupPath("orders", "oc"), createBody(), nil).apiWant(t, 201)
-	apiSend(t, tc, boss, "POST", apiGroupPath("orders", "boss"), createBody(), nil).apiWant(t, 201)
+	apiSend(t, tc, boss, "POST", apiGroupPath("bossy", "boss"), createBody(), nil).apiWant(t, 201)
 
 	cases := []struct {
 		name   string
@@ -440,7 +440,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 		{"writer heartbeat", writer, "POST", apiHBPath("orders", "oc", "m2"), apiHBBody{Member: "m2"}.toMap(), 0},
 		{"writer scale", writer, "POST", apiGroupPath("orders", "oc", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 202},
 		{"boss heartbeat", boss, "POST", apiHBPath("orders", "oc", "m3"), apiHBBody{Member: "m3"}.toMap(), 200},
-		{"boss scale", boss, "POST", apiGroupPath("orders", "boss", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 202},
+		{"boss scale", boss, "POST", apiGroupPath("bossy", "boss", "scale"), map[string]any{"targetShardCount": 3, "requestedBy": "x", "reason": "y"}, 202},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

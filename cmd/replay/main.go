@@ -447,10 +447,12 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	return w.Flush()
 }
 
-// stateOutput is `replay state` without a group: every group at one point.
+// stateOutput is `replay state` without a group: every group and every
+// stream at one point.
 type stateOutput struct {
-	LastID string                 `json:"lastId"`
-	Groups []replay.GroupSnapshot `json:"groups"`
+	LastID  string                 `json:"lastId"`
+	Groups  []replay.GroupSnapshot `json:"groups"`
+	Streams []replay.StreamState   `json:"streams"`
 }
 
 // state prints one group (both group flags) or every group (filtered by the one
@@ -493,10 +495,15 @@ func (c *cli) state(ctx context.Context, args []string) error {
 		}
 		return c.printJSON(g)
 	}
-	out := stateOutput{LastID: last, Groups: []replay.GroupSnapshot{}}
+	out := stateOutput{LastID: last, Groups: []replay.GroupSnapshot{}, Streams: []replay.StreamState{}}
 	for _, g := range replay.GroupStates(st) {
 		if (c.prefix == "" || g.StreamPrefix == c.prefix) && (c.group == "" || g.ConsumerGroup == c.group) {
 			out.Groups = append(out.Groups, g)
+		}
+	}
+	for _, s := range replay.StreamStates(st) {
+		if c.prefix == "" || s.StreamPrefix == c.prefix {
+			out.Streams = append(out.Streams, s)
 		}
 	}
 	return c.printJSON(out)

@@ -96,35 +96,69 @@ func TestIntegrationRscctl(t *testing.T) {
 	}
 
 	// Ordering: a new ordered group, a switch, a refused value.
-	out = mustRun("create", prefix, "ordered", "--shards", "2", "--ordering", "KEY")
+	out = mustRun("create", "sorted", "ordered", "--shards", "2", "--ordering", "KEY")
 	wantContains(t, "create --ordering KEY", out, "ordering KEY")
-	out = mustRun("group", prefix, "ordered")
+	out = mustRun("group", "sorted", "ordered")
 	if !regexpMatch(`(?m)^ORDERING\s+KEY$`, out) {
 		t.Errorf("group of an ordered group:\n%s", out)
 	}
-	out = mustRun("ordering", prefix, "ordered", "NONE", "--reason", "not needed")
+	out = mustRun("ordering", "sorted", "ordered", "NONE", "--reason", "not needed")
 	wantContains(t, "ordering NONE", out, "ordering NONE")
-	code, _, errOut = rscctl("ordering", prefix, "ordered", "FIFO")
+	code, _, errOut = rscctl("ordering", "sorted", "ordered", "FIFO")
 	if code != exitRefused || !strings.Contains(errOut, "INVALID_REQUEST") {
 		t.Errorf("ordering FIFO: exit %d: %s", code, errOut)
 	}
 
 	// Autoscaling: set, show, off.
-	out = mustRun("autoscale", prefix, "ordered", "--min", "2", "--max", "8", "--target", "500", "--window", "30", "--dry-run", "--reason", "try it")
+	out = mustRun("autoscale", "sorted", "ordered", "--min", "2", "--max", "8", "--target", "500", "--window", "30", "--dry-run", "--reason", "try it")
 	wantContains(t, "autoscale set", out, "on (dry run", "2..8 shards, target 500 entries/s per shard, max lag none, window 30s, cooldowns out 60s / in 300s, step x2")
-	out = mustRun("autoscale", prefix, "ordered")
+	out = mustRun("autoscale", "sorted", "ordered")
 	wantContains(t, "autoscale show", out, "AUTOSCALING", "dry run")
-	out = mustRun("autoscale", prefix, "ordered", "--off")
+	out = mustRun("autoscale", "sorted", "ordered", "--off")
 	if !regexpMatch(`(?m)^AUTOSCALING\s+off$`, out) {
 		t.Errorf("autoscale --off:\n%s", out)
 	}
-	code, _, errOut = rscctl("autoscale", prefix, "ordered", "--min", "0", "--max", "8", "--target", "5")
+	code, _, errOut = rscctl("autoscale", "sorted", "ordered", "--min", "0", "--max", "8", "--target", "5")
 	if code != exitRefused || !strings.Contains(errOut, "minShards") {
 		t.Errorf("autoscale --min 0: exit %d: %s", code, errOut)
 	}
-	code, _, _ = rscctl("autoscale", prefix, "ordered", "--min", "2")
+	code, _, _ = rscctl("autoscale", "sorted", "ordered", "--min", "2")
 	if code != exitUsage {
 		t.Errorf("autoscale --min alone: exit %d, want %d", code, exitUsage)
+	}
+
+	// Streams: create (no consumer group), its routing, a scale without
+	// groups, adopt of streams another system made, the list.
+	out = mustRun("stream", "create", "events", "--shards", "3", "--reason", "launch")
+	wantContains(t, "stream create", out, "created stream events with 3 shards (metadata version 1)")
+	code, _, errOut = rscctl("stream", "create", "events", "--shards", "3")
+	if code != exitRefused || !strings.Contains(errOut, "STREAM_PREFIX_ALREADY_EXISTS") {
+		t.Errorf("stream create again: exit %d: %s", code, errOut)
+	}
+	out = mustRun("stream", "routing", "events")
+	wantContains(t, "stream routing", out, "stream events: 3 shards, metadata version 1", "events:2")
+	out = mustRun("stream", "scale", "events", "5")
+	wantContains(t, "stream scale", out, "stream events scaled to 5 shards (no consumer group")
+	out = mustRun("-o", "json", "stream", "routing", "events")
+	var rt struct {
+		ShardCount      int   `json:"shardCount"`
+		MetadataVersion int64 `json:"metadataVersion"`
+	}
+	if err := json.Unmarshal([]byte(out), &rt); err != nil || rt.ShardCount != 5 || rt.MetadataVersion != 2 {
+		t.Errorf("stream routing -o json after the scale: %v\n%s", err, out)
+	}
+	code, _, errOut = rscctl("stream", "adopt", "theirs", "--shards", "2")
+	if code != exitRefused || !strings.Contains(errOut, "theirs:0") {
+		t.Errorf("adopt of streams that do not exist: exit %d: %s", code, errOut)
+	}
+	out = mustRun("stream", "scale", prefix, "2", "--reason", "fewer")
+	wantContains(t, "stream scale with groups", out, "scale to 2 shards started", "team/billing")
+	out = mustRun("streams")
+	if !regexpMatch(`(?m)^events\s+5\s+2\s+CREATED\s+-$`, out) || !regexpMatch(`(?m)^orders\s+2\s+`, out) {
+		t.Errorf("streams table:\n%s", out)
+	}
+	if code, _, _ := rscctl("stream", "frobnicate", "x"); code != exitUsage {
+		t.Errorf("stream frobnicate: exit %d, want %d", code, exitUsage)
 	}
 
 	// A saved token serves later calls.

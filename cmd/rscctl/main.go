@@ -35,6 +35,12 @@ Operates the coordinator of sharded Redis Streams over its HTTP API.
 
 commands:
   login                          get a bearer token (--save stores it for later calls)
+  streams                        list streams (metadata, groups)
+  stream create <prefix>         create a stream's shard streams, no consumer group (--shards N,
+                                 --requested-by, --reason); groups register on their first heartbeat
+  stream adopt <prefix>          take over existing shard streams <prefix>:0..N-1 (--shards N)
+  stream scale <prefix> <N>      scale the stream: every group of it, or at once without groups
+  stream routing <prefix>        stream-scoped producer routing: shards, stream keys, cluster slots
   groups                         list groups
   group <prefix> <group>         one group: epochs, assignment summary, active resharding
   create <prefix> <group>        create a group (--shards N, --ordering KEY|NONE, --requested-by,
@@ -106,6 +112,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"login", "", "get a bearer token", 0, setupLogin},
+		{"streams", "", "list streams", 0, setupStreams},
+		{"stream create", "<prefix>", "create a stream (its shard streams, no consumer group)", 1, setupStreamCreate},
+		{"stream adopt", "<prefix>", "take over a stream's existing shard streams", 1, setupStreamAdopt},
+		{"stream scale", "<prefix> <target>", "scale a stream (every group of it)", 2, setupStreamScale},
+		{"stream routing", "<prefix>", "the stream-scoped producer routing", 1, setupStreamRouting},
 		{"groups", "", "list groups", 0, setupGroups},
 		{"group", "<prefix> <group>", "show one group", 2, setupGroup},
 		{"create", "<prefix> <group>", "create a group", 2, setupCreate},
@@ -140,6 +151,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	name, rest := rest[0], rest[1:]
+	if name == "stream" && len(rest) > 0 {
+		name, rest = "stream "+rest[0], rest[1:]
+	}
 	switch name {
 	case "help":
 		return a.help(rest)
@@ -160,8 +174,12 @@ func (a *app) help(args []string) int {
 		fmt.Fprint(a.stdout, usage)
 		return exitOK
 	}
+	name := args[0]
+	if name == "stream" && len(args) > 1 {
+		name = "stream " + args[1]
+	}
 	for _, c := range commands() {
-		if c.name == args[0] {
+		if c.name == name {
 			fs := a.commandFlags(c)
 			c.setup(fs, a)
 			fs.SetOutput(a.stdout)

@@ -530,14 +530,17 @@
     }
 
     async refresh() {
-      const data = await guarded('groups', 'Loading groups', () => api(`${API}/monitoring/groups`));
+      const data = await guarded('groups', 'Loading groups', async () => {
+        const [groups, streams] = await Promise.all([api(`${API}/monitoring/groups`), api(`${API}/monitoring/streams`)]);
+        return { groups: groups.groups || [], streams: streams.streams || [] };
+      });
       if (!data || page !== this) return;
       liveStamp(this.stamp);
       const key = JSON.stringify(data);
       if (key === this.last) return;
       this.last = key;
-      this.body.replaceChildren(groupsTable(data.groups || []));
-      this.streams.replaceChildren(this.streamsTable(data.groups || []));
+      this.body.replaceChildren(groupsTable(data.groups));
+      this.streams.replaceChildren(this.streamsTable(data.streams, data.groups));
     }
 
     // scaleFor is the stream's scale control, or null where the session may not write.
@@ -547,19 +550,23 @@
       return this.scales.get(prefix);
     }
 
-    // streamsTable: one row per stream prefix, from its groups (a stream is
-    // listed once it has one), with the stream-level scale where allowed.
-    streamsTable(groups) {
+    // streamsTable: one row per stream (GET /monitoring/streams: a stream
+    // with metadata is listed before any group joins it), with its groups
+    // and the stream-level scale where allowed.
+    streamsTable(streams, groups) {
       const byPrefix = new Map();
       for (const g of groups) {
         if (!byPrefix.has(g.streamPrefix)) byPrefix.set(g.streamPrefix, []);
         byPrefix.get(g.streamPrefix).push(g);
       }
-      if (byPrefix.size === 0) return h('p', { class: 'empty', text: 'No streams with groups yet.' });
-      const canScale = [...byPrefix.keys()].some((p) => writes.mayWrite(p));
-      const rows = [...byPrefix.keys()].sort(cmp).map((prefix) => {
-        const gs = byPrefix.get(prefix).sort((a, b) => cmp(a.consumerGroup, b.consumerGroup));
-        const counts = [...new Set(gs.map((g) => g.shardCount))].sort((a, b) => a - b);
+      if (streams.length === 0) return h('p', { class: 'empty', text: 'No streams yet.' });
+      const canScale = streams.some((st) => writes.mayWrite(st.streamPrefix));
+      const rows = [...streams].sort((a, b) => cmp(a.streamPrefix, b.streamPrefix)).map((st) => {
+        const prefix = st.streamPrefix;
+        const gs = (byPrefix.get(prefix) || []).sort((a, b) => cmp(a.consumerGroup, b.consumerGroup));
+        const counts = st.shardCount == null
+          ? [...new Set(gs.map((g) => g.shardCount))].sort((a, b) => a - b)
+          : [st.shardCount];
         const active = gs.filter((g) => g.activeMigration);
         const ctl = this.scaleFor(prefix);
         if (ctl) {
@@ -571,15 +578,22 @@
               : null,
           });
         }
+        const groupCell = gs.length
+          ? gs.map((g, i) => [i ? ', ' : '', h('a', { href: groupHash(prefix, g.consumerGroup), text: g.consumerGroup })])
+          : h('span', { class: 'muted', text: 'none yet (groups register on their first heartbeat)' });
         return h('tr', { 'data-stream': prefix },
           h('td', { class: 'mono', text: prefix }),
-          h('td', { class: 'mono small' }, gs.map((g, i) => [i ? ', ' : '', h('a', { href: groupHash(prefix, g.consumerGroup), text: g.consumerGroup })])),
+          h('td', { class: 'mono small' }, groupCell),
           h('td', { class: 'num', 'data-field': 'shardCount' }, counts.length === 1 ? String(counts[0]) : [counts.join(' · '), h('span', { class: 'muted small', text: ' (groups differ)' })]),
+          h('td', { class: 'num', 'data-field': 'metadataVersion', text: st.metadataVersion == null ? '–' : String(st.metadataVersion) }),
+          h('td', { class: 'small', 'data-field': 'origin', text: st.hasMetadata ? (st.origin || '') : 'no metadata' }),
           canScale ? h('td', null, ctl ? ctl.el : h('span', { class: 'muted small', text: 'read-only' })) : null);
       });
       return h('table', { class: 'table', id: 'streams-table' },
         h('thead', null, h('tr', null,
           h('th', { text: 'Stream prefix' }), h('th', { text: 'Consumer groups' }), h('th', { class: 'num', text: 'Shards' }),
+          h('th', { class: 'num', title: 'the stream\'s metadata version: one more per layout change', text: 'Version' }),
+          h('th', { text: 'Origin' }),
           canScale ? h('th', { text: 'Scale the stream (every group of it)' }) : null)),
         h('tbody', null, rows));
     }

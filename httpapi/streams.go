@@ -1,0 +1,231 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/routing"
+	"github.com/rscoord/rsc/wire"
+)
+
+// Streams: a stream prefix's metadata (its one layout), its create, adopt
+// and scale, its stream-scoped producer routing, and its monitoring views.
+
+// monitoringStreamPath is a stream's monitoring route.
+const monitoringStreamPath = "/coord/v1/monitoring/streams/{streamPrefix}"
+
+func (s *Server) registerStreamRoutes() {
+	r := s.router
+	r.HandleFunc(streamPath, s.handleCreateStream).Methods(http.MethodPost)
+	r.HandleFunc(streamPath, s.handleGetStream).Methods(http.MethodGet)
+	r.HandleFunc(streamPath+"/adopt", s.handleAdoptStream).Methods(http.MethodPost)
+	r.HandleFunc(streamPath+"/scale", s.handleScaleStream).Methods(http.MethodPost)
+	r.HandleFunc(streamPath+"/producer-routing", s.handleStreamRouting).Methods(http.MethodGet)
+	r.HandleFunc("/coord/v1/monitoring/streams", s.handleListStreams).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath, s.handleGetStream).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath+"/events", s.handleStreamEvents).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath+"/replay", s.handleStreamReplay).Methods(http.MethodGet)
+}
+
+// streamPrefixOf is the path's stream prefix, validated (false: answered).
+func (s *Server) streamPrefixOf(w http.ResponseWriter, r *http.Request) (string, bool) {
+	prefix, err := pathVar(r, "streamPrefix")
+	if err != nil {
+		s.badRequest(w, r, err.Error())
+		return "", false
+	}
+	if err := routing.ValidatePrefix(prefix); err != nil {
+		s.badRequest(w, r, err.Error())
+		return "", false
+	}
+	return prefix, true
+}
+
+// handleCreateStream serves POST /coord/v1/streams/{streamPrefix}: the
+// stream's shard streams, empty and without consumer groups, and its
+// metadata at version 1 (201).
+func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
+	prefix, err := pathVar(r, "streamPrefix")
+	if err != nil {
+		s.badRequest(w, r, err.Error())
+		return
+	}
+	var req wire.CreateRequest
+	if !s.decodeBody(w, r, &req, true) {
+		return
+	}
+	if !s.allow(w, r) {
+		return
+	}
+	v, err := s.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
+		StreamPrefix: prefix, InitialShardCount: req.InitialShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion})
+}
+
+// handleAdoptStream serves POST /coord/v1/streams/{streamPrefix}/adopt:
+// takes over existing shard streams without creating anything (201).
+func (s *Server) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
+	prefix, err := pathVar(r, "streamPrefix")
+	if err != nil {
+		s.badRequest(w, r, err.Error())
+		return
+	}
+	var req wire.AdoptRequest
+	if !s.decodeBody(w, r, &req, true) {
+		return
+	}
+	if !s.allow(w, r) {
+		return
+	}
+	v, err := s.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion})
+}
+
+// handleScaleStream serves POST /coord/v1/streams/{streamPrefix}/scale: a
+// stream without groups changes its layout at once (empty
+// affectedConsumerGroups and migrations); otherwise every group scales.
+func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
+	prefix, err := pathVar(r, "streamPrefix")
+	if err != nil {
+		s.badRequest(w, r, err.Error())
+		return
+	}
+	var req wire.ScaleRequest
+	if !s.decodeBody(w, r, &req, true) {
+		return
+	}
+	if !s.allow(w, r) {
+		return
+	}
+	res, err := s.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
+		AffectedConsumerGroups: res.AffectedConsumerGroups, Migrations: make([]wire.Resharding, 0, len(res.Reshardings))}
+	for _, v := range res.Reshardings {
+		out.Migrations = append(out.Migrations, projection.WireResharding(v))
+	}
+	writeJSON(w, http.StatusAccepted, out)
+}
+
+// StreamRoutingOf renders a stream-scoped producer routing of count shards
+// at metadata version mv.
+func StreamRoutingOf(prefix string, count int, mv int64) wire.StreamRoutingResponse {
+	resp := wire.StreamRoutingResponse{StreamPrefix: prefix, MetadataVersion: mv, ShardCount: count,
+		StreamKeyPattern: routing.KeyPattern(prefix), Shards: make([]wire.RoutingShard, 0, count), FenceField: routing.StreamFenceField}
+	for i := 0; i < count; i++ {
+		key := routing.StreamKey(prefix, i)
+		resp.Shards = append(resp.Shards, wire.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key), FenceKey: routing.FenceKey(key)})
+	}
+	return resp
+}
+
+// handleStreamRouting serves GET /coord/v1/streams/{streamPrefix}/producer-routing:
+// the stream's layout when it has metadata; else its groups' when they
+// agree (409 STREAM_SHARD_TOPOLOGY_CONFLICT when they do not); 404
+// STREAM_NOT_FOUND with neither.
+func (s *Server) handleStreamRouting(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := s.streamPrefixOf(w, r)
+	if !ok {
+		return
+	}
+	st, groups := s.read.State().StreamWithGroups(prefix)
+	count, mv, found, conflict := projection.StreamLayout(st, groups)
+	switch {
+	case conflict:
+		s.writeError(w, r, commands.ErrTopologyConflict)
+	case !found:
+		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
+	default:
+		writeJSON(w, http.StatusOK, StreamRoutingOf(prefix, count, mv))
+	}
+}
+
+// streamView is the view of a prefix's stream, false when the coordinator
+// knows neither metadata nor a group of it.
+func (s *Server) streamView(prefix string) (projection.StreamView, bool) {
+	st, groups := s.read.State().StreamWithGroups(prefix)
+	if (st == nil || !st.Metadata) && len(groups) == 0 {
+		return projection.StreamView{}, false
+	}
+	return projection.ViewStream(prefix, st, groups), true
+}
+
+// handleGetStream serves GET /coord/v1/streams/{streamPrefix} and its
+// monitoring twin: the stream's metadata, groups and shard record.
+func (s *Server) handleGetStream(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := s.streamPrefixOf(w, r)
+	if !ok {
+		return
+	}
+	v, found := s.streamView(prefix)
+	if !found {
+		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
+		return
+	}
+	writeJSON(w, http.StatusOK, projection.WireStream(v))
+}
+
+// handleListStreams serves GET /coord/v1/monitoring/streams: every stream
+// with metadata or groups that the principal's scope covers, by prefix.
+func (s *Server) handleListStreams(w http.ResponseWriter, r *http.Request) {
+	out := wire.StreamsResponse{Streams: []wire.Stream{}}
+	for _, v := range projection.StreamViews(s.read.State()) {
+		if visible(r, v.StreamPrefix) {
+			out.Streams = append(out.Streams, projection.WireStream(v))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleStreamEvents serves GET /coord/v1/monitoring/streams/{streamPrefix}/events:
+// the stream's own audit history (created, adopted, scaled, refused), paged
+// like a group's.
+func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := s.streamPrefixOf(w, r)
+	if !ok {
+		return
+	}
+	after, limit, ok := s.pageParams(w, r)
+	if !ok {
+		return
+	}
+	entries, next, err := s.read.GroupHistory(r.Context(), projection.GroupKey{StreamPrefix: prefix}, after, limit)
+	if err != nil {
+		s.writeError(w, r, logUnavailable(err))
+		return
+	}
+	s.decodeEntries(w, r, entries, next)
+}
+
+// handleStreamReplay serves GET /coord/v1/monitoring/streams/{streamPrefix}/replay?until=:
+// the stream as it was right after event until (the log folded up to it;
+// the latest state without until), as the group replay does for a group.
+func (s *Server) handleStreamReplay(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := s.streamPrefixOf(w, r)
+	if !ok {
+		return
+	}
+	st, ok := s.replayState(w, r)
+	if !ok {
+		return
+	}
+	stream, groups := st.StreamWithGroups(prefix)
+	if (stream == nil || !stream.Metadata) && len(groups) == 0 {
+		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+st.LastID()))
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.StreamReplay{AsOf: st.LastID(), Stream: projection.WireStream(projection.ViewStream(prefix, stream, groups))})
+}

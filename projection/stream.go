@@ -1,0 +1,289 @@
+package projection
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rscoord/rsc/events"
+)
+
+// Stream is what the projection knows of a stream prefix as a whole: its
+// metadata (the layout every consumer group of the prefix shares), when it
+// has any, and which of its shard streams the coordinator created or
+// adopted. A prefix whose groups were created before stream metadata existed
+// has a Stream without metadata: only the record of its shard streams.
+// Callers outside this package get it from State methods and must treat it
+// as read-only.
+type Stream struct {
+	Prefix string `msgpack:"prefix"`
+	// Metadata: the stream has metadata (created, adopted, or written by
+	// its first group's create). Without it the layout is its groups'.
+	Metadata        bool      `msgpack:"metadata"`
+	ShardCount      int       `msgpack:"shardCount"`
+	MetadataVersion int64     `msgpack:"metadataVersion"`
+	Origin          string    `msgpack:"origin,omitempty"`
+	CreatedAt       time.Time `msgpack:"createdAt"`
+	UpdatedAt       time.Time `msgpack:"updatedAt"`
+	CreatedBy       string    `msgpack:"createdBy,omitempty"`
+	// CreatedShards are the shard indexes whose streams the coordinator
+	// created (sorted): the only ones a retirement may delete.
+	// AdoptedShards are the ones it took over without creating them.
+	CreatedShards []int `msgpack:"createdShards,omitempty"`
+	AdoptedShards []int `msgpack:"adoptedShards,omitempty"`
+}
+
+// Owns reports whether the coordinator created or adopted shard i's stream.
+func (st *Stream) Owns(i int) bool {
+	return st != nil && (containsSorted(st.CreatedShards, i) || containsSorted(st.AdoptedShards, i))
+}
+
+// Created reports whether the coordinator created shard i's stream (so a
+// retirement may delete it).
+func (st *Stream) Created(i int) bool { return st != nil && containsSorted(st.CreatedShards, i) }
+
+// Clone returns a deep copy.
+func (st *Stream) Clone() *Stream {
+	c := *st
+	c.CreatedShards = cloneInts(st.CreatedShards)
+	c.AdoptedShards = cloneInts(st.AdoptedShards)
+	return &c
+}
+
+func containsSorted(s []int, v int) bool {
+	i := sort.SearchInts(s, v)
+	return i < len(s) && s[i] == v
+}
+
+// union is the sorted union of a sorted set and more values.
+func union(set []int, more ...int) []int {
+	if len(more) == 0 {
+		return set
+	}
+	return SortedInts(append(cloneInts(set), more...))
+}
+
+// without is the sorted set minus the values.
+func without(set []int, drop ...int) []int {
+	if len(drop) == 0 || len(set) == 0 {
+		return set
+	}
+	out := make([]int, 0, len(set))
+	for _, v := range set {
+		if !containsInt(drop, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func shardRange(lo, hi int) []int {
+	if hi <= lo {
+		return nil
+	}
+	out := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// shardIndexOf is the shard index of a stream key of prefix (-1 when it is
+// not one).
+func shardIndexOf(prefix, key string) int {
+	rest, ok := strings.CutPrefix(key, prefix+":")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || strconv.Itoa(i) != rest {
+		return -1
+	}
+	return i
+}
+
+// touchesStream reports whether a record changes its prefix's Stream: the
+// stream events, and the group events that provision, retire, recreate
+// shard streams or change the layout. Membership never does, so the overlay
+// copies a Stream only for these.
+func touchesStream(rec events.Record) bool {
+	switch ev := rec.Event.(type) {
+	case *events.StreamCreated, *events.StreamAdopted, *events.StreamScaled,
+		*events.GroupCreated, *events.ReshardingPreparing, *events.ReshardingProvisioned, *events.ShardsRetired:
+		return rec.StreamPrefix != ""
+	case *events.ReshardingActivated:
+		return ev.StreamMetadataVersion > 0
+	case *events.ReshardingRolledBack:
+		return ev.StreamMetadataVersion > 0
+	case *events.ShardsRepaired:
+		for _, s := range ev.Shards {
+			if s.StreamMissing {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// foldStream is the fold of a prefix's Stream: st is the Stream before the
+// record (nil when the prefix has none; the caller's own copy, changed in
+// place), g the record's group before it (nil when none). It returns the
+// Stream after the record. It is called only for records touchesStream
+// selects.
+func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
+	if st == nil {
+		st = &Stream{Prefix: rec.StreamPrefix, CreatedAt: rec.Time}
+	}
+	switch ev := rec.Event.(type) {
+	case *events.StreamCreated:
+		st.Metadata, st.ShardCount, st.MetadataVersion = true, ev.ShardCount, 1
+		st.Origin = events.StreamOriginCreated
+		if ev.Group != "" {
+			st.Origin = events.StreamOriginGroup
+		}
+		st.CreatedAt, st.UpdatedAt, st.CreatedBy = rec.Time, rec.Time, ev.RequestedBy
+		st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+	case *events.StreamAdopted:
+		st.Metadata, st.ShardCount, st.MetadataVersion = true, ev.ShardCount, 1
+		st.Origin = events.StreamOriginAdopted
+		st.CreatedAt, st.UpdatedAt, st.CreatedBy = rec.Time, rec.Time, ev.RequestedBy
+		// A stream the log says the coordinator created stays its own.
+		st.AdoptedShards = union(st.AdoptedShards, without(shardRange(0, ev.ShardCount), st.CreatedShards...)...)
+	case *events.StreamScaled:
+		st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.To, ev.MetadataVersion, rec.Time
+		st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+		st.AdoptedShards = without(st.AdoptedShards, ev.CreatedShards...)
+	case *events.GroupCreated:
+		if ev.KeysChecked {
+			st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+			st.AdoptedShards = without(st.AdoptedShards, ev.CreatedShards...)
+		} else {
+			// An entry of a build that did not record it: that build
+			// provisioned every shard of the group, and deleted what it
+			// retired.
+			st.CreatedShards = union(st.CreatedShards, shardRange(0, ev.ShardCount)...)
+		}
+	case *events.ReshardingPreparing:
+		if ev.KeysChecked {
+			st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+			st.AdoptedShards = without(st.AdoptedShards, ev.CreatedShards...)
+		}
+	case *events.ReshardingProvisioned:
+		if g != nil {
+			if m := g.Resharding(ev.ReshardingID); m != nil && !m.KeysChecked {
+				st.CreatedShards = union(st.CreatedShards, without(shardRange(0, ev.Shards), st.AdoptedShards...)...)
+			}
+		}
+	case *events.ReshardingActivated:
+		st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.ShardCount, ev.StreamMetadataVersion, rec.Time
+	case *events.ReshardingRolledBack:
+		st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.ShardCount, ev.StreamMetadataVersion, rec.Time
+	case *events.ShardsRetired:
+		if !ev.Kept {
+			var gone []int
+			for _, key := range ev.StreamKeys {
+				if i := shardIndexOf(rec.StreamPrefix, key); i >= 0 {
+					gone = append(gone, i)
+				}
+			}
+			st.CreatedShards = without(st.CreatedShards, gone...)
+		}
+	case *events.ShardsRepaired:
+		var made []int
+		for _, s := range ev.Shards {
+			if s.StreamMissing {
+				made = append(made, s.ShardIndex)
+			}
+		}
+		st.CreatedShards = union(st.CreatedShards, made...)
+		st.AdoptedShards = without(st.AdoptedShards, made...)
+	}
+	return st
+}
+
+// legacySpan is how many shards an earlier build provisioned for a group it
+// restored from a snapshot without stream records: every shard it routes,
+// assigns, or still has to retire, and an active resharding's target.
+func legacySpan(g *Group) int {
+	span := max(g.ShardCount, g.AssignableCount)
+	if m := g.Active(); m != nil {
+		span = max(span, m.From, m.To)
+	}
+	if n := len(g.Reshardings); n > 0 && !g.Reshardings[n-1].Retired {
+		_, hi := g.Reshardings[n-1].RemovedRange()
+		span = max(span, hi)
+	}
+	return span
+}
+
+// StreamLayout is the layout stream-scoped routing answers for a prefix: the
+// stream's metadata when it has some; else its groups' shard count when they
+// agree, at the highest of their metadata versions. ok is false when there
+// is neither; conflict true when the groups disagree.
+func StreamLayout(st *Stream, groups []*Group) (count int, mv int64, ok, conflict bool) {
+	if st != nil && st.Metadata {
+		return st.ShardCount, st.MetadataVersion, true, false
+	}
+	if len(groups) == 0 {
+		return 0, 0, false, false
+	}
+	count = groups[0].ShardCount
+	for _, g := range groups {
+		if g.ShardCount != count {
+			return 0, 0, false, true
+		}
+		mv = max(mv, g.MetadataVersion)
+	}
+	return count, mv, true, false
+}
+
+// StreamView is a stream as the monitoring API shows it.
+type StreamView struct {
+	StreamPrefix    string
+	Metadata        bool
+	ShardCount      int
+	MetadataVersion int64
+	// Conflict: no metadata, and the groups' shard counts disagree
+	// (ShardCount and MetadataVersion are then 0).
+	Conflict       bool
+	Origin         string
+	CreatedBy      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ConsumerGroups []string
+	CreatedShards  []int
+	AdoptedShards  []int
+}
+
+// ViewStream is the view of a prefix's stream (st may be nil for a prefix
+// known only by its groups) with its groups.
+func ViewStream(prefix string, st *Stream, groups []*Group) StreamView {
+	v := StreamView{StreamPrefix: prefix, ConsumerGroups: []string{}, CreatedShards: []int{}, AdoptedShards: []int{}}
+	count, mv, _, conflict := StreamLayout(st, groups)
+	v.ShardCount, v.MetadataVersion, v.Conflict = count, mv, conflict
+	if st != nil {
+		v.Metadata, v.Origin, v.CreatedBy, v.CreatedAt, v.UpdatedAt = st.Metadata, st.Origin, st.CreatedBy, st.CreatedAt, st.UpdatedAt
+		v.CreatedShards, v.AdoptedShards = cloneNonNil(st.CreatedShards), cloneNonNil(st.AdoptedShards)
+	}
+	for _, g := range groups {
+		v.ConsumerGroups = append(v.ConsumerGroups, g.Key.ConsumerGroup)
+		if st == nil || !st.Metadata {
+			if v.CreatedAt.IsZero() || g.CreatedAt.Before(v.CreatedAt) {
+				v.CreatedAt = g.CreatedAt
+			}
+			if g.UpdatedAt.After(v.UpdatedAt) {
+				v.UpdatedAt = g.UpdatedAt
+			}
+		}
+	}
+	sort.Strings(v.ConsumerGroups)
+	return v
+}
+
+func cloneNonNil(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return append([]int(nil), s...)
+}
