@@ -485,7 +485,12 @@ func (d *decider) catchUp() error {
 		d.life.healthy.Store(false)
 		return err
 	}
-	if _, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{}); err != nil {
+	n, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{})
+	if n > 0 {
+		// Members another writer changed may be active now with an old lease.
+		d.table.forgetLeaseFloors()
+	}
+	if err != nil {
 		d.life.healthy.Store(false)
 		var de *events.DecodeError
 		if errors.As(err, &de) {

@@ -199,7 +199,8 @@ func quarantined(id string) func(*runtimeTable, time.Time) {
 
 func deadlinePassed(id string) func(*runtimeTable, time.Time) {
 	return func(rt *runtimeTable, now time.Time) {
-		rt.memberLocked(rulesKey, id, now, 15*time.Second).rebalanceDeadline = now.Add(-time.Second)
+		m := rt.memberLocked(rulesKey, id, now, 15*time.Second)
+		rt.groups[rulesKey].setDeadline(id, m, now.Add(-time.Second))
 	}
 }
 

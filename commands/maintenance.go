@@ -68,13 +68,14 @@ func (mt *maintenance) due() []projection.GroupKey {
 			lo, hi := g.Reshardings[n-1].RemovedRange()
 			need = need || hi > lo
 		}
-		for id, m := range g.Members {
+		for m := range g.EachMember() {
+			id := m.ID
 			if need {
 				break
 			}
 			switch {
 			case m.CanHold():
-				if mt.table.needsTick(k, id, now, r.memberLease) || holdsOutsideTarget(g, m) {
+				if mt.table.needsTick(k, id, now, r.memberLease) || g.HoldsOutsideTarget(m) {
 					need = true
 				}
 				if m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0 && r.staleRetention > 0 {
@@ -93,32 +94,27 @@ func (mt *maintenance) due() []projection.GroupKey {
 	return out
 }
 
-func holdsOutsideTarget(g *projection.Group, m *projection.Member) bool {
-	target := g.Target(m.ID)
-	for _, set := range [][]int{m.Current, m.Revoking} {
-		for _, s := range set {
-			if !containsInt(target, s) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // expireLapsed expires members whose lease passed: live members, and leaving
 // members that still hold shards (a crashed leaver must not block forever).
 func expireLapsed(t *tx, k projection.GroupKey) {
+	// No lease ends before the floor: until it passes, nobody to expire, and
+	// a heartbeat in a group of thousands does not look at every lease.
+	if floor := t.rt.leaseFloor(k); !floor.IsZero() && !t.now.After(floor) {
+		return
+	}
 	g := t.group(k)
 	var expired []string
-	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
-		if !m.Live() && !(m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0)) {
-			continue
-		}
-		if t.rt.leaseLapsed(k, id, t.rules.memberLease) {
+	floor := t.now.Add(t.rules.memberLease) // every lease armed or renewed from now on ends later
+	for _, id := range g.ActiveMemberIDs() {
+		lapsed, ends := t.rt.leaseLapsed(k, id, t.rules.memberLease)
+		switch {
+		case lapsed:
 			expired = append(expired, id)
+		case ends.Before(floor):
+			floor = ends
 		}
 	}
+	t.rt.setLeaseFloor(k, floor)
 	if len(expired) == 0 {
 		return
 	}
@@ -127,16 +123,18 @@ func expireLapsed(t *tx, k projection.GroupKey) {
 }
 
 // enforceRebalance arms a deadline for members holding shards outside their
-// target and fences those that miss it.
+// target, fences those that miss it and forgets the deadlines of members that
+// released what they had to (it visits those members and the ones with a
+// deadline, not every member).
 func enforceRebalance(t *tx, k projection.GroupKey) {
 	g := t.group(k)
 	var late []string
-	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
-		if !m.CanHold() {
+	for _, id := range unionSorted(g.OutsideTargetIDs(), t.rt.deadlineIDs(k)) {
+		m := g.Member(id)
+		if m == nil || !m.CanHold() {
 			continue
 		}
-		if !holdsOutsideTarget(g, m) {
+		if !g.HoldsOutsideTarget(m) {
 			t.rt.clearDeadline(k, id)
 			continue
 		}
@@ -156,9 +154,9 @@ func prune(t *tx, k projection.GroupKey) {
 	}
 	g := t.group(k)
 	var gone []string
-	for id, m := range g.Members {
+	for m := range g.EachMember() {
 		if terminalMember(m) && t.now.Sub(m.UpdatedAt) > t.rules.staleRetention {
-			gone = append(gone, id)
+			gone = append(gone, m.ID)
 		}
 	}
 	pruneMembers(t, k, gone)
@@ -173,4 +171,24 @@ func pruneMembers(t *tx, k projection.GroupKey, gone []string) {
 	sort.Strings(gone)
 	t.emitAs(Actor, k, &events.MembersPruned{MemberIDs: gone, MetadataVersion: g.MetadataVersion + 1})
 	t.rt.dropMembers(k, gone)
+}
+
+// unionSorted merges two sorted id lists without duplicates.
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
 }

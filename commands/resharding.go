@@ -382,8 +382,12 @@ func reconcile(t *tx, k projection.GroupKey) *projection.Group {
 	if g == nil {
 		return nil
 	}
-	targets := Assign(g.Targets, g.LiveMemberIDs(), g.AssignableCount)
-	changed, removed := diffAssignment(g.Targets, targets)
+	prev := make(map[string][]int, g.TargetCount())
+	for id, t := range g.EachTarget() {
+		prev[id] = t
+	}
+	targets := Assign(prev, g.LiveMemberIDs(), g.AssignableCount)
+	changed, removed := diffAssignment(prev, targets)
 	if len(changed) == 0 && len(removed) == 0 && g.AssignmentEpoch == g.GroupEpoch {
 		return g
 	}
@@ -480,11 +484,9 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 		g = t.group(k)
 		justDrained = true
 	}
-	for _, mem := range g.Members {
-		for _, s := range removed {
-			if mem.Holds(s) {
-				return // revoke in progress
-			}
+	for _, s := range removed {
+		if g.Held(s) {
+			return // revoke in progress
 		}
 	}
 	if !p.ok {
@@ -544,10 +546,8 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) []string 
 		return nil
 	}
 	held := false
-	for _, mem := range g.Members {
-		for _, s := range removed {
-			held = held || mem.Holds(s)
-		}
+	for _, s := range removed {
+		held = held || g.Held(s)
 	}
 	if held && !reopened {
 		return nil // revoke in progress

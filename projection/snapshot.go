@@ -84,6 +84,7 @@ func Restore(data []byte) (*State, error) {
 		if g.Targets == nil {
 			g.Targets = map[string][]int{}
 		}
+		g.buildIndex()
 		s.groups[g.Key] = g
 		s.order = append(s.order, g.Key)
 	}

@@ -1,0 +1,109 @@
+package commands
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rscoord/rsc/wire"
+)
+
+// churnedWorld is a 128-shard group with records member records: live
+// members that hold the balanced assignment, and records-live members that
+// joined and left holding nothing (what a join/leave loop leaves behind
+// until the records are pruned).
+func churnedWorld(records, live int) *world {
+	w := group(128)
+	ids := make([]string, live)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("live-%04d", i)
+		w.join(ids[i])
+	}
+	for i := 0; i < records-live; i++ {
+		id := fmt.Sprintf("gone-%04d", i)
+		w.join(id).leave(id)
+	}
+	targets := Assign(nil, ids, 128)
+	w.assign(targets)
+	for _, id := range ids {
+		w.grant(id, w.g, targets[id]...).own(id, targets[id], nil)
+	}
+	return w
+}
+
+// BenchmarkJoinDecision is one join's decision (a heartbeat with epoch 0 from
+// a member the group does not know), decided in a batch and not appended, in
+// a group with 10 member records against one with 3,000 (most of them left,
+// as a join/leave loop leaves them). Cost proportional to change: the two
+// should take about the same time.
+func BenchmarkJoinDecision(b *testing.B) {
+	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}} {
+		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
+			w := churnedWorld(c.records, c.live)
+			r := testRules()
+			now := rulesNow()
+			table := newRuntimeTable()
+			table.rearm(w.st, now, r.memberLease)
+			req := beat{member: "joiner"}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				bc := newBatch(w.st, table, now)
+				t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+				resp, err := heartbeat(t, rulesKey, "joiner", "", req)
+				if err != nil || resp.Status != wire.StatusOK {
+					b.Fatalf("join: %v %+v", err, resp)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLeaveDecision is one live member's leave (epoch -1), decided and
+// not appended, at 10 and 3,000 member records.
+func BenchmarkLeaveDecision(b *testing.B) {
+	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}} {
+		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
+			w := churnedWorld(c.records, c.live)
+			r := testRules()
+			now := rulesNow()
+			table := newRuntimeTable()
+			table.rearm(w.st, now, r.memberLease)
+			g, _ := w.st.Group(rulesKey)
+			req := beat{member: "live-0000", epoch: -1, mv: g.MetadataVersion}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				bc := newBatch(w.st, table, now)
+				t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+				resp, err := heartbeat(t, rulesKey, "live-0000", "", req)
+				if err != nil || resp.Status != wire.StatusOK {
+					b.Fatalf("leave: %v %+v", err, resp)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSteadyHeartbeat is the steady path (no writer) of a live member at
+// 10 and 3,000 member records.
+func BenchmarkSteadyHeartbeat(b *testing.B) {
+	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}} {
+		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
+			w := churnedWorld(c.records, c.live)
+			r := testRules()
+			now := rulesNow()
+			table := newRuntimeTable()
+			table.rearm(w.st, now, r.memberLease)
+			g := w.st.GroupLocked(rulesKey)
+			m := g.Members["live-0000"]
+			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				if resp := steady(r, table, g, rulesKey, m.ID, req, now.Add(time.Second)); resp == nil {
+					b.Fatal("not steady")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,239 @@
+package projection
+
+import "sort"
+
+// memberIndex is what the fold keeps beside a group's members so that the
+// questions a decision asks about one member or one shard cost what the answer
+// costs, not the size of the group: who holds a shard, which members are
+// live, which are still active (not a terminal record), which hold shards
+// outside their target. It is derived from Members and Targets alone, is never
+// encoded (snapshots and State.Encode do not change) and is rebuilt whenever a
+// group is restored or cloned, so the same log always gives the same index.
+//
+// The fold keeps it current: before an event changes a member or its target
+// the member's entries are taken out (touch), and once the event is folded
+// they are put back from its new state (settle).
+type memberIndex struct {
+	live    map[string]struct{}
+	active  map[string]struct{}
+	outside map[string]struct{}
+	holders map[int]map[string]struct{}
+	// touched are the ids taken out by the event being folded.
+	touched []string
+}
+
+func newMemberIndex() *memberIndex {
+	return &memberIndex{live: map[string]struct{}{}, active: map[string]struct{}{}, outside: map[string]struct{}{}, holders: map[int]map[string]struct{}{}}
+}
+
+// buildIndex indexes every member of a flat group.
+func (g *Group) buildIndex() {
+	g.ix = newMemberIndex()
+	for _, m := range g.Members {
+		g.ix.add(m, g.Targets[m.ID])
+	}
+}
+
+// Active reports whether the member is not a terminal record: it is live, or
+// it left and still holds shards it owned or is revoking.
+func (m *Member) Active() bool {
+	return m.Live() || (m.State == MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0))
+}
+
+// holdsOutside reports whether a member that can hold shards lists one
+// (owned or revoking) that its target does not give it.
+func holdsOutside(m *Member, target []int) bool {
+	if !m.CanHold() {
+		return false
+	}
+	for _, set := range [][]int{m.Current, m.Revoking} {
+		for _, s := range set {
+			if !containsInt(target, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HoldsOutsideTarget reports whether the member (which can hold shards)
+// lists a shard, owned or revoking, outside its target: it has a shard to
+// release.
+func (g *Group) HoldsOutsideTarget(m *Member) bool { return holdsOutside(m, g.Target(m.ID)) }
+
+func (ix *memberIndex) add(m *Member, target []int) {
+	id := m.ID
+	if m.Live() {
+		ix.live[id] = struct{}{}
+	}
+	if m.Active() {
+		ix.active[id] = struct{}{}
+	}
+	if holdsOutside(m, target) {
+		ix.outside[id] = struct{}{}
+	}
+	if !m.CanHold() {
+		return
+	}
+	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
+		for _, s := range set {
+			h := ix.holders[s]
+			if h == nil {
+				h = map[string]struct{}{}
+				ix.holders[s] = h
+			}
+			h[id] = struct{}{}
+		}
+	}
+}
+
+func (ix *memberIndex) remove(m *Member) {
+	id := m.ID
+	delete(ix.live, id)
+	delete(ix.active, id)
+	delete(ix.outside, id)
+	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
+		for _, s := range set {
+			if h := ix.holders[s]; h != nil {
+				delete(h, id)
+				if len(h) == 0 {
+					delete(ix.holders, s)
+				}
+			}
+		}
+	}
+}
+
+// touch takes member id's entries out of a flat group's index before the
+// event being folded changes the member or its target; settle puts them
+// back. A layered group (an overlay's) keeps no index.
+func (g *Group) touch(id string) {
+	if g.ix == nil {
+		return
+	}
+	if m := g.Members[id]; m != nil {
+		g.ix.remove(m)
+	}
+	g.ix.touched = append(g.ix.touched, id)
+}
+
+// settle indexes the members the folded event touched, as they are now.
+func (g *Group) settle() {
+	if g.ix == nil {
+		return
+	}
+	for _, id := range g.ix.touched {
+		if m := g.Members[id]; m != nil {
+			g.ix.remove(m) // touched twice: added once
+			g.ix.add(m, g.Targets[id])
+		}
+	}
+	g.ix.touched = g.ix.touched[:0]
+}
+
+func sortedKeys(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// idsWhere lists, sorted, the ids of a group's members that keep accepts: from
+// the flat group's index set when it has one, else by scanning its members;
+// for a layered group, the base's answer without the members the layer
+// changed, plus those of the layer's members that keep accepts.
+func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
+	if l := g.lay; l != nil {
+		base := l.base.idsWhere(set, keep)
+		out := make([]string, 0, len(base)+len(l.members))
+		for _, id := range base {
+			if !l.dirty(id) {
+				out = append(out, id)
+			}
+		}
+		added := false
+		for id := range l.dirtyIDs() {
+			if m := g.Member(id); m != nil && keep(g, m) {
+				out = append(out, id)
+				added = true
+			}
+		}
+		if added {
+			sort.Strings(out)
+		}
+		return out
+	}
+	if g.ix != nil {
+		return sortedKeys(set(g.ix))
+	}
+	var out []string
+	for id, m := range g.Members {
+		if keep(g, m) {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LiveMemberIDs returns the ids of ACTIVE/STARTING members, sorted.
+func (g *Group) LiveMemberIDs() []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.live }, func(_ *Group, m *Member) bool { return m.Live() })
+}
+
+// ActiveMemberIDs returns the ids of the members that are not terminal
+// records (Member.Active), sorted: the members expiry, rebalance deadlines and
+// correction rounds are about.
+func (g *Group) ActiveMemberIDs() []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.active }, func(_ *Group, m *Member) bool { return m.Active() })
+}
+
+// OutsideTargetIDs returns, sorted, the members that can hold shards and hold
+// one outside their target (HoldsOutsideTarget).
+func (g *Group) OutsideTargetIDs() []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.outside }, func(g *Group, m *Member) bool { return g.HoldsOutsideTarget(m) })
+}
+
+// HoldersOf returns, sorted, the members that hold shard s (Member.Holds).
+func (g *Group) HoldersOf(s int) []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.holders[s] }, func(_ *Group, m *Member) bool { return m.Holds(s) })
+}
+
+// HeldByOthers reports whether any member other than memberID holds shard s.
+func (g *Group) HeldByOthers(memberID string, s int) bool {
+	if l := g.lay; l != nil {
+		for id := range l.base.holderSet(s) {
+			if id != memberID && !l.memberChanged(id) {
+				return true
+			}
+		}
+		for id, m := range l.members {
+			if id != memberID && m != nil && m.Holds(s) {
+				return true
+			}
+		}
+		return false
+	}
+	for id := range g.holderSet(s) {
+		if id != memberID {
+			return true
+		}
+	}
+	return false
+}
+
+// holderSet is the set of members of a flat group that hold s.
+func (g *Group) holderSet(s int) map[string]struct{} {
+	if g.ix != nil {
+		return g.ix.holders[s]
+	}
+	out := map[string]struct{}{}
+	for id, m := range g.Members {
+		if m.Holds(s) {
+			out[id] = struct{}{}
+		}
+	}
+	return out
+}
