@@ -33,19 +33,32 @@ func churnedWorld(records, live int) *world {
 	return w
 }
 
+// steadyTable is the runtime table of a world whose members all heartbeat
+// just now, after one maintenance decision (which sets the lease floor, as
+// the tick does).
+func steadyTable(w *world, r rules, now time.Time) *runtimeTable {
+	table := newRuntimeTable()
+	table.rearm(w.st, now, r.memberLease)
+	bc := newBatch(w.st, table, now)
+	t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+	expireLapsed(t, rulesKey)
+	t.rt.merge()
+	table.commit(bc.rt)
+	return table
+}
+
 // BenchmarkJoinDecision is one join's decision (a heartbeat with epoch 0 from
 // a member the group does not know), decided in a batch and not appended, in
 // a group with 10 member records against one with 3,000 (most of them left,
 // as a join/leave loop leaves them). Cost proportional to change: the two
 // should take about the same time.
 func BenchmarkJoinDecision(b *testing.B) {
-	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}} {
+	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
 		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
 			w := churnedWorld(c.records, c.live)
 			r := testRules()
 			now := rulesNow()
-			table := newRuntimeTable()
-			table.rearm(w.st, now, r.memberLease)
+			table := steadyTable(w, r, now)
 			req := beat{member: "joiner"}.request()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -63,13 +76,12 @@ func BenchmarkJoinDecision(b *testing.B) {
 // BenchmarkLeaveDecision is one live member's leave (epoch -1), decided and
 // not appended, at 10 and 3,000 member records.
 func BenchmarkLeaveDecision(b *testing.B) {
-	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}} {
+	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
 		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
 			w := churnedWorld(c.records, c.live)
 			r := testRules()
 			now := rulesNow()
-			table := newRuntimeTable()
-			table.rearm(w.st, now, r.memberLease)
+			table := steadyTable(w, r, now)
 			g, _ := w.st.Group(rulesKey)
 			req := beat{member: "live-0000", epoch: -1, mv: g.MetadataVersion}.request()
 			b.ReportAllocs()
@@ -88,13 +100,12 @@ func BenchmarkLeaveDecision(b *testing.B) {
 // BenchmarkSteadyHeartbeat is the steady path (no writer) of a live member at
 // 10 and 3,000 member records.
 func BenchmarkSteadyHeartbeat(b *testing.B) {
-	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}} {
+	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
 		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
 			w := churnedWorld(c.records, c.live)
 			r := testRules()
 			now := rulesNow()
-			table := newRuntimeTable()
-			table.rearm(w.st, now, r.memberLease)
+			table := steadyTable(w, r, now)
 			g := w.st.GroupLocked(rulesKey)
 			m := g.Members["live-0000"]
 			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()

@@ -382,12 +382,7 @@ func reconcile(t *tx, k projection.GroupKey) *projection.Group {
 	if g == nil {
 		return nil
 	}
-	prev := make(map[string][]int, g.TargetCount())
-	for id, t := range g.EachTarget() {
-		prev[id] = t
-	}
-	targets := Assign(prev, g.LiveMemberIDs(), g.AssignableCount)
-	changed, removed := diffAssignment(prev, targets)
+	changed, removed := assignmentDelta(g, g.AssignableCount)
 	if len(changed) == 0 && len(removed) == 0 && g.AssignmentEpoch == g.GroupEpoch {
 		return g
 	}
@@ -405,7 +400,7 @@ func advance(t *tx, k projection.GroupKey) {
 	if m == nil || m.State != projection.Active {
 		return
 	}
-	if len(g.LiveMemberIDs()) > 0 && g.State() != "STABLE" {
+	if g.LiveCount() > 0 && g.State() != "STABLE" {
 		return
 	}
 	if m.To >= m.From {

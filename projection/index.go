@@ -18,19 +18,27 @@ type memberIndex struct {
 	active  map[string]struct{}
 	outside map[string]struct{}
 	holders map[int]map[string]struct{}
+	targets targetIndex
 	// touched are the ids taken out by the event being folded.
 	touched []string
 }
 
 func newMemberIndex() *memberIndex {
-	return &memberIndex{live: map[string]struct{}{}, active: map[string]struct{}{}, outside: map[string]struct{}{}, holders: map[int]map[string]struct{}{}}
+	return &memberIndex{live: map[string]struct{}{}, active: map[string]struct{}{}, outside: map[string]struct{}{}, holders: map[int]map[string]struct{}{},
+		targets: newTargetIndex()}
 }
 
-// buildIndex indexes every member of a flat group.
+// buildIndex indexes every member and target entry of a flat group.
 func (g *Group) buildIndex() {
 	g.ix = newMemberIndex()
-	for _, m := range g.Members {
-		g.ix.add(m, g.Targets[m.ID])
+	for id, m := range g.Members {
+		t, has := g.Targets[id]
+		g.ix.add(id, m, t, has)
+	}
+	for id, t := range g.Targets {
+		if _, ok := g.Members[id]; !ok {
+			g.ix.add(id, nil, t, true)
+		}
 	}
 }
 
@@ -61,8 +69,13 @@ func holdsOutside(m *Member, target []int) bool {
 // release.
 func (g *Group) HoldsOutsideTarget(m *Member) bool { return holdsOutside(m, g.Target(m.ID)) }
 
-func (ix *memberIndex) add(m *Member, target []int) {
-	id := m.ID
+// add indexes member id (m nil: no record) and its target entry (has: the
+// assignment has one).
+func (ix *memberIndex) add(id string, m *Member, target []int, has bool) {
+	ix.targets.add(id, m != nil && m.Live(), target, has)
+	if m == nil {
+		return
+	}
 	if m.Live() {
 		ix.live[id] = struct{}{}
 	}
@@ -87,11 +100,16 @@ func (ix *memberIndex) add(m *Member, target []int) {
 	}
 }
 
-func (ix *memberIndex) remove(m *Member) {
-	id := m.ID
+// remove takes out what add(id, m, target, has) put in; what is not there
+// is skipped.
+func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
+	ix.targets.remove(id, m != nil && m.Live(), target, has)
 	delete(ix.live, id)
 	delete(ix.active, id)
 	delete(ix.outside, id)
+	if m == nil {
+		return
+	}
 	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
 		for _, s := range set {
 			if h := ix.holders[s]; h != nil {
@@ -111,9 +129,8 @@ func (g *Group) touch(id string) {
 	if g.ix == nil {
 		return
 	}
-	if m := g.Members[id]; m != nil {
-		g.ix.remove(m)
-	}
+	t, has := g.Targets[id]
+	g.ix.remove(id, g.Members[id], t, has)
 	g.ix.touched = append(g.ix.touched, id)
 }
 
@@ -123,10 +140,10 @@ func (g *Group) settle() {
 		return
 	}
 	for _, id := range g.ix.touched {
-		if m := g.Members[id]; m != nil {
-			g.ix.remove(m) // touched twice: added once
-			g.ix.add(m, g.Targets[id])
-		}
+		t, has := g.Targets[id]
+		m := g.Members[id]
+		g.ix.remove(id, m, t, has) // touched twice: added once
+		g.ix.add(id, m, t, has)
 	}
 	g.ix.touched = g.ix.touched[:0]
 }

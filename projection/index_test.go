@@ -15,7 +15,7 @@ import (
 // by the group's methods (the fold's index, or a layered group's base index
 // with its layer).
 type groupAnswers struct {
-	Count                    int
+	Count, LiveCount         int
 	IDs, Live, Active, Outsd []string
 	Holders                  map[int][]string
 	HeldByOthers             map[string][]int
@@ -24,7 +24,7 @@ type groupAnswers struct {
 }
 
 func answersOf(g *projection.Group, shards int) groupAnswers {
-	a := groupAnswers{Count: g.MemberCount(), IDs: g.MemberIDs(), Live: g.LiveMemberIDs(), Active: g.ActiveMemberIDs(), Outsd: g.OutsideTargetIDs(),
+	a := groupAnswers{Count: g.MemberCount(), LiveCount: g.LiveCount(), IDs: g.MemberIDs(), Live: g.LiveMemberIDs(), Active: g.ActiveMemberIDs(), Outsd: g.OutsideTargetIDs(),
 		Holders: map[int][]string{}, HeldByOthers: map[string][]int{}, Targets: map[string][]int{}, State: g.State()}
 	for s := 0; s < shards; s++ {
 		if h := g.HoldersOf(s); len(h) > 0 {
@@ -66,6 +66,7 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 			}
 		}
 	}
+	a.LiveCount = len(a.Live)
 	for _, l := range [][]string{a.IDs, a.Live, a.Active, a.Outsd} {
 		sort.Strings(l)
 	}

@@ -1,0 +1,292 @@
+package projection
+
+import (
+	"math/bits"
+	"slices"
+	"sort"
+)
+
+// targetIndex is the part of the member index about the target assignment
+// of live members: their ids by target size (sorted), the live owners of each
+// shard, and the entries that are not settled (a live member without an
+// entry, an entry of a member that is not live). With it an assignor finds
+// the least and the most loaded member, and what a join or a leave moves,
+// without looking at every member (TargetIndex).
+type targetIndex struct {
+	loads  map[int][]string // target size -> sorted ids of live members with an entry
+	owners map[int][]string // shard -> sorted ids of live members whose target holds it
+	owned  []uint64         // bit s: some live member's target holds shard s
+	// dups counts the shards in more than one live target, odd the negative
+	// shards in live targets: an assignor cannot trust the index then.
+	dups, odd int
+	unsettled map[string]struct{}
+}
+
+func newTargetIndex() targetIndex {
+	return targetIndex{loads: map[int][]string{}, owners: map[int][]string{}, unsettled: map[string]struct{}{}}
+}
+
+func insertSorted(l []string, id string) ([]string, bool) {
+	i, found := slices.BinarySearch(l, id)
+	if found {
+		return l, false
+	}
+	return slices.Insert(l, i, id), true
+}
+
+func deleteSorted(l []string, id string) ([]string, bool) {
+	i, found := slices.BinarySearch(l, id)
+	if !found {
+		return l, false
+	}
+	return slices.Delete(l, i, i+1), true
+}
+
+func (x *targetIndex) add(id string, live bool, target []int, has bool) {
+	if live != has {
+		x.unsettled[id] = struct{}{}
+	}
+	if !live || !has {
+		return
+	}
+	l, added := insertSorted(x.loads[len(target)], id)
+	if !added {
+		return
+	}
+	x.loads[len(target)] = l
+	for _, s := range target {
+		if s < 0 {
+			x.odd++
+			continue
+		}
+		o, added := insertSorted(x.owners[s], id)
+		if !added {
+			continue
+		}
+		x.owners[s] = o
+		if len(o) == 2 {
+			x.dups++
+		}
+		for len(x.owned) <= s/64 {
+			x.owned = append(x.owned, 0)
+		}
+		x.owned[s/64] |= 1 << (s % 64)
+	}
+}
+
+// remove takes out what add put in (nothing when it is not there: a member
+// touched twice by one event).
+func (x *targetIndex) remove(id string, live bool, target []int, has bool) {
+	delete(x.unsettled, id)
+	if !live || !has {
+		return
+	}
+	l, removed := deleteSorted(x.loads[len(target)], id)
+	if !removed {
+		return
+	}
+	if len(l) == 0 {
+		delete(x.loads, len(target))
+	} else {
+		x.loads[len(target)] = l
+	}
+	for _, s := range target {
+		if s < 0 {
+			x.odd--
+			continue
+		}
+		o, gone := deleteSorted(x.owners[s], id)
+		if !gone {
+			continue
+		}
+		if len(o) == 1 {
+			x.dups--
+		}
+		if len(o) == 0 {
+			delete(x.owners, s)
+			x.owned[s/64] &^= 1 << (s % 64)
+		} else {
+			x.owners[s] = o
+		}
+	}
+}
+
+// LiveCount is the number of live members.
+func (g *Group) LiveCount() int {
+	if l := g.lay; l != nil {
+		n := l.base.LiveCount()
+		for id, m := range l.members {
+			if b := l.base.Members[id]; b != nil && b.Live() {
+				n--
+			}
+			if m != nil && m.Live() {
+				n++
+			}
+		}
+		return n
+	}
+	if g.ix != nil {
+		return len(g.ix.live)
+	}
+	n := 0
+	for _, m := range g.Members {
+		if m.Live() {
+			n++
+		}
+	}
+	return n
+}
+
+// TargetIndex is what an assignor that touches only what moves asks of a
+// group's target assignment (commands' reconcile). It speaks for the settled
+// members: live, with an entry, neither changed by an overlay's records nor
+// listed by Unsettled; their target is Target(id) and their load its length.
+type TargetIndex struct {
+	g    *Group
+	base *memberIndex
+	lay  *layer
+}
+
+// TargetIndex returns the group's target index, or false when it has none
+// to trust (a group built outside this package, or a target assignment that
+// gives a shard to two live members or lists a negative one): the caller then
+// computes the assignment from the whole target.
+func (g *Group) TargetIndex() (TargetIndex, bool) {
+	base, lay := g, g.lay
+	if lay != nil {
+		base = lay.base
+	}
+	if base.ix == nil || base.ix.targets.dups > 0 || base.ix.targets.odd > 0 {
+		return TargetIndex{}, false
+	}
+	return TargetIndex{g: g, base: base.ix, lay: lay}, true
+}
+
+func (x TargetIndex) settled(id string) bool {
+	if x.lay != nil && x.lay.dirty(id) {
+		return false
+	}
+	_, unsettled := x.base.targets.unsettled[id]
+	return !unsettled
+}
+
+// Unsettled lists, sorted, the ids whose entry the index does not speak for:
+// live members without an entry, entries of members that are not live, and
+// every member or entry the overlay changed.
+func (x TargetIndex) Unsettled() []string {
+	set := map[string]struct{}{}
+	for id := range x.base.targets.unsettled {
+		set[id] = struct{}{}
+	}
+	if x.lay != nil {
+		for id := range x.lay.dirtyIDs() {
+			set[id] = struct{}{}
+		}
+	}
+	return sortedKeys(set)
+}
+
+// Owners lists, sorted, the settled members whose target holds shard s.
+func (x TargetIndex) Owners(s int) []string {
+	var out []string
+	for _, id := range x.base.targets.owners[s] {
+		if x.settled(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// OwnedFrom lists, ascending, the shards at or above from that a settled
+// member's target holds.
+func (x TargetIndex) OwnedFrom(from int) []int {
+	var out []int
+	x.eachOwned(from, func(s int) {
+		if len(x.Owners(s)) > 0 {
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+// FreeBelow lists, ascending, the shards below n that no settled member's
+// target holds.
+func (x TargetIndex) FreeBelow(n int) []int {
+	owned := x.base.targets.owned
+	var out []int
+	for w := 0; w*64 < n; w++ {
+		free := ^uint64(0)
+		if w < len(owned) {
+			free = ^owned[w]
+		}
+		if end := n - w*64; end < 64 {
+			free &= (1 << end) - 1
+		}
+		for free != 0 {
+			b := bits.TrailingZeros64(free)
+			out = append(out, w*64+b)
+			free &^= 1 << b
+		}
+	}
+	if x.lay == nil {
+		return out
+	}
+	// Shards whose owners in the base are all members the overlay changed.
+	added := false
+	for id := range x.lay.dirtyIDs() {
+		bm := x.lay.base.Members[id]
+		if bm == nil || !bm.Live() {
+			continue
+		}
+		for _, s := range x.lay.base.Targets[id] {
+			if s >= 0 && s < n && len(x.Owners(s)) == 0 {
+				out = append(out, s)
+				added = true
+			}
+		}
+	}
+	if added {
+		out = SortedInts(out)
+	}
+	return out
+}
+
+// eachOwned calls fn with every shard at or above from that some live
+// target holds in the base index, ascending.
+func (x TargetIndex) eachOwned(from int, fn func(int)) {
+	owned := x.base.targets.owned
+	from = max(from, 0)
+	for w := from / 64; w < len(owned); w++ {
+		word := owned[w]
+		if w == from/64 {
+			word &^= (1 << (from % 64)) - 1
+		}
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			fn(w*64 + b)
+			word &^= 1 << b
+		}
+	}
+}
+
+// First is the settled member first in load order that skip does not
+// reject: the least loaded (smallest id among equals), or with most the most
+// loaded (smallest id among equals); false when there is none.
+func (x TargetIndex) First(most bool, skip func(id string) bool) (id string, load int, ok bool) {
+	loads := make([]int, 0, len(x.base.targets.loads))
+	for l := range x.base.targets.loads {
+		loads = append(loads, l)
+	}
+	sort.Ints(loads)
+	if most {
+		slices.Reverse(loads)
+	}
+	for _, l := range loads {
+		for _, id := range x.base.targets.loads[l] {
+			if x.settled(id) && !skip(id) {
+				return id, l, true
+			}
+		}
+	}
+	return "", 0, false
+}
