@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/rscoord/rsc/events"
@@ -435,24 +434,13 @@ func makeRoom(t *tx, k projection.GroupKey) error {
 	if count < limit {
 		return nil
 	}
-	var terminal []*projection.Member
-	for m := range g.EachMember() {
-		if terminalMember(m) {
-			terminal = append(terminal, m)
-		}
-	}
 	need := count - limit + 1
-	if len(terminal) < need {
-		return withMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, count-len(terminal), limit)
+	oldest := g.OldestTerminal(need, nil)
+	if len(oldest) < need {
+		return withMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, count-len(oldest), limit)
 	}
-	sort.Slice(terminal, func(i, j int) bool {
-		if !terminal[i].UpdatedAt.Equal(terminal[j].UpdatedAt) {
-			return terminal[i].UpdatedAt.Before(terminal[j].UpdatedAt)
-		}
-		return terminal[i].ID < terminal[j].ID
-	})
 	gone := make([]string, 0, need)
-	for _, m := range terminal[:need] {
+	for _, m := range oldest {
 		gone = append(gone, m.ID)
 	}
 	pruneMembers(t, k, gone)

@@ -118,3 +118,37 @@ func BenchmarkSteadyHeartbeat(b *testing.B) {
 		})
 	}
 }
+
+// TestMaintenanceDue: the tick's cheap scan finds a group with something to
+// do (a lease that passed, a terminal record past the retention) and, once its
+// maintenance decision ran, leaves alone a group of thousands of records with
+// nothing to do.
+func TestMaintenanceDue(t *testing.T) {
+	r := testRules()
+	r.staleRetention = 24 * time.Hour
+	w := churnedWorld(3000, 10)
+	now := w.st.GroupLocked(rulesKey).UpdatedAt.Add(time.Second)
+	table := newRuntimeTable()
+	table.rearm(w.st, now, r.memberLease)
+	mt := &maintenance{state: w.st, table: table, rules: r, now: func() time.Time { return now }}
+	if due := mt.due(); len(due) != 1 {
+		t.Fatalf("due %v before any maintenance decision, want the group (its lease floor is unknown)", due)
+	}
+	table = steadyTable(w, r, now)
+	mt.table = table
+	if due := mt.due(); len(due) != 0 {
+		t.Fatalf("due %v with every lease renewed now and the records younger than the retention", due)
+	}
+	lapsed("live-0003")(table, now)
+	if due := mt.due(); len(due) != 1 {
+		t.Fatalf("due %v with a lapsed lease, want the group", due)
+	}
+	table = steadyTable(w, r, now)
+	mt.table = table
+	later := now.Add(r.staleRetention + time.Hour)
+	mt.now = func() time.Time { return later }
+	table.renew(rulesKey, "live-0000", renewal{at: later, lease: r.memberLease}) // leases are not what is due
+	if due := mt.due(); len(due) != 1 {
+		t.Fatalf("due %v with terminal records past the retention, want the group", due)
+	}
+}

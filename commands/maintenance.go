@@ -51,7 +51,8 @@ func maintain(t *tx, k projection.GroupKey) {
 	advance(t, k)
 }
 
-// due is a cheap scan for groups with something to do.
+// due is a cheap scan for groups with something to do: it asks each group's
+// indexes and runtime, never looks at every member.
 func (mt *maintenance) due() []projection.GroupKey {
 	now := mt.now()
 	r := mt.rules
@@ -59,39 +60,43 @@ func (mt *maintenance) due() []projection.GroupKey {
 	defer mt.state.RUnlock()
 	var out []projection.GroupKey
 	for _, k := range mt.state.GroupKeysLocked() {
-		g := mt.state.GroupLocked(k)
-		need := g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch
-		if rd := mt.table.round(k); rd.open && !now.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
-			need = true
-		}
-		if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
-			lo, hi := g.Reshardings[n-1].RemovedRange()
-			need = need || hi > lo
-		}
-		for m := range g.EachMember() {
-			id := m.ID
-			if need {
-				break
-			}
-			switch {
-			case m.CanHold():
-				if mt.table.needsTick(k, id, now, r.memberLease) || g.HoldsOutsideTarget(m) {
-					need = true
-				}
-				if m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0 && r.staleRetention > 0 {
-					need = need || now.Sub(m.UpdatedAt) > r.staleRetention
-				}
-			default:
-				if r.staleRetention > 0 && now.Sub(m.UpdatedAt) > r.staleRetention {
-					need = true
-				}
-			}
-		}
-		if need {
+		if mt.groupDue(mt.state.GroupLocked(k), now, r) {
 			out = append(out, k)
 		}
 	}
 	return out
+}
+
+// groupDue reports whether the maintenance decision of g has something to
+// do: a resharding to move, an assignment to record, an overdue round, streams
+// to retire, a lease that may have passed (the lease floor passed), a
+// rebalance deadline, a member holding shards outside its target, or a
+// terminal record past the retention.
+func (mt *maintenance) groupDue(g *projection.Group, now time.Time, r rules) bool {
+	k := g.Key
+	if g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch {
+		return true
+	}
+	if rd := mt.table.round(k); rd.open && !now.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
+		return true
+	}
+	if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
+		if lo, hi := g.Reshardings[n-1].RemovedRange(); hi > lo {
+			return true
+		}
+	}
+	if floor := mt.table.leaseFloor(k); floor.IsZero() || now.After(floor) {
+		return true
+	}
+	if len(mt.table.deadlineIDs(k)) > 0 || len(g.OutsideTargetIDs()) > 0 {
+		return true
+	}
+	if r.staleRetention > 0 {
+		if oldest := g.OldestTerminal(1, nil); len(oldest) > 0 && now.Sub(oldest[0].UpdatedAt) > r.staleRetention {
+			return true
+		}
+	}
+	return false
 }
 
 // expireLapsed expires members whose lease passed: live members, and leaving
@@ -152,12 +157,9 @@ func prune(t *tx, k projection.GroupKey) {
 	if t.rules.staleRetention <= 0 {
 		return
 	}
-	g := t.group(k)
 	var gone []string
-	for m := range g.EachMember() {
-		if terminalMember(m) && t.now.Sub(m.UpdatedAt) > t.rules.staleRetention {
-			gone = append(gone, m.ID)
-		}
+	for _, m := range t.group(k).OldestTerminal(-1, func(m *projection.Member) bool { return t.now.Sub(m.UpdatedAt) > t.rules.staleRetention }) {
+		gone = append(gone, m.ID)
 	}
 	pruneMembers(t, k, gone)
 }

@@ -1,6 +1,11 @@
 package projection
 
-import "sort"
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
 
 // memberIndex is what the fold keeps beside a group's members so that the
 // questions a decision asks about one member or one shard cost what the answer
@@ -19,6 +24,9 @@ type memberIndex struct {
 	outside map[string]struct{}
 	holders map[int]map[string]struct{}
 	targets targetIndex
+	// terminal is the terminal records (not Active), oldest first: by
+	// UpdatedAt, then id (pruning and making room take them in this order).
+	terminal []terminalRecord
 	// touched are the ids taken out by the event being folded.
 	touched []string
 }
@@ -40,6 +48,19 @@ func (g *Group) buildIndex() {
 			g.ix.add(id, nil, t, true)
 		}
 	}
+}
+
+// terminalRecord is a terminal member record's place in the order.
+type terminalRecord struct {
+	at time.Time
+	id string
+}
+
+func compareTerminal(a, b terminalRecord) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 // Active reports whether the member is not a terminal record: it is live, or
@@ -81,6 +102,11 @@ func (ix *memberIndex) add(id string, m *Member, target []int, has bool) {
 	}
 	if m.Active() {
 		ix.active[id] = struct{}{}
+	} else {
+		r := terminalRecord{m.UpdatedAt, id}
+		if i, found := slices.BinarySearchFunc(ix.terminal, r, compareTerminal); !found {
+			ix.terminal = slices.Insert(ix.terminal, i, r)
+		}
 	}
 	if holdsOutside(m, target) {
 		ix.outside[id] = struct{}{}
@@ -109,6 +135,11 @@ func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
 	delete(ix.outside, id)
 	if m == nil {
 		return
+	}
+	if !m.Active() {
+		if i, found := slices.BinarySearchFunc(ix.terminal, terminalRecord{m.UpdatedAt, id}, compareTerminal); found {
+			ix.terminal = slices.Delete(ix.terminal, i, i+1)
+		}
 	}
 	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
 		for _, s := range set {
@@ -253,4 +284,81 @@ func (g *Group) holderSet(s int) map[string]struct{} {
 		}
 	}
 	return out
+}
+
+// OldestTerminal returns up to n terminal member records (not Active), oldest
+// first (by UpdatedAt, then id), that keep accepts; keep sees them in that
+// order and the first it refuses ends the list (nil keep: all).
+func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
+	var out []*Member
+	accept := func(m *Member) bool { return keep == nil || keep(m) }
+	if l := g.lay; l != nil {
+		// The base's order without the members the layer changed, merged
+		// with the layer's terminal members.
+		var mine []*Member
+		for _, m := range l.members {
+			if m != nil && !m.Active() {
+				mine = append(mine, m)
+			}
+		}
+		slices.SortFunc(mine, func(a, b *Member) int { return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID}) })
+		base := l.base.OldestTerminal(-1, nil)
+		i, j := 0, 0
+		for n < 0 || len(out) < n {
+			for i < len(base) && l.memberChanged(base[i].ID) {
+				i++
+			}
+			var next *Member
+			switch {
+			case i < len(base) && (j == len(mine) || compareTerminal(terminalRecord{base[i].UpdatedAt, base[i].ID}, terminalRecord{mine[j].UpdatedAt, mine[j].ID}) < 0):
+				next = base[i]
+				i++
+			case j < len(mine):
+				next = mine[j]
+				j++
+			default:
+				return out
+			}
+			if !accept(next) {
+				return out
+			}
+			out = append(out, next)
+		}
+		return out
+	}
+	if g.ix == nil {
+		var all []*Member
+		for _, m := range g.Members {
+			if !m.Active() {
+				all = append(all, m)
+			}
+		}
+		slices.SortFunc(all, func(a, b *Member) int { return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID}) })
+		for _, m := range all {
+			if (n >= 0 && len(out) >= n) || !accept(m) {
+				break
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, r := range g.ix.terminal {
+		if n >= 0 && len(out) >= n {
+			break
+		}
+		m := g.Members[r.id]
+		if !accept(m) {
+			break
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TerminalCount is the number of terminal member records.
+func (g *Group) TerminalCount() int {
+	if g.lay == nil && g.ix != nil {
+		return len(g.ix.terminal)
+	}
+	return g.MemberCount() - len(g.ActiveMemberIDs())
 }

@@ -17,6 +17,7 @@ import (
 type groupAnswers struct {
 	Count, LiveCount         int
 	IDs, Live, Active, Outsd []string
+	Terminal                 []string // oldest first
 	Holders                  map[int][]string
 	HeldByOthers             map[string][]int
 	Targets                  map[string][]int
@@ -40,6 +41,9 @@ func answersOf(g *projection.Group, shards int) groupAnswers {
 	}
 	for id, t := range g.EachTarget() {
 		a.Targets[id] = t
+	}
+	for _, m := range g.OldestTerminal(-1, nil) {
+		a.Terminal = append(a.Terminal, m.ID)
 	}
 	return a
 }
@@ -94,6 +98,21 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 		a.Targets[id] = t
 	}
 	a.State = scanState(g)
+	var terminal []*projection.Member
+	for _, m := range g.Members {
+		if m.State == projection.MemberExpired || m.State == projection.MemberFenced || (m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0) {
+			terminal = append(terminal, m)
+		}
+	}
+	sort.Slice(terminal, func(i, j int) bool {
+		if !terminal[i].UpdatedAt.Equal(terminal[j].UpdatedAt) {
+			return terminal[i].UpdatedAt.Before(terminal[j].UpdatedAt)
+		}
+		return terminal[i].ID < terminal[j].ID
+	})
+	for _, m := range terminal {
+		a.Terminal = append(a.Terminal, m.ID)
+	}
 	return a
 }
 
