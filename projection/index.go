@@ -301,7 +301,9 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 				mine = append(mine, m)
 			}
 		}
-		slices.SortFunc(mine, func(a, b *Member) int { return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID}) })
+		slices.SortFunc(mine, func(a, b *Member) int {
+			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
+		})
 		base := l.base.OldestTerminal(-1, nil)
 		i, j := 0, 0
 		for n < 0 || len(out) < n {
@@ -333,7 +335,9 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 				all = append(all, m)
 			}
 		}
-		slices.SortFunc(all, func(a, b *Member) int { return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID}) })
+		slices.SortFunc(all, func(a, b *Member) int {
+			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
+		})
 		for _, m := range all {
 			if (n >= 0 && len(out) >= n) || !accept(m) {
 				break
