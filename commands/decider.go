@@ -458,12 +458,8 @@ func (d *decider) appendBatch(ctx context.Context, after string, b *batchCtx) ([
 	}
 	drafts := make([]events.Draft, len(b.data))
 	for i, data := range b.data {
-		rec := b.recs[i]
 		dr := events.Draft{Data: data}
-		if rec.StreamPrefix != "" || rec.ConsumerGroup != "" {
-			dr.Index = events.IndexName(rec.StreamPrefix, rec.ConsumerGroup)
-			dr.Membership = events.Membership(rec.Type)
-		}
+		dr.Index, dr.Membership = events.HistoryIndex(b.recs[i])
 		drafts[i] = dr
 	}
 	return ix.AppendIndexed(ctx, after, drafts)

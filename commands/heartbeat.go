@@ -251,6 +251,9 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 	case m == nil && epoch != 0:
 		return t.rules.rejected(req, id, wire.StatusUnknownMember), nil, nil
 	case m == nil:
+		if err := spendChurn(t, k, hb.principal); err != nil {
+			return nil, nil, err
+		}
 		if err := makeRoom(t, k); err != nil {
 			return nil, nil, err
 		}
@@ -258,6 +261,9 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0 && !m.Live():
+		if err := spendChurn(t, k, hb.principal); err != nil {
+			return nil, nil, err
+		}
 		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0:
@@ -268,7 +274,8 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 	case m.State == projection.MemberFenced || m.State == projection.MemberExpired:
 		return t.rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
 	case epoch == -1:
-		return leave(t, k, id, req, r), nil, nil
+		resp, err := leave(t, hb)
+		return resp, nil, err
 	case epoch > g.AssignmentEpoch:
 		return t.rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
 	case epoch < m.Epoch:
@@ -480,11 +487,15 @@ func recordOwnership(t *tx, k projection.GroupKey, id string, owned, revoking []
 // draining (a revoke report that is not REVOKED with nothing in flight) stay
 // blocked for their new owners until released or the rebalance timeout. A
 // report on a shard outside the member's authority is dropped.
-func leave(t *tx, k projection.GroupKey, id string, req *wire.HeartbeatRequest, r report) *wire.HeartbeatResponse {
+func leave(t *tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
+	k, id, req, r := hb.k, hb.id, hb.req, hb.r
 	g := t.group(k)
 	m := g.Member(id)
 	held := intersect(r.revoking, keys(authority(g, m)))
 	if m.State != projection.MemberLeaving {
+		if err := spendChurn(t, k, hb.principal); err != nil {
+			return nil, err
+		}
 		t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
 	}
 	recordOwnership(t, k, id, []int{}, held)
@@ -492,7 +503,29 @@ func leave(t *tx, k projection.GroupKey, id string, req *wire.HeartbeatRequest, 
 	reconcile(t, k)
 	advance(t, k)
 	g = t.group(k)
-	return t.rules.respond(req, id, wire.StatusOK, g, -1, nil, nil)
+	return t.rules.respond(req, id, wire.StatusOK, g, -1, nil, nil), nil
+}
+
+// spendChurn spends one of the principal's joins and leaves in the group,
+// where a join or a leave is about to be recorded (a steady heartbeat, a
+// replayed join and a repeated leave record nothing and spend nothing); the
+// refusal when none is left, saying when to retry: the heartbeat appends
+// nothing.
+func spendChurn(t *tx, k projection.GroupKey, principal string) error {
+	b := t.rules.churn
+	if !b.on() {
+		return nil
+	}
+	ok, wait := t.rt.takeChurn(k, principal, b)
+	if ok {
+		return nil
+	}
+	who := principal
+	if who == "" {
+		who = "anonymous"
+	}
+	return withMsg(ErrRateLimited, "too many member joins and leaves by %s in group %s/%s (at most %.0f a minute, --member-churn-per-minute); retry in %s",
+		who, k.StreamPrefix, k.ConsumerGroup, b.rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
 }
 
 // fence records that a member lost its shards.

@@ -59,6 +59,7 @@ type groupEdit struct {
 	quarantine map[string]time.Time // entries added
 	floorSet   bool                 // floor replaces the table's lease floor
 	floor      time.Time
+	churn      map[string]bucket // budgets spent, by principal
 }
 
 func newRuntimeOverlay(base *runtimeTable, now time.Time) *runtimeOverlay {
@@ -90,6 +91,12 @@ func (o *runtimeOverlay) merge() {
 		}
 		if ge.floorSet {
 			pe.floorSet, pe.floor = true, ge.floor
+		}
+		for principal, b := range ge.churn {
+			if pe.churn == nil {
+				pe.churn = map[string]bucket{}
+			}
+			pe.churn[principal] = b
 		}
 		for key, until := range ge.quarantine {
 			if pe.quarantine == nil {
@@ -417,4 +424,36 @@ func (o *runtimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (ti
 		}
 	}
 	return o.base.quarantinedUntil(k, key)
+}
+
+// takeChurn spends one join or leave of the principal's budget in the group
+// (b), committed with the decision; false, with when to retry, when it has
+// none left.
+func (o *runtimeOverlay) takeChurn(k projection.GroupKey, principal string, b budget) (bool, time.Duration) {
+	var cur *bucket
+	found := false
+	for l := o; l != nil && !found; l = l.parent {
+		if ge := l.groups[k]; ge != nil {
+			if v, ok := ge.churn[principal]; ok {
+				cur, found = &v, true
+			} else if ge.dropped {
+				found = true
+			}
+		}
+	}
+	if !found {
+		if v, ok := o.base.churnBucket(k, principal); ok {
+			cur = &v
+		}
+	}
+	next, ok, wait := b.take(cur, o.now)
+	if !ok {
+		return false, wait
+	}
+	ge := o.groupEdit(k)
+	if ge.churn == nil {
+		ge.churn = map[string]bucket{}
+	}
+	ge.churn[principal] = next
+	return true, 0
 }

@@ -80,6 +80,10 @@ type groupRuntime struct {
 	// enforcing deadlines visits those and the members holding shards
 	// outside their target, not every member.
 	deadlines map[string]struct{}
+	// churn is what each principal has left of its join and leave budget
+	// in the group (rules.churn; one entry per principal that joined or left
+	// a member: bounded by the users file).
+	churn map[string]bucket
 	// leaseFloor is at or before every lease of the group's members (zero:
 	// unknown): until it passes nobody's lease can have, and expiry need not
 	// look at every member. Every write of a lease lowers it; an expiry scan
@@ -186,6 +190,18 @@ func (r *runtimeTable) leaseFloor(k projection.GroupKey) time.Time {
 		return g.leaseFloor
 	}
 	return time.Time{}
+}
+
+// churnBucket is what the principal has left of its join and leave budget
+// in the group (false: never spent, a full budget).
+func (r *runtimeTable) churnBucket(k projection.GroupKey, principal string) (bucket, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil {
+		b, ok := g.churn[principal]
+		return b, ok
+	}
+	return bucket{}, false
 }
 
 // deadlineIDs is a copy of the set of members with a rebalance deadline.
@@ -329,7 +345,7 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 		if ge.dropped {
 			delete(r.groups, k)
 		}
-		if !ge.roundSet && len(ge.quarantine) == 0 && !ge.floorSet {
+		if !ge.roundSet && len(ge.quarantine) == 0 && !ge.floorSet && len(ge.churn) == 0 {
 			continue
 		}
 		g := r.groupLocked(k)
@@ -339,6 +355,12 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 		if ge.floorSet {
 			// Before the members below: a lease they write lowers it.
 			g.leaseFloor = ge.floor
+		}
+		for principal, b := range ge.churn {
+			if g.churn == nil {
+				g.churn = map[string]bucket{}
+			}
+			g.churn[principal] = b
 		}
 		for key, until := range ge.quarantine {
 			g.quarantineLocked(key, until, o.now)

@@ -116,6 +116,8 @@ func sampleVariants() map[string]events.Event {
 	return map[string]events.Event{
 		"member.joined.principal": &events.MemberJoined{MemberID: "m-1", MemberName: "worker-1", MaxConcurrency: 8, Rejoin: true, Principal: "svc-orders", Epochs: epochs},
 		"group.created.ordering":  &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Ordering: "KEY"},
+		"command.rejected.suppressed": &events.CommandRejected{Command: "group.scale", ErrorCode: "GROUP_NOT_FOUND", Message: "Group not found",
+			RequestedBy: "alice", Detail: "made-up group", Suppressed: 4211, NoGroup: true},
 		"resharding.barrier_released.lastgenerated": &events.BarrierReleased{ReshardingID: "rsh-1", Fence: 11, Shards: []int{4}, Evidence: []events.BarrierProof{
 			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "0-0", Exists: true, LastGenerated: "0-0"},
 		}},

@@ -405,7 +405,7 @@ func TestEveryTypeDecodesFast(t *testing.T) {
 		}
 	}
 	for name, v := range samples {
-		if name == "member.joined" || name == "group.created" || name == "resharding.completed" {
+		if name == "member.joined" || name == "group.created" || name == "resharding.completed" || name == "command.rejected" {
 			continue // omitempty fields left out of the sample; see the variant, and evidence below
 		}
 		t.Run(name, func(t *testing.T) { check(t, v, mapKeys(t, MustMarshal(t, v))) })
