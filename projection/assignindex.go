@@ -20,10 +20,28 @@ type targetIndex struct {
 	// shards in live targets: an assignor cannot trust the index then.
 	dups, odd int
 	unsettled map[string]struct{}
+	// bulk: the index is being built; the sorted lists are appended to and
+	// sorted once (sortBulk).
+	bulk bool
 }
 
 func newTargetIndex() targetIndex {
 	return targetIndex{loads: map[int][]string{}, owners: map[int][]string{}, unsettled: map[string]struct{}{}}
+}
+
+// sortBulk sorts the lists a bulk build appended to and counts the shards
+// in two live targets.
+func (x *targetIndex) sortBulk() {
+	for _, l := range x.loads {
+		slices.Sort(l)
+	}
+	x.dups = 0
+	for _, o := range x.owners {
+		slices.Sort(o)
+		if len(o) > 1 {
+			x.dups++
+		}
+	}
 }
 
 func insertSorted(l []string, id string) ([]string, bool) {
@@ -49,23 +67,31 @@ func (x *targetIndex) add(id string, live bool, target []int, has bool) {
 	if !live || !has {
 		return
 	}
-	l, added := insertSorted(x.loads[len(target)], id)
-	if !added {
-		return
+	if x.bulk {
+		x.loads[len(target)] = append(x.loads[len(target)], id)
+	} else {
+		l, added := insertSorted(x.loads[len(target)], id)
+		if !added {
+			return
+		}
+		x.loads[len(target)] = l
 	}
-	x.loads[len(target)] = l
 	for _, s := range target {
 		if s < 0 {
 			x.odd++
 			continue
 		}
-		o, added := insertSorted(x.owners[s], id)
-		if !added {
-			continue
-		}
-		x.owners[s] = o
-		if len(o) == 2 {
-			x.dups++
+		if x.bulk {
+			x.owners[s] = append(x.owners[s], id)
+		} else {
+			o, added := insertSorted(x.owners[s], id)
+			if !added {
+				continue
+			}
+			x.owners[s] = o
+			if len(o) == 2 {
+				x.dups++
+			}
 		}
 		for len(x.owned) <= s/64 {
 			x.owned = append(x.owned, 0)

@@ -369,7 +369,15 @@ func (g *Group) State() string {
 // Clone returns a deep copy, flat (a layered group's clone holds every
 // member), with its own index.
 func (g *Group) Clone() *Group {
+	c := g.deepCopy()
+	c.buildIndex()
+	return c
+}
+
+// deepCopy is Clone without the index (a snapshot's copy is only encoded).
+func (g *Group) deepCopy() *Group {
 	c := *g
+	c.ix = nil
 	c.lay = nil
 	c.Members = make(map[string]*Member, g.MemberCount())
 	for m := range g.EachMember() {
@@ -390,7 +398,6 @@ func (g *Group) Clone() *Group {
 	// Barriers are never changed in place (a release builds a new slice), so
 	// the clone shares them.
 	c.Barriers = append([]*Barrier(nil), g.Barriers...)
-	c.buildIndex()
 	return &c
 }
 

@@ -29,6 +29,8 @@ type memberIndex struct {
 	terminal []terminalRecord
 	// touched are the ids taken out by the event being folded.
 	touched []string
+	// bulk: buildIndex fills the sorted lists unsorted.
+	bulk bool
 }
 
 func newMemberIndex() *memberIndex {
@@ -37,8 +39,11 @@ func newMemberIndex() *memberIndex {
 }
 
 // buildIndex indexes every member and target entry of a flat group.
+// Its sorted lists are filled unsorted and sorted once at the end, so a
+// group of n members is indexed in O(n log n).
 func (g *Group) buildIndex() {
 	g.ix = newMemberIndex()
+	g.ix.bulk, g.ix.targets.bulk = true, true
 	for id, m := range g.Members {
 		t, has := g.Targets[id]
 		g.ix.add(id, m, t, has)
@@ -48,6 +53,9 @@ func (g *Group) buildIndex() {
 			g.ix.add(id, nil, t, true)
 		}
 	}
+	g.ix.bulk, g.ix.targets.bulk = false, false
+	slices.SortFunc(g.ix.terminal, compareTerminal)
+	g.ix.targets.sortBulk()
 }
 
 // terminalRecord is a terminal member record's place in the order.
@@ -104,7 +112,9 @@ func (ix *memberIndex) add(id string, m *Member, target []int, has bool) {
 		ix.active[id] = struct{}{}
 	} else {
 		r := terminalRecord{m.UpdatedAt, id}
-		if i, found := slices.BinarySearchFunc(ix.terminal, r, compareTerminal); !found {
+		if ix.bulk {
+			ix.terminal = append(ix.terminal, r)
+		} else if i, found := slices.BinarySearchFunc(ix.terminal, r, compareTerminal); !found {
 			ix.terminal = slices.Insert(ix.terminal, i, r)
 		}
 	}

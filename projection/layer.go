@@ -257,11 +257,12 @@ func (g *Group) deleteTarget(id string) {
 // replaceTargets replaces the whole target assignment (assignment.computed,
 // which only old logs hold): a layered group becomes flat first.
 func (g *Group) replaceTargets(t map[string][]int) {
-	if g.lay != nil {
+	flattened := g.lay != nil
+	if flattened {
 		g.flatten()
 	}
 	g.Targets = t
-	if g.ix != nil {
+	if g.ix != nil || flattened {
 		g.buildIndex()
 	}
 }

@@ -45,7 +45,7 @@ func (s *State) Capture() *Capture {
 func (s *State) CaptureLocked() *Capture {
 	c := &Capture{snap: snapshot{Version: snapshotVersion, LastID: s.lastID}}
 	for _, k := range s.order {
-		c.snap.Groups = append(c.snap.Groups, s.groups[k].Clone())
+		c.snap.Groups = append(c.snap.Groups, s.groups[k].deepCopy())
 	}
 	for p := range s.prefixes {
 		c.snap.Prefixes = append(c.snap.Prefixes, p)
