@@ -167,7 +167,7 @@ func moves(g *projection.Group, x projection.TargetIndex, n int) (events.Targets
 	}
 	// Keep: a shard kept twice (the unsettled among themselves or with a
 	// settled member) is Assign's first-come rule, not handled here.
-	kept := map[int]bool{}
+	kept := make([]bool, n)
 	for id, t := range work {
 		for _, s := range t {
 			if kept[s] {
@@ -246,11 +246,11 @@ func below(t []int, n int) []int {
 	return out
 }
 
-// insertInt adds s to a sorted slice (a new one: the slice may be shared).
+// insertInt adds s to a sorted slice of moves' own.
 func insertInt(t []int, s int) []int {
 	i := sort.SearchInts(t, s)
-	out := make([]int, 0, len(t)+1)
-	out = append(out, t[:i]...)
-	out = append(out, s)
-	return append(out, t[i:]...)
+	t = append(t, 0)
+	copy(t[i+1:], t[i:])
+	t[i] = s
+	return t
 }

@@ -53,7 +53,7 @@ func steadyTable(w *world, r rules, now time.Time) *runtimeTable {
 // as a join/leave loop leaves them). Cost proportional to change: the two
 // should take about the same time.
 func BenchmarkJoinDecision(b *testing.B) {
-	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
+	for _, c := range []struct{ records, live int }{{1, 1}, {3000, 1}, {10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
 		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
 			w := churnedWorld(c.records, c.live)
 			r := testRules()
@@ -76,7 +76,7 @@ func BenchmarkJoinDecision(b *testing.B) {
 // BenchmarkLeaveDecision is one live member's leave (epoch -1), decided and
 // not appended, at 10 and 3,000 member records.
 func BenchmarkLeaveDecision(b *testing.B) {
-	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
+	for _, c := range []struct{ records, live int }{{1, 1}, {3000, 1}, {10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
 		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
 			w := churnedWorld(c.records, c.live)
 			r := testRules()
@@ -100,7 +100,7 @@ func BenchmarkLeaveDecision(b *testing.B) {
 // BenchmarkSteadyHeartbeat is the steady path (no writer) of a live member at
 // 10 and 3,000 member records.
 func BenchmarkSteadyHeartbeat(b *testing.B) {
-	for _, c := range []struct{ records, live int }{{10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
+	for _, c := range []struct{ records, live int }{{1, 1}, {3000, 1}, {10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
 		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
 			w := churnedWorld(c.records, c.live)
 			r := testRules()

@@ -171,6 +171,10 @@ type TargetIndex struct {
 	g    *Group
 	base *memberIndex
 	lay  *layer
+	// dirty is what the layer wrote (members or targets), computed once;
+	// loads the target sizes the base index has, ascending.
+	dirty map[string]struct{}
+	loads []int
 }
 
 // TargetIndex returns the group's target index, or false when it has none
@@ -185,11 +189,19 @@ func (g *Group) TargetIndex() (TargetIndex, bool) {
 	if base.ix == nil || base.ix.targets.dups > 0 || base.ix.targets.odd > 0 {
 		return TargetIndex{}, false
 	}
-	return TargetIndex{g: g, base: base.ix, lay: lay}, true
+	x := TargetIndex{g: g, base: base.ix, lay: lay, loads: make([]int, 0, len(base.ix.targets.loads))}
+	if lay != nil {
+		x.dirty = lay.dirtyIDs()
+	}
+	for l := range base.ix.targets.loads {
+		x.loads = append(x.loads, l)
+	}
+	sort.Ints(x.loads)
+	return x, true
 }
 
 func (x TargetIndex) settled(id string) bool {
-	if x.lay != nil && x.lay.dirty(id) {
+	if _, d := x.dirty[id]; d {
 		return false
 	}
 	_, unsettled := x.base.targets.unsettled[id]
@@ -200,27 +212,32 @@ func (x TargetIndex) settled(id string) bool {
 // live members without an entry, entries of members that are not live, and
 // every member or entry the overlay changed.
 func (x TargetIndex) Unsettled() []string {
-	set := map[string]struct{}{}
+	set := make(map[string]struct{}, len(x.base.targets.unsettled)+len(x.dirty))
 	for id := range x.base.targets.unsettled {
 		set[id] = struct{}{}
 	}
-	if x.lay != nil {
-		for id := range x.lay.dirtyIDs() {
-			set[id] = struct{}{}
-		}
+	for id := range x.dirty {
+		set[id] = struct{}{}
 	}
 	return sortedKeys(set)
 }
 
 // Owners lists, sorted, the settled members whose target holds shard s.
 func (x TargetIndex) Owners(s int) []string {
-	var out []string
-	for _, id := range x.base.targets.owners[s] {
-		if x.settled(id) {
-			out = append(out, id)
+	owners := x.base.targets.owners[s]
+	for i, id := range owners {
+		if !x.settled(id) {
+			// Copy only when one must be left out (rare: a changed member).
+			out := append([]string(nil), owners[:i]...)
+			for _, o := range owners[i+1:] {
+				if x.settled(o) {
+					out = append(out, o)
+				}
+			}
+			return out
 		}
 	}
-	return out
+	return owners
 }
 
 // OwnedFrom lists, ascending, the shards at or above from that a settled
@@ -259,7 +276,7 @@ func (x TargetIndex) FreeBelow(n int) []int {
 	}
 	// Shards whose owners in the base are all members the overlay changed.
 	added := false
-	for id := range x.lay.dirtyIDs() {
+	for id := range x.dirty {
 		bm := x.lay.base.Members[id]
 		if bm == nil || !bm.Live() {
 			continue
@@ -299,15 +316,11 @@ func (x TargetIndex) eachOwned(from int, fn func(int)) {
 // reject: the least loaded (smallest id among equals), or with most the most
 // loaded (smallest id among equals); false when there is none.
 func (x TargetIndex) First(most bool, skip func(id string) bool) (id string, load int, ok bool) {
-	loads := make([]int, 0, len(x.base.targets.loads))
-	for l := range x.base.targets.loads {
-		loads = append(loads, l)
-	}
-	sort.Ints(loads)
-	if most {
-		slices.Reverse(loads)
-	}
-	for _, l := range loads {
+	for i := range x.loads {
+		l := x.loads[i]
+		if most {
+			l = x.loads[len(x.loads)-1-i]
+		}
 		for _, id := range x.base.targets.loads[l] {
 			if x.settled(id) && !skip(id) {
 				return id, l, true
