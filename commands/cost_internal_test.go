@@ -2,6 +2,11 @@ package commands
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +155,39 @@ func TestMaintenanceDue(t *testing.T) {
 	table.renew(rulesKey, "live-0000", renewal{at: later, lease: r.memberLease}) // leases are not what is due
 	if due := mt.due(); len(due) != 1 {
 		t.Fatalf("due %v with terminal records past the retention, want the group", due)
+	}
+}
+
+// TestDecisionsReadGroupsThroughMethods: a decision may see a layered group
+// (an overlay's copy-on-write copy), whose Members and Targets maps are nil;
+// so this package reads members and targets only through the group's
+// methods (Member, EachMember, Target, TargetOf, ...), never the maps.
+func TestDecisionsReadGroupsThroughMethods(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if pkg, isIdent := sel.X.(*ast.Ident); isIdent && pkg.Name == "events" {
+				return true // the type events.Targets
+			}
+			if sel.Sel.Name == "Members" || sel.Sel.Name == "Targets" {
+				t.Errorf("%s: reads the %s map of a group (use the group's methods)", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }
