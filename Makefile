@@ -1,6 +1,7 @@
 # Makefile for rsc. `make test` is what CI runs (through .ci/run): it installs
-# and starts what the tests need (.ci/setup.sh), lints, then runs every test
-# with the race detector.
+# and starts what the tests need (.ci/setup.sh), lints, runs every test with
+# the race detector on this machine's Redis 7.0, then the engine matrix on
+# Redis 8.0, Valkey 8.1 and Valkey 9.1 (make test-engines).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -31,7 +32,15 @@ TEST_PARALLEL ?= 4
 BENCHTIME ?= 200ms
 BENCH_TIMEOUT ?= 15m
 
-.PHONY: build run setup test test-unit test-integration bench lint fuzz
+# The engine matrix (.ci/engines.sh builds and caches the engines' images and
+# host runners, .ci/matrix.sh runs the suites against each): ENGINES to run,
+# ENGINE_JOBS engines side by side. make test runs the engines other than this
+# machine's Redis 7.0, which the full run above covers.
+ENGINES ?= redis7 redis8 valkey8 valkey9
+TEST_ENGINES ?= redis8 valkey8 valkey9
+ENGINE_JOBS ?= 2
+
+.PHONY: build run setup test test-unit test-integration bench lint fuzz engines test-engines
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -47,6 +56,17 @@ test: setup
 	$(MAKE) --no-print-directory lint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
+	$(MAKE) --no-print-directory test-engines ENGINES="$(TEST_ENGINES)"
+
+# Builds (once; cached) the engines of the matrix.
+engines: setup
+	bash .ci/engines.sh build $(ENGINES)
+
+# The engine matrix: every engine of ENGINES against the suites of .ci/matrix.sh,
+# then a table of engine x suite x result x seconds.
+test-engines: export RSC_REQUIRE_DOCKER := 1
+test-engines: engines
+	ENGINE_JOBS=$(ENGINE_JOBS) bash .ci/matrix.sh $(ENGINES)
 
 test-unit:
 	$(GO) test -race -short -timeout $(TEST_TIMEOUT) ./...

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # .ci/setup.sh — installs and starts what the test suite needs, idempotently:
-#   * redis-server (for redistest.StartProcess and redis-cli),
+#   * redis-server (for redistest.StartProcess and redis-cli), redis-sentinel
+#     (redistest.StartSentinel),
+#   * debootstrap (.ci/engines.sh builds the engine matrix's images with it),
 #   * docker.io and a running dockerd (for testcontainers-based tests),
 #   * a local Redis image ${RSC_REDIS_IMAGE:-rsc-redis:7}, built from the
 #     machine's own redis-server and redis-cli because no image registry is
@@ -48,6 +50,12 @@ apt_install() {
 missing=()
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   missing+=(redis-server redis-tools)
+fi
+if ! command -v redis-sentinel >/dev/null 2>&1; then
+  missing+=(redis-sentinel)
+fi
+if ! command -v debootstrap >/dev/null 2>&1; then
+  missing+=(debootstrap)
 fi
 if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; then
   missing+=(docker.io)

@@ -16,9 +16,14 @@
 //     revoke-before-assign, and in groups with ordering KEY hold entries back
 //     behind the barriers heartbeat answers announce.
 //
+// NewRedis builds the Redis client the subpackages take from the same URL
+// the coordinator's --redis reads: one server, a Redis Cluster, or a primary
+// watched by Redis Sentinel, with TLS.
+//
 // The SDK speaks the same protocol as the reference Python client and Spring
-// starter. It depends only on packages routing and wire of this repository
-// (shared with the server, so both compute the same shard keys and read and
-// write the same bodies); it must not import the server's packages
-// (commands, projection, httpapi, events, redisstore).
+// starter. It depends only on packages routing, wire and internal/redisurl of
+// this repository (shared with the server, so both compute the same shard
+// keys, read and write the same bodies and read Redis URLs alike); it must
+// not import the server's packages (commands, projection, httpapi, events,
+// redisstore).
 package client

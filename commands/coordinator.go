@@ -213,7 +213,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	dec := newDecider(deciderDeps{
 		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
 		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
-		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reloadIfTrimmedPast,
+		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
 	})
 	rep.writer = dec
 	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}

@@ -63,9 +63,13 @@ type deciderDeps struct {
 	afterAppend         func(events.Record)
 	// snapshot stores a capture (called in a goroutine of its own).
 	snapshot func(*projection.Capture)
-	// reload reloads the projection from a snapshot when the log was trimmed
-	// past it (before a catch-up).
+	// reload reloads the projection when the log was trimmed past it, or no
+	// longer holds its last entry (a Redis failover lost entries), before a
+	// catch-up; fold folds the log into the projection,
+	// failing with errTrimmedDuringFold, before applying anything after a
+	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error
+	fold   func(ctx context.Context, st *projection.State) (int, error)
 }
 
 // writerLease is what the writer asks of the leadership.
@@ -477,16 +481,24 @@ func (d *decider) catchUp() error {
 		d.life.healthy.Store(false)
 		return err
 	}
-	if err := d.reload(ctx); err != nil {
-		d.life.healthy.Store(false)
-		return err
-	}
-	n, err := projection.Fold(ctx, d.log, d.state, projection.FoldOptions{})
-	if n > 0 {
-		// Members another writer changed may be active now with an old lease.
-		d.table.forgetLeaseFloors()
-	}
-	if err != nil {
+	for attempt := 1; ; attempt++ {
+		if err := d.reload(ctx); err != nil {
+			d.life.healthy.Store(false)
+			return err
+		}
+		n, err := d.fold(ctx, d.state)
+		if n > 0 {
+			// Members another writer changed may be active now with an old lease.
+			d.table.forgetLeaseFloors()
+		}
+		if errors.Is(err, errTrimmedDuringFold) && attempt < maxFoldAttempts {
+			// A trim passed this projection while it read: the reload above
+			// sees it now.
+			continue
+		}
+		if err == nil {
+			break
+		}
 		d.life.healthy.Store(false)
 		var de *events.DecodeError
 		if errors.As(err, &de) {

@@ -226,6 +226,18 @@ func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 			c.cfg.Logger.Warn().Str("snapshot", at).Str("trimmedTo", trimmed).Msg("ignoring snapshot older than the log's trim point")
 			continue
 		}
+		if cmp, _ := events.CompareIDs(at, trimmed); cmp > 0 {
+			// A failover can lose the entry a snapshot was taken at while the
+			// log goes on past it (see reloadIfLogBehind).
+			held, err := c.log.Get(ctx, []string{at})
+			if err != nil {
+				return nil, fmt.Errorf("check the log holds snapshot %s: %w", at, err)
+			}
+			if len(held) == 0 {
+				c.cfg.Logger.Warn().Str("snapshot", at).Msg("ignoring snapshot taken at an entry the log no longer holds; trying an older one")
+				continue
+			}
+		}
 		return restored, nil
 	}
 	return nil, nil
@@ -339,6 +351,46 @@ func (sc *stateCache) put(until string, st *projection.State) {
 	}
 }
 
+// errTrimmedDuringFold: the log was trimmed past the position a fold was
+// reading from, so the page it read may start after a gap. Nothing of that
+// page was applied; the caller reloads from a snapshot and folds again.
+var errTrimmedDuringFold = errors.New("the log was trimmed past the fold's position while it read")
+
+// maxFoldAttempts bounds the reloads one catch-up or load makes when trims
+// keep passing it (each attempt starts from a newer snapshot).
+const maxFoldAttempts = 3
+
+// foldLog folds the log after st's position into st, checking after every
+// page it reads that the log was not trimmed past the position it read from
+// (errTrimmedDuringFold; see projection.FoldOptions.Check): a check of the
+// trim point before folding is not enough, since a trim can land between the
+// check and the read.
+func (r *Replica) foldLog(ctx context.Context, st *projection.State) (int, error) {
+	var o projection.FoldOptions
+	if t := r.cfg.Trimmer; t != nil {
+		o.Check = func(ctx context.Context, after string) error {
+			trimmed, err := t.TrimmedTo(ctx)
+			if err != nil {
+				return err
+			}
+			if cmp, _ := events.CompareIDs(after, trimmed); cmp < 0 {
+				return fmt.Errorf("%w (read after %s, trimmed to %s)", errTrimmedDuringFold, after, trimmed)
+			}
+			return nil
+		}
+	}
+	return projection.Fold(ctx, r.log, st, o)
+}
+
+// reload reloads the projection before a catch-up when the log was trimmed
+// past it or no longer holds its last entry.
+func (r *Replica) reload(ctx context.Context) error {
+	if err := r.reloadIfTrimmedPast(ctx); err != nil {
+		return err
+	}
+	return r.reloadIfLogBehind(ctx)
+}
+
 // reloadIfTrimmedPast reloads the projection from the newest kept snapshot when
 // the log was trimmed past its position: a follower that fell more than
 // SnapshotKeep-1 snapshot intervals behind the leader would otherwise fold the
@@ -359,18 +411,87 @@ func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
 		return nil
 	}
 	c.cfg.Logger.Warn().Str("lastId", at).Str("trimmedTo", trimmed).Msg("the log was trimmed past this projection; reloading from the newest snapshot")
-	st, err := r.restoreSnapshot(ctx, trimmed)
-	if err != nil {
-		return err
-	}
-	if st == nil {
-		return fmt.Errorf("the log was trimmed past this projection (at %s, trimmed to %s) and no kept snapshot covers the gap", at, trimmed)
-	}
-	if _, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{}); err != nil {
-		return err
+	var st *projection.State
+	for attempt := 1; ; attempt++ {
+		if st, err = r.restoreSnapshot(ctx, trimmed); err != nil {
+			return err
+		}
+		if st == nil {
+			return fmt.Errorf("the log was trimmed past this projection (at %s, trimmed to %s) and no kept snapshot covers the gap", at, trimmed)
+		}
+		_, err = r.foldLog(ctx, st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errTrimmedDuringFold) || attempt == maxFoldAttempts {
+			return err
+		}
+		if trimmed, err = c.TrimmedTo(ctx); err != nil {
+			return err
+		}
 	}
 	// Runs in the writer (catch-up): swapping is the one change to the
 	// running projection that is not an Apply.
+	c.state.Swap(st)
+	r.rearm()
+	return nil
+}
+
+// reloadIfLogBehind reloads the projection from the log when the log no
+// longer holds the projection's last entry: Redis replicates asynchronously,
+// and a failover that promoted a replica which had not received the newest
+// entries leaves the log behind (its last-generated-id below the projection's
+// position), or, once another writer appended, holding other entries after
+// the same point. Folding on would build on entries the log no longer has, so
+// the projection is rebuilt from the log as it is (the newest kept snapshot
+// the log still holds, plus the tail; or the whole log), and the state served
+// is the replay of the log again. Decisions the lost entries answered are not
+// in it: --log-replicas makes appends wait for replicas so that no answered
+// decision is lost this way.
+func (r *Replica) reloadIfLogBehind(ctx context.Context) error {
+	c := r
+	at := c.state.LastID()
+	if at == events.ZeroID {
+		return nil
+	}
+	trimmed, err := c.TrimmedTo(ctx)
+	if err != nil {
+		return err
+	}
+	if cmp, _ := events.CompareIDs(at, trimmed); cmp <= 0 {
+		return nil // trimmed away: reloadIfTrimmedPast's case
+	}
+	held, err := c.log.Get(ctx, []string{at})
+	if err != nil {
+		return fmt.Errorf("check the log still holds %s: %w", at, err)
+	}
+	if len(held) == 1 {
+		return nil
+	}
+	last, err := c.log.LastID(ctx)
+	if err != nil {
+		return fmt.Errorf("read log position: %w", err)
+	}
+	c.cfg.Logger.Warn().Str("lastId", at).Str("logLastId", last).Msg("the log no longer holds this projection's last entry (a Redis failover lost entries it had acknowledged); reloading the projection from the log")
+	st := projection.New()
+	if c.snaps != nil {
+		snap, err := r.restoreSnapshot(ctx, trimmed)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			st = snap
+		}
+	}
+	if st.LastID() == events.ZeroID {
+		if err := r.checkFoldable(trimmed, true); err != nil {
+			return err
+		}
+	}
+	if _, err := r.foldLog(ctx, st); err != nil {
+		return err
+	}
+	// Runs in the writer (catch-up), like reloadIfTrimmedPast.
 	c.state.Swap(st)
 	r.rearm()
 	return nil
@@ -387,25 +508,37 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 	if err != nil {
 		return fmt.Errorf("read log trim point: %w", err)
 	}
-	st := projection.New()
-	restored := false
-	if fromSnapshot && c.snaps != nil {
-		snap, err := r.restoreSnapshot(ctx, trimmed)
-		if err != nil {
+	var st *projection.State
+	var restored bool
+	var n int
+	for attempt := 1; ; attempt++ {
+		st, restored = projection.New(), false
+		if fromSnapshot && c.snaps != nil {
+			snap, err := r.restoreSnapshot(ctx, trimmed)
+			if err != nil {
+				return err
+			}
+			if snap != nil {
+				st, restored = snap, true
+			}
+		}
+		if !restored {
+			if err := r.checkFoldable(trimmed, fromSnapshot); err != nil {
+				return err
+			}
+		}
+		n, err = r.foldLog(ctx, st)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errTrimmedDuringFold) || attempt == maxFoldAttempts {
 			return err
 		}
-		if snap != nil {
-			st, restored = snap, true
+		// Another replica trimmed the log while this one read it: start again
+		// from the snapshot that trim was behind.
+		if trimmed, err = c.TrimmedTo(ctx); err != nil {
+			return fmt.Errorf("read log trim point: %w", err)
 		}
-	}
-	if !restored {
-		if err := r.checkFoldable(trimmed, fromSnapshot); err != nil {
-			return err
-		}
-	}
-	n, err := projection.Fold(ctx, c.log, st, projection.FoldOptions{})
-	if err != nil {
-		return err
 	}
 	if err := r.backfillIndex(ctx); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +253,75 @@ func TestIntegrationTrimLogKeepsHistoryAndReplays(t *testing.T) {
 	_, err = c.StateAt(ctx, created)
 	if !errors.Is(err, commands.ErrLogTrimmed) || !strings.Contains(err.Error(), oldest) {
 		t.Fatalf("StateAt before the trim point: %v, want ErrLogTrimmed naming %s", err, oldest)
+	}
+}
+
+// trimmingLog is a log that trims itself behind before on the first Read after
+// it is armed: the trim lands between a catch-up's check of the trim point
+// and the read of its first page.
+type trimmingLog struct {
+	*redisstore.Log
+	before string
+	armed  atomic.Bool
+	fired  atomic.Bool
+}
+
+func (l *trimmingLog) Read(ctx context.Context, after string, count int) ([]events.Entry, error) {
+	if l.armed.CompareAndSwap(true, false) {
+		if _, _, err := l.Log.TrimBefore(ctx, l.before, func(events.Entry) bool { return false }); err != nil {
+			return nil, err
+		}
+		l.fired.Store(true)
+	}
+	return l.Log.Read(ctx, after, count)
+}
+
+// TestIntegrationTrimDuringCatchUpReloads: a replica behind the log catches
+// up while another replica trims the log behind its oldest kept snapshot, and
+// the trim lands after the catch-up checked the trim point but before it read.
+// The page it reads starts after the gap; folding it lost g1..g11 for good
+// (TestIntegrationHAFollowerBehindTrimPoint caught it once under load).
+// Every page is now checked against the trim point after it is read, and a
+// page read across a trim makes the replica reload from the snapshot.
+func TestIntegrationTrimDuringCatchUpReloads(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.StartProcess(t).Client(t)
+	r := newTrimRig(t, rdb)
+	group := func(i int) projection.GroupKey {
+		return projection.GroupKey{StreamPrefix: "trim", ConsumerGroup: fmt.Sprintf("g%d", i)}
+	}
+	r.add(group(0), &events.GroupCreated{ShardCount: 2, RequestedBy: "alice"})
+	tl := &trimmingLog{Log: r.log}
+	c := commands.New(commands.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true, SnapshotKeep: 2, Trimmer: r.log}, tl, nil, r.snaps, nil)
+	if err := c.Load(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 12; i++ {
+		r.add(group(i), &events.GroupCreated{ShardCount: 2, RequestedBy: "alice"})
+	}
+	r.snapshot(false)
+	tl.before = r.last
+	for i := 13; i <= 20; i++ {
+		r.add(group(i), &events.GroupCreated{ShardCount: 2, RequestedBy: "alice"})
+	}
+	r.snapshot(false)
+	tl.armed.Store(true)
+	c.Run()
+	t.Cleanup(c.Close)
+
+	want := mustEncode(t, r.mustCoordinator(false).State())
+	deadline := time.Now().Add(15 * time.Second)
+	for !bytes.Equal(mustEncode(t, c.State()), want) {
+		if time.Now().After(deadline) {
+			var names []string
+			for _, g := range c.State().Groups() {
+				names = append(names, g.Key.ConsumerGroup)
+			}
+			t.Fatalf("after the catch-up the replica serves %d groups %v (trim fired: %v), want the 21 a fresh load folds", len(names), names, tl.fired.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !tl.fired.Load() {
+		t.Fatal("the trim never landed during the catch-up: the test proves nothing")
 	}
 }

@@ -19,6 +19,12 @@ type FoldOptions struct {
 	Before, After func(events.Record)
 	// PageSize is how many entries one Read asks for (2000).
 	PageSize int
+	// Check, if set, runs after each page is read, with the id the page was
+	// read after; an error stops the fold before that page is applied and is
+	// returned. The replica checks with it that the log was not trimmed past
+	// that id while the page was being read: a page read across a trim would
+	// fold the entries after the gap onto a state that misses the ones in it.
+	Check func(ctx context.Context, after string) error
 }
 
 // errStopped ends a fold that Stop or Until ended (not an error to the caller).
@@ -69,6 +75,15 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 			}
 			if len(entries) == 0 {
 				return
+			}
+			if o.Check != nil {
+				if err := o.Check(ctx, after); err != nil {
+					select {
+					case pages <- foldPage{err: err}:
+					case <-ctx.Done():
+					}
+					return
+				}
 			}
 			last := entries[len(entries)-1].ID
 			done := false

@@ -15,6 +15,7 @@ import (
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/events/eventstest"
 	"github.com/rscoord/rsc/internal/redistest"
+	"github.com/rscoord/rsc/internal/redisurl"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
@@ -25,7 +26,7 @@ import (
 func MustClusterClient(tb testing.TB, masters, replicas int) (*redistest.Cluster, *redis.ClusterClient) {
 	tb.Helper()
 	c := redistest.StartCluster(tb, masters, replicas)
-	rdb, err := redisstore.NewClient(c.URL())
+	rdb, err := redisstore.NewClient(c.URL(), redisurl.TLSFiles{})
 	if err != nil {
 		tb.Fatalf("NewClient(%s): %v", c.URL(), err)
 	}

@@ -3,12 +3,15 @@
 // stream operations (provisioning, drain evidence, retirement, offsets) that the
 // commands package reaches through its own small interfaces.
 //
-// Everything works on one Redis server and on a Redis Cluster alike (NewClient
-// builds the client a --redis URL names): the log and the snapshot are one key
-// each, and every shard operation touches one stream per command or script, so
-// a group's shards spread over the cluster's slots. Offsets name the master
-// serving each shard on a cluster.
+// Everything works on one Redis server, on a primary found through Redis
+// Sentinel and on a Redis Cluster alike (NewClient builds the client a --redis
+// URL names): the log and the snapshot are one key each, and every shard
+// operation touches one stream per command or script, so a group's shards
+// spread over the cluster's slots. Offsets name the master serving each shard
+// on a cluster. CheckEngine checks at start that the server (Redis 7.0 or
+// later, or Valkey) has what the coordinator uses; with a Replication, appends
+// wait for replicas (replicate.go).
 //
-// It imports events (for the Log contract) and routing (for stream keys), nothing else
-// from the repository.
+// It imports events (for the Log contract), routing (for stream keys) and
+// internal/redisurl (for URLs), nothing else from the repository.
 package redisstore

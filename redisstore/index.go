@@ -118,7 +118,7 @@ func (l *Log) AppendIndexed(ctx context.Context, after string, batch []events.Dr
 		return nil, nil
 	}
 	keys, args := l.indexedArgs(batch, 1)
-	res, err := indexedAppendScript.Run(ctx, l.rdb, append([]string{l.key}, keys...), append([]any{pos.String()}, args...)...).StringSlice()
+	res, err := l.repl.runScript(ctx, l.rdb, indexedAppendScript, append([]string{l.key}, keys...), append([]any{pos.String()}, args...)).StringSlice()
 	if err != nil {
 		return nil, appendError(err, l.key, after, len(batch), 0)
 	}

@@ -119,6 +119,7 @@ type Lease struct {
 	key    string
 	holder string
 	url    string
+	repl   Replication // what a new term's token must reach before it counts
 
 	mu    sync.Mutex
 	token int64 // this replica's term; 0 while it does not lead
@@ -154,6 +155,18 @@ func (l *Lease) SetURL(url string) {
 // Key is the lease's Redis key.
 func (l *Lease) Key() string { return l.key }
 
+// SetReplication makes Acquire wait for r.Replicas replicas to acknowledge the
+// term it takes: a token only the old primary had would be issued again after
+// a failover, to another replica, and two leaders would hold the same token.
+// Call it before the first Acquire.
+func (l *Lease) SetReplication(r Replication) error {
+	if err := r.Check(l.rdb); err != nil {
+		return err
+	}
+	l.repl = r
+	return nil
+}
+
 // Holder is this replica's identity in the lease.
 func (l *Lease) Holder() string { return l.holder }
 
@@ -177,7 +190,7 @@ func (l *Lease) Acquire(ctx context.Context, ttl time.Duration) (LeaseInfo, erro
 	l.mu.Lock()
 	url := l.url
 	l.mu.Unlock()
-	res, err := acquireScript.Run(ctx, l.rdb, []string{l.key}, l.holder, url, ms(ttl)).Slice()
+	res, err := l.repl.runScript(ctx, l.rdb, acquireScript, []string{l.key}, []any{l.holder, url, ms(ttl)}).Slice()
 	if err != nil {
 		return LeaseInfo{}, fmt.Errorf("acquire leader lease %s: %w", l.key, err)
 	}
@@ -278,7 +291,7 @@ func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []eve
 		return nil, err
 	}
 	keys, args := f.indexedArgs(batch, 2)
-	res, err := fencedIndexedAppendScript.Run(ctx, f.rdb, append([]string{f.key, f.lease.key}, keys...), append([]any{tok, pos.String()}, args...)...).StringSlice()
+	res, err := f.repl.runScript(ctx, f.rdb, fencedIndexedAppendScript, append([]string{f.key, f.lease.key}, keys...), append([]any{tok, pos.String()}, args...)).StringSlice()
 	if err != nil {
 		return nil, appendError(err, f.key, after, len(batch), tok)
 	}
@@ -302,7 +315,7 @@ func (f *fencedLog) Append(ctx context.Context, after string, batch [][]byte) ([
 	for _, b := range batch {
 		args = append(args, b)
 	}
-	res, err := fencedAppendScript.Run(ctx, f.rdb, []string{f.key, f.lease.key}, args...).StringSlice()
+	res, err := f.repl.runScript(ctx, f.rdb, fencedAppendScript, []string{f.key, f.lease.key}, args).StringSlice()
 	if err != nil {
 		return nil, appendError(err, f.key, after, len(batch), tok)
 	}

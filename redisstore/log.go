@@ -48,8 +48,9 @@ return ids
 
 // Log is an events.Log on one Redis Stream.
 type Log struct {
-	rdb redis.UniversalClient
-	key string
+	rdb  redis.UniversalClient
+	key  string
+	repl Replication
 }
 
 // NewLog returns the log stored at key.
@@ -62,6 +63,17 @@ func NewLog(rdb redis.UniversalClient, key string) *Log {
 
 // Key is the stream key of the log.
 func (l *Log) Key() string { return l.key }
+
+// SetReplication makes every append (plain, indexed and fenced) wait for
+// r.Replicas replicas to acknowledge it (see ErrNotReplicated). Call it before
+// the first append; the zero Replication waits for none.
+func (l *Log) SetReplication(r Replication) error {
+	if err := r.Check(l.rdb); err != nil {
+		return err
+	}
+	l.repl = r
+	return nil
+}
 
 func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
 	pos, err := events.ParseID(after)
@@ -76,7 +88,7 @@ func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]strin
 	for _, b := range batch {
 		args = append(args, b)
 	}
-	res, err := appendScript.Run(ctx, l.rdb, []string{l.key}, args...).StringSlice()
+	res, err := l.repl.runScript(ctx, l.rdb, appendScript, []string{l.key}, args).StringSlice()
 	if err != nil {
 		return nil, appendError(err, l.key, after, len(batch), 0)
 	}
@@ -84,9 +96,12 @@ func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]strin
 }
 
 // appendError maps the error reply of a compare-and-append script: RSCCONFLICT
-// (the log moved past after), RSCFENCED (the lease term tok is over), or
-// anything else Redis said.
+// (the log moved past after), RSCFENCED (the lease term tok is over),
+// ErrNotReplicated, or anything else Redis said.
 func appendError(err error, key, after string, n int, tok int64) error {
+	if errors.Is(err, ErrNotReplicated) {
+		return fmt.Errorf("append %d events to %s: %w", n, key, err)
+	}
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "RSCFENCED"):

@@ -99,9 +99,10 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 			if lag := toInt(res[8]); lag >= 0 {
 				o.Lag = &lag
 			}
-			// At or past the last id, nothing is left to read, whatever a
-			// promoted replica's stale counter says (see luaGroups).
-			if !idLess(o.GroupLastDeliveredID, o.LastGeneratedID) {
+			// At or past the last id or the newest entry left, nothing is
+			// left to read, whatever the engine's counter says (see
+			// luaGroups).
+			if !idLess(o.GroupLastDeliveredID, o.LastGeneratedID) || o.Length == 0 || !idLess(o.GroupLastDeliveredID, o.LastID) {
 				l := int64(0)
 				o.Lag = &l
 			}

@@ -131,17 +131,30 @@ end
 // into groups = {{name, pending, lag}, ...}, lag -1 when Redis reports none.
 //
 // A group whose last-delivered-id is at or past the stream's
-// last-generated-id has nothing left to read, whatever Redis says its lag is:
-// before Redis 7.2.4, XREADGROUP did not replicate the group's entries-read
-// (redis/redis#12898), so on a replica promoted by a failover every group
-// that read since the last full sync reports a lag above 0 for ever, and a
-// drained shard would never count as drained. This is Redis's own rule when
-// it estimates a lag (a group at the last id has lag 0), applied first.
+// last-generated-id, or at or past its newest remaining entry (or whose
+// stream is empty), has nothing left to read, whatever Redis says its lag is.
+// Redis's own rule when it estimates a lag is the first half (a group at the
+// last id has lag 0); the engines differ on the rest and on what they count:
+//   - before Redis 7.2.4, XREADGROUP did not replicate the group's
+//     entries-read (redis/redis#12898), so on a replica promoted by a failover
+//     every group that read since the last full sync reports a lag above 0 for
+//     ever;
+//   - Redis 7.0 reports a lag above 0 for a group that read everything left
+//     after an XTRIM removed entries it had not read;
+//   - Redis 7.0 and Valkey 8.1 and 9.1 report the count of entries trimmed
+//     away unread as lag for ever once a stream was trimmed empty (Redis 8.0
+//     reports 0).
+//
+// In each case a drained shard would never count as drained and its
+// resharding would never end. What was trimmed away unread is gone by the
+// trim, not by retiring the shard. (TestIntegrationDrainProofWithTombstonesAndTrims
+// runs these cases on every engine of the matrix.)
 const luaGroups = luaIDLess + `
-local last = '0-0'
+local last, newest = '0-0', nil
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 for i = 1, #info, 2 do
-  if info[i] == 'last-generated-id' then last = info[i+1] end
+  if info[i] == 'last-generated-id' then last = info[i+1]
+  elseif info[i] == 'last-entry' and info[i+1] then newest = info[i+1][1] end
 end
 local groups = {}
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
@@ -153,7 +166,7 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
     elseif g[i] == 'lag' and v then lag = v
     elseif g[i] == 'last-delivered-id' then delivered = v end
   end
-  if delivered and not idLess(delivered, last) then lag = 0 end
+  if delivered and (not idLess(delivered, last) or not newest or not idLess(delivered, newest)) then lag = 0 end
   groups[#groups+1] = {name, pending, lag}
 end
 `

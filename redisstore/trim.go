@@ -71,7 +71,9 @@ func predecessor(id events.ID) events.ID {
 // after a crash at any point: entries at or below the archive's last id are
 // not copied twice. It reports how many entries it archived and how many it
 // removed. No command touches two keys, so the log and the archive may live in
-// different hash slots.
+// different hash slots. With a Replication, the copies must be acknowledged by
+// the replicas before anything is removed (ErrNotReplicated otherwise, and the
+// log stays as it is): a failover cannot keep the trim and lose the copies.
 func (l *Log) TrimBefore(ctx context.Context, id string, keep func(events.Entry) bool) (archived, removed int64, err error) {
 	before, err := events.ParseID(id)
 	if err != nil {
@@ -91,6 +93,15 @@ func (l *Log) TrimBefore(ctx context.Context, id string, keep func(events.Entry)
 			break
 		}
 		pipe := l.rdb.Pipeline()
+		if l.repl.Replicas > 0 {
+			// The copies must reach the replicas before the entries go: WAIT
+			// on the connection that wrote them (the archive's node).
+			node, err := nodeFor(ctx, l.rdb, arch)
+			if err != nil {
+				return archived, 0, err
+			}
+			pipe = node.Pipeline()
+		}
 		var adds []*redis.StringCmd
 		var ids []string
 		for _, e := range toEntries(msgs) {
@@ -98,6 +109,10 @@ func (l *Log) TrimBefore(ctx context.Context, id string, keep func(events.Entry)
 				adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: arch, ID: e.ID, Values: []any{entryField, e.Data}}))
 				ids = append(ids, e.ID)
 			}
+		}
+		var wait *redis.Cmd
+		if len(adds) > 0 && l.repl.Replicas > 0 {
+			wait = pipe.Do(ctx, "WAIT", l.repl.Replicas, max(1, l.repl.Timeout.Milliseconds()))
 		}
 		if len(adds) > 0 {
 			_, _ = pipe.Exec(ctx)
@@ -111,6 +126,11 @@ func (l *Log) TrimBefore(ctx context.Context, id string, keep func(events.Entry)
 				return archived, 0, fmt.Errorf("archive %s to %s: %w", ids[i], arch, err)
 			}
 			archived++
+		}
+		if wait != nil {
+			if n, err := wait.Int64(); err != nil || n < int64(l.repl.Replicas) {
+				return archived, 0, fmt.Errorf("archive before %s: %w: %d of %d replicas (%v); the log is not trimmed", before, ErrNotReplicated, n, l.repl.Replicas, err)
+			}
 		}
 		pos = msgs[len(msgs)-1].ID
 	}

@@ -72,18 +72,13 @@ func (p *loadProducer) run() {
 			}
 			refreshed = time.Now()
 		}
-		// Entries due by now at the current rate. A rate change restarts the
-		// count, and a producer that fell behind (a stalled goroutine on a
-		// loaded machine) skips what it missed beyond 100 ms instead of
-		// sending it at once: the load stays within its rate in every window,
-		// which is what the autoscaler is tested against.
+		// Entries due by now at the current rate; a rate change restarts the
+		// count (without it, a higher rate sent at once what it would have
+		// sent since the last restart).
 		if r := p.rate.Load(); r != rate {
 			start, rate, i = time.Now(), r, 0
 		}
 		due := int(time.Since(start).Seconds() * float64(rate))
-		if lag := due - i; lag > int(rate/10) {
-			i = due - int(rate/10)
-		}
 		pipe := p.rdb.Pipeline()
 		for ; i < due && shards > 0; i, n = i+1, n+1 {
 			s, _ := routing.RouteKey(fmt.Sprintf("k%d", n), shards)
@@ -225,8 +220,9 @@ func TestIntegrationAutoscalingOutAndIn(t *testing.T) {
 }
 
 // TestIntegrationAutoscalingDoesNotFlap: a load near the scale-out threshold
-// (within 8% of the target of 2 shards; scale-out is at +10%) for 20 windows
-// causes at most one change.
+// (within 8% of the target of 2 shards; scale-out is at +10%) for 12 windows
+// causes at most one change. The windows are 2 s: on a loaded machine a 1 s
+// window measured a producer held within 108 entries/s at 112.
 func TestIntegrationAutoscalingDoesNotFlap(t *testing.T) {
 	parallel(t)
 	rs := redistest.StartProcess(t)
@@ -238,11 +234,11 @@ func TestIntegrationAutoscalingDoesNotFlap(t *testing.T) {
 	t.Cleanup(a.stop)
 	tc.Do("PUT", "/coord/v1/streams/flap/groups/g/autoscaling", map[string]any{
 		"minShards": 1, "maxShards": 16, "targetEntriesPerSecondPerShard": 50,
-		"scaleOutCooldownSeconds": 1, "scaleInCooldownSeconds": 1, "evaluationWindowSeconds": 1, "requestedBy": "ops",
+		"scaleOutCooldownSeconds": 1, "scaleInCooldownSeconds": 1, "evaluationWindowSeconds": 2, "requestedBy": "ops",
 	}).MustStatus(t, 200)
 	prod := startLoadProducer(t, tc, rdb, "flap", "g", 100)
 	r := rand.New(rand.NewPCG(1, 2))
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(24 * time.Second)
 	for time.Now().Before(deadline) {
 		// 92..108 entries/s: 2 shards at 46..54 each, within 8% of the target;
 		// the scale-out threshold is 10% above it (110), so a measured window

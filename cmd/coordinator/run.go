@@ -16,6 +16,7 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
+	"github.com/rscoord/rsc/internal/redisurl"
 	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/redisstore"
 )
@@ -80,6 +81,11 @@ type Main struct {
 	// the oldest of them after each snapshot (README: Log growth).
 	SnapshotKeep int
 	TrimLog      bool
+	// RedisTLS are the --redis-tls-* files; LogReplicas and LogReplicasTimeout
+	// what every append waits for (redis.go).
+	RedisTLS           redisurl.TLSFiles
+	LogReplicas        int
+	LogReplicasTimeout time.Duration
 
 	Stderr io.Writer
 	logger zerolog.Logger
@@ -104,7 +110,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.Listen, "listen", "127.0.0.1:8080", "HTTP listen address (an address other hosts can reach needs a non-default --admin-password or --users-file)")
-	fs.StringVar(&m.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL: redis://[user:pass@]host:port/db (rediss:// for TLS), or a cluster: redis+cluster://h1:p1,h2:p2")
+	fs.StringVar(&m.RedisURL, "redis", "redis://127.0.0.1:6379/0", "Redis URL: redis://[user:pass@]host:port/db (rediss:// for TLS), a cluster: redis+cluster://h1:p1,h2:p2, or a primary watched by Sentinel: redis+sentinel://[user:pass@]s1:p1,s2:p2/<master-name>[/<db>]")
+	m.redisFlags(fs)
 	fs.StringVar(&m.LogStream, "log-stream", redisstore.DefaultLogStream, "key of the coordinator's event log stream")
 	fs.StringVar(&m.AdminUser, "admin-user", "admin", "admin user name")
 	fs.StringVar(&m.AdminPassword, "admin-password", "password", "admin password")
@@ -201,7 +208,7 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.HA && m.LeaderLease < 30*time.Millisecond {
 		return fmt.Errorf("--leader-lease must be at least 30ms")
 	}
-	return nil
+	return m.checkRedisFlags()
 }
 
 func (m *Main) buildLogger() zerolog.Logger {
@@ -228,9 +235,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := redisstore.NewClient(m.RedisURL)
+	rdb, err := m.connectRedis(ctx)
 	if err != nil {
-		return fmt.Errorf("--redis: %w", err)
+		return err
 	}
 	m.rdb = rdb
 	tokenSecret, clusterSecret, err := m.resolveSecrets(ctx)
@@ -238,6 +245,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	log := redisstore.NewLog(m.rdb, m.LogStream)
+	if err := m.replicate(log); err != nil {
+		return err
+	}
 	shards := redisstore.NewShards(m.rdb)
 	snaps := redisstore.NewSnapshotStore(m.rdb, m.LogStream)
 	cfg := commands.Config{
@@ -264,6 +274,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.HA {
 		if lease, err = redisstore.NewLease(m.rdb, m.LogStream, m.CoordinatorID, m.AdvertiseURL); err != nil {
 			return fmt.Errorf("--log-stream: %w", err)
+		}
+		if err := m.replicate(lease); err != nil {
+			return err
 		}
 		appendLog = lease.FencedLog(log)
 		cfg.Lease, cfg.LeaseTTL = leaderLease{lease}, m.LeaderLease
@@ -296,7 +309,7 @@ func (m *Main) Run(ctx context.Context) error {
 			m.logger.Warn().Msg("--ha with the default --coordinator-id: give every replica its own, or /readyz cannot tell them apart")
 		}
 	}
-	m.logger.Info().Str("url", m.server.URL()).Str("redis", redactURL(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
+	m.logger.Info().Str("url", m.server.URL()).Str("redis", redisurl.Redact(m.RedisURL)).Str("logStream", m.LogStream).Msg("listening")
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.metrics.Run(lctx)
@@ -384,15 +397,6 @@ func (m *Main) loadUsers() ([]httpapi.User, []byte, error) {
 		return nil, nil, fmt.Errorf("--users-file %s: %w", m.UsersFile, err)
 	}
 	return users, data, nil
-}
-
-func redactURL(u string) string {
-	if i := strings.Index(u, "@"); i >= 0 {
-		if j := strings.Index(u, "://"); j >= 0 && j < i {
-			return u[:j+3] + "***@" + u[i+1:]
-		}
-	}
-	return u
 }
 
 // offIfZero maps a flag's 0 (off) to commands.Config's -1 (its 0 is the

@@ -2,10 +2,12 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,12 +49,12 @@ func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
 	if replicasPerMaster < 0 {
 		tb.Fatalf("redistest: replicasPerMaster %d < 0", replicasPerMaster)
 	}
-	cli, err := exec.LookPath("redis-cli")
+	cli, err := Binary("redis-cli")
 	if err != nil {
-		unavailable(tb, "redis-cli is not installed: %v", err)
+		unavailable(tb, "%v", err)
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		unavailable(tb, "redis-server is not installed: %v", err)
+	if _, err := Binary("redis-server"); err != nil {
+		unavailable(tb, "%v", err)
 	}
 	c := &Cluster{dead: map[string]bool{}}
 	total := masters * (1 + replicasPerMaster)
@@ -169,6 +171,68 @@ func (c *Cluster) MasterFor(tb testing.TB, key string) string {
 // not something the code under test could prevent, so tests leave it out.
 func (c *Cluster) Failover(tb testing.TB, masterAddr string) string {
 	tb.Helper()
+	return c.failover(tb, masterAddr, true)
+}
+
+// Crash is [Cluster.Failover] without the pause: the master at masterAddr is
+// killed -9 as it is, so whatever its replicas had not received yet is lost
+// when one of them takes over. Replicas frozen with [Server.Freeze] (which
+// have received nothing since) are given in thaw: they go on right after the
+// kill, in time to be promoted. It returns the promoted replica's address.
+func (c *Cluster) Crash(tb testing.TB, masterAddr string, thaw ...*Server) string {
+	tb.Helper()
+	return c.failover(tb, masterAddr, false, thaw...)
+}
+
+// Restart starts the node at addr that [Cluster.Failover] or [Cluster.Crash]
+// killed again, with its data directory and nodes.conf: it rejoins the
+// cluster as a replica of the node that took its slots (empty: test servers
+// keep no data). It returns once the cluster is healthy with it.
+func (c *Cluster) Restart(tb testing.TB, addr string) {
+	tb.Helper()
+	c.mu.Lock()
+	var n *Server
+	for _, s := range c.nodes {
+		if s.Addr() == addr && c.dead[addr] {
+			n = s
+		}
+	}
+	c.mu.Unlock()
+	if n == nil {
+		tb.Fatalf("redistest: %s is not a killed node of the cluster", addr)
+	}
+	n.Start(tb)
+	c.mu.Lock()
+	delete(c.dead, addr)
+	running := len(c.nodes) - len(c.dead)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
+	defer cancel()
+	if err := c.waitHealthy(ctx, running, ""); err != nil {
+		tb.Fatalf("redistest: the cluster did not take %s back: %v", addr, err)
+	}
+}
+
+// Node returns the running node at addr (nil if there is none).
+func (c *Cluster) Node(addr string) *Server { return c.node(addr) }
+
+// ReplicasOf returns the addresses of the replicas of the master at addr, as
+// it reports them.
+func (c *Cluster) ReplicasOf(tb testing.TB, masterAddr string) []string {
+	tb.Helper()
+	m := adminClient(masterAddr)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := m.Info(ctx, "replication").Result()
+	if err != nil {
+		tb.Fatalf("redistest: INFO replication of %s: %v", masterAddr, err)
+	}
+	return replicaAddrs(info)
+}
+
+func (c *Cluster) failover(tb testing.TB, masterAddr string, sync bool, thaw ...*Server) string {
+	tb.Helper()
 	victim := c.node(masterAddr)
 	if victim == nil {
 		tb.Fatalf("redistest: %s is not a running node of the cluster", masterAddr)
@@ -185,18 +249,28 @@ func (c *Cluster) Failover(tb testing.TB, masterAddr string) string {
 		tb.Fatalf("redistest: %s is not a master:\n%s", masterAddr, info)
 	}
 	replicas := replicaAddrs(info)
+	for _, r := range thaw { // held up: the master no longer lists them
+		if !slices.Contains(replicas, r.Addr()) {
+			replicas = append(replicas, r.Addr())
+		}
+	}
 	if len(replicas) == 0 {
 		tb.Fatalf("redistest: master %s has no replica to promote", masterAddr)
 	}
-	// Long enough to outlast the sync below; the kill ends it anyway.
-	if err := m.Do(ctx, "CLIENT", "PAUSE", int64(failoverTimeout/time.Millisecond), "WRITE").Err(); err != nil {
-		tb.Fatalf("redistest: CLIENT PAUSE on %s: %v", masterAddr, err)
-	}
-	if err := waitReplicaCaughtUp(ctx, m, replicas); err != nil {
-		tb.Fatalf("redistest: replicas of %s did not catch up: %v", masterAddr, err)
+	if sync {
+		// Long enough to outlast the sync below; the kill ends it anyway.
+		if err := m.Do(ctx, "CLIENT", "PAUSE", int64(failoverTimeout/time.Millisecond), "WRITE").Err(); err != nil {
+			tb.Fatalf("redistest: CLIENT PAUSE on %s: %v", masterAddr, err)
+		}
+		if err := waitReplicaCaughtUp(ctx, m, replicas); err != nil {
+			tb.Fatalf("redistest: replicas of %s did not catch up: %v", masterAddr, err)
+		}
 	}
 	if err := victim.kill9(); err != nil {
 		tb.Fatalf("redistest: kill -9 %s: %v", masterAddr, err)
+	}
+	for _, r := range thaw {
+		r.Thaw(tb)
 	}
 	c.mu.Lock()
 	c.dead[masterAddr] = true
@@ -343,6 +417,12 @@ func nodeHealthy(ctx context.Context, addr string, want int, gone string) error 
 // waitReplicaCaughtUp waits until one replica's replication offset reaches
 // the (write-paused) master's.
 func waitReplicaCaughtUp(ctx context.Context, master *redis.Client, replicas []string) error {
+	return waitReplicaCaughtUpTLS(ctx, master, replicas, nil)
+}
+
+// waitReplicaCaughtUpTLS is waitReplicaCaughtUp with replicas reached over
+// TLS with tc (nil: plain).
+func waitReplicaCaughtUpTLS(ctx context.Context, master *redis.Client, replicas []string, tc *tls.Config) error {
 	var last error
 	for {
 		info, err := master.Info(ctx, "replication").Result()
@@ -351,7 +431,7 @@ func waitReplicaCaughtUp(ctx context.Context, master *redis.Client, replicas []s
 		}
 		want := infoField(info, "master_repl_offset")
 		for _, r := range replicas {
-			rc := adminClient(r)
+			rc := adminClientTLS(r, tc)
 			rinfo, err := rc.Info(ctx, "replication").Result()
 			_ = rc.Close()
 			if err != nil {
@@ -411,10 +491,12 @@ func infoField(info, name string) string {
 }
 
 // adminClient is a one-connection client for cluster administration.
-func adminClient(addr string) *redis.Client {
+func adminClient(addr string) *redis.Client { return adminClientTLS(addr, nil) }
+
+func adminClientTLS(addr string, tc *tls.Config) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
-		MaxRetries: -1, PoolSize: 1, DisableIdentity: true,
+		MaxRetries: -1, PoolSize: 1, DisableIdentity: true, TLSConfig: tc,
 	})
 }
 

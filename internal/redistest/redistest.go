@@ -20,6 +20,14 @@
 // turn the skip into a failure. [Start] also skips in testing.Short mode;
 // [StartProcess] does not, as it is cheap.
 //
+// The engine under test. The engine matrix (make test-engines, .ci/engines.sh)
+// runs the same tests on several Redis and Valkey versions: RSC_REDIS_IMAGE
+// names the engine's image for [Start], and RSC_REDIS_BIN_DIR a directory
+// holding its redis-server, redis-cli and redis-sentinel for [StartProcess],
+// [StartCluster] and [StartSentinel] (without it they come from PATH; with it
+// a program missing there fails the test rather than run another engine).
+// RSC_REDIS_ENGINE names the engine in test output ([Engine]).
+//
 // The Makefile at the repository root exports RSC_REDIS_IMAGE,
 // TESTCONTAINERS_RYUK_DISABLED and TESTCONTAINERS_HOST_OVERRIDE; when they are
 // unset, [Start] sets TESTCONTAINERS_RYUK_DISABLED=true and
@@ -31,12 +39,14 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +84,9 @@ type Option func(*config)
 
 type config struct {
 	args []string
+	tls  *TLSCerts
+	// tlsClients: the server requires a client certificate.
+	tlsClients bool
 }
 
 // WithArgs appends command-line arguments for redis-server, after the
@@ -108,6 +121,11 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	output *limitedBuffer
+	// conf, when set, is a config file written before every start and passed
+	// first (a sentinel's, which Sentinel rewrites as it learns).
+	conf       func(port int) string
+	tls        *TLSCerts // TLS only (--port 0 --tls-port)
+	tlsClients bool
 }
 
 // Addr returns the server's host:port. For a container, it is the host port
@@ -122,9 +140,12 @@ func (s *Server) Addr() string {
 	return s.addr
 }
 
-// URL returns the server's address as redis://host:port/0. Like [Server.Addr],
-// read it again after a restart.
+// URL returns the server's address as redis://host:port/0 (rediss:// for a
+// TLS server). Like [Server.Addr], read it again after a restart.
 func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr() + "/0"
+	}
 	return "redis://" + s.Addr() + "/0"
 }
 
@@ -134,11 +155,16 @@ func (s *Server) URL() string {
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
 	var d net.Dialer
+	tc := s.clientTLS()
 	c := redis.NewClient(&redis.Options{
 		Addr: s.Addr(),
 		DB:   0,
 		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, s.Addr())
+			conn, err := d.DialContext(ctx, network, s.Addr())
+			if err != nil || tc == nil {
+				return conn, err
+			}
+			return tlsClient(ctx, conn, tc)
 		},
 	})
 	tb.Cleanup(func() { _ = c.Close() })
@@ -222,6 +248,33 @@ func unavailable(tb testing.TB, format string, args ...any) {
 		tb.Fatalf("redistest: %s (required because RSC_REQUIRE_DOCKER=1 or CI is set; run .ci/setup.sh)", msg)
 	}
 	tb.Skipf("redistest: skipping: %s (set RSC_REQUIRE_DOCKER=1 to fail instead; .ci/setup.sh installs it)", msg)
+}
+
+// Binary returns the path of a Redis program (redis-server, redis-cli or
+// redis-sentinel): the engine's, from RSC_REDIS_BIN_DIR, when it is set, else
+// the one on PATH.
+func Binary(name string) (string, error) {
+	if dir := os.Getenv("RSC_REDIS_BIN_DIR"); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s of the engine %s is missing (RSC_REDIS_BIN_DIR=%s; .ci/engines.sh build): %v", name, Engine(), dir, err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not installed: %v", name, err)
+	}
+	return p, nil
+}
+
+// Engine names the engine under test: RSC_REDIS_ENGINE, or "host" (the
+// machine's own redis-server, and RSC_REDIS_IMAGE for containers).
+func Engine() string {
+	if e := os.Getenv("RSC_REDIS_ENGINE"); e != "" {
+		return e
+	}
+	return "host"
 }
 
 var envOnce sync.Once
@@ -402,11 +455,18 @@ func (s *Server) refreshAddrLocked(ctx context.Context) error {
 func StartProcess(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
 	cfg := newConfig(opts)
-	bin, err := exec.LookPath("redis-server")
+	return startProcess(tb, "redis-server", nil, cfg)
+}
+
+// startProcess starts program (redis-server, or redis-sentinel with conf) on
+// a free port.
+func startProcess(tb testing.TB, program string, conf func(port int) string, cfg config) *Server {
+	tb.Helper()
+	bin, err := Binary(program)
 	if err != nil {
-		unavailable(tb, "redis-server is not installed: %v", err)
+		unavailable(tb, "%v", err)
 	}
-	s := &Server{bin: bin, dir: tb.TempDir(), args: cfg.args}
+	s := &Server{bin: bin, dir: tb.TempDir(), args: cfg.args, conf: conf, tls: cfg.tls, tlsClients: cfg.tlsClients}
 	tb.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -439,8 +499,23 @@ func StartProcess(tb testing.TB, opts ...Option) *Server {
 }
 
 func (s *Server) startProcessLocked() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	var args []string
+	if s.conf != nil {
+		path := filepath.Join(s.dir, "server.conf")
+		if err := os.WriteFile(path, []byte(s.conf(s.port)), 0o600); err != nil {
+			return err
+		}
+		args = append(args, path)
+	}
+	if s.tls != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", s.tls.ServerCert, "--tls-key-file", s.tls.ServerKey,
+			"--tls-ca-cert-file", s.tls.CA, "--tls-auth-clients", map[bool]string{true: "yes", false: "no"}[s.tlsClients],
+			"--tls-replication", "yes")
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port))
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
 		"--daemonize", "no",
@@ -448,7 +523,7 @@ func (s *Server) startProcessLocked() error {
 		"--logfile", "",
 		"--save", "",
 		"--appendonly", "no",
-	}
+	)
 	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
 	out := &limitedBuffer{max: maxOutputBytes}
@@ -470,7 +545,7 @@ func (s *Server) startProcessLocked() error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	ready := make(chan error, 1)
-	go func() { ready <- waitPing(ctx, s.addr) }()
+	go func() { ready <- waitPingTLS(ctx, s.addr, s.clientTLS()) }()
 	select {
 	case err := <-ready:
 		if err != nil {
@@ -500,6 +575,7 @@ func (s *Server) stopProcessLocked() error {
 	default:
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a frozen server (Freeze) acts on SIGTERM only then
 	select {
 	case <-exited:
 		return nil
@@ -533,7 +609,10 @@ func freePort() (int, error) {
 // waitPing polls addr with PING until Redis answers PONG or ctx is done.
 // A bare TCP connect is not enough: Docker's port proxy accepts connections
 // before Redis listens, and Redis answers LOADING while it reads its data.
-func waitPing(ctx context.Context, addr string) error {
+func waitPing(ctx context.Context, addr string) error { return waitPingTLS(ctx, addr, nil) }
+
+// waitPingTLS is waitPing over TLS with tc (nil: plain).
+func waitPingTLS(ctx context.Context, addr string, tc *tls.Config) error {
 	c := redis.NewClient(&redis.Options{
 		Addr:            addr,
 		DialTimeout:     time.Second,
@@ -542,6 +621,7 @@ func waitPing(ctx context.Context, addr string) error {
 		MaxRetries:      -1,
 		PoolSize:        1,
 		DisableIdentity: true,
+		TLSConfig:       tc,
 	})
 	defer c.Close()
 	var d net.Dialer
