@@ -433,15 +433,44 @@ type Evaluation struct {
 	Load    Load
 }
 
-// loadSample is one read of a group's shards.
+// loadSample is one read of a group's shards as the autoscaler keeps it:
+// when, and the entries added to each shard (-1: no stream), which is what a
+// load over a window is measured from; the newest read's other figures (lag,
+// the oldest unread entry) are kept apart, once.
 type loadSample struct {
-	at     time.Time
-	shards map[int]events.ShardSample
+	at    time.Time
+	added []int64 // by shard index
+}
+
+func newLoadSample(at time.Time, samples []events.ShardSample) loadSample {
+	n := 0
+	for _, x := range samples {
+		n = max(n, x.ShardIndex+1)
+	}
+	s := loadSample{at: at, added: make([]int64, n)}
+	for i := range s.added {
+		s.added[i] = -1
+	}
+	for _, x := range samples {
+		if x.Exists && x.ShardIndex >= 0 {
+			s.added[x.ShardIndex] = x.EntriesAdded
+		}
+	}
+	return s
+}
+
+// addedOf is the entries added to shard i as of the sample (false: no stream).
+func (s loadSample) addedOf(i int) (int64, bool) {
+	if i < 0 || i >= len(s.added) || s.added[i] < 0 {
+		return 0, false
+	}
+	return s.added[i], true
 }
 
 // loadOver computes the load between the oldest sample at least window before
-// the newest one (or the oldest kept) and the newest.
-func loadOver(samples []loadSample, window time.Duration) Load {
+// the newest one (or the oldest kept) and the newest, whose full read is
+// latest.
+func loadOver(samples []loadSample, latest map[int]events.ShardSample, window time.Duration) Load {
 	if len(samples) == 0 {
 		return Load{}
 	}
@@ -454,22 +483,22 @@ func loadOver(samples []loadSample, window time.Duration) Load {
 	}
 	span := last.at.Sub(first.at)
 	l := Load{Window: span, MeasuredAt: last.at, Complete: span >= window && span > 0}
-	idx := make([]int, 0, len(last.shards))
-	for i := range last.shards {
+	idx := make([]int, 0, len(latest))
+	for i := range latest {
 		idx = append(idx, i)
 	}
 	sort.Ints(idx)
 	for _, i := range idx {
-		s := last.shards[i]
+		s := latest[i]
 		if !s.Exists {
 			continue
 		}
 		sl := events.ShardLoad{ShardIndex: i, Lag: s.Lag}
 		if span > 0 {
 			delta := s.EntriesAdded
-			if f, ok := first.shards[i]; ok && f.Exists && f.EntriesAdded <= s.EntriesAdded {
-				delta -= f.EntriesAdded
-			} else if ok && f.Exists {
+			if f, ok := first.addedOf(i); ok && f <= s.EntriesAdded {
+				delta -= f
+			} else if ok {
 				delta = 0 // the stream was recreated: its count restarted
 			}
 			sl.Rate = float64(delta) / span.Seconds()

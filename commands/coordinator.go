@@ -31,6 +31,14 @@ type Config struct {
 	// of every stream without groups, added up (65536; ErrShardLimit).
 	MaxGroups      int
 	MaxTotalShards int
+	// MemberChurnPerMinute is the budget of joins and leaves per principal
+	// and group (DefaultMemberChurnPerMinute; <0: none): a join or leave beyond
+	// it is refused (ErrRateLimited, with when to retry) and appends nothing.
+	MemberChurnPerMinute int
+	// RejectionsPerMinute is how many refused admin commands are recorded
+	// (command.rejected) per principal and minute (DefaultRejectionsPerMinute;
+	// <0: every one); the next record counts those that were not.
+	RejectionsPerMinute int
 	// ShardCheckInterval is how often the leader checks that Redis still has
 	// every routed shard stream and consumer group, and recreates what it lost
 	// (10s; <0 disables; repair.go).
@@ -106,6 +114,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxTotalShards <= 0 {
 		c.MaxTotalShards = 65536
+	}
+	if c.MemberChurnPerMinute == 0 {
+		c.MemberChurnPerMinute = DefaultMemberChurnPerMinute
+	}
+	if c.RejectionsPerMinute == 0 {
+		c.RejectionsPerMinute = DefaultRejectionsPerMinute
 	}
 	if c.ShardCheckInterval == 0 {
 		c.ShardCheckInterval = 10 * time.Second
@@ -238,7 +252,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	})
 	svc := newService(serviceDeps{
 		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
-		lead: lead, life: life, now: now, logger: cfg.Logger,
+		lead: lead, life: life, now: now, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},

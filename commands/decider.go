@@ -462,12 +462,8 @@ func (d *decider) appendBatch(ctx context.Context, after string, b *batchCtx) ([
 	}
 	drafts := make([]events.Draft, len(b.data))
 	for i, data := range b.data {
-		rec := b.recs[i]
 		dr := events.Draft{Data: data}
-		if rec.StreamPrefix != "" || rec.ConsumerGroup != "" {
-			dr.Index = events.IndexName(rec.StreamPrefix, rec.ConsumerGroup)
-			dr.Membership = events.Membership(rec.Type)
-		}
+		dr.Index, dr.Membership = events.HistoryIndex(b.recs[i])
 		drafts[i] = dr
 	}
 	return ix.AppendIndexed(ctx, after, drafts)
@@ -491,7 +487,11 @@ func (d *decider) catchUp() error {
 			d.life.markCorrupt(err) // the reload's fold met an undecodable entry
 			return err
 		}
-		_, err := d.fold(ctx, d.state)
+		n, err := d.fold(ctx, d.state)
+		if n > 0 {
+			// Members another writer changed may be active now with an old lease.
+			d.table.forgetLeaseFloors()
+		}
 		if errors.Is(err, errTrimmedDuringFold) && attempt < maxFoldAttempts {
 			// A trim passed this projection while it read: the reload above
 			// sees it now.

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind is the small set of error kinds; httpapi maps each kind to an HTTP status.
@@ -27,6 +28,9 @@ type Error struct {
 	Code    string
 	Message string
 	Cause   error
+	// RetryAfter is, for a refusal of kind KindRateLimited, when the caller
+	// may try again (HTTP Retry-After); 0 when it does not say.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -52,7 +56,14 @@ func (e *Error) WithMessage(msg string) *Error {
 
 // WithCause is e with the internal failure behind it, for the log only.
 func (e *Error) WithCause(cause error) *Error {
-	return &Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Cause: cause}
+	return &Error{Kind: e.Kind, Code: e.Code, Message: e.Message, Cause: cause, RetryAfter: e.RetryAfter}
+}
+
+// WithRetryAfter is e saying when to try again.
+func (e *Error) WithRetryAfter(d time.Duration) *Error {
+	c := *e
+	c.RetryAfter = d
+	return &c
 }
 
 // Sentinel errors, one per errorCode of the wire contract. Decisions return

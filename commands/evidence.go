@@ -56,9 +56,11 @@ type groupEvidence struct {
 	// barriers is the latest read of the shards the group's barriers wait
 	// on, per "<stream key> <cutover id>" (ordering.go).
 	barriers map[string]*barrierRuntime
-	// load holds the autoscaler's samples, oldest first, and its latest
-	// evaluation (autoscale.go).
+	// load holds the autoscaler's samples (oldest first: at most
+	// maxLoadSamples, see addLoadSample), latest the newest read in full,
+	// and evaluation its latest evaluation (autoscale.go).
 	load       []loadSample
+	latest     map[int]events.ShardSample
 	evaluation *Evaluation
 }
 
@@ -258,24 +260,47 @@ func (e *evidenceTable) BarrierReads(k projection.GroupKey) map[string]BarrierRe
 	return out
 }
 
+// loadBuckets is how many samples a group keeps per evaluation window: one
+// per window/loadBuckets (the first sample of each such step), whatever the
+// window and however often the autoscaler samples, so a group's samples take
+// O(shards) memory (at most maxLoadSamples of them, each one entry per shard).
+const loadBuckets = 64
+
+// maxLoadSamples bounds the samples a group keeps: a window's buckets, the
+// newest one at least a window old (where the load is measured from) and the
+// newest sample.
+const maxLoadSamples = loadBuckets + 2
+
 // addLoadSample keeps one read of a group's shards (or notes that Redis
-// could not be read) and returns the load over window. Samples older than
-// needed for one window are dropped.
+// could not be read) and returns the load over window. The kept samples are
+// buckets, each at least window/loadBuckets after the one before, and the
+// newest sample: a sample closer than that to the last bucket replaces the
+// newest one instead of adding one. Buckets older than needed for one window
+// are dropped (and, should a longer window make them more than
+// maxLoadSamples, the closest to the one before). The load is then measured
+// over a span between one window and one window plus one bucket (plus a
+// sampling interval).
 func (e *evidenceTable) addLoadSample(k projection.GroupKey, at time.Time, samples []events.ShardSample, readErr error, window time.Duration) Load {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	g := e.groupLocked(k)
 	if readErr != nil {
-		l := loadOver(g.load, window)
+		l := loadOver(g.load, g.latest, window)
 		l.Unreadable = "Redis could not be read: " + readErr.Error()
 		return l
 	}
-	s := loadSample{at: at, shards: make(map[int]events.ShardSample, len(samples))}
+	s := newLoadSample(at, samples)
+	g.latest = make(map[int]events.ShardSample, len(samples))
 	for _, x := range samples {
-		s.shards[x.ShardIndex] = x
+		g.latest[x.ShardIndex] = x
 	}
-	g.load = append(g.load, s)
-	// Keep the newest sample at least a window old and everything after it.
+	step := window / loadBuckets
+	if n := len(g.load); n >= 2 && g.load[n-1].at.Sub(g.load[n-2].at) < step {
+		g.load[n-1] = s // the newest is no bucket yet: s takes its place
+	} else {
+		g.load = append(g.load, s)
+	}
+	// Keep the newest bucket at least a window old and everything after it.
 	keep := 0
 	for i, x := range g.load {
 		if at.Sub(x.at) >= window {
@@ -285,7 +310,26 @@ func (e *evidenceTable) addLoadSample(k projection.GroupKey, at time.Time, sampl
 	if keep > 0 {
 		g.load = append(g.load[:0:0], g.load[keep:]...)
 	}
-	return loadOver(g.load, window)
+	for len(g.load) > maxLoadSamples {
+		closest := 1
+		for i := 2; i < len(g.load)-1; i++ {
+			if g.load[i].at.Sub(g.load[i-1].at) < g.load[closest].at.Sub(g.load[closest-1].at) {
+				closest = i
+			}
+		}
+		g.load = append(g.load[:closest], g.load[closest+1:]...)
+	}
+	return loadOver(g.load, g.latest, window)
+}
+
+// LoadSamples is how many autoscaling samples the group keeps (metrics).
+func (e *evidenceTable) LoadSamples(k projection.GroupKey) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g := e.groups[k]; g != nil {
+		return len(g.load)
+	}
+	return 0
 }
 
 // keepLoadOf forgets the autoscaling samples of every group not in on
@@ -295,7 +339,7 @@ func (e *evidenceTable) keepLoadOf(on map[projection.GroupKey]bool) {
 	defer e.mu.Unlock()
 	for k, g := range e.groups {
 		if !on[k] {
-			g.load, g.evaluation = nil, nil
+			g.load, g.latest, g.evaluation = nil, nil, nil
 		}
 	}
 }

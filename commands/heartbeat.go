@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/rscoord/rsc/events"
@@ -238,7 +237,7 @@ func steady(r rules, table *runtimeTable, g *projection.Group, k projection.Grou
 	if g == nil {
 		return nil
 	}
-	m := g.Members[id]
+	m := g.Member(id)
 	if m == nil || !m.Live() || !currentEpoch(g, m, *req.MemberEpoch) || *req.MetadataVersion > g.MetadataVersion {
 		return nil
 	}
@@ -285,7 +284,7 @@ func heartbeat(t *tx, k projection.GroupKey, id, principal string, req *wire.Hea
 	expireLapsed(t, k)
 	endOverdueRound(t, k)
 	g = t.group(k)
-	m := g.Members[id]
+	m := g.Member(id)
 	hb := heartbeatCase{k: k, id: id, principal: principal, req: req, r: parseReport(req, m), epoch: *req.MemberEpoch, mv: *req.MetadataVersion}
 	// A correction round concerns members that carry state; a join or rejoin
 	// (epoch 0 from a member that is not live) starts from nothing.
@@ -385,6 +384,9 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 	case m == nil && epoch != 0:
 		return t.rules.rejected(req, id, wire.StatusUnknownMember), nil, nil
 	case m == nil:
+		if err := spendChurn(t, k, hb.principal); err != nil {
+			return nil, nil, err
+		}
 		if err := makeRoom(t, k); err != nil {
 			return nil, nil, err
 		}
@@ -392,6 +394,9 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0 && !m.Live():
+		if err := spendChurn(t, k, hb.principal); err != nil {
+			return nil, nil, err
+		}
 		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0:
@@ -402,7 +407,8 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 	case m.State == projection.MemberFenced || m.State == projection.MemberExpired:
 		return t.rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
 	case epoch == -1:
-		return leave(t, k, id, req, r), nil, nil
+		resp, err := leave(t, hb)
+		return resp, nil, err
 	case epoch > g.AssignmentEpoch:
 		return t.rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
 	case epoch < m.Epoch:
@@ -433,7 +439,7 @@ func validateOwnership(t *tx, hb heartbeatCase, g *projection.Group, m *projecti
 	}
 	if len(bad) > 0 {
 		g = fence(t, k, id, fmt.Sprintf("reported shards it may not hold: %v", projection.SortedInts(bad)))
-		return t.rules.respond(hb.req, id, wire.StatusFenced, g, g.Members[id].Epoch, nil, nil), nil, nil
+		return t.rules.respond(hb.req, id, wire.StatusFenced, g, g.Member(id).Epoch, nil, nil), nil, nil
 	}
 	revoking := r.revoking
 	if hb.round {
@@ -453,7 +459,7 @@ func validateOwnership(t *tx, hb heartbeatCase, g *projection.Group, m *projecti
 func settle(t *tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.HeartbeatResponse {
 	k, id, r := hb.k, hb.id, hb.r
 	g := t.group(k)
-	m := g.Members[id]
+	m := g.Member(id)
 	if r.name != m.Name || r.maxConc != m.MaxConcurrency {
 		t.emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
 	}
@@ -462,7 +468,7 @@ func settle(t *tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.Heartb
 	enforceRebalance(t, k)
 	advance(t, k)
 	g = t.group(k)
-	m = g.Members[id]
+	m = g.Member(id)
 	if m.State == projection.MemberFenced {
 		return t.rules.respond(hb.req, id, wire.StatusFenced, g, m.Epoch, nil, nil)
 	}
@@ -511,8 +517,10 @@ func keys(set map[int]bool) []int {
 // roundClosed reports whether every participant converged and nobody
 // revokes or blocks anything.
 func roundClosed(t *tx, k projection.GroupKey, g *projection.Group) bool {
-	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+	// Only active members can take part, revoke or wait for a shard: a
+	// terminal record holds nothing and has no target.
+	for _, id := range g.ActiveMemberIDs() {
+		m := g.Member(id)
 		if roundParticipant(m) && !t.rt.roundAcked(k, id) {
 			return false
 		}
@@ -525,9 +533,7 @@ func roundClosed(t *tx, k projection.GroupKey, g *projection.Group) bool {
 
 // roundParticipant reports whether a correction round waits for the member:
 // live members, and leaving members that still hold shards.
-func roundParticipant(m *projection.Member) bool {
-	return m.Live() || (m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0))
-}
+func roundParticipant(m *projection.Member) bool { return m.Active() }
 
 // endOverdueRound ends a correction round that stayed open for the rebalance
 // timeout: every participant that has not converged (never heartbeat with the
@@ -542,15 +548,15 @@ func endOverdueRound(t *tx, k projection.GroupKey) {
 	}
 	g := t.group(k)
 	var late []string
-	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+	for _, id := range g.ActiveMemberIDs() {
+		m := g.Member(id)
 		if roundParticipant(m) && (!t.rt.roundAcked(k, id) || len(m.Revoking) > 0) {
 			late = append(late, id)
 		}
 	}
 	t.rt.closeRound(k)
 	for _, id := range late {
-		principal := g.Members[id].Principal
+		principal := g.Member(id).Principal
 		fence(t, k, id, fmt.Sprintf("metadata correction round: did not converge on metadata version %d within the rebalance timeout (%s)", round.targetMV, t.rules.rebalanceTimeout))
 		t.rt.quarantine(k, id, principal, t.now.Add(t.rules.quarantineFor()))
 	}
@@ -564,27 +570,17 @@ func endOverdueRound(t *tx, k projection.GroupKey) {
 func makeRoom(t *tx, k projection.GroupKey) error {
 	g := t.group(k)
 	limit := t.rules.maxMembers
-	if len(g.Members) < limit {
+	count := g.MemberCount()
+	if count < limit {
 		return nil
 	}
-	var terminal []*projection.Member
-	for _, m := range g.Members {
-		if terminalMember(m) {
-			terminal = append(terminal, m)
-		}
+	need := count - limit + 1
+	oldest := g.OldestTerminal(need, nil)
+	if len(oldest) < need {
+		return withMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, count-len(oldest), limit)
 	}
-	need := len(g.Members) - limit + 1
-	if len(terminal) < need {
-		return withMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, len(g.Members)-len(terminal), limit)
-	}
-	sort.Slice(terminal, func(i, j int) bool {
-		if !terminal[i].UpdatedAt.Equal(terminal[j].UpdatedAt) {
-			return terminal[i].UpdatedAt.Before(terminal[j].UpdatedAt)
-		}
-		return terminal[i].ID < terminal[j].ID
-	})
 	gone := make([]string, 0, need)
-	for _, m := range terminal[:need] {
+	for _, m := range oldest {
 		gone = append(gone, m.ID)
 	}
 	pruneMembers(t, k, gone)
@@ -593,16 +589,13 @@ func makeRoom(t *tx, k projection.GroupKey) error {
 
 // terminalMember reports whether a member record only remains for monitoring:
 // expired, fenced, or left holding nothing.
-func terminalMember(m *projection.Member) bool {
-	return m.State == projection.MemberExpired || m.State == projection.MemberFenced ||
-		(m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0)
-}
+func terminalMember(m *projection.Member) bool { return !m.Active() }
 
 // recordOwnership records a changed owned/revoking report and acknowledges
 // revokes the member completed.
 func recordOwnership(t *tx, k projection.GroupKey, id string, owned, revoking []int) *projection.Group {
 	g := t.group(k)
-	m := g.Members[id]
+	m := g.Member(id)
 	if projection.EqualSets(owned, m.Current) && projection.EqualSets(revoking, m.Revoking) {
 		return g
 	}
@@ -627,11 +620,15 @@ func recordOwnership(t *tx, k projection.GroupKey, id string, owned, revoking []
 // draining (a revoke report that is not REVOKED with nothing in flight) stay
 // blocked for their new owners until released or the rebalance timeout. A
 // report on a shard outside the member's authority is dropped.
-func leave(t *tx, k projection.GroupKey, id string, req *wire.HeartbeatRequest, r report) *wire.HeartbeatResponse {
+func leave(t *tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
+	k, id, req, r := hb.k, hb.id, hb.req, hb.r
 	g := t.group(k)
-	m := g.Members[id]
+	m := g.Member(id)
 	held := intersect(r.revoking, keys(authority(g, m)))
 	if m.State != projection.MemberLeaving {
+		if err := spendChurn(t, k, hb.principal); err != nil {
+			return nil, err
+		}
 		t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
 	}
 	recordOwnership(t, k, id, []int{}, held)
@@ -639,13 +636,35 @@ func leave(t *tx, k projection.GroupKey, id string, req *wire.HeartbeatRequest, 
 	reconcile(t, k)
 	advance(t, k)
 	g = t.group(k)
-	return t.rules.respond(req, id, wire.StatusOK, g, -1, nil, nil)
+	return t.rules.respond(req, id, wire.StatusOK, g, -1, nil, nil), nil
+}
+
+// spendChurn spends one of the principal's joins and leaves in the group,
+// where a join or a leave is about to be recorded (a steady heartbeat, a
+// replayed join and a repeated leave record nothing and spend nothing); the
+// refusal when none is left, saying when to retry: the heartbeat appends
+// nothing.
+func spendChurn(t *tx, k projection.GroupKey, principal string) error {
+	b := t.rules.churn
+	if !b.on() {
+		return nil
+	}
+	ok, wait := t.rt.takeChurn(k, principal, b)
+	if ok {
+		return nil
+	}
+	who := principal
+	if who == "" {
+		who = "anonymous"
+	}
+	return withMsg(ErrRateLimited, "too many member joins and leaves by %s in group %s/%s (at most %.0f a minute, --member-churn-per-minute); retry in %s",
+		who, k.StreamPrefix, k.ConsumerGroup, b.rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
 }
 
 // fence records that a member lost its shards.
 func fence(t *tx, k projection.GroupKey, id, reason string) *projection.Group {
 	g := t.group(k)
-	m := g.Members[id]
+	m := g.Member(id)
 	epoch := g.GroupEpoch + 1
 	if m.Epoch+1 > epoch {
 		epoch = m.Epoch + 1

@@ -228,7 +228,28 @@ func quarantined(id string) func(*runtimeTable, time.Time) {
 
 func deadlinePassed(id string) func(*runtimeTable, time.Time) {
 	return func(rt *runtimeTable, now time.Time) {
-		rt.memberLocked(rulesKey, id, now, 15*time.Second).rebalanceDeadline = now.Add(-time.Second)
+		m := rt.memberLocked(rulesKey, id, now, 15*time.Second)
+		rt.groups[rulesKey].setDeadline(id, m, now.Add(-time.Second))
+	}
+}
+
+// churnSpent: the principal has no join or leave left in the group.
+func churnSpent(principal string) func(*runtimeTable, time.Time) {
+	return func(rt *runtimeTable, now time.Time) {
+		rt.groupLocked(rulesKey).churn = map[string]bucket{principal: {tokens: 0, at: now}}
+	}
+}
+
+// churnBudget is a budget of 60 joins and leaves a minute (15 at once).
+func churnBudget(r *rules) { r.churn = perMinute(60) }
+
+// churnLeft checks what the principal has left after the decision.
+func churnLeft(principal string, want float64) func(t *testing.T, rt *runtimeTable) {
+	return func(t *testing.T, rt *runtimeTable) {
+		b, ok := rt.churnBucket(rulesKey, principal)
+		if !ok || b.tokens != want {
+			t.Errorf("%q has %+v (recorded %v) of its churn budget, want %v tokens", principal, b, ok, want)
+		}
 	}
 }
 
@@ -461,6 +482,29 @@ func heartbeatRules() []ruleRow {
 		{name: "Deviation: a join into a group whose members all take part, at --max-members-per-group, is refused",
 			world: twoMembers(), rules: func(r *rules) { r.maxMembers = 2 },
 			beat: beat{member: "C"}, err: ErrGroupFull},
+		{name: "Deviation: a join spends one of its principal's joins and leaves in the group", world: aloneSteady(), rules: churnBudget,
+			beat:   beat{member: "C", principal: "svc"},
+			events: []string{"member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 3, nil, []int{2, 3}},
+			after: churnLeft("svc", 14)},
+		{name: "Deviation: a join beyond its principal's churn budget is refused (429, with when to retry) and records nothing",
+			world: aloneSteady(), rules: churnBudget, runtime: churnSpent("svc"),
+			beat: beat{member: "C", principal: "svc"}, err: ErrRateLimited},
+		{name: "Deviation: a rejoin beyond the churn budget is refused",
+			world: aloneSteady().fence("A", 3).assign(map[string][]int{}, "A"), rules: churnBudget, runtime: churnSpent(""),
+			beat: beat{member: "A", mv: 3}, err: ErrRateLimited},
+		{name: "Deviation: a leave beyond the churn budget is refused (the member expires at its lease)",
+			world: aloneSteady(), rules: churnBudget, runtime: churnSpent(""),
+			beat: beat{member: "A", epoch: -1, mv: 2, revoking: []wire.RevokingReport{revoked(0), revoked(1), revoked(2), revoked(3)}}, err: ErrRateLimited},
+		{name: "Deviation: another principal's spent churn budget does not limit a join", world: aloneSteady(), rules: churnBudget, runtime: churnSpent("other"),
+			beat:   beat{member: "C", principal: "svc"},
+			events: []string{"member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 3, nil, []int{2, 3}}},
+		{name: "Deviation: with the churn budget spent, a steady heartbeat is answered", world: aloneSteady(), rules: churnBudget, runtime: churnSpent(""),
+			beat: beat{member: "A", epoch: 2, mv: 2, owned: []int{0, 1, 2, 3}}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil}},
+		{name: "Deviation: with the churn budget spent, a replayed join is answered (it records no join)", world: twoMembers(), rules: churnBudget, runtime: churnSpent(""),
+			beat: beat{member: "B"}, want: answer{wire.StatusOK, 3, nil, []int{2, 3}}},
+		{name: "Deviation: with the churn budget spent, a repeated leave is answered (it records no leave)",
+			world: aloneSteady().leave("A").own("A", nil, nil).assign(map[string][]int{}, "A"), rules: churnBudget, runtime: churnSpent(""),
+			beat: beat{member: "A", epoch: -1, mv: 3}, want: answer{wire.StatusOK, -1, nil, nil}},
 		{name: "Deviation: a join into a full group first prunes the terminal records, oldest first",
 			world: twoMembers().fence("B", 4).assign(map[string][]int{"A": {0, 1, 2, 3}}, "B"), rules: func(r *rules) { r.maxMembers = 2 },
 			beat:   beat{member: "C"},
@@ -526,6 +570,10 @@ func (row ruleRow) check(t *testing.T) {
 	if row.err != nil || err != nil {
 		if !errors.Is(err, row.err) {
 			t.Fatalf("error %v, want %v", err, row.err)
+		}
+		var ce *Error
+		if errors.Is(err, ErrRateLimited) && (!errors.As(err, &ce) || ce.RetryAfter <= 0) {
+			t.Errorf("a rate-limited refusal without when to retry: %v", err)
 		}
 		return
 	}

@@ -166,7 +166,7 @@ func filterShards[T any](in []T, keep func(T) bool) []T {
 }
 
 func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
-	m := g.Members[id]
+	m := g.Member(id)
 	if m != nil && m.Principal != "" && m.Principal != principal {
 		return nil, withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
 	}

@@ -51,7 +51,8 @@ func maintain(t *tx, k projection.GroupKey) {
 	advance(t, k)
 }
 
-// due is a cheap scan for groups with something to do.
+// due is a cheap scan for groups with something to do: it asks each group's
+// indexes and runtime, never looks at every member.
 func (mt *maintenance) due() []projection.GroupKey {
 	now := mt.now()
 	r := mt.rules
@@ -59,47 +60,40 @@ func (mt *maintenance) due() []projection.GroupKey {
 	defer mt.state.RUnlock()
 	var out []projection.GroupKey
 	for _, k := range mt.state.GroupKeysLocked() {
-		g := mt.state.GroupLocked(k)
-		need := g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch
-		if rd := mt.table.round(k); rd.open && !now.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
-			need = true
-		}
-		if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
-			lo, hi := g.Reshardings[n-1].RemovedRange()
-			need = need || hi > lo
-		}
-		for id, m := range g.Members {
-			if need {
-				break
-			}
-			switch {
-			case m.CanHold():
-				if mt.table.needsTick(k, id, now, r.memberLease) || holdsOutsideTarget(g, m) {
-					need = true
-				}
-				if m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0 && r.staleRetention > 0 {
-					need = need || now.Sub(m.UpdatedAt) > r.staleRetention
-				}
-			default:
-				if r.staleRetention > 0 && now.Sub(m.UpdatedAt) > r.staleRetention {
-					need = true
-				}
-			}
-		}
-		if need {
+		if mt.groupDue(mt.state.GroupLocked(k), now, r) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-func holdsOutsideTarget(g *projection.Group, m *projection.Member) bool {
-	target := g.Target(m.ID)
-	for _, set := range [][]int{m.Current, m.Revoking} {
-		for _, s := range set {
-			if !containsInt(target, s) {
-				return true
-			}
+// groupDue reports whether the maintenance decision of g has something to
+// do: a resharding to move, an assignment to record, an overdue round, streams
+// to retire, a lease that may have passed (the lease floor passed), a
+// rebalance deadline, a member holding shards outside its target, or a
+// terminal record past the retention.
+func (mt *maintenance) groupDue(g *projection.Group, now time.Time, r rules) bool {
+	k := g.Key
+	if g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch {
+		return true
+	}
+	if rd := mt.table.round(k); rd.open && !now.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
+		return true
+	}
+	if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
+		if lo, hi := g.Reshardings[n-1].RemovedRange(); hi > lo {
+			return true
+		}
+	}
+	if floor := mt.table.leaseFloor(k); floor.IsZero() || now.After(floor) {
+		return true
+	}
+	if len(mt.table.deadlineIDs(k)) > 0 || len(g.OutsideTargetIDs()) > 0 {
+		return true
+	}
+	if r.staleRetention > 0 {
+		if oldest := g.OldestTerminal(1, nil); len(oldest) > 0 && now.Sub(oldest[0].UpdatedAt) > r.staleRetention {
+			return true
 		}
 	}
 	return false
@@ -108,17 +102,24 @@ func holdsOutsideTarget(g *projection.Group, m *projection.Member) bool {
 // expireLapsed expires members whose lease passed: live members, and leaving
 // members that still hold shards (a crashed leaver must not block forever).
 func expireLapsed(t *tx, k projection.GroupKey) {
+	// No lease ends before the floor: until it passes, nobody to expire, and
+	// a heartbeat in a group of thousands does not look at every lease.
+	if floor := t.rt.leaseFloor(k); !floor.IsZero() && !t.now.After(floor) {
+		return
+	}
 	g := t.group(k)
 	var expired []string
-	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
-		if !m.Live() && !(m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0)) {
-			continue
-		}
-		if t.rt.leaseLapsed(k, id, t.rules.memberLease) {
+	floor := t.now.Add(t.rules.memberLease) // every lease armed or renewed from now on ends later
+	for _, id := range g.ActiveMemberIDs() {
+		lapsed, ends := t.rt.leaseLapsed(k, id, t.rules.memberLease)
+		switch {
+		case lapsed:
 			expired = append(expired, id)
+		case ends.Before(floor):
+			floor = ends
 		}
 	}
+	t.rt.setLeaseFloor(k, floor)
 	if len(expired) == 0 {
 		return
 	}
@@ -127,16 +128,18 @@ func expireLapsed(t *tx, k projection.GroupKey) {
 }
 
 // enforceRebalance arms a deadline for members holding shards outside their
-// target and fences those that miss it.
+// target, fences those that miss it and forgets the deadlines of members that
+// released what they had to (it visits those members and the ones with a
+// deadline, not every member).
 func enforceRebalance(t *tx, k projection.GroupKey) {
 	g := t.group(k)
 	var late []string
-	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
-		if !m.CanHold() {
+	for _, id := range unionSorted(g.OutsideTargetIDs(), t.rt.deadlineIDs(k)) {
+		m := g.Member(id)
+		if m == nil || !m.CanHold() {
 			continue
 		}
-		if !holdsOutsideTarget(g, m) {
+		if !g.HoldsOutsideTarget(m) {
 			t.rt.clearDeadline(k, id)
 			continue
 		}
@@ -154,12 +157,9 @@ func prune(t *tx, k projection.GroupKey) {
 	if t.rules.staleRetention <= 0 {
 		return
 	}
-	g := t.group(k)
 	var gone []string
-	for id, m := range g.Members {
-		if terminalMember(m) && t.now.Sub(m.UpdatedAt) > t.rules.staleRetention {
-			gone = append(gone, id)
-		}
+	for _, m := range t.group(k).OldestTerminal(-1, func(m *projection.Member) bool { return t.now.Sub(m.UpdatedAt) > t.rules.staleRetention }) {
+		gone = append(gone, m.ID)
 	}
 	pruneMembers(t, k, gone)
 }
@@ -173,4 +173,24 @@ func pruneMembers(t *tx, k projection.GroupKey, gone []string) {
 	sort.Strings(gone)
 	t.emitAs(Actor, k, &events.MembersPruned{MemberIDs: gone, MetadataVersion: g.MetadataVersion + 1})
 	t.rt.dropMembers(k, gone)
+}
+
+// unionSorted merges two sorted id lists without duplicates.
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
 }

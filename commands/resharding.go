@@ -548,8 +548,7 @@ func reconcile(t *tx, k projection.GroupKey) *projection.Group {
 	if g == nil {
 		return nil
 	}
-	targets := Assign(g.Targets, g.LiveMemberIDs(), g.AssignableCount)
-	changed, removed := diffAssignment(g.Targets, targets)
+	changed, removed := assignmentDelta(g, g.AssignableCount)
 	if len(changed) == 0 && len(removed) == 0 && g.AssignmentEpoch == g.GroupEpoch {
 		return g
 	}
@@ -567,7 +566,7 @@ func advance(t *tx, k projection.GroupKey) {
 	if m == nil || m.State != projection.Active {
 		return
 	}
-	if len(g.LiveMemberIDs()) > 0 && g.State() != "STABLE" {
+	if g.LiveCount() > 0 && g.State() != "STABLE" {
 		return
 	}
 	if m.To >= m.From {
@@ -646,11 +645,9 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 		g = t.group(k)
 		justDrained = true
 	}
-	for _, mem := range g.Members {
-		for _, s := range removed {
-			if mem.Holds(s) {
-				return // revoke in progress
-			}
+	for _, s := range removed {
+		if g.Held(s) {
+			return // revoke in progress
 		}
 	}
 	if !p.ok {
@@ -716,10 +713,8 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kep
 		return nil, nil
 	}
 	held := false
-	for _, mem := range g.Members {
-		for _, s := range removed {
-			held = held || mem.Holds(s)
-		}
+	for _, s := range removed {
+		held = held || g.Held(s)
 	}
 	if held && !reopened {
 		return nil, nil // revoke in progress

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"sort"
 	"time"
 
 	"github.com/rscoord/rsc/projection"
@@ -56,6 +57,9 @@ type groupEdit struct {
 	roundSet   bool                 // round replaces the table's
 	round      *correctionRound     // the round (nil: none); owned by the overlay
 	quarantine map[string]time.Time // entries added
+	floorSet   bool                 // floor replaces the table's lease floor
+	floor      time.Time
+	churn      map[string]bucket // budgets spent, by principal
 }
 
 func newRuntimeOverlay(base *runtimeTable, now time.Time) *runtimeOverlay {
@@ -84,6 +88,15 @@ func (o *runtimeOverlay) merge() {
 		}
 		if ge.roundSet {
 			pe.roundSet, pe.round = true, ge.round
+		}
+		if ge.floorSet {
+			pe.floorSet, pe.floor = true, ge.floor
+		}
+		for principal, b := range ge.churn {
+			if pe.churn == nil {
+				pe.churn = map[string]bucket{}
+			}
+			pe.churn[principal] = b
 		}
 		for key, until := range ge.quarantine {
 			if pe.quarantine == nil {
@@ -161,23 +174,77 @@ func (o *runtimeOverlay) edit(k projection.GroupKey, id string, lease time.Durat
 }
 
 // leaseLapsed reports whether the member's lease passed at now (arming one
-// from now for a member never seen); a lapsed member's rebalance deadline is
-// cleared.
-func (o *runtimeOverlay) leaseLapsed(k projection.GroupKey, id string, lease time.Duration) bool {
+// from now for a member never seen), and when it ends; a lapsed member's
+// rebalance deadline is cleared.
+func (o *runtimeOverlay) leaseLapsed(k projection.GroupKey, id string, lease time.Duration) (bool, time.Time) {
 	m, ok := o.view(k, id)
 	if !ok {
-		o.edit(k, id, lease)
-		return false
+		return false, o.edit(k, id, lease).m.leaseExpiresAt
 	}
 	if !o.now.After(m.leaseExpiresAt) {
-		return false
+		return false, m.leaseExpiresAt
 	}
 	if !m.rebalanceDeadline.IsZero() {
 		e := o.edit(k, id, lease)
 		e.m.rebalanceDeadline = time.Time{}
 		e.changed |= fieldDeadline
 	}
-	return true
+	return true, m.leaseExpiresAt
+}
+
+// leaseFloor is the group's lease floor as the overlay sees it (zero:
+// unknown): no member's lease ends before it.
+func (o *runtimeOverlay) leaseFloor(k projection.GroupKey) time.Time {
+	for l := o; l != nil; l = l.parent {
+		if ge := l.groups[k]; ge != nil {
+			if ge.floorSet {
+				return ge.floor
+			}
+			if ge.dropped {
+				return time.Time{}
+			}
+		}
+	}
+	return o.base.leaseFloor(k)
+}
+
+// setLeaseFloor records a new lease floor for the group, committed with the
+// decision (an expiry scan found no lease ending before it).
+func (o *runtimeOverlay) setLeaseFloor(k projection.GroupKey, floor time.Time) {
+	ge := o.groupEdit(k)
+	ge.floorSet, ge.floor = true, floor
+}
+
+// deadlineIDs lists, sorted, the members with a rebalance deadline as the
+// overlay sees them.
+func (o *runtimeOverlay) deadlineIDs(k projection.GroupKey) []string {
+	set := o.base.deadlineIDs(k)
+	var chain []*runtimeOverlay
+	for l := o; l != nil; l = l.parent {
+		chain = append(chain, l)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		l := chain[i]
+		if ge := l.groups[k]; ge != nil && ge.dropped {
+			clear(set)
+		}
+		for mk, e := range l.members {
+			if mk.k != k {
+				continue
+			}
+			if e.exists && !e.m.rebalanceDeadline.IsZero() {
+				set[mk.id] = struct{}{}
+			} else {
+				delete(set, mk.id)
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // rebalanceDue arms the member's rebalance deadline (now + timeout) when it
@@ -357,4 +424,36 @@ func (o *runtimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (ti
 		}
 	}
 	return o.base.quarantinedUntil(k, key)
+}
+
+// takeChurn spends one join or leave of the principal's budget in the group
+// (b), committed with the decision; false, with when to retry, when it has
+// none left.
+func (o *runtimeOverlay) takeChurn(k projection.GroupKey, principal string, b budget) (bool, time.Duration) {
+	var cur *bucket
+	found := false
+	for l := o; l != nil && !found; l = l.parent {
+		if ge := l.groups[k]; ge != nil {
+			if v, ok := ge.churn[principal]; ok {
+				cur, found = &v, true
+			} else if ge.dropped {
+				found = true
+			}
+		}
+	}
+	if !found {
+		if v, ok := o.base.churnBucket(k, principal); ok {
+			cur = &v
+		}
+	}
+	next, ok, wait := b.take(cur, o.now)
+	if !ok {
+		return false, wait
+	}
+	ge := o.groupEdit(k)
+	if ge.churn == nil {
+		ge.churn = map[string]bucket{}
+	}
+	ge.churn[principal] = next
+	return true, 0
 }

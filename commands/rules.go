@@ -34,6 +34,9 @@ type rules struct {
 	streams bool
 	// keepRetired: retired streams are kept, by policy or for want of a Redis.
 	keepRetired bool
+	// churn is the join and leave budget of a principal in a group (zero:
+	// none).
+	churn budget
 }
 
 func newRules(cfg Config, streams bool) rules {
@@ -42,7 +45,7 @@ func newRules(cfg Config, streams bool) rules {
 		staleRetention: cfg.StaleMemberRetention, defaultShardCount: cfg.DefaultShardCount, maxShardCount: cfg.MaxShardCount,
 		maxMembers: cfg.MaxMembersPerGroup, maxGroups: cfg.MaxGroups, maxTotalShards: cfg.MaxTotalShards,
 		provisioning: !cfg.DisableProvisioning, streams: streams,
-		keepRetired: cfg.KeepRetiredStreams || !streams,
+		keepRetired: cfg.KeepRetiredStreams || !streams, churn: perMinute(cfg.MemberChurnPerMinute),
 	}
 }
 

@@ -76,6 +76,39 @@ type groupRuntime struct {
 	// quarantined holds, per "m:<member id>" and "p:<principal>", until when a
 	// member fenced by an overdue correction round may not open another.
 	quarantined map[string]time.Time
+	// deadlines are the members with a rebalance deadline armed, so that
+	// enforcing deadlines visits those and the members holding shards
+	// outside their target, not every member.
+	deadlines map[string]struct{}
+	// churn is what each principal has left of its join and leave budget
+	// in the group (rules.churn; one entry per principal that joined or left
+	// a member: bounded by the users file).
+	churn map[string]bucket
+	// leaseFloor is at or before every lease of the group's members (zero:
+	// unknown): until it passes nobody's lease can have, and expiry need not
+	// look at every member. Every write of a lease lowers it; an expiry scan
+	// sets it to the earliest lease it saw (leaseFloor).
+	leaseFloor time.Time
+}
+
+// lowerFloor keeps the lease floor at or before lease.
+func (g *groupRuntime) lowerFloor(lease time.Time) {
+	if !g.leaseFloor.IsZero() && lease.Before(g.leaseFloor) {
+		g.leaseFloor = lease
+	}
+}
+
+// setDeadline records member id's rebalance deadline (zero: none).
+func (g *groupRuntime) setDeadline(id string, m *memberRuntime, at time.Time) {
+	m.rebalanceDeadline = at
+	if at.IsZero() {
+		delete(g.deadlines, id)
+		return
+	}
+	if g.deadlines == nil {
+		g.deadlines = map[string]struct{}{}
+	}
+	g.deadlines[id] = struct{}{}
 }
 
 type runtimeTable struct {
@@ -106,6 +139,7 @@ func (r *runtimeTable) memberLocked(k projection.GroupKey, id string, now time.T
 	if m == nil {
 		m = armed(now, lease)
 		g.members[id] = m
+		g.lowerFloor(m.leaseExpiresAt)
 	}
 	return m
 }
@@ -133,7 +167,54 @@ func (r *runtimeTable) rearm(st *projection.State, now time.Time, lease time.Dur
 func (r *runtimeTable) renew(k projection.GroupKey, id string, rn renewal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.memberLocked(k, id, rn.at, rn.lease).renew(rn)
+	m := r.memberLocked(k, id, rn.at, rn.lease)
+	m.renew(rn)
+	r.groups[k].lowerFloor(m.leaseExpiresAt)
+}
+
+// forgetLeaseFloors makes the next expiry look at every member of every
+// group (the projection changed under the decisions: a catch-up).
+func (r *runtimeTable) forgetLeaseFloors() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.groups {
+		g.leaseFloor = time.Time{}
+	}
+}
+
+// leaseFloor is the group's lease floor (zero: unknown).
+func (r *runtimeTable) leaseFloor(k projection.GroupKey) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil {
+		return g.leaseFloor
+	}
+	return time.Time{}
+}
+
+// churnBucket is what the principal has left of its join and leave budget
+// in the group (false: never spent, a full budget).
+func (r *runtimeTable) churnBucket(k projection.GroupKey, principal string) (bucket, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil {
+		b, ok := g.churn[principal]
+		return b, ok
+	}
+	return bucket{}, false
+}
+
+// deadlineIDs is a copy of the set of members with a rebalance deadline.
+func (r *runtimeTable) deadlineIDs(k projection.GroupKey) map[string]struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]struct{}{}
+	if g := r.groups[k]; g != nil {
+		for id := range g.deadlines {
+			out[id] = struct{}{}
+		}
+	}
+	return out
 }
 
 // issued remembers the member epoch a heartbeat was answered with.
@@ -264,12 +345,22 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 		if ge.dropped {
 			delete(r.groups, k)
 		}
-		if !ge.roundSet && len(ge.quarantine) == 0 {
+		if !ge.roundSet && len(ge.quarantine) == 0 && !ge.floorSet && len(ge.churn) == 0 {
 			continue
 		}
 		g := r.groupLocked(k)
 		if ge.roundSet {
 			g.correction = ge.round
+		}
+		if ge.floorSet {
+			// Before the members below: a lease they write lowers it.
+			g.leaseFloor = ge.floor
+		}
+		for principal, b := range ge.churn {
+			if g.churn == nil {
+				g.churn = map[string]bucket{}
+			}
+			g.churn[principal] = b
 		}
 		for key, until := range ge.quarantine {
 			g.quarantineLocked(key, until, o.now)
@@ -279,6 +370,7 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 		g := r.groups[mk.k]
 		if e.dropped && g != nil {
 			delete(g.members, mk.id)
+			delete(g.deadlines, mk.id)
 		}
 		if e.changed == 0 || !e.exists {
 			continue
@@ -288,14 +380,17 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 		if cur == nil {
 			m := e.m
 			g.members[mk.id] = &m
+			g.lowerFloor(m.leaseExpiresAt)
+			g.setDeadline(mk.id, &m, m.rebalanceDeadline)
 			continue
 		}
 		if e.changed&fieldRenewed != 0 && !e.m.lastHeartbeatAt.Before(cur.lastHeartbeatAt) {
 			cur.leaseExpiresAt, cur.lastHeartbeatAt = e.m.leaseExpiresAt, e.m.lastHeartbeatAt
 			cur.reportedMV, cur.available, cur.progress = e.m.reportedMV, e.m.available, e.m.progress
+			g.lowerFloor(cur.leaseExpiresAt)
 		}
 		if e.changed&fieldDeadline != 0 {
-			cur.rebalanceDeadline = e.m.rebalanceDeadline
+			g.setDeadline(mk.id, cur, e.m.rebalanceDeadline)
 		}
 	}
 }

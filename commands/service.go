@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,6 +34,8 @@ type serviceDeps struct {
 	life     *lifecycle
 	now      func() time.Time
 	logger   zerolog.Logger
+	// rejections bounds the refusals recorded per principal.
+	rejections *rejectionLog
 }
 
 func newService(deps serviceDeps) *Service { return &Service{serviceDeps: deps} }
@@ -40,6 +43,7 @@ func newService(deps serviceDeps) *Service { return &Service{serviceDeps: deps} 
 // admin runs an operator command (its evidence gathering and decisions) and
 // records a refusal in the audit log.
 func admin[T any](ctx context.Context, s *Service, meta events.Meta, k projection.GroupKey, command, requestedBy string, do func(meta events.Meta) (T, error)) (T, error) {
+	principal := meta.Actor // the authenticated caller ("" for none)
 	if meta.Actor == "" {
 		meta.Actor = truncate(requestedBy, MaxTextBytes)
 	}
@@ -50,23 +54,91 @@ func admin[T any](ctx context.Context, s *Service, meta events.Meta, k projectio
 	v, err := do(meta)
 	var ce *Error
 	if err != nil && errors.As(err, &ce) && ce.Kind != KindUnavailable {
-		s.recordRejection(ctx, meta, k, command, requestedBy, ce)
+		s.recordRejection(ctx, meta, principal, k, command, requestedBy, ce)
 	}
 	return v, err
 }
 
-// recordRejection appends command.rejected; best effort: the caller's answer is
-// the refusal either way.
-func (s *Service) recordRejection(ctx context.Context, meta events.Meta, k projection.GroupKey, command, requestedBy string, ce *Error) {
+// recordRejection appends command.rejected, within the principal's budget
+// (the record counts the refusals left out since the last one); best effort:
+// the caller's answer is the refusal either way. A refusal naming a group that
+// does not exist is recorded as such (NoGroup): it reaches no group's history
+// index, so made-up names create no key.
+func (s *Service) recordRejection(ctx context.Context, meta events.Meta, principal string, k projection.GroupKey, command, requestedBy string, ce *Error) {
+	record, suppressed := s.rejections.take(principal, s.now())
+	if !record {
+		return
+	}
 	if ValidateKey(k) != nil {
 		k = projection.GroupKey{}
 	}
 	_, err := submit(ctx, s.dec, meta, func(t *tx) (struct{}, error) {
-		t.emit(k, &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: truncate(ce.Message, 4*MaxTextBytes), RequestedBy: truncate(requestedBy, MaxTextBytes)})
+		ev := &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: truncate(ce.Message, 4*MaxTextBytes), RequestedBy: truncate(requestedBy, MaxTextBytes),
+			Suppressed: suppressed}
+		if k != (projection.GroupKey{}) && t.group(k) == nil {
+			ev.NoGroup = true
+		}
+		t.emit(k, ev)
 		return struct{}{}, nil
 	})
+	s.rejections.done(principal, suppressed, err == nil)
 	if err != nil {
 		s.logger.Warn().Err(err).Str("command", command).Msg("could not record rejected command")
+	}
+}
+
+// rejectionLog is what each principal has left of its budget of recorded
+// refusals, and how many of its refusals were left out since its last
+// record. Its keys are principals (bounded by the users file; "" for callers
+// without one).
+type rejectionLog struct {
+	mu   sync.Mutex
+	b    budget
+	left map[string]*rejections
+}
+
+type rejections struct {
+	bucket     bucket
+	suppressed int64
+}
+
+func newRejectionLog(b budget) *rejectionLog {
+	return &rejectionLog{b: b, left: map[string]*rejections{}}
+}
+
+// take reports whether the principal's refusal is recorded now and how many
+// of its refusals the record carries as left out; a refusal not recorded is
+// counted.
+func (l *rejectionLog) take(principal string, now time.Time) (bool, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.left[principal]
+	if r == nil {
+		r = &rejections{bucket: bucket{tokens: l.b.burst, at: now}}
+		l.left[principal] = r
+	}
+	if !l.b.on() {
+		return true, r.suppressed
+	}
+	next, ok, _ := l.b.take(&r.bucket, now)
+	r.bucket = next
+	if !ok {
+		r.suppressed++
+		return false, 0
+	}
+	return true, r.suppressed
+}
+
+// done settles a record that carried suppressed: once it landed they are
+// told; a record that failed counts as left out itself.
+func (l *rejectionLog) done(principal string, suppressed int64, landed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.left[principal]
+	if landed {
+		r.suppressed -= suppressed
+	} else {
+		r.suppressed++
 	}
 }
 

@@ -129,6 +129,8 @@ func sampleVariants() map[string]events.Event {
 		"resharding.cutover.streamfence": &events.ReshardingCutover{ReshardingID: "rsh-1", Fence: 11, FromCount: 1, ToCount: 2, Shards: []events.ShardCutover{
 			{ShardIndex: 0, StreamKey: "orders:0", LastID: "0-0", Fenced: true},
 		}, Barriers: []events.CutoverBarrier{}, StreamFence: 4},
+		"command.rejected.suppressed": &events.CommandRejected{Command: "group.scale", ErrorCode: "GROUP_NOT_FOUND", Message: "Group not found",
+			RequestedBy: "alice", Detail: "made-up group", Suppressed: 4211, NoGroup: true},
 		"resharding.barrier_released.lastgenerated": &events.BarrierReleased{ReshardingID: "rsh-1", Fence: 11, Shards: []int{4}, Evidence: []events.BarrierProof{
 			{ShardIndex: 0, StreamKey: "orders:0", CutoverID: "1700000000000-3", LastDelivered: "0-0", Exists: true, LastGenerated: "0-0"},
 		}},

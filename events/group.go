@@ -40,12 +40,19 @@ type GroupDeleted struct {
 
 // CommandRejected records an admin command that was refused, so the audit trail
 // answers "who tried what, when" and not only what succeeded. It changes no state.
+// Refusals are recorded at a bounded rate per principal: Suppressed counts the
+// refusals of the same principal that were not recorded since its last record.
+// NoGroup marks a refusal naming a group that did not exist: it is in the log
+// but in no group's history index (HistoryIndex), so made-up names create no
+// key.
 type CommandRejected struct {
 	Command     string `msgpack:"command" json:"command"`
 	ErrorCode   string `msgpack:"errorCode" json:"errorCode"`
 	Message     string `msgpack:"message" json:"message"`
 	RequestedBy string `msgpack:"requestedBy,omitempty" json:"requestedBy"`
 	Detail      string `msgpack:"detail,omitempty" json:"detail"`
+	Suppressed  int64  `msgpack:"suppressed,omitempty" json:"suppressed,omitempty"`
+	NoGroup     bool   `msgpack:"noGroup,omitempty" json:"noGroup,omitempty"`
 }
 
 // AssignmentComputed carried the whole target assignment (member id to shard

@@ -118,6 +118,20 @@ func IndexName(prefix, group string) string {
 	return strconv.Itoa(len(prefix)) + ":" + prefix + ":" + group
 }
 
+// HistoryIndex is the group history index a record belongs to ("" for
+// none: a record of no group, or a refusal naming a group that did not exist)
+// and whether it is membership chatter. The writer's appends and the index's
+// backfill both follow it.
+func HistoryIndex(rec Record) (name string, membership bool) {
+	if rec.StreamPrefix == "" && rec.ConsumerGroup == "" {
+		return "", false
+	}
+	if r, ok := rec.Event.(*CommandRejected); ok && r.NoGroup {
+		return "", false
+	}
+	return IndexName(rec.StreamPrefix, rec.ConsumerGroup), Membership(rec.Type)
+}
+
 // Membership reports whether an event type is membership chatter (member.*,
 // assignment.*) rather than resharding and admin history: trimming drops it.
 func Membership(typ string) bool {

@@ -80,7 +80,7 @@ func (e *GroupDeleted) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
-var commandRejectedFields = fieldTable{names: []string{"command", "errorCode", "message", "requestedBy", "detail"}}
+var commandRejectedFields = fieldTable{names: []string{"command", "errorCode", "message", "requestedBy", "detail", "suppressed", "noGroup"}}
 
 func (e *CommandRejected) wireFields() *fieldTable { return &commandRejectedFields }
 func (e *CommandRejected) reset()                  { *e = CommandRejected{} }
@@ -96,6 +96,10 @@ func (e *CommandRejected) decodeField(r *reader, i int) (err error) {
 		e.RequestedBy, err = r.string()
 	case 4:
 		e.Detail, err = r.string()
+	case 5:
+		e.Suppressed, err = r.int64()
+	case 6:
+		e.NoGroup, err = r.bool()
 	}
 	return err
 }

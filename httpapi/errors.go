@@ -98,6 +98,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !ok {
 		st = statusOf[kindInternal]
 	}
+	if ce.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(ce.RetryAfter)))
+	}
 	writeJSON(w, st.code, wire.ErrorResponse{Status: st.name, ErrorCode: ce.Code, Message: ce.Message, Timestamp: time.Now().UTC(), Path: r.URL.Path})
 }
 

@@ -57,6 +57,8 @@ var (
 		"The autoscaling policy's maxShards (absent without a policy).", groupLabels, nil)
 	descAutoscaleRec = prometheus.NewDesc("rsc_autoscaling_recommended_shards",
 		"The shard count the autoscaler's latest evaluation recommends (absent before the first since this process leads).", groupLabels, nil)
+	descAutoscaleSamples = prometheus.NewDesc("rsc_autoscaling_load_samples",
+		"Load samples the autoscaler keeps in memory for the group (at most 66, whatever the evaluation window; each holds one count per shard).", groupLabels, nil)
 
 	descCorrection = prometheus.NewDesc("rsc_group_metadata_correction_open",
 		"1 while a metadata-correction round is open: a member reported a metadata version newer than the coordinator's (alert on it), else 0.", groupLabels, nil)
@@ -85,7 +87,7 @@ func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descReady, descLeader, descConflicts, descLogLength, descLogLastID, descApplyLag,
 		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
-		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descAutoscaling, descAutoscaleMin, descAutoscaleMax, descAutoscaleRec, descCorrection, descShardLag, descShardPending,
+		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descAutoscaling, descAutoscaleMin, descAutoscaleMax, descAutoscaleRec, descAutoscaleSamples, descCorrection, descShardLag, descShardPending,
 	} {
 		ch <- d
 	}
@@ -139,6 +141,9 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descAutoscaleMax, float64(a.Policy.MaxShards))
 			if ev, ok := c.LastEvaluation(g.Key); ok && a.Policy.Enabled {
 				gauge(descAutoscaleRec, float64(ev.Verdict.Recommended))
+			}
+			if a.Policy.Enabled {
+				gauge(descAutoscaleSamples, float64(c.LoadSamples(g.Key)))
 			}
 		}
 		gauge(descCorrection, boolValue(c.CorrectionOpen(g.Key)))

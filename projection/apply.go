@@ -49,6 +49,7 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		return nil
 	}
 	g.UpdatedAt = rec.Time
+	defer g.settle()
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
 		return nil
@@ -125,7 +126,7 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv,
 		Members: map[string]*Member{}, Targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
-		Ordering: normalOrdering(ev.Ordering),
+		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
 	}
 }
 
@@ -136,19 +137,22 @@ func setEpochs(g *Group, e events.Epochs) {
 
 func assignmentComputed(g *Group, ev *events.AssignmentComputed) {
 	g.AssignmentEpoch = ev.AssignmentEpoch
-	g.Targets = make(map[string][]int, len(ev.Targets))
+	targets := make(map[string][]int, len(ev.Targets))
 	for id, t := range ev.Targets {
-		g.Targets[id] = SortedInts(t)
+		targets[id] = SortedInts(t)
 	}
+	g.replaceTargets(targets)
 }
 
 func assignmentChanged(g *Group, ev *events.AssignmentChanged) {
 	g.AssignmentEpoch = ev.AssignmentEpoch
 	for id, t := range ev.Targets {
-		g.Targets[id] = SortedInts(t)
+		g.touch(id)
+		g.setTarget(id, SortedInts(t))
 	}
 	for _, id := range ev.Removed {
-		delete(g.Targets, id)
+		g.touch(id)
+		g.deleteTarget(id)
 	}
 }
 
@@ -157,10 +161,11 @@ func assignmentChanged(g *Group, ev *events.AssignmentChanged) {
 // memberOf is the member id (created ACTIVE if the group has no record of
 // it), touched at the record's time.
 func memberOf(g *Group, id string, rec events.Record) *Member {
-	m := g.Members[id]
+	g.touch(id)
+	m := g.memberForWrite(id)
 	if m == nil {
 		m = &Member{ID: id, Name: id, State: MemberActive}
-		g.Members[id] = m
+		g.putMember(m)
 	}
 	m.UpdatedAt = rec.Time
 	return m
@@ -224,8 +229,9 @@ func memberFenced(g *Group, rec events.Record, ev *events.MemberFenced) {
 
 func membersPruned(g *Group, ev *events.MembersPruned) {
 	for _, id := range ev.MemberIDs {
-		delete(g.Members, id)
-		delete(g.Targets, id)
+		g.touch(id)
+		g.deleteMember(id)
+		g.deleteTarget(id)
 	}
 	g.MetadataVersion = ev.MetadataVersion
 }
@@ -233,6 +239,9 @@ func membersPruned(g *Group, ev *events.MembersPruned) {
 // --- reshardings ---
 
 func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPreparing) {
+	if g.lay != nil {
+		g.lay.ownReshardings[ev.ReshardingID] = true
+	}
 	g.Reshardings = append(keptReshardings(g.Reshardings), &Resharding{
 		ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
 		State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
@@ -244,7 +253,7 @@ func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPrepa
 }
 
 func reshardingProvisioned(g *Group, rec events.Record, ev *events.ReshardingProvisioned) {
-	if m := g.Resharding(ev.ReshardingID); m != nil {
+	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
 		m.ProvisionedShards = ev.Shards
 		stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
 	}
@@ -260,7 +269,7 @@ func reshardingActivated(g *Group, rec events.Record, ev *events.ReshardingActiv
 func reshardingDrained(g *Group, rec events.Record, ev *events.ReshardingDrained) {
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
-	if m := g.Resharding(ev.ReshardingID); m != nil {
+	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
 		m.Drained = true
 		m.Evidence = ev.Evidence
 		stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
@@ -270,7 +279,7 @@ func reshardingDrained(g *Group, rec events.Record, ev *events.ReshardingDrained
 func reshardingReopened(g *Group, rec events.Record, ev *events.ReshardingReopened) {
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
-	if m := g.Resharding(ev.ReshardingID); m != nil {
+	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
 		m.Drained = false
 		m.Evidence = ev.Evidence
 		stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
@@ -279,7 +288,7 @@ func reshardingReopened(g *Group, rec events.Record, ev *events.ReshardingReopen
 
 func reshardingCompleted(g *Group, rec events.Record, ev *events.ReshardingCompleted) {
 	g.MetadataVersion = ev.MetadataVersion
-	if m := g.Resharding(ev.ReshardingID); m != nil {
+	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
 		if len(ev.Evidence) > 0 {
 			m.Evidence = ev.Evidence
 		}
@@ -294,7 +303,7 @@ func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRoll
 	g.ShardCount = ev.ShardCount
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
-	if m := g.Resharding(ev.ReshardingID); m != nil {
+	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
 		m.RollbackPolicy = ev.Policy
 		m.RollbackRequestedBy = ev.RequestedBy
 		m.RollbackReason = ev.Reason
@@ -307,7 +316,7 @@ func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRoll
 }
 
 func shardsRetired(g *Group, rec events.Record, ev *events.ShardsRetired) {
-	m := g.Resharding(ev.ReshardingID)
+	m := g.reshardingForWrite(ev.ReshardingID)
 	if m == nil {
 		return
 	}
@@ -411,7 +420,7 @@ func stateOf(g *Group, id string) string {
 }
 
 func stateChange(g *Group, id, state, phase string, rec events.Record) {
-	m := g.Resharding(id)
+	m := g.reshardingForWrite(id)
 	if m == nil {
 		return
 	}

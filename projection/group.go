@@ -126,6 +126,15 @@ func (m *Resharding) RemovedRange() (lo, hi int) {
 
 // Group is a coordinator group. Callers outside this package get it from State
 // methods and must treat it as read-only.
+//
+// A group is flat (the State's, a clone, one built from a snapshot): Members
+// and Targets hold every member and target. Or it is layered: the group an
+// Overlay returns for a group it changed shares the State's members and
+// holds only what the overlay's records changed (copy-on-write per member),
+// so folding a join into a group of thousands of members copies one member,
+// not thousands. A layered group's Members and Targets are nil: code that may
+// see one (package commands' decisions) reads members and targets only
+// through the methods, which answer the same for both.
 type Group struct {
 	Key             GroupKey `msgpack:"key"`
 	ShardCount      int      `msgpack:"shardCount"`
@@ -157,6 +166,14 @@ type Group struct {
 	// last decision (nil when never configured). The fold replaces it whole
 	// on every change: a clone may share it.
 	Autoscaling *Autoscaling `msgpack:"autoscaling,omitempty"`
+
+	// ix indexes the members of a flat group (index.go); nil in a group
+	// built outside this package, whose questions are answered by scanning.
+	ix *memberIndex
+	// lay is set in a layered group, an Overlay's copy of one of the
+	// State's (layer.go): Members and Targets are then nil and every read
+	// goes through the methods (Member, Target, EachMember, ...).
+	lay *layer
 }
 
 // Autoscaling is a group's autoscaling policy (as last configured; Enabled
@@ -271,28 +288,19 @@ func splitID(id string) (ms, seq uint64) {
 
 // MemberIDs returns all member ids, sorted.
 func (g *Group) MemberIDs() []string {
-	ids := make([]string, 0, len(g.Members))
-	for id := range g.Members {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-// LiveMemberIDs returns the ids of ACTIVE/STARTING members, sorted.
-func (g *Group) LiveMemberIDs() []string {
-	ids := make([]string, 0, len(g.Members))
-	for id, m := range g.Members {
-		if m.Live() {
-			ids = append(ids, id)
-		}
+	ids := make([]string, 0, g.MemberCount())
+	for m := range g.EachMember() {
+		ids = append(ids, m.ID)
 	}
 	sort.Strings(ids)
 	return ids
 }
 
 // Target is the member's target shards (nil when it has none).
-func (g *Group) Target(memberID string) []int { return g.Targets[memberID] }
+func (g *Group) Target(memberID string) []int {
+	t, _ := g.TargetOf(memberID)
+	return t
+}
 
 // Resharding returns the resharding with that id.
 func (g *Group) Resharding(id string) *Resharding {
@@ -312,21 +320,14 @@ func (g *Group) Active() *Resharding {
 	return g.Resharding(g.ActiveResharding)
 }
 
-// HeldByOthers reports whether any member other than memberID holds shard s.
-func (g *Group) HeldByOthers(memberID string, s int) bool {
-	for id, m := range g.Members {
-		if id != memberID && m.Holds(s) {
-			return true
-		}
-	}
-	return false
-}
+// Held reports whether any member holds shard s.
+func (g *Group) Held(s int) bool { return g.HeldByOthers("", s) }
 
 // Blocked returns the member's target shards that another member still holds:
 // revoke before assign.
 func (g *Group) Blocked(memberID string) []int {
 	var out []int
-	for _, s := range g.Targets[memberID] {
+	for _, s := range g.Target(memberID) {
 		if g.HeldByOthers(memberID, s) {
 			out = append(out, s)
 		}
@@ -338,7 +339,7 @@ func (g *Group) Blocked(memberID string) []int {
 // pending their previous owner's release.
 func (g *Group) Grantable(memberID string) (assigned, pending []int) {
 	assigned, pending = []int{}, []int{}
-	for _, s := range g.Targets[memberID] {
+	for _, s := range g.Target(memberID) {
 		if g.HeldByOthers(memberID, s) {
 			pending = append(pending, s)
 		} else {
@@ -355,46 +356,61 @@ func (g *Group) State() string {
 		return "EMPTY"
 	}
 	for _, id := range live {
-		m := g.Members[id]
-		if !equalInts(m.Current, g.Targets[id]) || len(m.Revoking) > 0 || len(g.Blocked(id)) > 0 {
+		m := g.Member(id)
+		if !equalInts(m.Current, g.Target(id)) || len(m.Revoking) > 0 || len(g.Blocked(id)) > 0 {
 			return "RECONCILING"
 		}
 	}
-	for _, m := range g.Members {
-		if m.State == MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0) {
-			return "RECONCILING"
+	for _, id := range g.ActiveMemberIDs() {
+		if m := g.Member(id); m.State == MemberLeaving {
+			return "RECONCILING" // active and leaving: it still holds shards
 		}
 	}
 	return "STABLE"
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy, flat (a layered group's clone holds every
+// member), with its own index.
 func (g *Group) Clone() *Group {
+	c := g.deepCopy()
+	c.buildIndex()
+	return c
+}
+
+// deepCopy is Clone without the index (a snapshot's copy is only encoded).
+func (g *Group) deepCopy() *Group {
 	c := *g
-	c.Members = make(map[string]*Member, len(g.Members))
-	for id, m := range g.Members {
+	c.ix = nil
+	c.lay = nil
+	c.Members = make(map[string]*Member, g.MemberCount())
+	for m := range g.EachMember() {
 		mc := *m
 		mc.Current = cloneInts(m.Current)
 		mc.Revoking = cloneInts(m.Revoking)
 		mc.Granted = cloneInts(m.Granted)
-		c.Members[id] = &mc
+		c.Members[mc.ID] = &mc
 	}
-	c.Targets = make(map[string][]int, len(g.Targets))
-	for id, t := range g.Targets {
+	c.Targets = make(map[string][]int, g.MemberCount())
+	for id, t := range g.EachTarget() {
 		c.Targets[id] = cloneInts(t)
 	}
 	c.Reshardings = make([]*Resharding, len(g.Reshardings))
 	for i, m := range g.Reshardings {
-		mc := *m
-		mc.Evidence = append([]events.ShardDrain(nil), m.Evidence...)
-		mc.RetiredKeys = append([]string(nil), m.RetiredKeys...)
-		mc.History = append([]StateChange(nil), m.History...)
-		c.Reshardings[i] = &mc
+		c.Reshardings[i] = m.clone()
 	}
 	// Barriers are never changed in place (a release builds a new slice), so
 	// the clone shares them.
 	c.Barriers = append([]*Barrier(nil), g.Barriers...)
 	return &c
+}
+
+// clone is a deep copy of a resharding.
+func (m *Resharding) clone() *Resharding {
+	mc := *m
+	mc.Evidence = append([]events.ShardDrain(nil), m.Evidence...)
+	mc.RetiredKeys = append([]string(nil), m.RetiredKeys...)
+	mc.History = append([]StateChange(nil), m.History...)
+	return &mc
 }
 
 func containsInt(s []int, v int) bool {

@@ -6,8 +6,9 @@ import "github.com/rscoord/rsc/events"
 // a decision into it before they are appended, so later steps of the same decision
 // (and later decisions in the same batch) see their effect. The State itself is
 // only changed by Apply, after the append landed. Groups an Overlay has not
-// touched are read from the State, so the caller must hold the State's lock for
-// the Overlay's whole life.
+// touched are read from the State, and the groups it changed share the
+// State's members (each copied on its first write), so the caller must hold
+// the State's lock for the Overlay's whole life.
 type Overlay struct {
 	base    *State
 	groups  map[GroupKey]*Group
@@ -23,7 +24,9 @@ func (s *State) NewOverlayLocked() *Overlay {
 	return &Overlay{base: s, groups: map[GroupKey]*Group{}, deleted: map[GroupKey]bool{}}
 }
 
-// Group returns the group as the overlay sees it (read-only), or nil.
+// Group returns the group as the overlay sees it (read-only), or nil. A group
+// the overlay changed is layered over the State's (see Group): read it
+// through its methods.
 func (o *Overlay) Group(k GroupKey) *Group {
 	if o.deleted[k] {
 		return nil
@@ -91,7 +94,7 @@ func (o *Overlay) Apply(rec events.Record) {
 	}
 	if cur != nil {
 		if _, own := o.groups[k]; !own {
-			cur = cur.Clone()
+			cur = cur.layered()
 		}
 	}
 	g := foldGroup(cur, k, rec)

@@ -49,7 +49,7 @@ func (s *State) Capture() *Capture {
 func (s *State) CaptureLocked() *Capture {
 	c := &Capture{snap: snapshot{Version: snapshotVersion, LastID: s.lastID}}
 	for _, k := range s.order {
-		c.snap.Groups = append(c.snap.Groups, s.groups[k].Clone())
+		c.snap.Groups = append(c.snap.Groups, s.groups[k].deepCopy())
 	}
 	for p := range s.prefixes {
 		c.snap.Prefixes = append(c.snap.Prefixes, p)
@@ -91,6 +91,7 @@ func Restore(data []byte) (*State, error) {
 		if g.Targets == nil {
 			g.Targets = map[string][]int{}
 		}
+		g.buildIndex()
 		s.groups[g.Key] = g
 		s.order = append(s.order, g.Key)
 	}

@@ -52,11 +52,11 @@ func ViewGroup(g *Group) GroupView {
 		v.ActiveResharding = &rv
 	}
 	for _, id := range g.LiveMemberIDs() {
-		v.TargetAssignmentSummary[id] = len(g.Targets[id])
+		v.TargetAssignmentSummary[id] = len(g.Target(id))
 	}
-	for id, m := range g.Members {
+	for m := range g.EachMember() {
 		if m.CanHold() && len(m.Current) > 0 {
-			v.CurrentAssignmentSummary[id] = len(m.Current)
+			v.CurrentAssignmentSummary[m.ID] = len(m.Current)
 		}
 	}
 	return v
@@ -261,29 +261,22 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 			FillDrainRow(&row, e)
 			row.EvidenceSource = "log"
 		}
-		for _, id := range g.MemberIDs() {
-			if g.Members[id].Holds(s) {
-				row.Owners = append(row.Owners, id)
-			}
-		}
+		row.Owners = append(row.Owners, g.HoldersOf(s)...)
 		v.Drain = append(v.Drain, row)
 	}
 	v.DrainProven = m.Drained || (m.Terminal() && len(removed) > 0)
 	if m.Drained || m.Terminal() {
 		v.Revoke.Started = len(removed) > 0
 	}
-	for _, id := range g.MemberIDs() {
-		mem := g.Members[id]
-		var held []int
-		for _, s := range removed {
-			if mem.Holds(s) {
-				held = append(held, s)
-			}
+	held := map[string][]int{}
+	for _, s := range removed {
+		for _, id := range g.HoldersOf(s) {
+			held[id] = append(held[id], s)
 		}
-		if len(held) > 0 {
-			v.Revoke.Holding[id] = SortedInts(held)
-			v.Revoke.Remaining += len(held)
-		}
+	}
+	for id, shards := range held {
+		v.Revoke.Holding[id] = SortedInts(shards)
+		v.Revoke.Remaining += len(shards)
 	}
 	v.Rollback = StaticRollbackInfo(g, m)
 	if m.Terminal() && hi > lo {
@@ -372,14 +365,14 @@ func ViewAssignments(g *Group) AssignmentsView {
 	}
 	live := g.LiveMemberIDs()
 	for _, id := range live {
-		v.TargetAssignment[id] = SortedInts(g.Targets[id])
+		v.TargetAssignment[id] = SortedInts(g.Target(id))
 		_, pending := g.Grantable(id)
 		if len(pending) > 0 {
 			v.PendingAssignments[id] = SortedInts(pending)
 		}
 	}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		v.CurrentAssignments[id] = SortedInts(m.Current)
 		if m.CanHold() && len(m.Granted) > 0 {
 			v.GrantedAssignments[id] = SortedInts(m.Granted)
@@ -389,8 +382,8 @@ func ViewAssignments(g *Group) AssignmentsView {
 		}
 	}
 	owners := map[int][]string{}
-	for id, t := range g.Targets {
-		if _, ok := g.Members[id]; !ok || !g.Members[id].Live() {
+	for id, t := range g.EachTarget() {
+		if m := g.Member(id); m == nil || !m.Live() {
 			v.InvariantViolations = append(v.InvariantViolations, "target assignment references unknown member "+id)
 		}
 		for _, s := range t {
@@ -414,7 +407,7 @@ func ViewAssignments(g *Group) AssignmentsView {
 	// Our stronger invariant: no shard held by two members at once.
 	holders := map[int][]string{}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		if !m.CanHold() {
 			continue
 		}

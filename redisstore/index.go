@@ -224,12 +224,15 @@ func (l *Log) BackfillIndex(ctx context.Context) (indexed, skipped int, err erro
 		names := map[string]bool{}
 		for _, e := range toEntries(msgs) {
 			rec, err := events.Decode(e.ID, e.Data)
-			if err != nil || (rec.StreamPrefix == "" && rec.ConsumerGroup == "") {
+			if err != nil {
 				continue
 			}
-			name := events.IndexName(rec.StreamPrefix, rec.ConsumerGroup)
+			name, membership := events.HistoryIndex(rec)
+			if name == "" {
+				continue
+			}
 			names[name] = true
-			adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: l.historyKey(events.Membership(rec.Type), name), ID: e.ID, Values: []any{indexField, "1"}}))
+			adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: l.historyKey(membership, name), ID: e.ID, Values: []any{indexField, "1"}}))
 		}
 		fields := []any{"at", msgs[len(msgs)-1].ID}
 		for name := range names {

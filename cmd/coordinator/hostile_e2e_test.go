@@ -294,10 +294,20 @@ func TestIntegrationBoundedInputs(t *testing.T) {
 			t.Errorf("the refused create's command.rejected is %d bytes", size)
 		}
 	}
-	for _, e := range hostileEvents(t, tc, "bounded", "over-limit", "command.rejected") {
+	// The group was never created: its refusals are in the log, in no
+	// group's history.
+	refusals := 0
+	for _, e := range apiAllEvents(t, tc, "/coord/v1/monitoring/events") {
+		if e.Type != "command.rejected" || e.StreamPrefix != "bounded" || e.ConsumerGroup != "over-limit" {
+			continue
+		}
+		refusals++
 		if s := fmt.Sprint(e.Payload["requestedBy"]); len(s) > 256 {
 			t.Errorf("command.rejected keeps a requestedBy of %d bytes", len(s))
 		}
+	}
+	if refusals != 3 {
+		t.Errorf("%d refused creates in the log, want 3", refusals)
 	}
 	apiSend(t, tc, apiAdmin, "POST", apiGroupPath("bounded", "g", "scale"), map[string]any{"targetShardCount": 2, "requestedBy": "alice", "reason": huge}, nil).apiWantError(t, 400, "INVALID_REQUEST")
 }
@@ -535,7 +545,9 @@ func TestIntegrationJoinLogGrowthFlat(t *testing.T) {
 	}
 	// Long leases: 2,000 requests under the race detector on a busy machine
 	// must not expire the first members.
-	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MemberLease = 10 * time.Minute })
+	// No churn budget: 1,000 joins of one principal in one group are what is
+	// measured here (TestIntegrationChurnLoopIsBudgeted tests the budget).
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MemberLease, m.MemberChurnPerMinute = 10*time.Minute, 0 })
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
 	apiCreate(t, tc, "joins", "g", 128).apiWant(t, 201)

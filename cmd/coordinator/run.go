@@ -59,6 +59,10 @@ type Main struct {
 	SnapshotMinInterval  time.Duration
 	IgnoreSnapshot       bool
 	RateLimitPerMinute   int
+	// MemberChurnPerMinute and RejectionsPerMinute are the budgets on what
+	// reaches the log (0: off).
+	MemberChurnPerMinute int
+	RejectionsPerMinute  int
 	// AllowedHosts are Host names answered besides loopback ones; with a
 	// loopback --listen (or any AllowedHosts) other Host headers are refused.
 	AllowedHosts  string
@@ -140,6 +144,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.SnapshotMinInterval, "snapshot-min-interval", 30*time.Second, "least time between periodic snapshots (negative: none)")
 	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
 	fs.IntVar(&m.RateLimitPerMinute, "rate-limit-per-minute", DefaultRateLimitPerMinute, "admin mutations per principal per minute, over every group and prefix (429 with Retry-After beyond; 0: off)")
+	fs.IntVar(&m.MemberChurnPerMinute, "member-churn-per-minute", commands.DefaultMemberChurnPerMinute, "member joins and leaves per principal and group per minute, a quarter of them at once (429 with Retry-After beyond, nothing appended; steady heartbeats are never limited; 0: off)")
+	fs.IntVar(&m.RejectionsPerMinute, "rejections-per-minute", commands.DefaultRejectionsPerMinute, "refused admin commands recorded in the log (command.rejected) per principal per minute, a quarter of them at once; the next record counts those left out (0: record every one)")
 	fs.StringVar(&m.AllowedHosts, "allowed-hosts", "", "comma-separated Host names answered besides localhost and loopback addresses (\".example.com\" also allows its subdomains); with a loopback --listen, or when given, requests for any other Host are refused (DNS rebinding)")
 	fs.StringVar(&m.CoordinatorID, "coordinator-id", "local-coordinator", "name of this coordinator in health output")
 	fs.StringVar(&m.LogFormat, "log-format", "json", "log format: json or console")
@@ -202,6 +208,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.RateLimitPerMinute < 0 {
 		return fmt.Errorf("--rate-limit-per-minute must be 0 (off) or positive")
 	}
+	if m.MemberChurnPerMinute < 0 || m.RejectionsPerMinute < 0 {
+		return fmt.Errorf("--member-churn-per-minute and --rejections-per-minute must be 0 (off) or positive")
+	}
 	if err := checkAllowedHosts(m.AllowedHosts); err != nil {
 		return err
 	}
@@ -258,6 +267,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DisableProvisioning: m.DisableProvisioning, KeepRetiredStreams: m.KeepRetiredStreams,
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
+		MemberChurnPerMinute: offIfZero(m.MemberChurnPerMinute), RejectionsPerMinute: offIfZero(m.RejectionsPerMinute),
 	}
 	if m.CrashAfterEvent != "" {
 		target := m.CrashAfterEvent
@@ -399,4 +409,13 @@ func (m *Main) loadUsers() ([]httpapi.User, []byte, error) {
 		return nil, nil, fmt.Errorf("--users-file %s: %w", m.UsersFile, err)
 	}
 	return users, data, nil
+}
+
+// offIfZero maps a flag's 0 (off) to commands.Config's -1 (its 0 is the
+// default).
+func offIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

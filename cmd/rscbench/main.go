@@ -17,6 +17,9 @@
 //	rscbench publish    the Go SDK's publish paths (single, batches of 64,
 //	                    async; plain and idempotent; a dedup hit) vs plain
 //	                    XADD, and the memory of a dedup record
+//	rscbench noisy      a join's latency in a quiet group while other
+//	                    connections flood a group of many member records
+//	                    with joins and leaves, vs the same joins alone
 //	rscbench all        everything
 //
 // It starts a throwaway redis-server (--save "" --appendonly no) on a free
@@ -62,6 +65,9 @@ commands:
   publish    the Go SDK's publish paths vs plain XADD: single (fenced, with a
              dedup window, a dedup hit), batches of 64, async from one
              goroutine; the memory of a dedup record
+  noisy      a join's latency (p50, p99) in a quiet group while --churners
+             connections flood a group of --noisy-records member records
+             with joins and leaves, vs the same joins with no flood
   all        everything
 
 common flags: --quick (smaller sizes), -json, --redis URL (instead of a
@@ -119,15 +125,20 @@ type options struct {
 	orderingReps  int
 	publishSlice  time.Duration
 	publishRounds int
+
+	// noisy
+	noisyRecords int
+	churners     int
+	noisyJoins   int
 }
 
-var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "publish", "all"}
+var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "publish", "noisy", "all"}
 
 // newOptions returns the defaults that do not depend on --quick; a command's
 // flags start from them, and the flags it does not have keep them.
 func newOptions() *options {
 	return &options{seed: 1, appendRounds: 3, reps: 3, shards: 128, concurrency: 64, passes: 2, rbMembers: 100, rbShards: 256, rbLeavers: 10,
-		joins: 1000, joinsEarly: 100, joinShards: 128, orderingLoad: 500}
+		joins: 1000, joinsEarly: 100, joinShards: 128, orderingLoad: 500, churners: 2}
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
@@ -168,6 +179,14 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 		fs.DurationVar(&o.publishSlice, "publish-slice", 0, "duration of one fenced-publish or XADD measurement slice (default 500ms; quick 100ms)")
 		fs.IntVar(&o.publishRounds, "publish-rounds", 0, "slices per variant, alternating which runs first (default 4; quick 2)")
 	}
+	if cmd == "noisy" || cmd == "all" {
+		fs.IntVar(&o.noisyRecords, "noisy-records", 0, "member records (joined and left) in the flooded group (default 3000; quick 500)")
+		fs.IntVar(&o.churners, "churners", o.churners, "connections flooding the noisy group with joins and leaves")
+		fs.IntVar(&o.noisyJoins, "noisy-joins", 0, "joins measured in the quiet group, alone and under the flood each (default 400; quick 60)")
+		if cmd == "noisy" {
+			fs.IntVar(&o.passes, "passes", o.passes, "alternating alone/flooded phases the joins are split into")
+		}
+	}
 	if cmd == "heartbeat" || cmd == "rebalance" || cmd == "all" {
 		fs.IntVar(&o.rbMembers, "rebalance-members", o.rbMembers, "members joining the rebalance group")
 		fs.IntVar(&o.rbShards, "rebalance-shards", o.rbShards, "shards of the rebalance group")
@@ -191,6 +210,8 @@ func (o *options) resolve() error {
 	pick(&o.requests, 100_000, 10_000)
 	pick(&o.publishRounds, 4, 2)
 	pick(&o.orderingReps, 3, 1)
+	pick(&o.noisyRecords, 3000, 500)
+	pick(&o.noisyJoins, 400, 60)
 	if o.publishSlice == 0 {
 		o.publishSlice = 500 * time.Millisecond
 		if o.quick {
@@ -226,6 +247,7 @@ func (o *options) resolve() error {
 	for _, n := range o.backlogs {
 		check(n >= 0, "--backlogs must not be negative")
 	}
+	check(o.noisyRecords >= 0 && o.churners > 0 && o.noisyJoins >= o.passes, "--noisy-records must not be negative, --churners positive and --noisy-joins at least --passes")
 	check(o.orderingLoad >= 0 && o.orderingReps > 0 && o.publishSlice > 0 && o.publishRounds > 0, "--ordering-load must not be negative, --ordering-reps, --publish-slice and --publish-rounds must be positive")
 	return errors.Join(problems...)
 }
@@ -338,6 +360,8 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runOrdering(ctx, rep)
 	case "publish":
 		return b.runPublish(ctx, rep)
+	case "noisy":
+		return b.runNoisy(ctx, rep)
 	case "all":
 		if err := b.runLog(ctx, rep); err != nil {
 			return err
@@ -352,6 +376,9 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 			return err
 		}
 		if err := b.runPublish(ctx, rep); err != nil {
+			return err
+		}
+		if err := b.runNoisy(ctx, rep); err != nil {
 			return err
 		}
 		return b.runRebalance(ctx, rep)

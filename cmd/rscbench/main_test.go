@@ -186,6 +186,19 @@ func TestOrderingTiny(t *testing.T) {
 	noKeysLeft(t, srv)
 }
 
+func TestNoisyTiny(t *testing.T) {
+	srv := redistest.StartProcess(t)
+	r := mustRun(t, "noisy", "--noisy-records", "200", "--churners", "2", "--noisy-joins", "20", "--passes", "2", "--redis", srv.URL(), "-json")
+	got := checkReport(t, decodeReport(t, r.stdout), "noisy.neighbour")
+	if v := value(t, got, "noisy.neighbour", "flood joins and leaves"); v <= 0 {
+		t.Errorf("the flood made %v joins and leaves a second", v)
+	}
+	if v := value(t, got, "noisy.neighbour", "member records in the noisy group at the end"); v < 200 {
+		t.Errorf("the noisy group holds %v records, want at least the 200 it started with", v)
+	}
+	noKeysLeft(t, srv)
+}
+
 func TestRebalanceTable(t *testing.T) {
 	r := mustRun(t, "rebalance", "--rebalance-members", "20", "--rebalance-shards", "64", "--leavers", "2")
 	for _, want := range []string{"== heartbeat.rebalance", "join: rounds until stable", "leave: shards moved between stable states", "(baseline)"} {
@@ -210,7 +223,7 @@ func TestAllStartsAndStopsItsOwnRedis(t *testing.T) {
 		"--backlogs", "0,200", "--ordering-load", "100", "--publish-slice", "10ms", "--publish-rounds", "1", "-json")
 	rep := decodeReport(t, r.stdout)
 	checkReport(t, rep, "log.append", "log.fold", "log.replay", "log.startup", "log.trim", "heartbeat.steady", "heartbeat.rebalance",
-		"ordering.pause", "ordering.publish")
+		"ordering.pause", "ordering.publish", "noisy.neighbour")
 	addr, ok := strings.CutPrefix(rep.Env.RedisSource, "throwaway redis-server ")
 	if !ok {
 		t.Fatalf("redisSource = %q, want a throwaway server", rep.Env.RedisSource)

@@ -1,0 +1,193 @@
+package commands
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rscoord/rsc/wire"
+)
+
+// churnedWorld is a 128-shard group with records member records: live
+// members that hold the balanced assignment, and records-live members that
+// joined and left holding nothing (what a join/leave loop leaves behind
+// until the records are pruned).
+func churnedWorld(records, live int) *world {
+	w := group(128)
+	ids := make([]string, live)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("live-%04d", i)
+		w.join(ids[i])
+	}
+	for i := 0; i < records-live; i++ {
+		id := fmt.Sprintf("gone-%04d", i)
+		w.join(id).leave(id)
+	}
+	targets := Assign(nil, ids, 128)
+	w.assign(targets)
+	for _, id := range ids {
+		w.grant(id, w.g, targets[id]...).own(id, targets[id], nil)
+	}
+	return w
+}
+
+// steadyTable is the runtime table of a world whose members all heartbeat
+// just now, after one maintenance decision (which sets the lease floor, as
+// the tick does).
+func steadyTable(w *world, r rules, now time.Time) *runtimeTable {
+	table := newRuntimeTable()
+	table.rearm(w.st, now, r.memberLease)
+	bc := newBatch(w.st, table, now)
+	t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+	expireLapsed(t, rulesKey)
+	t.rt.merge()
+	table.commit(bc.rt)
+	return table
+}
+
+// BenchmarkJoinDecision is one join's decision (a heartbeat with epoch 0 from
+// a member the group does not know), decided in a batch and not appended, in
+// a group with 10 member records against one with 3,000 (most of them left,
+// as a join/leave loop leaves them). Cost proportional to change: the two
+// should take about the same time.
+func BenchmarkJoinDecision(b *testing.B) {
+	for _, c := range []struct{ records, live int }{{1, 1}, {3000, 1}, {10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
+		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
+			w := churnedWorld(c.records, c.live)
+			r := testRules()
+			now := rulesNow()
+			table := steadyTable(w, r, now)
+			req := beat{member: "joiner"}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				bc := newBatch(w.st, table, now)
+				t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+				resp, err := heartbeat(t, rulesKey, "joiner", "", req)
+				if err != nil || resp.Status != wire.StatusOK {
+					b.Fatalf("join: %v %+v", err, resp)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLeaveDecision is one live member's leave (epoch -1), decided and
+// not appended, at 10 and 3,000 member records.
+func BenchmarkLeaveDecision(b *testing.B) {
+	for _, c := range []struct{ records, live int }{{1, 1}, {3000, 1}, {10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
+		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
+			w := churnedWorld(c.records, c.live)
+			r := testRules()
+			now := rulesNow()
+			table := steadyTable(w, r, now)
+			g, _ := w.st.Group(rulesKey)
+			req := beat{member: "live-0000", epoch: -1, mv: g.MetadataVersion}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				bc := newBatch(w.st, table, now)
+				t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+				resp, err := heartbeat(t, rulesKey, "live-0000", "", req)
+				if err != nil || resp.Status != wire.StatusOK {
+					b.Fatalf("leave: %v %+v", err, resp)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSteadyHeartbeat is the steady path (no writer) of a live member at
+// 10 and 3,000 member records.
+func BenchmarkSteadyHeartbeat(b *testing.B) {
+	for _, c := range []struct{ records, live int }{{1, 1}, {3000, 1}, {10, 10}, {3000, 10}, {3000, 100}, {3000, 3000}} {
+		b.Run(fmt.Sprintf("records=%d/live=%d", c.records, c.live), func(b *testing.B) {
+			w := churnedWorld(c.records, c.live)
+			r := testRules()
+			now := rulesNow()
+			table := steadyTable(w, r, now)
+			g := w.st.GroupLocked(rulesKey)
+			m := g.Members["live-0000"]
+			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				if resp := steady(r, table, g, rulesKey, m.ID, req, now.Add(time.Second)); resp == nil {
+					b.Fatal("not steady")
+				}
+			}
+		})
+	}
+}
+
+// TestMaintenanceDue: the tick's cheap scan finds a group with something to
+// do (a lease that passed, a terminal record past the retention) and, once its
+// maintenance decision ran, leaves alone a group of thousands of records with
+// nothing to do.
+func TestMaintenanceDue(t *testing.T) {
+	r := testRules()
+	r.staleRetention = 24 * time.Hour
+	w := churnedWorld(3000, 10)
+	now := w.st.GroupLocked(rulesKey).UpdatedAt.Add(time.Second)
+	table := newRuntimeTable()
+	table.rearm(w.st, now, r.memberLease)
+	mt := &maintenance{state: w.st, table: table, rules: r, now: func() time.Time { return now }}
+	if due := mt.due(); len(due) != 1 {
+		t.Fatalf("due %v before any maintenance decision, want the group (its lease floor is unknown)", due)
+	}
+	table = steadyTable(w, r, now)
+	mt.table = table
+	if due := mt.due(); len(due) != 0 {
+		t.Fatalf("due %v with every lease renewed now and the records younger than the retention", due)
+	}
+	lapsed("live-0003")(table, now)
+	if due := mt.due(); len(due) != 1 {
+		t.Fatalf("due %v with a lapsed lease, want the group", due)
+	}
+	table = steadyTable(w, r, now)
+	mt.table = table
+	later := now.Add(r.staleRetention + time.Hour)
+	mt.now = func() time.Time { return later }
+	table.renew(rulesKey, "live-0000", renewal{at: later, lease: r.memberLease}) // leases are not what is due
+	if due := mt.due(); len(due) != 1 {
+		t.Fatalf("due %v with terminal records past the retention, want the group", due)
+	}
+}
+
+// TestDecisionsReadGroupsThroughMethods: a decision may see a layered group
+// (an overlay's copy-on-write copy), whose Members and Targets maps are nil;
+// so this package reads members and targets only through the group's
+// methods (Member, EachMember, Target, TargetOf, ...), never the maps.
+func TestDecisionsReadGroupsThroughMethods(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if pkg, isIdent := sel.X.(*ast.Ident); isIdent && pkg.Name == "events" {
+				return true // the type events.Targets
+			}
+			if sel.Sel.Name == "Members" || sel.Sel.Name == "Targets" {
+				t.Errorf("%s: reads the %s map of a group (use the group's methods)", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+}

@@ -1,0 +1,370 @@
+package projection
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// memberIndex is what the fold keeps beside a group's members so that the
+// questions a decision asks about one member or one shard cost what the answer
+// costs, not the size of the group: who holds a shard, which members are
+// live, which are still active (not a terminal record), which hold shards
+// outside their target. It is derived from Members and Targets alone, is never
+// encoded (snapshots and State.Encode do not change) and is rebuilt whenever a
+// group is restored or cloned, so the same log always gives the same index.
+//
+// The fold keeps it current: before an event changes a member or its target
+// the member's entries are taken out (touch), and once the event is folded
+// they are put back from its new state (settle).
+type memberIndex struct {
+	live    map[string]struct{}
+	active  map[string]struct{}
+	outside map[string]struct{}
+	holders map[int]map[string]struct{}
+	targets targetIndex
+	// terminal is the terminal records (not Active), oldest first: by
+	// UpdatedAt, then id (pruning and making room take them in this order).
+	terminal []terminalRecord
+	// touched are the ids taken out by the event being folded.
+	touched []string
+	// bulk: buildIndex fills the sorted lists unsorted.
+	bulk bool
+}
+
+func newMemberIndex() *memberIndex {
+	return &memberIndex{live: map[string]struct{}{}, active: map[string]struct{}{}, outside: map[string]struct{}{}, holders: map[int]map[string]struct{}{},
+		targets: newTargetIndex()}
+}
+
+// buildIndex indexes every member and target entry of a flat group.
+// Its sorted lists are filled unsorted and sorted once at the end, so a
+// group of n members is indexed in O(n log n).
+func (g *Group) buildIndex() {
+	g.ix = newMemberIndex()
+	g.ix.bulk, g.ix.targets.bulk = true, true
+	for id, m := range g.Members {
+		t, has := g.Targets[id]
+		g.ix.add(id, m, t, has)
+	}
+	for id, t := range g.Targets {
+		if _, ok := g.Members[id]; !ok {
+			g.ix.add(id, nil, t, true)
+		}
+	}
+	g.ix.bulk, g.ix.targets.bulk = false, false
+	slices.SortFunc(g.ix.terminal, compareTerminal)
+	g.ix.targets.sortBulk()
+}
+
+// terminalRecord is a terminal member record's place in the order.
+type terminalRecord struct {
+	at time.Time
+	id string
+}
+
+func compareTerminal(a, b terminalRecord) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// Active reports whether the member is not a terminal record: it is live, or
+// it left and still holds shards it owned or is revoking.
+func (m *Member) Active() bool {
+	return m.Live() || (m.State == MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0))
+}
+
+// holdsOutside reports whether a member that can hold shards lists one
+// (owned or revoking) that its target does not give it.
+func holdsOutside(m *Member, target []int) bool {
+	if !m.CanHold() {
+		return false
+	}
+	for _, set := range [][]int{m.Current, m.Revoking} {
+		for _, s := range set {
+			if !containsInt(target, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HoldsOutsideTarget reports whether the member (which can hold shards)
+// lists a shard, owned or revoking, outside its target: it has a shard to
+// release.
+func (g *Group) HoldsOutsideTarget(m *Member) bool { return holdsOutside(m, g.Target(m.ID)) }
+
+// add indexes member id (m nil: no record) and its target entry (has: the
+// assignment has one).
+func (ix *memberIndex) add(id string, m *Member, target []int, has bool) {
+	ix.targets.add(id, m != nil && m.Live(), target, has)
+	if m == nil {
+		return
+	}
+	if m.Live() {
+		ix.live[id] = struct{}{}
+	}
+	if m.Active() {
+		ix.active[id] = struct{}{}
+	} else {
+		r := terminalRecord{m.UpdatedAt, id}
+		if ix.bulk {
+			ix.terminal = append(ix.terminal, r)
+		} else if i, found := slices.BinarySearchFunc(ix.terminal, r, compareTerminal); !found {
+			ix.terminal = slices.Insert(ix.terminal, i, r)
+		}
+	}
+	if holdsOutside(m, target) {
+		ix.outside[id] = struct{}{}
+	}
+	if !m.CanHold() {
+		return
+	}
+	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
+		for _, s := range set {
+			h := ix.holders[s]
+			if h == nil {
+				h = map[string]struct{}{}
+				ix.holders[s] = h
+			}
+			h[id] = struct{}{}
+		}
+	}
+}
+
+// remove takes out what add(id, m, target, has) put in; what is not there
+// is skipped.
+func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
+	ix.targets.remove(id, m != nil && m.Live(), target, has)
+	delete(ix.live, id)
+	delete(ix.active, id)
+	delete(ix.outside, id)
+	if m == nil {
+		return
+	}
+	if !m.Active() {
+		if i, found := slices.BinarySearchFunc(ix.terminal, terminalRecord{m.UpdatedAt, id}, compareTerminal); found {
+			ix.terminal = slices.Delete(ix.terminal, i, i+1)
+		}
+	}
+	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
+		for _, s := range set {
+			if h := ix.holders[s]; h != nil {
+				delete(h, id)
+				if len(h) == 0 {
+					delete(ix.holders, s)
+				}
+			}
+		}
+	}
+}
+
+// touch takes member id's entries out of a flat group's index before the
+// event being folded changes the member or its target; settle puts them
+// back. A layered group (an overlay's) keeps no index.
+func (g *Group) touch(id string) {
+	if g.ix == nil {
+		return
+	}
+	t, has := g.Targets[id]
+	g.ix.remove(id, g.Members[id], t, has)
+	g.ix.touched = append(g.ix.touched, id)
+}
+
+// settle indexes the members the folded event touched, as they are now.
+func (g *Group) settle() {
+	if g.ix == nil {
+		return
+	}
+	for _, id := range g.ix.touched {
+		t, has := g.Targets[id]
+		m := g.Members[id]
+		g.ix.remove(id, m, t, has) // touched twice: added once
+		g.ix.add(id, m, t, has)
+	}
+	g.ix.touched = g.ix.touched[:0]
+}
+
+
+// idsWhere lists, sorted, the ids of a group's members that keep accepts: from
+// the flat group's index set when it has one, else by scanning its members;
+// for a layered group, the base's answer without the members the layer
+// changed, plus those of the layer's members that keep accepts.
+func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
+	if l := g.lay; l != nil {
+		base := l.base.idsWhere(set, keep)
+		out := make([]string, 0, len(base)+len(l.members))
+		for _, id := range base {
+			if !l.dirty(id) {
+				out = append(out, id)
+			}
+		}
+		added := false
+		for id := range l.dirtyIDs() {
+			if m := g.Member(id); m != nil && keep(g, m) {
+				out = append(out, id)
+				added = true
+			}
+		}
+		if added {
+			sort.Strings(out)
+		}
+		return out
+	}
+	if g.ix != nil {
+		return sortedKeys(set(g.ix))
+	}
+	var out []string
+	for id, m := range g.Members {
+		if keep(g, m) {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LiveMemberIDs returns the ids of ACTIVE/STARTING members, sorted.
+func (g *Group) LiveMemberIDs() []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.live }, func(_ *Group, m *Member) bool { return m.Live() })
+}
+
+// ActiveMemberIDs returns the ids of the members that are not terminal
+// records (Member.Active), sorted: the members expiry, rebalance deadlines and
+// correction rounds are about.
+func (g *Group) ActiveMemberIDs() []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.active }, func(_ *Group, m *Member) bool { return m.Active() })
+}
+
+// OutsideTargetIDs returns, sorted, the members that can hold shards and hold
+// one outside their target (HoldsOutsideTarget).
+func (g *Group) OutsideTargetIDs() []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.outside }, func(g *Group, m *Member) bool { return g.HoldsOutsideTarget(m) })
+}
+
+// HoldersOf returns, sorted, the members that hold shard s (Member.Holds).
+func (g *Group) HoldersOf(s int) []string {
+	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.holders[s] }, func(_ *Group, m *Member) bool { return m.Holds(s) })
+}
+
+// HeldByOthers reports whether any member other than memberID holds shard s.
+func (g *Group) HeldByOthers(memberID string, s int) bool {
+	if l := g.lay; l != nil {
+		for id := range l.base.holderSet(s) {
+			if id != memberID && !l.memberChanged(id) {
+				return true
+			}
+		}
+		for id, m := range l.members {
+			if id != memberID && m != nil && m.Holds(s) {
+				return true
+			}
+		}
+		return false
+	}
+	for id := range g.holderSet(s) {
+		if id != memberID {
+			return true
+		}
+	}
+	return false
+}
+
+// holderSet is the set of members of a flat group that hold s.
+func (g *Group) holderSet(s int) map[string]struct{} {
+	if g.ix != nil {
+		return g.ix.holders[s]
+	}
+	out := map[string]struct{}{}
+	for id, m := range g.Members {
+		if m.Holds(s) {
+			out[id] = struct{}{}
+		}
+	}
+	return out
+}
+
+// OldestTerminal returns up to n terminal member records (not Active), oldest
+// first (by UpdatedAt, then id), that keep accepts; keep sees them in that
+// order and the first it refuses ends the list (nil keep: all).
+func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
+	var out []*Member
+	accept := func(m *Member) bool { return keep == nil || keep(m) }
+	if l := g.lay; l != nil {
+		// The base's order without the members the layer changed, merged
+		// with the layer's terminal members.
+		var mine []*Member
+		for _, m := range l.members {
+			if m != nil && !m.Active() {
+				mine = append(mine, m)
+			}
+		}
+		slices.SortFunc(mine, func(a, b *Member) int {
+			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
+		})
+		base := l.base.OldestTerminal(-1, nil)
+		i, j := 0, 0
+		for n < 0 || len(out) < n {
+			for i < len(base) && l.memberChanged(base[i].ID) {
+				i++
+			}
+			var next *Member
+			switch {
+			case i < len(base) && (j == len(mine) || compareTerminal(terminalRecord{base[i].UpdatedAt, base[i].ID}, terminalRecord{mine[j].UpdatedAt, mine[j].ID}) < 0):
+				next = base[i]
+				i++
+			case j < len(mine):
+				next = mine[j]
+				j++
+			default:
+				return out
+			}
+			if !accept(next) {
+				return out
+			}
+			out = append(out, next)
+		}
+		return out
+	}
+	if g.ix == nil {
+		var all []*Member
+		for _, m := range g.Members {
+			if !m.Active() {
+				all = append(all, m)
+			}
+		}
+		slices.SortFunc(all, func(a, b *Member) int {
+			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
+		})
+		for _, m := range all {
+			if (n >= 0 && len(out) >= n) || !accept(m) {
+				break
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	for _, r := range g.ix.terminal {
+		if n >= 0 && len(out) >= n {
+			break
+		}
+		m := g.Members[r.id]
+		if !accept(m) {
+			break
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TerminalCount is the number of terminal member records.
+func (g *Group) TerminalCount() int {
+	if g.lay == nil && g.ix != nil {
+		return len(g.ix.terminal)
+	}
+	return g.MemberCount() - len(g.ActiveMemberIDs())
+}

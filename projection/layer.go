@@ -1,0 +1,310 @@
+package projection
+
+import "iter"
+
+// layer is what a layered group (an Overlay's copy of one of the State's
+// groups) changed: the members and targets its records touched, each copied
+// from the base on first write. The base is the State's group, which nobody
+// changes while the overlay lives (the writer holds it). Reads fall through
+// to the base for everything the layer did not touch, so a layered group
+// costs what its records changed.
+//
+// The fold replaces a member's slices (Current, Revoking, Granted) and a
+// target whole and never writes into them, so a member's copy is shallow.
+type layer struct {
+	base *Group
+	// members are the members the layer wrote: a copy, a new member, or nil
+	// for one it removed.
+	members map[string]*Member
+	// targets are the targets the layer set; goneTargets those it removed.
+	targets     map[string][]int
+	goneTargets map[string]bool
+	// ownReshardings are the reshardings the layer copied (by id).
+	ownReshardings map[string]bool
+}
+
+// layered is the copy an Overlay folds into: it shares g's members and
+// targets and copies the small parts the fold changes in place (the slices of
+// reshardings and barriers; each resharding on first write).
+func (g *Group) layered() *Group {
+	c := *g
+	c.Members, c.Targets, c.ix = nil, nil, nil
+	c.lay = &layer{base: g, members: map[string]*Member{}, targets: map[string][]int{}, goneTargets: map[string]bool{}, ownReshardings: map[string]bool{}}
+	c.Reshardings = append([]*Resharding(nil), g.Reshardings...)
+	c.Barriers = append([]*Barrier(nil), g.Barriers...)
+	return &c
+}
+
+// memberChanged reports whether the layer wrote member id.
+func (l *layer) memberChanged(id string) bool {
+	_, ok := l.members[id]
+	return ok
+}
+
+// dirty reports whether the layer wrote member id or its target: the base's
+// index no longer speaks for it.
+func (l *layer) dirty(id string) bool {
+	if _, ok := l.members[id]; ok {
+		return true
+	}
+	if _, ok := l.targets[id]; ok {
+		return true
+	}
+	return l.goneTargets[id]
+}
+
+// dirtyIDs is every id the layer wrote a member or target of.
+func (l *layer) dirtyIDs() map[string]struct{} {
+	out := make(map[string]struct{}, len(l.members)+len(l.targets)+len(l.goneTargets))
+	for id := range l.members {
+		out[id] = struct{}{}
+	}
+	for id := range l.targets {
+		out[id] = struct{}{}
+	}
+	for id := range l.goneTargets {
+		out[id] = struct{}{}
+	}
+	return out
+}
+
+// Member returns the member with that id, or nil.
+func (g *Group) Member(id string) *Member {
+	if l := g.lay; l != nil {
+		if m, ok := l.members[id]; ok {
+			return m
+		}
+		return l.base.Members[id]
+	}
+	return g.Members[id]
+}
+
+// MemberCount is the number of member records.
+func (g *Group) MemberCount() int {
+	l := g.lay
+	if l == nil {
+		return len(g.Members)
+	}
+	n := len(l.base.Members)
+	for id, m := range l.members {
+		_, inBase := l.base.Members[id]
+		switch {
+		case m == nil && inBase:
+			n--
+		case m != nil && !inBase:
+			n++
+		}
+	}
+	return n
+}
+
+// EachMember yields every member, in no particular order.
+func (g *Group) EachMember() iter.Seq[*Member] {
+	return func(yield func(*Member) bool) {
+		l := g.lay
+		if l == nil {
+			for _, m := range g.Members {
+				if !yield(m) {
+					return
+				}
+			}
+			return
+		}
+		for id, m := range l.base.Members {
+			if _, changed := l.members[id]; !changed && !yield(m) {
+				return
+			}
+		}
+		for _, m := range l.members {
+			if m != nil && !yield(m) {
+				return
+			}
+		}
+	}
+}
+
+// TargetOf is the member's target and whether the assignment has an entry
+// for it (every live member has one, possibly empty).
+func (g *Group) TargetOf(id string) ([]int, bool) {
+	if l := g.lay; l != nil {
+		if t, ok := l.targets[id]; ok {
+			return t, true
+		}
+		if l.goneTargets[id] {
+			return nil, false
+		}
+		t, ok := l.base.Targets[id]
+		return t, ok
+	}
+	t, ok := g.Targets[id]
+	return t, ok
+}
+
+// EachTarget yields every entry of the target assignment, in no particular
+// order.
+func (g *Group) EachTarget() iter.Seq2[string, []int] {
+	return func(yield func(string, []int) bool) {
+		l := g.lay
+		if l == nil {
+			for id, t := range g.Targets {
+				if !yield(id, t) {
+					return
+				}
+			}
+			return
+		}
+		for id, t := range l.base.Targets {
+			if _, set := l.targets[id]; set || l.goneTargets[id] {
+				continue
+			}
+			if !yield(id, t) {
+				return
+			}
+		}
+		for id, t := range l.targets {
+			if !yield(id, t) {
+				return
+			}
+		}
+	}
+}
+
+// TargetCount is the number of entries of the target assignment.
+func (g *Group) TargetCount() int {
+	l := g.lay
+	if l == nil {
+		return len(g.Targets)
+	}
+	n := len(l.base.Targets)
+	for id := range l.targets {
+		if _, inBase := l.base.Targets[id]; !inBase {
+			n++
+		}
+	}
+	for id := range l.goneTargets {
+		if _, inBase := l.base.Targets[id]; inBase {
+			n--
+		}
+	}
+	return n
+}
+
+// --- writes (the fold's) ---
+
+// memberForWrite is member id to change in place (nil when none): in a
+// layered group the base's member is copied into the layer first.
+func (g *Group) memberForWrite(id string) *Member {
+	l := g.lay
+	if l == nil {
+		return g.Members[id]
+	}
+	if m, ok := l.members[id]; ok {
+		return m
+	}
+	m := l.base.Members[id]
+	if m == nil {
+		return nil
+	}
+	mc := *m
+	l.members[id] = &mc
+	return &mc
+}
+
+// putMember adds a member.
+func (g *Group) putMember(m *Member) {
+	if l := g.lay; l != nil {
+		l.members[m.ID] = m
+		return
+	}
+	g.Members[m.ID] = m
+}
+
+// deleteMember removes a member record.
+func (g *Group) deleteMember(id string) {
+	if l := g.lay; l != nil {
+		if _, inBase := l.base.Members[id]; inBase {
+			l.members[id] = nil
+		} else {
+			delete(l.members, id)
+		}
+		return
+	}
+	delete(g.Members, id)
+}
+
+// setTarget sets a member's target.
+func (g *Group) setTarget(id string, t []int) {
+	if l := g.lay; l != nil {
+		l.targets[id] = t
+		delete(l.goneTargets, id)
+		return
+	}
+	g.Targets[id] = t
+}
+
+// deleteTarget removes a member's entry from the target assignment.
+func (g *Group) deleteTarget(id string) {
+	if l := g.lay; l != nil {
+		delete(l.targets, id)
+		if _, inBase := l.base.Targets[id]; inBase {
+			l.goneTargets[id] = true
+		}
+		return
+	}
+	delete(g.Targets, id)
+}
+
+// replaceTargets replaces the whole target assignment (assignment.computed,
+// which only old logs hold): a layered group becomes flat first.
+func (g *Group) replaceTargets(t map[string][]int) {
+	flattened := g.lay != nil
+	if flattened {
+		g.flatten()
+	}
+	g.Targets = t
+	if g.ix != nil || flattened {
+		g.buildIndex()
+	}
+}
+
+// flatten turns a layered group into a flat one holding every member and
+// target (the members shared with the base are copied).
+func (g *Group) flatten() {
+	l := g.lay
+	if l == nil {
+		return
+	}
+	members := make(map[string]*Member, g.MemberCount())
+	for m := range g.EachMember() {
+		mc := *m
+		members[mc.ID] = &mc
+	}
+	targets := make(map[string][]int, g.TargetCount())
+	for id, t := range g.EachTarget() {
+		targets[id] = t
+	}
+	for i, r := range g.Reshardings {
+		if !l.ownReshardings[r.ReshardingID] {
+			g.Reshardings[i] = r.clone()
+		}
+	}
+	g.lay, g.Members, g.Targets = nil, members, targets
+}
+
+// reshardingForWrite is the resharding to change in place (nil when none): in
+// a layered group it is copied on first write.
+func (g *Group) reshardingForWrite(id string) *Resharding {
+	l := g.lay
+	for i, r := range g.Reshardings {
+		if r.ReshardingID != id {
+			continue
+		}
+		if l != nil && !l.ownReshardings[id] {
+			r = r.clone()
+			g.Reshardings[i] = r
+			l.ownReshardings[id] = true
+		}
+		return r
+	}
+	return nil
+}
