@@ -378,6 +378,13 @@ func (d *decider) commit(b *batchCtx) error {
 	}
 	d.life.healthy.Store(false)
 	d.unresolved = &unresolvedBatch{after: after, b: b}
+	if errors.Is(err, events.ErrNotDurable) {
+		// The entries are in the log but may not survive a failover: the
+		// decision is not answered, though the next read of the log folds
+		// them if they are still there (resolve, catchUp).
+		d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append not acknowledged by the replicas; decisions not answered")
+		return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
 	landed, rerr := d.resolve(ctx)
 	if rerr == nil && landed {
 		d.logger.Warn().Err(err).Int("events", len(b.data)).Msg("append answered an error but landed; decisions recorded")

@@ -251,3 +251,26 @@ func TestLostAnswerUnreadEndingOverdueRound(t *testing.T) {
 	}
 	r.neverKeepsShard1(5)
 }
+
+// TestNotDurableAppendIsNotAnswered: the append ending the round lands on
+// the primary but too few replicas acknowledge it (--log-replicas). Its
+// decision is not answered (503), though the entries are there to read: a
+// failover may still lose them. The next read of the log folds them while
+// they are there: b is fenced, as the log says.
+func TestNotDurableAppendIsNotAnswered(t *testing.T) {
+	r := newRoundRig(t)
+	r.untilOverdue()
+	r.log.failNext(appendNotDurable)
+	if _, err := r.heartbeat("a", 0, []int{0}); !isKind(err, commands.KindUnavailable) {
+		t.Fatalf("a's heartbeat whose append no replica acknowledged: %v, want 503", err)
+	}
+	if !r.fenced("b") {
+		t.Fatal("the unacknowledged batch is not in the log")
+	}
+	resp, err := r.heartbeat("b", 5, []int{1})
+	if err != nil || resp.Status != wire.StatusFenced {
+		t.Fatalf("b's heartbeat after the log was read again: %+v %v, want %s", resp, err, wire.StatusFenced)
+	}
+	r.checkFold()
+	r.neverKeepsShard1(5)
+}

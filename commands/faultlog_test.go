@@ -3,6 +3,7 @@ package commands_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/rscoord/rsc/events"
@@ -25,6 +26,9 @@ const (
 	// appendLostUnread: as appendLost, and every read fails too until
 	// readsBack is called (Redis went away right after the write).
 	appendLostUnread
+	// appendNotDurable: the batch lands in the log, but too few replicas
+	// acknowledged it (events.ErrNotDurable): it may be lost later.
+	appendNotDurable
 )
 
 // faultLog is an events.MemLog whose appends fail on demand: the next one
@@ -73,7 +77,7 @@ func (l *faultLog) refused() int {
 func (l *faultLog) total() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.faults[appendRefused] + l.faults[appendLost] + l.faults[appendLostUnread]
+	return l.faults[appendRefused] + l.faults[appendLost] + l.faults[appendLostUnread] + l.faults[appendNotDurable]
 }
 
 func (l *faultLog) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
@@ -101,7 +105,7 @@ func (l *faultLog) AppendIndexed(ctx context.Context, after string, batch []even
 	switch f {
 	case appendRefused:
 		return nil, errLogDown
-	case appendLost, appendLostUnread:
+	case appendLost, appendLostUnread, appendNotDurable:
 		ids, err := l.MemLog.AppendIndexed(ctx, after, batch)
 		if err != nil {
 			return nil, err
@@ -111,6 +115,9 @@ func (l *faultLog) AppendIndexed(ctx context.Context, after string, batch []even
 		}
 		if l.onLost != nil {
 			l.onLost(ids, batch)
+		}
+		if f == appendNotDurable {
+			return nil, fmt.Errorf("fault log: %w", events.ErrNotDurable)
 		}
 		return nil, errLogDown
 	}

@@ -559,14 +559,15 @@ func (s *sim) endStep() {
 
 // appendFault is the event log's choice for one append (faultLog.decide):
 // at the seed's rate, outside the calm phase, it refuses it (half of them),
-// takes it and loses the answer, or takes it, loses the answer and cannot be
-// read until the step ends.
+// takes it and loses the answer, takes it, loses the answer and cannot be
+// read until the step ends, or takes it without the replicas acknowledging it.
 func (s *sim) appendFault() appendFault {
 	if s.calm || !s.on("append") || s.appendFaults.Float64() >= s.appendRate {
 		return appendOK
 	}
-	f := []appendFault{appendRefused, appendRefused, appendLost, appendLostUnread}[s.appendFaults.IntN(4)]
-	s.hook.note([]string{appendRefused: "append refused", appendLost: "append landed, answer lost", appendLostUnread: "append landed, answer lost, log unreadable"}[f])
+	f := []appendFault{appendRefused, appendRefused, appendLost, appendLostUnread, appendNotDurable}[s.appendFaults.IntN(5)]
+	s.hook.note([]string{appendRefused: "append refused", appendLost: "append landed, answer lost", appendLostUnread: "append landed, answer lost, log unreadable",
+		appendNotDurable: "append landed, not acknowledged by the replicas"}[f])
 	return f
 }
 

@@ -9,6 +9,11 @@ var (
 	// ErrFenced: the appender's leader term is over (its lease expired or a newer
 	// term began); nothing was appended. Only fenced logs return it.
 	ErrFenced = errors.New("leader lease lost")
+	// ErrNotDurable: the entries were written but not acknowledged by as many
+	// copies as the log requires (Redis replicas, WAIT): they may be read back
+	// now and lost later. The writer answers the decision as failed and folds
+	// the entries only when it next reads the log.
+	ErrNotDurable = errors.New("append not acknowledged by enough replicas")
 	// ErrCorrupt: an entry's bytes do not decode.
 	ErrCorrupt = errors.New("corrupt log entry")
 	// ErrUnknownType: an entry names an event type this build does not know.

@@ -2,12 +2,13 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/events"
 )
 
 // Replication of the log. Redis replicates asynchronously: a primary answers
@@ -23,7 +24,8 @@ import (
 // ErrNotReplicated: the entries were written on the primary but fewer replicas
 // than required acknowledged them within the timeout. Whether they survive
 // depends on the primary: read the log again.
-var ErrNotReplicated = errors.New("append not acknowledged by enough replicas")
+// It is events.ErrNotDurable, so that package commands can tell it apart.
+var ErrNotReplicated = events.ErrNotDurable
 
 // Replication is how many replicas must acknowledge a write, and for how long
 // to wait for them (WAIT numreplicas timeout).
