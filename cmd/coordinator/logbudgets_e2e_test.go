@@ -209,14 +209,20 @@ func TestIntegrationRefusedCommandsAreBudgeted(t *testing.T) {
 	if records+int(suppressed) != refusals || records != entries+1 {
 		t.Errorf("%d refusals: %d records counting %.0f left out, want %d records counting the rest", refusals, records, suppressed, entries+1)
 	}
-	// A refusal on a group that exists is in its history.
-	apiScale(t, tc, "real", "g", 1).apiWant(t, 422)
-	found := false
-	for _, e := range apiAllEvents(t, tc, apiMonPath("real", "g", "events")) {
-		found = found || e.Type == "command.rejected"
-	}
-	if !found {
-		t.Error("the refusal of a scale of a group that exists is not in its history")
+	// A refusal on a group that exists is in its history, once the budget
+	// (one record a second) lets the next one be recorded.
+	deadline := time.Now().Add(10 * time.Second)
+	for found := false; !found; {
+		apiScale(t, tc, "real", "g", 1).apiWant(t, 422)
+		for _, e := range apiAllEvents(t, tc, apiMonPath("real", "g", "events")) {
+			found = found || e.Type == "command.rejected"
+		}
+		if !found && time.Now().After(deadline) {
+			t.Fatal("no refusal of a scale of a group that exists reached its history within 10 s")
+		}
+		if !found {
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 }
 
