@@ -189,7 +189,6 @@ func (g *Group) settle() {
 	g.ix.touched = g.ix.touched[:0]
 }
 
-
 // idsWhere lists, sorted, the ids of a group's members that keep accepts: from
 // the flat group's index set when it has one, else by scanning its members;
 // for a layered group, the base's answer without the members the layer
