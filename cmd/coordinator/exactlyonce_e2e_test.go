@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/client"
+	"github.com/rscoord/rsc/client/producer"
+	"github.com/rscoord/rsc/internal/faultproxy"
+	"github.com/rscoord/rsc/internal/redistest"
+	"github.com/rscoord/rsc/routing"
+)
+
+// Exactly once across layout changes, end to end: the real coordinator
+// (in-process, against a real Redis), the Go SDK's idempotent producer, and
+// a TCP proxy between the producer and Redis that loses a publish's reply
+// after Redis ran it (README, "Exactly once across layout changes").
+
+const eventIDField = "eventId"
+
+// eoFixture is one coordinator and Redis for the exactly-once tests.
+type eoFixture struct {
+	tc    *testCoordinator
+	rdb   *redis.Client // direct, for the test's own reads
+	coord *client.Client
+}
+
+func newEOFixture(t *testing.T) eoFixture {
+	t.Helper()
+	rs := redistest.StartProcess(t)
+	tc := startCoordinator(t, rs, fastTimings)
+	rdb := rs.Client(t)
+	// The scripts are loaded first, so that a dropped reply is that of a
+	// script that ran, not a NOSCRIPT answer.
+	for _, src := range []string{producer.PublishScript, producer.DedupPublishScript} {
+		if err := rdb.ScriptLoad(context.Background(), src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return eoFixture{tc: tc, rdb: rdb, coord: client.New(tc.URL, client.BasicAuth{Username: "admin", Password: "password"})}
+}
+
+// proxied is a proxy in front of the fixture's Redis and a client through it
+// that never retries by itself (go-redis MaxRetries -1), so a lost reply
+// reaches the producer as an error.
+func (fx eoFixture) proxied(t *testing.T) (*faultproxy.Proxy, *redis.Client) {
+	t.Helper()
+	px := faultproxy.Start(t, fx.rdb.Options().Addr)
+	c := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return px, c
+}
+
+// producer is an idempotent producer of prefix/group (group "" routes by
+// the stream) with a one-minute window.
+func (fx eoFixture) producer(t *testing.T, rdb redis.UniversalClient, prefix, group string, more ...func(*producer.Config)) *producer.Producer {
+	t.Helper()
+	cfg := producer.Config{Coordinator: fx.coord, Redis: rdb, StreamPrefix: prefix, ConsumerGroup: group,
+		EventIDField: eventIDField, DedupWindow: time.Minute}
+	for _, m := range more {
+		m(&cfg)
+	}
+	p, err := producer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// entriesOf lists "<stream key>/<entry id>" of every entry of event id on
+// shards 0..n-1 of prefix.
+func (fx eoFixture) entriesOf(t *testing.T, prefix string, n int, eventID string) []string {
+	t.Helper()
+	var out []string
+	for s := 0; s < n; s++ {
+		key := routing.StreamKey(prefix, s)
+		for _, e := range fx.rdb.XRange(context.Background(), key, "-", "+").Val() {
+			if e.Values[eventIDField] == eventID {
+				out = append(out, key+"/"+e.ID)
+			}
+		}
+	}
+	return out
+}
+
+// fence is field's fence on shard s of prefix (0 when none).
+func (fx eoFixture) fence(t *testing.T, prefix string, s int, field string) int64 {
+	t.Helper()
+	v, err := fx.rdb.HGet(context.Background(), routing.FenceKey(routing.StreamKey(prefix, s)), field).Int64()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// keyOn is a partition key that routes to shard from under n shards and
+// elsewhere under m.
+func keyOn(t *testing.T, from, n, m int) (key string, to int) {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		k := "key-" + strconv.Itoa(i)
+		a, _ := routing.RouteKey(k, n)
+		b, _ := routing.RouteKey(k, m)
+		if a == from && b != from {
+			return k, b
+		}
+	}
+	t.Fatalf("no key on shard %d of %d that moves under %d", from, n, m)
+	return "", 0
+}
+
+// eoCase is one layout change of the design text's scenario: the group
+// starts with initial shards (and, when before is set, is scaled to it
+// first), E is published on shard from, its reply lost, and change moves
+// the group to final shards.
+type eoCase struct {
+	name           string
+	initial        int
+	before         int // 0: none
+	from, final    int
+	change         func(t *testing.T, fx eoFixture, prefix, group, lastID string)
+	previousShards int // the shard count E was published under
+}
+
+func eoCases() []eoCase {
+	scaleTo := func(n int) func(t *testing.T, fx eoFixture, prefix, group, _ string) {
+		return func(t *testing.T, fx eoFixture, prefix, group, _ string) { scale(t, fx.tc, prefix, group, n) }
+	}
+	return []eoCase{
+		{name: "scale-out 4 to 8", initial: 4, from: 2, final: 8, change: scaleTo(8), previousShards: 4},
+		{name: "scale-in 8 to 4", initial: 8, from: 6, final: 4, change: scaleTo(4), previousShards: 8},
+		{name: "rollback 8 to 4", initial: 4, before: 8, from: 6, final: 4, previousShards: 8,
+			change: func(t *testing.T, fx eoFixture, prefix, group, id string) {
+				// E landed on a new shard: only a draining rollback may go back.
+				fx.tc.Do("POST", fmt.Sprintf("/coord/v1/streams/%s/groups/%s/migrations/%s/rollback", prefix, group, id),
+					map[string]any{"requestedBy": "test", "reason": "e2e", "policy": "drain"}).MustStatus(t, 202)
+			}},
+	}
+}
+
+// TestIntegrationExactlyOnceAcrossLayoutChange is the design text's
+// scenario, literally, for a plain and an ordered group: E is published
+// routed to its shard, Redis runs the write and the reply is lost; the
+// layout changes through the admin API (scale-out 4 -> 8, scale-in 8 -> 4,
+// rollback of 4 -> 8); the same producer's retry and a fresh Producer both
+// get the original entry back (Duplicate, its shard), and E exists exactly
+// once. The old shard's fence was raised to the layout change's version
+// (no check published past an unfenced shard). Without the previous
+// layouts in the routing the fresh producer writes a second entry; without
+// the fence raise for plain groups the checks are unfenced.
+func TestIntegrationExactlyOnceAcrossLayoutChange(t *testing.T) {
+	parallel(t)
+	fx := newEOFixture(t)
+	ctx := context.Background()
+	for _, ordering := range []string{"NONE", "KEY"} {
+		for i, c := range eoCases() {
+			t.Run(ordering+"/"+c.name, func(t *testing.T) {
+				prefix, group := fmt.Sprintf("eo%s%d", strings.ToLower(ordering), i), "g"
+				fx.tc.Do("POST", fmt.Sprintf("/coord/v1/streams/%s/groups/%s", prefix, group),
+					map[string]any{"initialShardCount": c.initial, "requestedBy": "test", "ordering": ordering}).MustStatus(t, 201)
+				var lastID string
+				if c.before > 0 {
+					lastID = scale(t, fx.tc, prefix, group, c.before)
+				}
+				key, to := keyOn(t, c.from, c.previousShards, c.final)
+				px, rdb := fx.proxied(t)
+				p := fx.producer(t, rdb, prefix, group, func(cfg *producer.Config) { cfg.MaxAttempts = 1 })
+				px.DropNext(1, "EVALSHA", "EVAL")
+				if _, err := p.Publish(ctx, key, map[string]any{eventIDField: "E", "n": 1}); err == nil {
+					t.Fatal("the lost reply reached the producer")
+				}
+				span := max(c.initial, c.before, c.final)
+				if got := fx.entriesOf(t, prefix, span, "E"); len(got) != 1 || !strings.HasPrefix(got[0], routing.StreamKey(prefix, c.from)+"/") {
+					t.Fatalf("after the lost reply: %v, want one entry on shard %d", got, c.from)
+				}
+				c.change(t, fx, prefix, group, lastID)
+				g := fx.tc.Do("GET", fmt.Sprintf("/coord/v1/streams/%s/groups/%s", prefix, group), nil).MustStatus(t, 200)
+				if n := int(g.JSON["shardCount"].(float64)); n != c.final {
+					t.Fatalf("group has %d shards after the change, want %d", n, c.final)
+				}
+				fresh := fx.producer(t, fx.rdb, prefix, group)
+				if err := p.Refresh(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for _, pr := range []struct {
+					name string
+					p    *producer.Producer
+				}{{"same producer", p}, {"fresh producer", fresh}} {
+					res, err := pr.p.Publish(ctx, key, map[string]any{eventIDField: "E", "n": 1})
+					if err != nil {
+						t.Fatalf("%s: %v", pr.name, err)
+					}
+					if !res.Duplicate || res.ShardIndex != c.from || res.StreamKey != routing.StreamKey(prefix, c.from) {
+						t.Fatalf("%s: %+v, want the original on shard %d (the key now routes to %d)", pr.name, res, c.from, to)
+					}
+					if st := pr.p.Stats(); st.LayoutChecks < 1 || st.UnfencedChecks != 0 || st.Duplicates != 1 {
+						t.Fatalf("%s: stats %+v", pr.name, st)
+					}
+				}
+				if got := fx.entriesOf(t, prefix, span, "E"); len(got) != 1 {
+					t.Fatalf("E has %d entries: %v", len(got), got)
+				}
+				rt, err := fx.coord.ProducerRouting(ctx, prefix, group)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rt.PreviousLayouts) == 0 || rt.PreviousLayouts[0].ShardCount != c.previousShards {
+					t.Fatalf("routing lists previous layouts %+v, want the %d-shard one first", rt.PreviousLayouts, c.previousShards)
+				}
+				if f := fx.fence(t, prefix, c.from, group); f < rt.PreviousLayouts[0].Fence {
+					t.Fatalf("fence of shard %d is %d, want at least %d (the change's version)", c.from, f, rt.PreviousLayouts[0].Fence)
+				}
+				// A new event id on that key goes to its new shard.
+				res, err := fresh.Publish(ctx, key, map[string]any{eventIDField: "F"})
+				if err != nil || res.Duplicate || res.ShardIndex != to {
+					t.Fatalf("a new event: %+v, %v; want shard %d", res, err, to)
+				}
+			})
+		}
+	}
+}
+
+// TestIntegrationLateOldLayoutWriteRefused: the write with the old layout
+// that arrives after the layout change (a producer still on the old
+// routing) is what the fence raise is for. After 4 -> 8 a fresh producer
+// writes E to its new shard (the old shard holds no record, and its fence
+// proves nothing routed before the change lands there); then a producer
+// still on the 4-shard routing publishes E: the fence refuses it, it
+// refreshes and gets the original. E exists once, for a plain group as for
+// an ordered one. Without the fence raise for plain groups the late write
+// lands on the old shard: two entries.
+func TestIntegrationLateOldLayoutWriteRefused(t *testing.T) {
+	parallel(t)
+	fx := newEOFixture(t)
+	ctx := context.Background()
+	for _, ordering := range []string{"NONE", "KEY"} {
+		t.Run(ordering, func(t *testing.T) {
+			prefix, group := "late"+strings.ToLower(ordering), "g"
+			fx.tc.Do("POST", fmt.Sprintf("/coord/v1/streams/%s/groups/%s", prefix, group),
+				map[string]any{"initialShardCount": 4, "requestedBy": "test", "ordering": ordering}).MustStatus(t, 201)
+			key, to := keyOn(t, 2, 4, 8)
+			late := fx.producer(t, fx.rdb, prefix, group, func(cfg *producer.Config) { cfg.RefreshInterval, cfg.Lease = time.Hour, time.Hour })
+			scale(t, fx.tc, prefix, group, 8)
+			fresh := fx.producer(t, fx.rdb, prefix, group)
+			res, err := fresh.Publish(ctx, key, map[string]any{eventIDField: "E"})
+			if err != nil || res.Duplicate || res.ShardIndex != to {
+				t.Fatalf("fresh producer: %+v, %v; want a new entry on shard %d", res, err, to)
+			}
+			if rt, _ := late.Routing(ctx); rt.ShardCount != 4 {
+				t.Fatalf("the late producer's routing has %d shards, want the old 4", rt.ShardCount)
+			}
+			res, err = late.Publish(ctx, key, map[string]any{eventIDField: "E"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Duplicate || res.ShardIndex != to {
+				t.Fatalf("late producer: %+v, want the original on shard %d; entries %v", res, to, fx.entriesOf(t, prefix, 8, "E"))
+			}
+			if st := late.Stats(); st.StaleRetries < 1 {
+				t.Fatalf("late producer stats %+v: want its old-layout publish refused by the fence", st)
+			}
+			if got := fx.entriesOf(t, prefix, 8, "E"); len(got) != 1 {
+				t.Fatalf("E has %d entries: %v", len(got), got)
+			}
+			if st := fresh.Stats(); st.LayoutChecks != 1 || st.UnfencedChecks != 0 {
+				t.Fatalf("fresh producer stats %+v: want one fenced check of shard 2", st)
+			}
+		})
+	}
+}
