@@ -277,3 +277,67 @@ func TestIntegrationLateOldLayoutWriteRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationStreamProducerExactlyOnce: a producer without a consumer
+// group routes by the stream (its stream-scoped routing) and is fenced by
+// the stream's fence field: the design text's scenario through a stream
+// scale 4 -> 8, for a stream without groups (stream.scaled) and one with a
+// plain group (the group's activation moves the stream): the retry and a
+// fresh stream producer get the original, E exists once, and the stream
+// fence of the old shard is at least the change's stream version.
+func TestIntegrationStreamProducerExactlyOnce(t *testing.T) {
+	parallel(t)
+	fx := newEOFixture(t)
+	ctx := context.Background()
+	for i, withGroup := range []bool{false, true} {
+		name := "bare stream"
+		if withGroup {
+			name = "stream with a group"
+		}
+		t.Run(name, func(t *testing.T) {
+			prefix := fmt.Sprintf("eostream%d", i)
+			fx.tc.Do("POST", "/coord/v1/streams/"+prefix, map[string]any{"initialShardCount": 4, "requestedBy": "test"}).MustStatus(t, 201)
+			if withGroup {
+				fx.tc.Do("POST", fmt.Sprintf("/coord/v1/streams/%s/groups/g", prefix), map[string]any{"requestedBy": "test"}).MustStatus(t, 201)
+			}
+			key, to := keyOn(t, 2, 4, 8)
+			px, rdb := fx.proxied(t)
+			p := fx.producer(t, rdb, prefix, "", func(cfg *producer.Config) { cfg.MaxAttempts = 1 })
+			px.DropNext(1, "EVALSHA", "EVAL")
+			if _, err := p.Publish(ctx, key, map[string]any{eventIDField: "E"}); err == nil {
+				t.Fatal("the lost reply reached the producer")
+			}
+			fx.tc.Do("POST", "/coord/v1/streams/"+prefix+"/scale", map[string]any{"targetShardCount": 8, "requestedBy": "test", "reason": "e2e"}).MustStatus(t, 202)
+			fresh := fx.producer(t, fx.rdb, prefix, "")
+			if err := p.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, pr := range []*producer.Producer{p, fresh} {
+				res, err := pr.Publish(ctx, key, map[string]any{eventIDField: "E"})
+				if err != nil || !res.Duplicate || res.ShardIndex != 2 {
+					t.Fatalf("%+v, %v: want the original on shard 2 (the key now routes to %d); entries %v", res, err, to, fx.entriesOf(t, prefix, 8, "E"))
+				}
+				if st := pr.Stats(); st.UnfencedChecks != 0 || st.LayoutChecks < 1 {
+					t.Fatalf("stats %+v", st)
+				}
+			}
+			if got := fx.entriesOf(t, prefix, 8, "E"); len(got) != 1 {
+				t.Fatalf("E has %d entries: %v", len(got), got)
+			}
+			sr, err := fx.coord.StreamProducerRouting(ctx, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sr.PreviousLayouts) != 1 || sr.PreviousLayouts[0].ShardCount != 4 {
+				t.Fatalf("stream routing previous layouts %+v", sr.PreviousLayouts)
+			}
+			if f := fx.fence(t, prefix, 2, routing.StreamFenceField); f < sr.PreviousLayouts[0].Fence {
+				t.Fatalf("stream fence of shard 2 is %d, want at least %d", f, sr.PreviousLayouts[0].Fence)
+			}
+			res, err := fresh.Publish(ctx, key, map[string]any{eventIDField: "F"})
+			if err != nil || res.Duplicate || res.ShardIndex != to {
+				t.Fatalf("a new event: %+v, %v; want shard %d", res, err, to)
+			}
+		})
+	}
+}
