@@ -341,3 +341,61 @@ func TestIntegrationStreamProducerExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationRetiredShardKeepsFenceAndRecords: a scale-in's retirement
+// deletes the removed shard's stream only: its fence hash (which the
+// previous layout names) and the records of what landed there stay, so a
+// fresh producer re-publishing E after the retirement still gets the
+// original (on the deleted stream's shard) instead of writing it again; and
+// when a scale-out provisions the index again its fence is not lowered below
+// the one the listed layout names.
+func TestIntegrationRetiredShardKeepsFenceAndRecords(t *testing.T) {
+	parallel(t)
+	fx := newEOFixture(t)
+	ctx := context.Background()
+	const prefix, group = "eoretire", "g"
+	createGroup(t, fx.tc, prefix, group, 8)
+	key, to := keyOn(t, 6, 8, 4)
+	p := fx.producer(t, fx.rdb, prefix, group)
+	if res, err := p.Publish(ctx, key, map[string]any{eventIDField: "E"}); err != nil || res.ShardIndex != 6 {
+		t.Fatalf("publish E: %+v, %v", res, err)
+	}
+	readAll(t, fx.rdb, prefix, group, 6, false) // drained: the retirement may delete it
+	id := scale(t, fx.tc, prefix, group, 4)
+	eventually(t, 20*time.Second, "the scale-in to retire shards 4..7", func() bool {
+		m := fx.tc.migration(prefix, group, id)
+		ret, _ := m["retirement"].(map[string]any)
+		return m["state"] == "DEPRECATED" && ret != nil && ret["retired"] == true
+	})
+	if n := fx.rdb.Exists(ctx, routing.StreamKey(prefix, 6)).Val(); n != 0 {
+		t.Fatalf("shard 6's stream was not deleted")
+	}
+	rt, err := fx.coord.ProducerRouting(ctx, prefix, group)
+	if err != nil || len(rt.PreviousLayouts) != 1 || rt.PreviousLayouts[0].ShardCount != 8 {
+		t.Fatalf("routing %+v, %v", rt, err)
+	}
+	want := rt.PreviousLayouts[0].Fence
+	if f := fx.fence(t, prefix, 6, group); f < want {
+		t.Fatalf("fence of retired shard 6 is %d, want at least %d", f, want)
+	}
+	fresh := fx.producer(t, fx.rdb, prefix, group)
+	res, err := fresh.Publish(ctx, key, map[string]any{eventIDField: "E"})
+	if err != nil || !res.Duplicate || res.ShardIndex != 6 {
+		t.Fatalf("re-publish after the retirement: %+v, %v; want the original on shard 6 (the key routes to %d)", res, err, to)
+	}
+	if st := fresh.Stats(); st.UnfencedChecks != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if got := fx.entriesOf(t, prefix, 8, "E"); len(got) != 0 {
+		t.Fatalf("E was written again: %v", got)
+	}
+
+	scale(t, fx.tc, prefix, group, 8) // shard 6 provisioned again
+	if f := fx.fence(t, prefix, 6, group); f < want {
+		t.Fatalf("fence of shard 6 provisioned again is %d, want at least %d", f, want)
+	}
+	res, err = fresh.Publish(ctx, key, map[string]any{eventIDField: "G"})
+	if err != nil || res.Duplicate || res.ShardIndex != 6 {
+		t.Fatalf("a new event on shard 6 provisioned again: %+v, %v", res, err)
+	}
+}
