@@ -399,3 +399,72 @@ func TestIntegrationRetiredShardKeepsFenceAndRecords(t *testing.T) {
 		t.Fatalf("a new event on shard 6 provisioned again: %+v, %v", res, err)
 	}
 }
+
+// TestIntegrationPreviousLayoutsSurviveRestart: the previous layouts are
+// the log's (folded, and carried by snapshots): a coordinator started again
+// on the same log, from its snapshot or folding the whole log, lists the
+// same ones, and a fresh producer still finds E on its old shard.
+func TestIntegrationPreviousLayoutsSurviveRestart(t *testing.T) {
+	parallel(t)
+	rs := redistest.StartProcess(t)
+	stream := fmt.Sprintf("coordinator:events:eorestart:%d", time.Now().UnixNano())
+	same := func(m *Main) {
+		fastTimings(m)
+		m.LogStream, m.SnapshotEvery, m.SnapshotMinInterval = stream, 1, -1
+	}
+	first := startCoordinator(t, rs, same)
+	const prefix, group = "eorestart", "g"
+	createGroup(t, first, prefix, group, 4)
+	scale(t, first, prefix, group, 8)
+	key, _ := keyOn(t, 2, 4, 8)
+	rdb := rs.Client(t)
+	if err := rdb.Set(context.Background(), producer.DedupKey(routing.StreamKey(prefix, 2), "E"), "1-1", time.Minute).Err(); err != nil {
+		t.Fatal(err) // E landed on shard 2 before the scale
+	}
+	before := first.Do("GET", fmt.Sprintf("/coord/v1/streams/%s/groups/%s/producer-routing", prefix, group), nil).MustStatus(t, 200)
+	if layouts, _ := before.JSON["previousLayouts"].([]any); len(layouts) != 1 {
+		t.Fatalf("routing before the restart: %s", before.Body)
+	}
+	eventually(t, 10*time.Second, "a snapshot", func() bool {
+		n, _ := rdb.Exists(context.Background(), stream+":snapshot").Result()
+		return n > 0
+	})
+	if err := first.Main.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ignore := range []bool{false, true} {
+		tc := startCoordinator(t, rs, func(m *Main) { same(m); m.IgnoreSnapshot = ignore })
+		after := tc.Do("GET", fmt.Sprintf("/coord/v1/streams/%s/groups/%s/producer-routing", prefix, group), nil).MustStatus(t, 200)
+		apiJSONEqual(t, mustJSON(t, after.JSON["previousLayouts"]), string(mustJSON(t, before.JSON["previousLayouts"])))
+		fx := eoFixture{tc: tc, rdb: rdb, coord: client.New(tc.URL, client.BasicAuth{Username: "admin", Password: "password"})}
+		res, err := fx.producer(t, rdb, prefix, group).Publish(context.Background(), key, map[string]any{eventIDField: "E"})
+		if err != nil || !res.Duplicate || res.ShardIndex != 2 {
+			t.Fatalf("ignoreSnapshot=%v: %+v, %v; want the record on shard 2", ignore, res, err)
+		}
+		if err := tc.Main.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDedupLayoutWindowFlag: 1 h by default; 0 (off), 1s and 168h are
+// accepted; a negative window, one below 1s and one above 168h are refused,
+// naming the flag.
+func TestDedupLayoutWindowFlag(t *testing.T) {
+	m := NewMain()
+	m.Stderr = &apiSyncBuffer{}
+	if err := m.ParseFlags(nil); err != nil || m.DedupLayoutWindow != time.Hour {
+		t.Fatalf("default: %v, %v", m.DedupLayoutWindow, err)
+	}
+	for _, c := range []struct {
+		value string
+		ok    bool
+	}{{"0", true}, {"1s", true}, {"168h", true}, {"-1s", false}, {"999ms", false}, {"168h0m1s", false}} {
+		m := NewMain()
+		m.Stderr = &apiSyncBuffer{}
+		err := m.ParseFlags([]string{"--dedup-layout-window", c.value})
+		if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "--dedup-layout-window") {
+			t.Errorf("--dedup-layout-window %s: %v", c.value, err)
+		}
+	}
+}
