@@ -468,6 +468,23 @@ func (s *Service) scaleBareStream(ctx context.Context, meta events.Meta, prefix 
 	return res, true, err
 }
 
+// checkBareFences is the shard check's safety net for streams without
+// groups (checkFences covers the others): a stream fence left above the
+// stream's version by a scale whose append failed without saying whether it
+// landed (fenceBare) is lowered, with the prefix lock held.
+func (r *reconciler) checkBareFences(ctx context.Context) {
+	if r.fencer == nil {
+		return
+	}
+	for _, prefix := range r.state.StreamPrefixes() {
+		unlock := r.locks.lock(prefix) // first: a scale holds it from its fences to its record
+		if st, groups := r.state.StreamWithGroups(prefix); st != nil && st.Metadata && len(groups) == 0 && st.ShardCount > 0 {
+			r.lowerFencesTo(ctx, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: routing.StreamFenceField}, st.ShardCount, st.MetadataVersion)
+		}
+		unlock()
+	}
+}
+
 // fenceBare raises, before a stream without groups changes its layout, the
 // stream's fence (routing.StreamFenceField) on each shard of the old layout
 // that loses keys to the version the change takes the stream to, as a

@@ -468,3 +468,23 @@ func TestDedupLayoutWindowFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationStuckStreamFenceLowered: a stream fence above the version
+// of a stream without groups (a scale whose record never landed) refuses
+// up-to-date stream producers; the shard check lowers it.
+func TestIntegrationStuckStreamFenceLowered(t *testing.T) {
+	parallel(t)
+	rs := redistest.StartProcess(t)
+	tc := startCoordinator(t, rs, func(m *Main) {
+		fastTimings(m)
+		m.ShardCheckInterval = 200 * time.Millisecond
+	})
+	rdb := rs.Client(t)
+	tc.Do("POST", "/coord/v1/streams/ssf", map[string]any{"initialShardCount": 2, "requestedBy": "test"}).MustStatus(t, 201)
+	if err := rdb.HSet(context.Background(), routing.FenceKey("ssf:1"), routing.StreamFenceField, 8).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the stuck stream fence to be lowered to the stream's version", func() bool {
+		return fenceOf(t, rdb, "ssf", routing.StreamFenceField, 1) == 1
+	})
+}
