@@ -13,9 +13,11 @@ import (
 	"github.com/rscoord/rsc/routing"
 )
 
-// Ordered resharding (a group created with ordering KEY; README, "Ordered
-// groups"). Every layout change of such a group (an activation, or a rollback
-// after one) is fenced:
+// Fenced layout changes. Every layout change of every group (an activation,
+// or a rollback after one) raises the fences of step 1 below, whatever the
+// group's ordering; steps 2 (the record of the cutover and its barriers) and
+// 3 are ordered resharding's (a group created with ordering KEY; README,
+// "Ordered groups"):
 //
 //  1. The reconciler raises, on every shard of the layout before the change
 //     whose keys move elsewhere, the group's fence to the metadata version the
@@ -206,11 +208,16 @@ func containsString(s []string, v string) bool {
 	return false
 }
 
-// cutover raises the fences of the layout change layout asks for, if the
-// group is ordered, and reads the cutover (nil when there is nothing to fence).
+// cutover raises the fences of the layout change layout asks for, whatever
+// the group's ordering, and reads the cutover (nil when there is nothing to
+// fence). Every group is fenced: producers that publish idempotently check,
+// after a layout change, the shard an event id routed to before it, and
+// rely on that shard's fence to know no publish with the old layout lands
+// there after the change (README, "Exactly once across layout changes").
+// The barriers are an ordered group's alone (recordCutover).
 func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout layoutChange) (*cutoverEvidence, error) {
 	g, ok := r.state.Group(k)
-	if !ok || !g.Ordered() || r.fencer == nil {
+	if !ok || r.fencer == nil {
 		return nil, nil
 	}
 	to, change := layout(g)
@@ -312,13 +319,16 @@ func (r *reconciler) checkFences(ctx context.Context, g *projection.Group) {
 // resharding.cutover with its barriers; errRefence when it is not.
 func recordCutover(t *tx, k projection.GroupKey, id string, to int, co cutovers) error {
 	g := t.group(k)
-	if g == nil || !g.Ordered() || !t.rules.streams {
+	if g == nil || !t.rules.streams {
 		return nil // no shard streams to fence (tests without Redis)
 	}
 	ev := co[k]
 	if ev == nil || ev.fence != g.MetadataVersion+1 || ev.from != g.ShardCount || ev.to != to || len(ev.shards) != ev.from ||
 		ev.streamFence != streamVersionAfter(t, k.StreamPrefix, to) {
 		return errRefence
+	}
+	if !g.Ordered() {
+		return nil // fenced; the barriers and their record are ordering KEY's
 	}
 	out := &events.ReshardingCutover{ReshardingID: id, Fence: ev.fence, FromCount: ev.from, ToCount: ev.to, Shards: make([]events.ShardCutover, len(ev.shards)),
 		StreamFence: ev.streamFence}

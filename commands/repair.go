@@ -20,7 +20,7 @@ import (
 // entries are read again and its drain can be proven; a lost stream of a
 // removed shard is not recreated (nothing is left to drain), and retired
 // shards are never touched: retired streams stay deleted. The same check lowers fences left above a group's metadata version
-// (ordering.go, checkFences).
+// (ordering.go, checkFences) and a stream's without groups (checkBareFences).
 
 // repairShards runs the check once and returns how many shards it repaired.
 func (r *reconciler) repairShards(ctx context.Context) int {
@@ -28,6 +28,7 @@ func (r *reconciler) repairShards(ctx context.Context) int {
 		return 0
 	}
 	repaired := 0
+	r.checkBareFences(ctx)
 	for _, g := range r.state.Groups() {
 		r.checkFences(ctx, g)
 		if g.ShardCount == 0 || !r.rules.provisioning {

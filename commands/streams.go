@@ -2,8 +2,10 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
@@ -434,9 +436,9 @@ func (s *Service) scaleBareStream(ctx context.Context, meta events.Meta, prefix 
 	if err != nil || !bare {
 		return StreamScaleResult{}, bare, err
 	}
+	unlock := s.locks.lock(prefix)
+	defer unlock()
 	if s.rules.provisioning && target > plan.from {
-		unlock := s.locks.lock(prefix)
-		defer unlock()
 		kc, err := s.rec.readKeys(ctx, prefix, shardRange(plan.from, target), false)
 		if err != nil {
 			return StreamScaleResult{}, true, err
@@ -456,8 +458,59 @@ func (s *Service) scaleBareStream(ctx context.Context, meta events.Meta, prefix 
 			return StreamScaleResult{}, true, withMsg(ErrPrefixExists, "Redis got keys of stream prefix '%s' while it was scaled: %s; nothing was changed", prefix, strings.Join(existed, ", "))
 		}
 	}
+	if err := s.rec.fenceBare(ctx, prefix, plan, target); err != nil {
+		return StreamScaleResult{}, true, err
+	}
 	res, err := submit(ctx, s.dec, meta, func(t *tx) (StreamScaleResult, error) { return scaleBare(t, prefix, in, plan) })
+	if err != nil && !errors.Is(err, errUnknownOutcome) {
+		s.rec.lowerFencesTo(ctx, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: routing.StreamFenceField}, plan.from, plan.mv)
+	}
 	return res, true, err
+}
+
+// checkBareFences is the shard check's safety net for streams without
+// groups (checkFences covers the others): a stream fence left above the
+// stream's version by a scale whose append failed without saying whether it
+// landed (fenceBare) is lowered, with the prefix lock held.
+func (r *reconciler) checkBareFences(ctx context.Context) {
+	if r.fencer == nil {
+		return
+	}
+	for _, prefix := range r.state.StreamPrefixes() {
+		unlock := r.locks.lock(prefix) // first: a scale holds it from its fences to its record
+		if st, groups := r.state.StreamWithGroups(prefix); st != nil && st.Metadata && len(groups) == 0 && st.ShardCount > 0 {
+			r.lowerFencesTo(ctx, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: routing.StreamFenceField}, st.ShardCount, st.MetadataVersion)
+		}
+		unlock()
+	}
+}
+
+// fenceBare raises, before a stream without groups changes its layout, the
+// stream's fence (routing.StreamFenceField) on each shard of the old layout
+// that loses keys to the version the change takes the stream to, as a
+// group's layout change does (ordering.go): producers that route by the
+// stream and publish idempotently rely on it. The caller holds the prefix
+// lock.
+func (r *reconciler) fenceBare(ctx context.Context, prefix string, plan bareScale, target int) error {
+	if r.fencer == nil {
+		return nil
+	}
+	shards := make([]events.CutoverShard, 0, plan.from)
+	for i := 0; i < plan.from; i++ {
+		if routing.LosesKeys(plan.from, target, i) {
+			shards = append(shards, events.CutoverShard{Index: i, Raise: true})
+		}
+	}
+	if len(shards) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := r.fencer.Cutover(rctx, prefix, routing.StreamFenceField, plan.mv+1, 0, shards); err != nil {
+		r.lowerFencesTo(ctx, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: routing.StreamFenceField}, plan.from, plan.mv)
+		return failed(ErrUnavailable, err, "could not raise the stream fences of %s in Redis", prefix)
+	}
+	return nil
 }
 
 // bareScalable checks a scale of a stream without groups against the state.

@@ -111,8 +111,9 @@ func groupMutation[T any](s *Server, w http.ResponseWriter, r *http.Request, sta
 	writeJSON(w, status, v)
 }
 
-// RoutingOf renders a group's producer routing.
-func RoutingOf(g *projection.Group) wire.ProducerRoutingResponse {
+// RoutingOf renders a group's producer routing, with the layouts that ended
+// within window before now (none when window is 0).
+func RoutingOf(g *projection.Group, now time.Time, window time.Duration) wire.ProducerRoutingResponse {
 	resp := wire.ProducerRoutingResponse{
 		StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, MetadataVersion: g.MetadataVersion,
 		ShardCount: g.ShardCount, StreamKeyPattern: routing.KeyPattern(g.Key.StreamPrefix), Shards: []wire.RoutingShard{},
@@ -122,7 +123,22 @@ func RoutingOf(g *projection.Group) wire.ProducerRoutingResponse {
 		key := routing.StreamKey(g.Key.StreamPrefix, i)
 		resp.Shards = append(resp.Shards, wire.RoutingShard{ShardIndex: i, StreamKey: key, RedisSlot: routing.Slot(key), FenceKey: routing.FenceKey(key)})
 	}
+	resp.PreviousLayouts, resp.LayoutWindowMs = routingLayouts(g.PreviousLayouts, now, window)
 	return resp
+}
+
+// routingLayouts is the previous layouts a routing answer lists: those that
+// ended within window before now, newest first, and the window in ms (none
+// and 0 when window is 0).
+func routingLayouts(prev []projection.Layout, now time.Time, window time.Duration) ([]wire.RoutingLayout, int64) {
+	if window <= 0 {
+		return nil, 0
+	}
+	var out []wire.RoutingLayout
+	for _, l := range projection.LayoutsSince(prev, now.Add(-window)) {
+		out = append(out, wire.RoutingLayout{MetadataVersion: l.MetadataVersion, ShardCount: l.ShardCount, Fence: l.Fence, EndedAt: l.EndedAt.UTC()})
+	}
+	return out, window.Milliseconds()
 }
 
 // handleProducerRouting serves GET .../groups/{consumerGroup}/producer-routing.
@@ -132,7 +148,7 @@ func (s *Server) handleProducerRouting(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, RoutingOf(g))
+	writeJSON(w, http.StatusOK, RoutingOf(g, time.Now(), s.cfg.LayoutWindow))
 }
 
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.

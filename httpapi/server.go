@@ -43,6 +43,9 @@ type Config struct {
 	// StateAt, if set, replaces the coordinator's StateAt in the replay
 	// endpoint (tests hold a replay in flight with it).
 	StateAt func(ctx context.Context, until string) (*projection.State, error)
+	// LayoutWindow is how far back producer routing answers list the
+	// previous layouts (previousLayouts, layoutWindowMs); 0 lists none.
+	LayoutWindow time.Duration
 }
 
 // Server owns the router and the listener.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
@@ -149,7 +150,11 @@ func (s *Server) handleStreamRouting(w http.ResponseWriter, r *http.Request) {
 	case !found:
 		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
 	default:
-		writeJSON(w, http.StatusOK, StreamRoutingOf(prefix, count, mv))
+		resp := StreamRoutingOf(prefix, count, mv)
+		if st != nil && st.Metadata {
+			resp.PreviousLayouts, resp.LayoutWindowMs = routingLayouts(st.PreviousLayouts, time.Now(), s.cfg.LayoutWindow)
+		}
+		writeJSON(w, http.StatusOK, resp)
 	}
 }
 

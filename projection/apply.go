@@ -123,7 +123,7 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 	}
 	return &Group{
 		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
-		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv,
+		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv, LayoutSince: mv,
 		Members: map[string]*Member{}, Targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
 		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
@@ -260,6 +260,7 @@ func reshardingProvisioned(g *Group, rec events.Record, ev *events.ReshardingPro
 }
 
 func reshardingActivated(g *Group, rec events.Record, ev *events.ReshardingActivated) {
+	groupLayout(g, ev.ShardCount, ev.MetadataVersion, rec)
 	g.ShardCount = ev.ShardCount
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
@@ -300,6 +301,7 @@ func reshardingCompleted(g *Group, rec events.Record, ev *events.ReshardingCompl
 }
 
 func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRolledBack) {
+	groupLayout(g, ev.ShardCount, ev.MetadataVersion, rec)
 	g.ShardCount = ev.ShardCount
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
@@ -313,6 +315,16 @@ func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRoll
 	if ev.State == RolledBack && g.ActiveResharding == ev.ReshardingID {
 		g.ActiveResharding = ""
 	}
+}
+
+// groupLayout records a change of the group's shard count to count at
+// version mv (nothing when the count stays: a rollback before activation).
+func groupLayout(g *Group, count int, mv int64, rec events.Record) {
+	if count == g.ShardCount {
+		return
+	}
+	g.PreviousLayouts = layoutChanged(g.PreviousLayouts, g.LayoutSince, g.ShardCount, mv, rec.Time)
+	g.LayoutSince = mv
 }
 
 func shardsRetired(g *Group, rec events.Record, ev *events.ShardsRetired) {

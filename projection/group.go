@@ -166,6 +166,13 @@ type Group struct {
 	// last decision (nil when never configured). The fold replaces it whole
 	// on every change: a clone may share it.
 	Autoscaling *Autoscaling `msgpack:"autoscaling,omitempty"`
+	// LayoutSince is the metadata version at which the current shard layout
+	// became current (the create, or the last activation or rollback that
+	// changed the shard count); PreviousLayouts are the layouts before it,
+	// newest first, at most MaxPreviousLayouts (see Layout). The fold
+	// replaces the list whole on every change: a clone may share it.
+	LayoutSince     int64    `msgpack:"layoutSince,omitempty"`
+	PreviousLayouts []Layout `msgpack:"previousLayouts,omitempty"`
 
 	// ix indexes the members of a flat group (index.go); nil in a group
 	// built outside this package, whose questions are answered by scanning.

@@ -10,12 +10,15 @@ import (
 )
 
 // snapshotVersion is bumped if the snapshot layout ever changes incompatibly.
-// Version 3 holds the streams too; version 2 (read, never written) held the
+// Version 4 holds the groups' and streams' previous layouts; restoring
+// version 3 (read, never written) derives a group's from its reshardings'
+// histories (a stream's start empty: their stream versions are only in the
+// log). Version 3 holds the streams too; version 2 (read, never written) held the
 // groups without them, and restoring it derives each prefix's record of shard
 // streams from its groups, as the fold of that build's entries does; version
 // 1 (read, never written) also carried the per-group history index, which
 // now lives beside the log.
-const snapshotVersion = 3
+const snapshotVersion = 4
 
 type snapshot struct {
 	Version  int       `msgpack:"v"`
@@ -70,7 +73,7 @@ func (c *Capture) Encode() ([]byte, error) { return events.Marshal(c.snap) }
 // Encode captures and serialises the whole state (snapshot bytes).
 func (s *State) Encode() ([]byte, error) { return s.Capture().Encode() }
 
-// Restore builds a fresh state from snapshot bytes (version 3, 2 or 1).
+// Restore builds a fresh state from snapshot bytes (version 4, 3, 2 or 1).
 func Restore(data []byte) (*State, error) {
 	var snap snapshot
 	if err := msgpack.Unmarshal(data, &snap); err != nil {
@@ -90,6 +93,9 @@ func Restore(data []byte) (*State, error) {
 		}
 		if g.Targets == nil {
 			g.Targets = map[string][]int{}
+		}
+		if snap.Version < 4 {
+			g.PreviousLayouts, g.LayoutSince = derivedLayouts(g)
 		}
 		g.buildIndex()
 		s.groups[g.Key] = g

@@ -32,6 +32,10 @@ type Stream struct {
 	// AdoptedShards are the ones it took over without creating them.
 	CreatedShards []int `msgpack:"createdShards,omitempty"`
 	AdoptedShards []int `msgpack:"adoptedShards,omitempty"`
+	// LayoutSince and PreviousLayouts are the stream's, as a group's (in
+	// stream metadata versions; only with metadata).
+	LayoutSince     int64    `msgpack:"layoutSince,omitempty"`
+	PreviousLayouts []Layout `msgpack:"previousLayouts,omitempty"`
 }
 
 // Owns reports whether the coordinator created or adopted shard i's stream.
@@ -138,6 +142,7 @@ func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
 	switch ev := rec.Event.(type) {
 	case *events.StreamCreated:
 		st.Metadata, st.ShardCount, st.MetadataVersion = true, ev.ShardCount, 1
+		st.LayoutSince, st.PreviousLayouts = 1, nil
 		st.Origin = events.StreamOriginCreated
 		if ev.Group != "" {
 			st.Origin = events.StreamOriginGroup
@@ -146,11 +151,13 @@ func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
 		st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
 	case *events.StreamAdopted:
 		st.Metadata, st.ShardCount, st.MetadataVersion = true, ev.ShardCount, 1
+		st.LayoutSince, st.PreviousLayouts = 1, nil
 		st.Origin = events.StreamOriginAdopted
 		st.CreatedAt, st.UpdatedAt, st.CreatedBy = rec.Time, rec.Time, ev.RequestedBy
 		// A stream the log says the coordinator created stays its own.
 		st.AdoptedShards = union(st.AdoptedShards, without(shardRange(0, ev.ShardCount), st.CreatedShards...)...)
 	case *events.StreamScaled:
+		streamLayout(st, ev.To, ev.MetadataVersion, rec)
 		st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.To, ev.MetadataVersion, rec.Time
 		st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
 		st.AdoptedShards = without(st.AdoptedShards, ev.CreatedShards...)
@@ -176,8 +183,10 @@ func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
 			}
 		}
 	case *events.ReshardingActivated:
+		streamLayout(st, ev.ShardCount, ev.StreamMetadataVersion, rec)
 		st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.ShardCount, ev.StreamMetadataVersion, rec.Time
 	case *events.ReshardingRolledBack:
+		streamLayout(st, ev.ShardCount, ev.StreamMetadataVersion, rec)
 		st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.ShardCount, ev.StreamMetadataVersion, rec.Time
 	case *events.ShardsRetired:
 		if !ev.Kept {
@@ -200,6 +209,17 @@ func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
 		st.AdoptedShards = without(st.AdoptedShards, made...)
 	}
 	return st
+}
+
+// streamLayout records a change of a stream's shard count to count at
+// stream version mv (nothing when the count stays: the second group of a
+// stream activating the layout its first group's activation set).
+func streamLayout(st *Stream, count int, mv int64, rec events.Record) {
+	if !st.Metadata || count == st.ShardCount {
+		return
+	}
+	st.PreviousLayouts = layoutChanged(st.PreviousLayouts, st.LayoutSince, st.ShardCount, mv, rec.Time)
+	st.LayoutSince = mv
 }
 
 // legacySpan is how many shards an earlier build provisioned for a group it

@@ -24,6 +24,11 @@ type StreamRoutingResponse struct {
 	// that holds the stream's fence, in stream metadata versions: raised at
 	// every cutover of an ordered group of the stream.
 	FenceField string `json:"fenceField"`
+	// PreviousLayouts and LayoutWindowMs are as in ProducerRoutingResponse,
+	// in stream metadata versions (listed only for a stream with metadata:
+	// its fences are the ones raised under FenceField).
+	PreviousLayouts []RoutingLayout `json:"previousLayouts,omitempty"`
+	LayoutWindowMs  int64           `json:"layoutWindowMs,omitempty"`
 }
 
 // Stream is a stream as GET /coord/v1/monitoring/streams lists it: its

@@ -288,7 +288,7 @@ func (p *Producer) readChecks(ctx context.Context, r *route, checks []check, out
 	for _, s := range order {
 		sr := byShard[s]
 		_, fence := p.shardKeys(r, s)
-		sr.fence = pipe.HGet(ctx, fence, p.cfg.ConsumerGroup)
+		sr.fence = pipe.HGet(ctx, fence, p.fenceField)
 		for from := 0; from < len(sr.keys); from += maxKeysPerRead {
 			sr.gets = append(sr.gets, pipe.MGet(ctx, sr.keys[from:min(from+maxKeysPerRead, len(sr.keys))]...))
 		}

@@ -40,7 +40,10 @@ type Config struct {
 	// Redis holds the shard streams (a *redis.Client or *redis.ClusterClient).
 	Redis redis.UniversalClient
 	// StreamPrefix and ConsumerGroup name the coordinator group whose routing
-	// is used.
+	// is used. Without a ConsumerGroup the producer routes by the stream
+	// (GET /coord/v1/streams/{p}/producer-routing: the layout every group of
+	// the prefix shares) and its publishes are fenced by the stream's fence
+	// (routing.StreamFenceField) instead of a group's.
 	StreamPrefix, ConsumerGroup string
 
 	// RefreshInterval is the routing cache TTL (default DefaultRefreshInterval).
@@ -97,6 +100,9 @@ type Producer struct {
 	unfencedChecks atomic.Int64
 	unfencedLogged atomic.Int64 // unix nanos of the last warning
 	windowLogged   atomic.Bool
+	// fenceField is the field of the fence hashes publishes are checked
+	// against: the consumer group, or routing.StreamFenceField.
+	fenceField string
 }
 
 // Message is one message of a batch.
@@ -154,8 +160,10 @@ func New(cfg Config) (*Producer, error) {
 	if err := routing.ValidatePrefix(cfg.StreamPrefix); err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}
-	if err := routing.ValidateName("consumerGroup", cfg.ConsumerGroup); err != nil {
-		return nil, fmt.Errorf("producer: %w", err)
+	if cfg.ConsumerGroup != "" {
+		if err := routing.ValidateName("consumerGroup", cfg.ConsumerGroup); err != nil {
+			return nil, fmt.Errorf("producer: %w", err)
+		}
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = DefaultRefreshInterval
@@ -184,13 +192,22 @@ func New(cfg Config) (*Producer, error) {
 	case cfg.DedupWindow > 0 && cfg.EventIDField == "":
 		return nil, errors.New("producer: DedupWindow needs EventIDField (the id publishes are deduplicated by)")
 	}
-	p := &Producer{cfg: cfg, rdb: cfg.Redis, maxLen: max(cfg.MaxLen, 0), window: cfg.DedupWindow}
+	p := &Producer{cfg: cfg, rdb: cfg.Redis, maxLen: max(cfg.MaxLen, 0), window: cfg.DedupWindow, fenceField: cfg.ConsumerGroup}
+	if cfg.ConsumerGroup == "" {
+		p.fenceField = routing.StreamFenceField
+	}
 	if p.window > 0 {
 		p.windowMs = max(p.window.Milliseconds(), 1)
 	}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
 	fetch := func(ctx context.Context) (*client.Routing, error) {
-		rt, err := coord.ProducerRouting(ctx, prefix, group)
+		var rt *client.Routing
+		var err error
+		if group == "" {
+			rt, err = streamRouting(ctx, coord, prefix)
+		} else {
+			rt, err = coord.ProducerRouting(ctx, prefix, group)
+		}
 		if err == nil && p.window > 0 {
 			p.noteLayoutWindow(rt)
 		}
@@ -797,7 +814,25 @@ func putScratch(sc *scratch) {
 // appendScriptHead appends PublishScript's ARGV before the entries, for a
 // publish routed with r: group, routing version, whether to tag, MAXLEN.
 func (p *Producer) appendScriptHead(args []any, r *route) []any {
-	return append(args, p.cfg.ConsumerGroup, r.routing.MetadataVersion, r.tag, p.maxLen)
+	return append(args, p.fenceField, r.routing.MetadataVersion, r.tag, p.maxLen)
+}
+
+// streamRouting fetches a stream's routing in the shape of a group's
+// (ConsumerGroup "", ordering NONE: entries carry no routing.FenceField,
+// whose value members compare with their group's versions, not the
+// stream's). An answer naming another fence field than the stream's is
+// refused: the publishes would be checked against a fence nobody raises.
+func streamRouting(ctx context.Context, coord *client.Client, prefix string) (*client.Routing, error) {
+	sr, err := coord.StreamProducerRouting(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if sr.FenceField != routing.StreamFenceField {
+		return nil, fmt.Errorf("%w: stream routing of %s names fence field %q, want %q", ErrInvalidRouting, prefix, sr.FenceField, routing.StreamFenceField)
+	}
+	return &client.Routing{StreamPrefix: sr.StreamPrefix, MetadataVersion: sr.MetadataVersion, ShardCount: sr.ShardCount,
+		StreamKeyPattern: sr.StreamKeyPattern, Shards: sr.Shards, Ordering: client.OrderingNone,
+		PreviousLayouts: sr.PreviousLayouts, LayoutWindowMs: sr.LayoutWindowMs}, nil
 }
 
 // appendEntry appends one entry's ARGV: its argument count, then field,

@@ -55,10 +55,13 @@ type Main struct {
 	StaleMemberRetention time.Duration
 	DisableProvisioning  bool
 	KeepRetiredStreams   bool
-	SnapshotEvery        int
-	SnapshotMinInterval  time.Duration
-	IgnoreSnapshot       bool
-	RateLimitPerMinute   int
+	// DedupLayoutWindow is how far back producer routing lists previous
+	// layouts (0: none).
+	DedupLayoutWindow   time.Duration
+	SnapshotEvery       int
+	SnapshotMinInterval time.Duration
+	IgnoreSnapshot      bool
+	RateLimitPerMinute  int
 	// MemberChurnPerMinute and RejectionsPerMinute are the budgets on what
 	// reaches the log (0: off).
 	MemberChurnPerMinute int
@@ -105,6 +108,10 @@ type Main struct {
 	clock     func() time.Time
 }
 
+// MaxDedupLayoutWindow bounds --dedup-layout-window (a week: seven times
+// the longest window the Go SDK's producers accept).
+const MaxDedupLayoutWindow = 168 * time.Hour
+
 // NewMain returns a Main with the defaults.
 func NewMain() *Main { return &Main{Stderr: os.Stderr, usersPoll: usersPollInterval} }
 
@@ -140,6 +147,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.StaleMemberRetention, "stale-member-retention", 10*time.Minute, "how long expired/fenced/left members stay visible (negative: forever)")
 	fs.BoolVar(&m.DisableProvisioning, "disable-provisioning", false, "do not create shard streams and consumer groups")
 	fs.BoolVar(&m.KeepRetiredStreams, "keep-retired-streams", false, "keep removed shard streams after a resharding instead of deleting them")
+	fs.DurationVar(&m.DedupLayoutWindow, "dedup-layout-window", time.Hour, "how far back producer routing answers list the layouts a group or stream had before (previousLayouts), for producers that deduplicate across layout changes: at least their longest DedupWindow (0: none; at most 168h)")
 	fs.IntVar(&m.SnapshotEvery, "snapshot-every", 10000, "events between projection snapshots (negative: never)")
 	fs.DurationVar(&m.SnapshotMinInterval, "snapshot-min-interval", 30*time.Second, "least time between periodic snapshots (negative: none)")
 	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
@@ -204,6 +212,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if m.SnapshotKeep < 1 {
 		return fmt.Errorf("--snapshot-keep must be at least 1")
+	}
+	if m.DedupLayoutWindow != 0 && (m.DedupLayoutWindow < time.Second || m.DedupLayoutWindow > MaxDedupLayoutWindow) {
+		return fmt.Errorf("--dedup-layout-window must be 0 (off) or between 1s and %s", MaxDedupLayoutWindow)
 	}
 	if m.RateLimitPerMinute < 0 {
 		return fmt.Errorf("--rate-limit-per-minute must be 0 (off) or positive")
@@ -301,7 +312,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
 			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
-		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(),
+		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(), LayoutWindow: m.DedupLayoutWindow,
 	}, parts, streamReader{shards})
 	m.metrics.Watch(m.coord, shardOffsets{m.server})
 	if err := m.server.Open(); err != nil {

@@ -57,6 +57,29 @@ func TestIntegrationDemoOrdered(t *testing.T) {
 	}
 }
 
+// make demo-exactly-once: the producers with DedupWindow write no event id
+// twice and lose none (the demo fails otherwise); the others' count is
+// printed beside them.
+func TestIntegrationDemoExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs redis-server and the coordinator")
+	}
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--coordinator-bin", "", "--replay-bin", "", "--exactly-once"}, &out, &out)
+	t.Log(out.String())
+	if code != 0 {
+		t.Fatalf("demo --exactly-once exited %d", code)
+	}
+	if !regexp.MustCompile(`DedupWindow 10m: +\d+ events acknowledged, \d+ replies lost, .* → 0 event ids written twice or more \(0 extra entries\), 0 missing`).MatchString(out.String()) {
+		t.Errorf("the result does not show 0 duplicates and 0 missing with DedupWindow")
+	}
+	for _, want := range []string{`{"targetShardCount":12}`, "no DedupWindow:", "RESULT: PASS — with DedupWindow"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
+
 func TestFlags(t *testing.T) {
 	var errOut bytes.Buffer
 	if _, err := parseFlags([]string{"--producers", "0"}, &errOut); err == nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rscoord/rsc/wire"
 )
@@ -230,8 +231,25 @@ func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 		for _, s := range r.Shards {
 			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		return printLayouts(a, r.PreviousLayouts, r.LayoutWindowMs)
 	}
+}
+
+// printLayouts lists a routing answer's previous layouts (nothing when it
+// has none).
+func printLayouts(a *app, layouts []wire.RoutingLayout, windowMs int64) error {
+	if len(layouts) == 0 {
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "\nprevious layouts within %s (newest first):\n", time.Duration(windowMs)*time.Millisecond)
+	t := newTable(a.stdout, "SINCE-VERSION", "SHARDS", "FENCE", "ENDED-AT")
+	for _, l := range layouts {
+		t.row(strconv.FormatInt(l.MetadataVersion, 10), strconv.Itoa(l.ShardCount), strconv.FormatInt(l.Fence, 10), l.EndedAt.UTC().Format(time.RFC3339))
+	}
+	return t.flush()
 }
 
 // setupReshardings: rscctl migrations <prefix> <group>

@@ -61,7 +61,10 @@ func TestIntegrationRscctl(t *testing.T) {
 	wantContains(t, "scale --wait", out, "completed: DEPRECATED, 4 shards")
 
 	out = mustRun("routing", prefix, group)
-	wantContains(t, "routing", out, "4 shards", "orders:3")
+	wantContains(t, "routing", out, "4 shards", "orders:3", "previous layouts within 1h0m0s")
+	if !regexpMatch(`(?m)^1\s+2\s+2\s+\d{4}-\d\d-\d\dT`, out) {
+		t.Errorf("routing lists the 2-shard layout (since version 1, fence 2):\n%s", out)
+	}
 
 	out = mustRun("migrations", prefix, group)
 	if !regexpMatch(`(?m)^reshard-\S+\s+-\s+SCALE_OUT\s+2\s+4\s+DEPRECATED`, out) {

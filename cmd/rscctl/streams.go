@@ -147,6 +147,9 @@ func setupStreamRouting(fs *flag.FlagSet, a *app) func(context.Context, []string
 		for _, s := range r.Shards {
 			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		return printLayouts(a, r.PreviousLayouts, r.LayoutWindowMs)
 	}
 }
