@@ -93,7 +93,7 @@ lint:
 FUZZTIME ?= 10s
 FUZZ_TARGETS := ./events:FuzzDecode ./events:FuzzDecodeFast ./routing:FuzzRouteV1 ./routing:FuzzSlot \
 	./httpapi:FuzzCreate ./httpapi:FuzzScale ./httpapi:FuzzRollback ./httpapi:FuzzDelete \
-	./httpapi:FuzzHeartbeat ./httpapi:FuzzLogin ./httpapi:FuzzAdopt ./httpapi:FuzzStreamRead
+	./httpapi:FuzzHeartbeat ./httpapi:FuzzLogin ./httpapi:FuzzAdopt ./httpapi:FuzzStreamRead ./httpapi:FuzzCheckKeysMatchesReference
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

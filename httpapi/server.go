@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -378,7 +378,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, requi
 		s.badRequest(w, r, "cannot read request body")
 		return false
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		if required {
 			s.badRequest(w, r, "Required request body is missing")
 			return false

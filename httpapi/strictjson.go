@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // encoding/json matches object keys to struct fields case-insensitively and
@@ -28,11 +29,12 @@ type errJSONKey struct{ msg string }
 func (e *errJSONKey) Error() string { return e.msg }
 
 // checkKeys walks data (valid JSON or not: a syntax error is left to
-// json.Unmarshal) alongside the type of v.
+// json.Unmarshal) alongside the type of v. It scans the bytes itself, without
+// allocating for anything but keys with escapes or bad UTF-8, objects of more than 16 keys and
+// the error, since every request body goes through it.
 func checkKeys(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	err := walkValue(dec, reflect.TypeOf(v), "")
+	s := keyScan{data: data}
+	err := s.value(reflect.TypeOf(v), nil, 0)
 	var ke *errJSONKey
 	if errors.As(err, &ke) {
 		return ke
@@ -40,34 +42,127 @@ func checkKeys(data []byte, v any) error {
 	return nil // not a key problem: json.Unmarshal reports it
 }
 
-// walkValue reads one JSON value from dec; t is the Go type it decodes into
-// (nil when nothing is known of it: its keys are only checked for duplicates).
-func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+// errNotJSON stops the scan at a syntax error, which json.Unmarshal reports.
+var errNotJSON = errors.New("not JSON")
+
+// maxKeyScanDepth is encoding/json's nesting limit: deeper input is a syntax
+// error to it, and the scan stops there too (it recurses per level).
+const maxKeyScanDepth = 10000
+
+// keyPath is where a value is, built into a string only for an error.
+type keyPath struct {
+	parent *keyPath
+	key    []byte
+	index  int // -1 for a key
+}
+
+func (p *keyPath) String() string {
+	if p == nil {
+		return ""
+	}
+	parent := p.parent.String()
+	switch {
+	case p.index >= 0:
+		return parent + "[" + strconv.Itoa(p.index) + "]"
+	case parent == "":
+		return string(p.key)
+	}
+	return parent + "." + string(p.key)
+}
+
+type keyScan struct {
+	data []byte
+	i    int
+}
+
+func (s *keyScan) ws() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one JSON value; t is the Go type it decodes into (nil when
+// nothing is known of it: its keys are only checked for duplicates).
+func (s *keyScan) value(t reflect.Type, at *keyPath, depth int) error {
+	s.ws()
+	if s.i >= len(s.data) || depth > maxKeyScanDepth {
+		return errNotJSON
 	}
 	t = deref(t)
-	switch tok {
-	case json.Delim('{'):
-		return walkObject(dec, t, path)
-	case json.Delim('['):
+	switch c := s.data[s.i]; {
+	case c == '{':
+		s.i++
+		return s.object(t, at, depth+1)
+	case c == '[':
+		s.i++
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walkValue(dec, elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+		s.ws()
+		if s.i < len(s.data) && s.data[s.i] == ']' {
+			s.i++
+			return nil
+		}
+		for n := 0; ; n++ {
+			if err := s.value(elem, &keyPath{parent: at, index: n}, depth+1); err != nil {
 				return err
 			}
+			s.ws()
+			if s.i >= len(s.data) {
+				return errNotJSON
+			}
+			s.i++
+			switch s.data[s.i-1] {
+			case ',':
+			case ']':
+				return nil
+			default:
+				return errNotJSON
+			}
 		}
-		_, err := dec.Token() // ']'
+	case c == '"':
+		_, _, err := s.str()
 		return err
+	case c == '-' || (c >= '0' && c <= '9'):
+		for s.i < len(s.data) && strings.IndexByte("0123456789+-.eE", s.data[s.i]) >= 0 {
+			s.i++
+		}
+		return nil
+	case c >= 'a' && c <= 'z': // true, false, null (json.Unmarshal checks the letters)
+		for s.i < len(s.data) && s.data[s.i] >= 'a' && s.data[s.i] <= 'z' {
+			s.i++
+		}
+		return nil
 	}
-	return nil
+	return errNotJSON
 }
 
-func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
+// str scans a string at s.i and returns its raw bytes, without the quotes,
+// and whether it holds escapes.
+func (s *keyScan) str() (raw []byte, escaped bool, err error) {
+	start := s.i + 1
+	for j := start; j < len(s.data); j++ {
+		switch c := s.data[j]; {
+		case c == '\\':
+			escaped = true
+			j++
+		case c == '"':
+			s.i = j + 1
+			return s.data[start:j], escaped, nil
+		case c < 0x20:
+			return nil, false, errNotJSON
+		}
+	}
+	return nil, false, errNotJSON
+}
+
+func (s *keyScan) object(t reflect.Type, at *keyPath, depth int) error {
 	var fields map[string]reflect.Type
 	var folded map[string]string
 	var elem reflect.Type
@@ -78,37 +173,80 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 	case t.Kind() == reflect.Map:
 		elem = t.Elem()
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	var few [16][]byte
+	seen := few[:0]
+	var many map[string]bool
+	s.ws()
+	if s.i < len(s.data) && s.data[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return errNotJSON
+		}
+		key, escaped, err := s.str()
 		if err != nil {
 			return err
 		}
-		key, _ := tok.(string)
-		where := key
-		if path != "" {
-			where = path + "." + key
+		if escaped || !utf8.Valid(key) { // as encoding/json reads it: unescaped, bad UTF-8 as U+FFFD
+			var k string
+			if json.Unmarshal(s.data[s.i-len(key)-2:s.i], &k) != nil {
+				return errNotJSON
+			}
+			key = []byte(k)
 		}
-		if seen[key] {
-			return &errJSONKey{"duplicate key " + strconv.Quote(where)}
+		here := &keyPath{parent: at, key: key, index: -1}
+		dup := false
+		if many != nil {
+			dup = many[string(key)]
+			many[string(key)] = true
+		} else {
+			for _, k := range seen {
+				dup = dup || bytes.Equal(k, key)
+			}
+			if seen = append(seen, key); len(seen) == len(few) {
+				many = make(map[string]bool, 2*len(few))
+				for _, k := range seen {
+					many[string(k)] = true
+				}
+			}
 		}
-		seen[key] = true
+		if dup {
+			return &errJSONKey{"duplicate key " + strconv.Quote(here.String())}
+		}
 		next := elem
 		if fields != nil {
-			ft, exact := fields[key]
+			ft, exact := fields[string(key)]
 			if !exact {
-				if want, ok := folded[strings.ToLower(key)]; ok {
-					return &errJSONKey{fmt.Sprintf("key %s differs from %s only by case", strconv.Quote(where), strconv.Quote(want))}
+				if want, ok := folded[strings.ToLower(string(key))]; ok {
+					return &errJSONKey{fmt.Sprintf("key %s differs from %s only by case", strconv.Quote(here.String()), strconv.Quote(want))}
 				}
 			}
 			next = ft // nil for an unknown key: ignored, only checked for duplicates
 		}
-		if err := walkValue(dec, next, where); err != nil {
+		s.ws()
+		if s.i >= len(s.data) || s.data[s.i] != ':' {
+			return errNotJSON
+		}
+		s.i++
+		if err := s.value(next, here, depth); err != nil {
 			return err
 		}
+		s.ws()
+		if s.i >= len(s.data) {
+			return errNotJSON
+		}
+		s.i++
+		switch s.data[s.i-1] {
+		case ',':
+		case '}':
+			return nil
+		default:
+			return errNotJSON
+		}
 	}
-	_, err := dec.Token() // '}'
-	return err
 }
 
 func deref(t reflect.Type) reflect.Type {
