@@ -166,11 +166,17 @@ type foldBatch struct {
 // per page.
 func applyBatches(st *State, batches <-chan foldBatch, o FoldOptions) (int, error) {
 	n := 0
+	ix := newFoldIndexes()
+	defer func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.rebuildIndexes(ix.rebuild)
+	}()
 	for b := range batches {
 		if b.err != nil {
 			return n, b.err
 		}
-		applied, err := st.applyPage(b.recs, o)
+		applied, err := st.applyPage(b.recs, o, ix)
 		n += applied
 		if err != nil {
 			return n, err
@@ -182,13 +188,20 @@ func applyBatches(st *State, batches <-chan foldBatch, o FoldOptions) (int, erro
 // applyPage applies records in order. Without hooks it takes the state's lock
 // once for the page; with hooks (which may read the state) once per record,
 // calling the hooks outside it.
-func (s *State) applyPage(recs []events.Record, o FoldOptions) (int, error) {
+func (s *State) applyPage(recs []events.Record, o FoldOptions, ix *foldIndexes) (int, error) {
 	if o.Stop == nil && o.Before == nil && o.After == nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.suspendIndexes(recs, ix)
 		for i, rec := range recs {
 			if err := s.ApplyLocked(rec); err != nil {
 				return i, err
+			}
+			if _, ok := rec.Event.(*events.GroupCreated); ok {
+				if g := s.groups[KeyOf(rec)]; g != nil && g.ix != nil {
+					g.ix = nil // a group created in the fold: indexed once at its end
+					ix.rebuild[g.Key] = true
+				}
 			}
 		}
 		return len(recs), nil
@@ -208,4 +221,42 @@ func (s *State) applyPage(recs []events.Record, o FoldOptions) (int, error) {
 		}
 	}
 	return len(recs), nil
+}
+
+// foldIndexes is what a fold knows of the groups' member indexes: the
+// events it folded per group, and the groups whose index it dropped.
+type foldIndexes struct {
+	events  map[GroupKey]int
+	rebuild map[GroupKey]bool
+}
+
+func newFoldIndexes() *foldIndexes {
+	return &foldIndexes{events: map[GroupKey]int{}, rebuild: map[GroupKey]bool{}}
+}
+
+// suspendIndexes drops, until the fold ends, the member index of each group
+// whose events in the fold are at least half as many as its member and
+// target records: keeping the index current event by event (touch, settle)
+// costs more than building it once at the end then (rebuildIndexes). A group
+// without an index answers its questions by scanning, so a reader meanwhile is
+// answered right.
+func (s *State) suspendIndexes(recs []events.Record, ix *foldIndexes) {
+	for _, rec := range recs {
+		ix.events[KeyOf(rec)]++
+	}
+	for k, n := range ix.events {
+		if g := s.groups[k]; g != nil && g.ix != nil && 2*n >= len(g.Members)+len(g.Targets) {
+			g.ix = nil
+			ix.rebuild[k] = true
+		}
+	}
+}
+
+// rebuildIndexes indexes again the flat groups a fold left without one.
+func (s *State) rebuildIndexes(keys map[GroupKey]bool) {
+	for k := range keys {
+		if g := s.groups[k]; g != nil && g.ix == nil && g.lay == nil {
+			g.buildIndex()
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package projection_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -343,5 +344,33 @@ func TestOverlayCopiesOnlyWhatChanged(t *testing.T) {
 	}
 	if !reflect.DeepEqual(MustCanonicalGroup(t, base), before) {
 		t.Error("folding into the overlay changed the State's group")
+	}
+}
+
+// TestFoldRebuildsTheIndexesItSuspends: a fold drops the index of a group
+// with many events in it and builds it once at the end. Folded in pages of
+// every size from 1 (every group kept current event by event) to the whole
+// log (every group rebuilt), each group ends with an index whose answers
+// are a scan's.
+func TestFoldRebuildsTheIndexesItSuspends(t *testing.T) {
+	log, _ := MustGeneratedLog(t, determinismSeeds[0], generatedEvents)
+	for _, page := range []int{1, 7, 100, generatedEvents} {
+		t.Run(fmt.Sprintf("page=%d", page), func(t *testing.T) {
+			s := projection.New()
+			if _, err := projection.Fold(context.Background(), log, s, projection.FoldOptions{PageSize: page}); err != nil {
+				t.Fatal(err)
+			}
+			s.RLock()
+			defer s.RUnlock()
+			for _, k := range s.GroupKeysLocked() {
+				g := s.GroupLocked(k)
+				if !projection.Indexed(g) {
+					t.Fatalf("group %v has no index after the fold", k)
+				}
+				if got, want := normal(answersOf(g, indexShards)), normal(scanAnswers(g, indexShards)); !reflect.DeepEqual(got, want) {
+					t.Fatalf("group %v: the index answers\n %+v\nthe members say\n %+v", k, got, want)
+				}
+			}
+		})
 	}
 }

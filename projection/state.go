@@ -23,6 +23,10 @@ type State struct {
 	prefixes map[string]bool // every prefix a group was created with
 	lastID   string
 	applied  int64
+	// pos is lastID parsed, when posOf is lastID (ApplyLocked parses each
+	// id once).
+	pos   events.ID
+	posOf string
 }
 
 // New returns an empty projection.
@@ -135,12 +139,16 @@ func (s *State) ApplyLocked(rec events.Record) error {
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", rec.ID, err)
 	}
-	last, _ := events.ParseID(s.lastID)
-	if !last.Less(id) {
+	if s.posOf != s.lastID || s.posOf == "" {
+		s.pos, _ = events.ParseID(s.lastID)
+		s.posOf = s.lastID
+	}
+	if !s.pos.Less(id) {
 		return fmt.Errorf("apply %s: out of order, last applied is %s", rec.ID, s.lastID)
 	}
 	s.apply(rec)
 	s.lastID = id.String()
+	s.pos, s.posOf = id, s.lastID
 	s.applied++
 	return nil
 }
