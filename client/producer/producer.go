@@ -46,6 +46,15 @@ type Config struct {
 	// (routing.StreamFenceField) instead of a group's.
 	StreamPrefix, ConsumerGroup string
 
+	// SpreadUnkeyed spreads messages without a partition key over the shards
+	// (as the reference starter does with a null key) instead of sending them
+	// all to the shard the empty key routes to: by their event id when they
+	// have one (EventIDField; always with DedupWindow, which generates one),
+	// so every attempt and every process picks the same shard and
+	// deduplication holds; else round-robin over the routing's shards. They
+	// give up per-key affinity: two such messages have no order between them.
+	SpreadUnkeyed bool
+
 	// RefreshInterval is the routing cache TTL (default DefaultRefreshInterval).
 	RefreshInterval time.Duration
 	// Lease bounds how long after its last successful fetch a cached routing
@@ -103,6 +112,29 @@ type Producer struct {
 	// fenceField is the field of the fence hashes publishes are checked
 	// against: the consumer group, or routing.StreamFenceField.
 	fenceField string
+	// spread counts the unkeyed messages spread round-robin (SpreadUnkeyed).
+	spread atomic.Uint64
+}
+
+// routeKey is the key a message routes by: its partition key; with
+// SpreadUnkeyed, a message without one routes by its event id, or (rr) by
+// none: round-robin (shardFor).
+func (p *Producer) routeKey(partitionKey, eventID string) (key string, rr bool) {
+	if !p.cfg.SpreadUnkeyed || partitionKey != "" {
+		return partitionKey, false
+	}
+	if eventID != "" {
+		return eventID, false
+	}
+	return "", true
+}
+
+// shardFor is the shard of count a message with route key key goes to.
+func (p *Producer) shardFor(key string, rr bool, count int) (int, error) {
+	if rr && count > 0 {
+		return int((p.spread.Add(1) - 1) % uint64(count)), nil
+	}
+	return routing.RouteKey(key, count)
 }
 
 // Message is one message of a batch.
@@ -265,6 +297,7 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 	// proven not to hold the event id, for good.
 	var tried, cleared []place
 	tries, retry := 0, false
+	rkey, rr := p.routeKey(partitionKey, eventID)
 	for attempt := 1; attempt <= p.cfg.MaxAttempts; {
 		r, err := p.cache.get(ctx)
 		if err != nil {
@@ -280,7 +313,7 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 			p.cache.invalidate(r)
 			continue
 		}
-		idx, err := routing.RouteKey(partitionKey, r.routing.ShardCount)
+		idx, err := p.shardFor(rkey, rr, r.routing.ShardCount)
 		if err != nil {
 			return Result{}, err
 		}
@@ -289,7 +322,7 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 			retry = false
 		}
 		if p.window > 0 && (len(tried) > 0 || !generated && len(r.prev) > 0) {
-			res, found, err := p.checkOne(ctx, r, partitionKey, idx, eventID, generated, tried, &cleared)
+			res, found, err := p.checkOne(ctx, r, rkey, idx, eventID, generated, tried, &cleared)
 			if err != nil {
 				lastErr = err
 				if ctx.Err() != nil {
@@ -518,7 +551,8 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 		}
 		shards := r.routing.ShardCount
 		for _, i := range todo {
-			shardOf[i], _ = routing.RouteKey(msgs[i].PartitionKey, shards)
+			key, rr := p.routeKey(msgs[i].PartitionKey, results[i].EventID)
+			shardOf[i], _ = p.shardFor(key, rr, shards)
 		}
 		// With DedupWindow, the messages that may have landed elsewhere are
 		// looked up there first: found ones are done, failed reads retried.
@@ -673,7 +707,8 @@ func (p *Producer) checkMany(ctx context.Context, r *route, msgs []Message, resu
 		if dd.generated[i] && len(dd.triedAt[i]) == 0 {
 			continue
 		}
-		for _, pl := range p.placesToCheck(r, msgs[i].PartitionKey, shardOf[i], dd.generated[i], dd.triedAt[i], dd.clearedAt[i], now) {
+		key, _ := p.routeKey(msgs[i].PartitionKey, results[i].EventID)
+		for _, pl := range p.placesToCheck(r, key, shardOf[i], dd.generated[i], dd.triedAt[i], dd.clearedAt[i], now) {
 			checks = append(checks, check{msg: i, place: pl, id: results[i].EventID})
 		}
 	}
