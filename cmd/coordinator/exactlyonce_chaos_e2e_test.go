@@ -45,7 +45,10 @@ import (
 // key's publish order is its numbering across producer restarts and
 // retries. The plain group is read by a raw reader that acknowledges
 // everything (so scale-ins drain); the ordered group is consumed by the
-// SDK's member runtime (client/member), which honours the barriers.
+// SDK's member runtime (client/member), which honours the barriers, with
+// its handlers held from shortly before each scale request until shortly
+// after it was accepted, so every shard has a backlog at the cutover (the
+// same run against a plain group consumed this way shows inversions).
 //
 // Every event id has exactly one stream entry (distinct stream key and entry
 // id among everything the consumers saw), every acknowledgement names it,
@@ -210,6 +213,27 @@ func exactlyOnceChaos(t *testing.T, seed int64, ordering string) {
 	var stop atomic.Bool
 	var readerWG sync.WaitGroup
 	var rt *member.Runtime
+	// The members' handlers wait while held (around each layout change), so
+	// every shard has a backlog at the cutover: without barriers, a key's
+	// first messages on its new shard would be handled before its last ones
+	// on the old shard.
+	var holdMu sync.Mutex
+	var held chan struct{}
+	hold := func() {
+		holdMu.Lock()
+		defer holdMu.Unlock()
+		if held == nil {
+			held = make(chan struct{})
+		}
+	}
+	release := func() {
+		holdMu.Lock()
+		defer holdMu.Unlock()
+		if held != nil {
+			close(held)
+			held = nil
+		}
+	}
 	if ordering == "KEY" {
 		// The ordered group's members: the SDK's runtime, which holds a
 		// key's entries on its new shard until its old shard's entries up to
@@ -219,7 +243,17 @@ func exactlyOnceChaos(t *testing.T, seed int64, ordering string) {
 			Coordinator: coord, Redis: rdb, StreamPrefix: prefix, ConsumerGroup: group,
 			MemberIDBase: "m", Concurrency: 2, Block: 100 * time.Millisecond,
 			HoldHeartbeatInterval: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: time.Second,
-		}, func(_ context.Context, m member.Message) error {
+		}, func(ctx context.Context, m member.Message) error {
+			holdMu.Lock()
+			wait := held
+			holdMu.Unlock()
+			if wait != nil {
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			record(m.StreamKey, m.ID, m.Values)
 			return nil
 		})
@@ -227,6 +261,7 @@ func exactlyOnceChaos(t *testing.T, seed int64, ordering string) {
 			t.Fatal(err)
 		}
 		defer rt.Close()
+		defer release() // before the runtime's close, if the test fails while held
 	} else {
 		readerWG.Add(1)
 		go func() {
@@ -351,7 +386,11 @@ func exactlyOnceChaos(t *testing.T, seed int64, ordering string) {
 	// third.
 	krng := rand.New(rand.NewPCG(uint64(seed), 1<<32))
 	for i, target := range []int{8, 3, 6, 4} {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		if rt != nil {
+			hold()
+		}
+		time.Sleep(100 * time.Millisecond)
 		px.Cut()
 		id := scale(t, tc, prefix, group, target)
 		if i == 1 || i == 3 {
@@ -359,6 +398,10 @@ func exactlyOnceChaos(t *testing.T, seed int64, ordering string) {
 			state := tc.migration(prefix, group, id)["state"]
 			restart("kill", proc.Kill)
 			t.Logf("change %d: coordinator killed (SIGKILL) with the resharding %v, started again", i+1, state)
+		}
+		if rt != nil {
+			time.Sleep(150 * time.Millisecond) // the key's new messages reach its new shard
+			release()
 		}
 		waitState(t, tc, prefix, group, id, "DEPRECATED", 60*time.Second)
 		t.Logf("change %d: %d shards (%d event ids so far)", i+1, target, published.Load())
