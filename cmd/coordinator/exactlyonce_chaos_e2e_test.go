@@ -146,9 +146,12 @@ func exactlyOnceChaos(t *testing.T, seed int64, ordering string) {
 		acked[res.EventID] = at
 	}
 	var all []*producer.Producer
+	// The window outlasts the whole run (about 15 s alone, past a minute
+	// under -race on a loaded machine): a re-publish after the window is a
+	// new entry by design, which this test would count as a duplicate.
 	newProducer := func() *producer.Producer {
 		p, err := producer.New(producer.Config{Coordinator: coord, Redis: prdb, StreamPrefix: prefix, ConsumerGroup: group,
-			EventIDField: eventIDField, DedupWindow: time.Minute, MaxAttempts: 3, StaleTimeout: 20 * time.Second,
+			EventIDField: eventIDField, DedupWindow: 30 * time.Minute, MaxAttempts: 3, StaleTimeout: 20 * time.Second,
 			RefreshInterval: 200 * time.Millisecond, Lease: time.Minute})
 		if err != nil {
 			t.Error(err)
