@@ -467,7 +467,7 @@ func TestIntegrationAPIProducerRouting(t *testing.T) {
 			{"shardIndex": 2, "streamKey": "orders:2", "redisSlot": 448, "fenceKey": "{orders:2}:fence"},
 			{"shardIndex": 3, "streamKey": "orders:3", "redisSlot": 4577, "fenceKey": "{orders:3}:fence"}
 		],
-		"ordering": "NONE"}`)
+		"ordering": "NONE", "layoutWindowMs": 3600000}`)
 	apiDo(t, tc, "GET", apiGroupPath("orders", "nope", "producer-routing"), nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
 	if r := apiSend(t, tc, apiNoAuth, "GET", apiGroupPath("orders", "orders-consumer", "producer-routing"), nil, nil); r.Status != 401 {
 		t.Fatalf("producer routing without credentials: HTTP %d, want 401 (needs READ)", r.Status)

@@ -169,6 +169,12 @@ func TestIntegrationExactlyOnceAcrossLayoutChange(t *testing.T) {
 					map[string]any{"initialShardCount": c.initial, "requestedBy": "test", "ordering": ordering}).MustStatus(t, 201)
 				var lastID string
 				if c.before > 0 {
+					// A member that never reports its shards keeps the
+					// scale-out from converging, so it is still ACTIVE (and
+					// may be rolled back) when the change comes: with no
+					// member it completes at the next tick (100 ms), which a
+					// loaded machine let pass first.
+					holdUnconverged(t, fx.tc, prefix, group)
 					lastID = scale(t, fx.tc, prefix, group, c.before)
 				}
 				key, to := keyOn(t, c.from, c.previousShards, c.final)
@@ -487,4 +493,30 @@ func TestIntegrationStuckStreamFenceLowered(t *testing.T) {
 	eventually(t, 5*time.Second, "the stuck stream fence to be lowered to the stream's version", func() bool {
 		return fenceOf(t, rdb, "ssf", routing.StreamFenceField, 1) == 1
 	})
+}
+
+// holdUnconverged joins a member that heartbeats every 200 ms until the test
+// ends without ever reporting a shard: the group stays unconverged (for up
+// to the rebalance timeout, 5 s with fastTimings).
+func holdUnconverged(t *testing.T, tc *testCoordinator, prefix, group string) {
+	t.Helper()
+	j := apiBeat(t, tc, prefix, group, apiHBBody{Member: "holder"})
+	if j.Status != "OK" {
+		t.Fatalf("join holder: %s", j.Body)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			_, _ = tc.TryDoAs("admin", "password", "POST", apiHBPath(prefix, group, "holder"),
+				apiHBBody{Member: "holder", Epoch: j.MemberEpoch, MV: j.MetadataVersion}.toMap())
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
 }
