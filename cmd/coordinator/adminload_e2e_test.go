@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -40,7 +41,10 @@ func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 		body   []byte
 		id     string // the reshardingId of a 202
 	}
-	base := "/coord/v1/streams/load/groups/"
+	// Each group on a prefix of its own: groups of one stream scale and roll
+	// back together (0.3.5: the stream's layout is theirs), and this test
+	// races commands on independent groups.
+	pathOf := func(g string) string { return "/coord/v1/streams/load-" + g + "/groups/" + g }
 	groupName := func(i int) string { return fmt.Sprintf("g%d", i%groups) }
 	// round sends n requests, each built by req(i), all released together once
 	// every goroutine is ready, and returns the answers.
@@ -101,7 +105,7 @@ func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 	// Round 1: 25 creates of each group.
 	created := allowed("create", round("create", groups*creates, func(i int) (string, string, string, any) {
 		g := groupName(i)
-		return g, "POST", base + g, map[string]any{"initialShardCount": 4, "requestedBy": "load"}
+		return g, "POST", pathOf(g), map[string]any{"initialShardCount": 4, "requestedBy": "load"}
 	}), 201, 409)
 	for i := 0; i < groups; i++ {
 		if n := len(created[groupName(i)]); n != 1 {
@@ -114,15 +118,24 @@ func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 
 	// Round 2: 50 scales of each group, to 50 different targets (1..50; 4 is
 	// the current count, refused 422 unless a winner came first).
-	scaled := allowed("scale", round("scale", groups*scales, func(i int) (string, string, string, any) {
+	scaleAnswers := round("scale", groups*scales, func(i int) (string, string, string, any) {
 		g := groupName(i)
-		return g, "POST", base + g + "/scale", map[string]any{"targetShardCount": 1 + i/groups, "requestedBy": "load", "reason": "load"}
-	}), 202, 409, 422)
+		return g, "POST", pathOf(g) + "/scale", map[string]any{"targetShardCount": 1 + i/groups, "requestedBy": "load", "reason": "load"}
+	})
+	scaled := allowed("scale", scaleAnswers, 202, 409, 422)
 	winner := map[string]string{}
 	for i := 0; i < groups; i++ {
 		g := groupName(i)
 		if n := len(scaled[g]); n != 1 {
-			t.Errorf("group %s: %d of %d racing scales won (202), want exactly 1", g, n, scales)
+			codes := map[string]int{}
+			for _, a := range scaleAnswers {
+				if a.group == g && a.status != 202 {
+					var e struct{ ErrorCode, Message string }
+					_ = json.Unmarshal(a.body, &e)
+					codes[e.ErrorCode+": "+truncateMsg(e.Message)]++
+				}
+			}
+			t.Errorf("group %s: %d of %d racing scales won (202), want exactly 1; refusals %v", g, n, scales, codes)
 			continue
 		}
 		winner[g] = scaled[g][0].id
@@ -134,7 +147,7 @@ func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 	// Round 3: 25 rollbacks of each group's resharding.
 	rolled := allowed("rollback", round("rollback", groups*rollbacks, func(i int) (string, string, string, any) {
 		g := groupName(i)
-		return g, "POST", base + g + "/migrations/" + winner[g] + "/rollback", map[string]any{"requestedBy": "load", "reason": "load"}
+		return g, "POST", pathOf(g) + "/migrations/" + winner[g] + "/rollback", map[string]any{"requestedBy": "load", "reason": "load"}
 	}), 202, 409)
 	for g, wins := range rolled {
 		for _, a := range wins {
@@ -196,4 +209,12 @@ func TestIntegrationConcurrentAdminLoad(t *testing.T) {
 	if string(want) != string(got) {
 		t.Fatalf("the served state differs from a fresh fold of the log")
 	}
+}
+
+// truncateMsg keeps the first 120 bytes of an error message (a test log line).
+func truncateMsg(s string) string {
+	if len(s) > 120 {
+		return s[:120]
+	}
+	return s
 }
