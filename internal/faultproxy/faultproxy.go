@@ -146,9 +146,7 @@ func (p *Proxy) Cut() {
 	}
 	p.mu.Unlock()
 	for _, l := range links {
-		if l.close() {
-			p.count(func(s *Stats) { s.Cuts++ })
-		}
+		l.close(true)
 	}
 }
 
@@ -176,7 +174,7 @@ func (p *Proxy) Close() {
 	}
 	p.mu.Unlock()
 	for _, l := range links {
-		l.close()
+		l.close(false)
 	}
 	p.wg.Wait()
 }
@@ -226,7 +224,7 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			l.close()
+			l.close(false)
 			return
 		}
 		p.links[l] = struct{}{}
@@ -250,7 +248,7 @@ type link struct {
 }
 
 // close closes both connections; it reports whether this call closed them.
-func (l *link) close() bool {
+func (l *link) close(cut bool) bool {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -258,6 +256,11 @@ func (l *link) close() bool {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	if cut {
+		// Counted before the sockets close: whoever sees the connection
+		// end sees the cut in Stats.
+		l.p.count(func(s *Stats) { s.Cuts++ })
+	}
 	_ = l.client.Close()
 	_ = l.server.Close()
 	l.p.mu.Lock()
@@ -287,7 +290,7 @@ func (l *link) pop() (drop, stalled bool) {
 // reply is dropped before any of it reaches the server.
 func (l *link) commands() {
 	defer l.p.wg.Done()
-	defer l.close()
+	defer l.close(false)
 	r := bufio.NewReaderSize(l.client, bufferSize)
 	w := bufio.NewWriterSize(l.server, bufferSize)
 	onName := func(name string) { l.push(l.p.decide(name)) }
@@ -306,7 +309,7 @@ func (l *link) commands() {
 // replies forwards the server's replies, dropping those decided.
 func (l *link) replies() {
 	defer l.p.wg.Done()
-	defer l.close()
+	defer l.close(false)
 	r := bufio.NewReaderSize(l.server, bufferSize)
 	w := bufio.NewWriterSize(l.client, bufferSize)
 	for {
@@ -343,9 +346,7 @@ func (l *link) replies() {
 				continue
 			}
 			_ = w.Flush() // the replies before the dropped one
-			if l.close() {
-				l.p.count(func(s *Stats) { s.Cuts++ })
-			}
+			l.close(true)
 			return
 		}
 		if err := copyValue(r, w, 0, nil); err != nil {
