@@ -383,6 +383,46 @@ func TestTokensFollowTheUserTable(t *testing.T) {
 	s.call(t, "GET", "/coord/v1/monitoring/groups", basic("admin", "password"), "", nil).want(t, 401, "an empty table lets nobody in")
 }
 
+// TestTokenKeepsWhatBothGrant: a token of a user whose roles changed keeps
+// what both its roles and the user's current ones grant, whether or not both
+// name the same role (a WRITE or ADMIN token of a user demoted to READ used
+// to get 401, as if the user were gone).
+func TestTokenKeepsWhatBothGrant(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		before, after []string
+		roles         string // session and exchanged token
+		read, write   int
+	}{
+		{"WRITE demoted to READ", []string{"WRITE"}, []string{"READ"}, "[READ]", 200, 403},
+		{"ADMIN demoted to READ", []string{"ADMIN"}, []string{"READ"}, "[READ]", 200, 403},
+		{"MEMBER and WRITE demoted to READ", []string{"MEMBER", "WRITE"}, []string{"READ"}, "[READ]", 200, 403},
+		{"ADMIN demoted to MEMBER and MONITOR", []string{"ADMIN"}, []string{"MEMBER", "MONITOR"}, "[MEMBER READ]", 200, 403},
+		{"MONITOR renamed READ", []string{"MONITOR"}, []string{"READ"}, "[READ]", 200, 403},
+		{"READ promoted to ADMIN stays READ", []string{"READ"}, []string{"ADMIN"}, "[READ]", 200, 403},
+		{"ADMIN demoted to WRITE", []string{"ADMIN"}, []string{"WRITE"}, "[READ WRITE]", 200, 201},
+		{"unchanged WRITE", []string{"WRITE"}, []string{"WRITE"}, "[WRITE]", 200, 201},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSecServer(t, httpapi.Config{Auth: httpapi.AuthConfig{TokenSecret: "a-real-secret",
+				Users: []httpapi.User{{Username: "carol", Password: "c-pw", Roles: c.before}}}}, nil)
+			l := s.call(t, "POST", "/coord/v1/auth/login", "", `{"username":"carol","password":"c-pw"}`, nil).want(t, 200, "login")
+			bearer := "Bearer " + l.json["accessToken"].(string)
+			s.api.SetUsers([]httpapi.User{{Username: "carol", Password: "c-pw", Roles: c.after}})
+			session := s.call(t, "GET", "/coord/v1/monitoring/session", bearer, "", nil).want(t, 200, "session")
+			if fmt.Sprint(session.json["roles"]) != c.roles {
+				t.Fatalf("session roles %v, want %s", session.json["roles"], c.roles)
+			}
+			s.call(t, "GET", "/coord/v1/monitoring/groups", bearer, "", nil).want(t, c.read, "read")
+			s.call(t, "POST", "/coord/v1/streams/orders/groups/g1", bearer, `{"initialShardCount":1,"requestedBy":"t"}`, nil).want(t, c.write, "create")
+			r := s.call(t, "POST", "/coord/v1/auth/login", bearer, "", nil).want(t, 200, "exchange")
+			if fmt.Sprint(r.json["roles"]) != c.roles {
+				t.Fatalf("exchanged token roles %v, want %s", r.json["roles"], c.roles)
+			}
+		})
+	}
+}
+
 // TestRefreshedTokenNeverOutlivesTheOriginal: a token bought with a token
 // expires when the first one does, however often it is refreshed.
 func TestRefreshedTokenNeverOutlivesTheOriginal(t *testing.T) {
