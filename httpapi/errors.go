@@ -67,6 +67,8 @@ var (
 	errReadBudget = commands.ErrInvalid.WithMessage("this page would read more than " + strconv.Itoa(MaxEntriesPerRequest) + " entries from Redis; select one shard, or page from the start with cursors")
 	// errTooManyReplays: MaxConcurrentReplays replays are running.
 	errTooManyReplays = commands.ErrRateLimited.WithMessage("Too many replays in progress (at most " + strconv.Itoa(MaxConcurrentReplays) + "); retry")
+	// errTooManyMessageReads: MaxConcurrentMessageReads messages pages are being read.
+	errTooManyMessageReads = commands.ErrRateLimited.WithMessage("Too many messages pages being read (at most " + strconv.Itoa(MaxConcurrentMessageReads) + " at once); retry")
 	// errCancelled: the request ended (its caller went away) before its answer.
 	errCancelled = commands.ErrTerminating.WithMessage("request cancelled")
 	// errInternal: anything that is not a *commands.Error (a bug, or an error

@@ -81,6 +81,11 @@ func (a *grafanaAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
 	fit := func(recs []wire.StreamRecord) int {
 		return fitJSON(len(recs), MaxMessagesAnswerBytes-answerEnvelopeBytes, func(i int) any { return row(recs[i], &longest, true) })
 	}
+	release, ok := a.s.messagesSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	pr := pageRead{s: a.s, k: g.Key, shards: shards, forward: direction == "FORWARD", limit: limit, budget: &readBudget{left: MaxEntriesPerRequest}, fit: fit}
 	var recs []wire.StreamRecord
 	var next *string

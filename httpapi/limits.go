@@ -47,6 +47,12 @@ const (
 	// MaxConcurrentReplays bounds the replays (a fold of the log) running at
 	// once; more answer 429 with Retry-After: 1.
 	MaxConcurrentReplays = 2
+	// MaxConcurrentMessageReads bounds the messages pages (the monitoring
+	// route's and Grafana's) read and answered at once: one holds a few times
+	// MaxMessagesAnswerBytes while it reads and encodes, so without a bound
+	// the coordinator's memory grew with the requests in flight (32 at once
+	// over entries of 1 MiB: 0.8 GB). More answer 429 with Retry-After: 1.
+	MaxConcurrentMessageReads = 4
 )
 
 // Bytes of messages answers. Entries are read from Redis one at a time

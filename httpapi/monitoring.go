@@ -318,6 +318,11 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		s.badRequest(w, r, "cursor: "+msg)
 		return
 	}
+	release, ok := s.messagesSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	page, err := s.readPage(r.Context(), k, idx, answerQuery(direction == "FORWARD", cursor, limit))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -337,6 +342,20 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		StreamKey: routing.StreamKey(k.StreamPrefix, idx), Direction: direction, Limit: limit, Records: recs, NextCursor: next,
 		Truncated: truncated,
 	})
+}
+
+// messagesSlot takes one of the MaxConcurrentMessageReads slots of messages
+// pages for the rest of the request (release gives it back); false when
+// every slot is taken and it answered 429.
+func (s *Server) messagesSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	select {
+	case s.messages <- struct{}{}:
+		return func() { <-s.messages }, true
+	default:
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, r, errTooManyMessageReads)
+		return nil, false
+	}
 }
 
 // answerQuery is the read of one page of at most limit records that one

@@ -383,6 +383,46 @@ func TestTokensFollowTheUserTable(t *testing.T) {
 	s.call(t, "GET", "/coord/v1/monitoring/groups", basic("admin", "password"), "", nil).want(t, 401, "an empty table lets nobody in")
 }
 
+// TestTokenKeepsWhatBothGrant: a token of a user whose roles changed keeps
+// what both its roles and the user's current ones grant, whether or not both
+// name the same role (a WRITE or ADMIN token of a user demoted to READ used
+// to get 401, as if the user were gone).
+func TestTokenKeepsWhatBothGrant(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		before, after []string
+		roles         string // session and exchanged token
+		read, write   int
+	}{
+		{"WRITE demoted to READ", []string{"WRITE"}, []string{"READ"}, "[READ]", 200, 403},
+		{"ADMIN demoted to READ", []string{"ADMIN"}, []string{"READ"}, "[READ]", 200, 403},
+		{"MEMBER and WRITE demoted to READ", []string{"MEMBER", "WRITE"}, []string{"READ"}, "[READ]", 200, 403},
+		{"ADMIN demoted to MEMBER and MONITOR", []string{"ADMIN"}, []string{"MEMBER", "MONITOR"}, "[MEMBER READ]", 200, 403},
+		{"MONITOR renamed READ", []string{"MONITOR"}, []string{"READ"}, "[READ]", 200, 403},
+		{"READ promoted to ADMIN stays READ", []string{"READ"}, []string{"ADMIN"}, "[READ]", 200, 403},
+		{"ADMIN demoted to WRITE", []string{"ADMIN"}, []string{"WRITE"}, "[READ WRITE]", 200, 201},
+		{"unchanged WRITE", []string{"WRITE"}, []string{"WRITE"}, "[WRITE]", 200, 201},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSecServer(t, httpapi.Config{Auth: httpapi.AuthConfig{TokenSecret: "a-real-secret",
+				Users: []httpapi.User{{Username: "carol", Password: "c-pw", Roles: c.before}}}}, nil)
+			l := s.call(t, "POST", "/coord/v1/auth/login", "", `{"username":"carol","password":"c-pw"}`, nil).want(t, 200, "login")
+			bearer := "Bearer " + l.json["accessToken"].(string)
+			s.api.SetUsers([]httpapi.User{{Username: "carol", Password: "c-pw", Roles: c.after}})
+			session := s.call(t, "GET", "/coord/v1/monitoring/session", bearer, "", nil).want(t, 200, "session")
+			if fmt.Sprint(session.json["roles"]) != c.roles {
+				t.Fatalf("session roles %v, want %s", session.json["roles"], c.roles)
+			}
+			s.call(t, "GET", "/coord/v1/monitoring/groups", bearer, "", nil).want(t, c.read, "read")
+			s.call(t, "POST", "/coord/v1/streams/orders/groups/g1", bearer, `{"initialShardCount":1,"requestedBy":"t"}`, nil).want(t, c.write, "create")
+			r := s.call(t, "POST", "/coord/v1/auth/login", bearer, "", nil).want(t, 200, "exchange")
+			if fmt.Sprint(r.json["roles"]) != c.roles {
+				t.Fatalf("exchanged token roles %v, want %s", r.json["roles"], c.roles)
+			}
+		})
+	}
+}
+
 // TestRefreshedTokenNeverOutlivesTheOriginal: a token bought with a token
 // expires when the first one does, however often it is refreshed.
 func TestRefreshedTokenNeverOutlivesTheOriginal(t *testing.T) {
@@ -669,6 +709,76 @@ func TestReplaysAreBounded(t *testing.T) {
 		}
 	}
 	s.call(t, "GET", replay, admin, "", nil).want(t, 404, "a replay after the others ended")
+}
+
+// blockingStreams is countingStreams whose Messages waits for release once
+// it said it entered.
+type blockingStreams struct {
+	countingStreams
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f *blockingStreams) Messages(ctx context.Context, key string, q httpapi.MessagesQuery) (httpapi.StreamPage, error) {
+	f.entered <- struct{}{}
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+	}
+	return f.countingStreams.Messages(ctx, key, q)
+}
+
+// TestMessageReadsAreBounded: at most MaxConcurrentMessageReads messages
+// pages, the monitoring route's and Grafana's together, are read at once
+// (each may hold a few times the answer's 8 MiB; 32 at once over entries of
+// 1 MiB grew the coordinator to 0.8 GB).
+func TestMessageReadsAreBounded(t *testing.T) {
+	streams := &blockingStreams{countingStreams: countingStreams{length: 10}, entered: make(chan struct{}, 16), release: make(chan struct{})}
+	s := newSecServer(t, httpapi.Config{}, streams)
+	admin := basic("admin", "password")
+	s.call(t, "POST", "/coord/v1/streams/p/groups/g", admin, `{"initialShardCount":2,"requestedBy":"t"}`, nil).want(t, 201, "create")
+	const page = "/coord/v1/monitoring/streams/p/groups/g/shards/1/messages?limit=5"
+	const grafana = "/coord/v1/monitoring/grafana/messages?streamPrefix=p&consumerGroup=g&shardIndex=0&limit=5"
+	var wg sync.WaitGroup
+	codes := make([]int, httpapi.MaxConcurrentMessageReads)
+	for i := range codes {
+		path := page
+		if i%2 == 1 {
+			path = grafana
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = s.call(t, "GET", path, admin, "", nil).code
+		}()
+	}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(streams.release) }) }
+	t.Cleanup(release)
+	for range codes {
+		<-streams.entered
+	}
+	beyond := func(path, what string) {
+		done := make(chan answer, 1)
+		go func() { done <- s.call(t, "GET", path, admin, "", nil) }()
+		select {
+		case a := <-done:
+			a.wantThrottled(t, what, 1, 1)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s was not refused: it waits for the others", what)
+		}
+	}
+	beyond(page, "a messages page beyond the bound")
+	beyond(grafana, "a Grafana messages page beyond the bound")
+	release()
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("read %d: HTTP %d, want 200", i, c)
+		}
+	}
+	s.call(t, "GET", page, admin, "", nil).want(t, 200, "a messages page after the others ended")
+	s.call(t, "GET", grafana, admin, "", nil).want(t, 200, "a Grafana page after the others ended")
 }
 
 // TestAccessByRouteNotByName: names that look like routes are just names.

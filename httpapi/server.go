@@ -65,6 +65,7 @@ type Server struct {
 	fwd      forwarder
 	offsets  *offsetCache
 	replays  chan struct{} // a slot per replay in flight
+	messages chan struct{} // a slot per messages page in flight
 	refusals everySecond   // rate of the refused-request log lines
 	stateAt  func(ctx context.Context, until string) (*projection.State, error)
 
@@ -82,7 +83,8 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, dec: parts.Commands, read: parts.Reader, rt: parts.Runtime, lead: parts.Leadership, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
-		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays), stateAt: cfg.StateAt}
+		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays),
+		messages: make(chan struct{}, MaxConcurrentMessageReads), stateAt: cfg.StateAt}
 	if s.stateAt == nil {
 		s.stateAt = parts.Reader.StateAt
 	}

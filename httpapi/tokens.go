@@ -106,14 +106,31 @@ func (a *authenticator) checkToken(tok string) (*principal, error) {
 	if !now.Before(expires) || issued.After(now.Add(maxTokenClockSkew)) {
 		return nil, errBadCredentials
 	}
-	var roles []string
-	for _, r := range knownRoles(strings.Split(lines[3], ",")) {
-		if slices.Contains(u.Roles, r) {
-			roles = append(roles, r)
-		}
-	}
+	roles := heldRoles(knownRoles(strings.Split(lines[3], ",")), u.Roles)
 	if len(roles) == 0 {
 		return nil, errBadCredentials
 	}
 	return &principal{Username: u.Username, Roles: roles, Prefixes: u.Prefixes, expiresAt: expires}, nil
+}
+
+// heldRoles is what a token's roles grant that the user's current roles grant
+// too: the roles both name, and each role a route may require (READ, WRITE,
+// MEMBER) that both grant without being named by both. A WRITE or ADMIN token
+// of a user demoted to READ keeps READ; a READ token of a user promoted to
+// ADMIN stays READ.
+func heldRoles(token, current []string) []string {
+	var roles []string
+	for _, r := range token {
+		if slices.Contains(current, r) {
+			roles = append(roles, r)
+		}
+	}
+	tok, cur := &principal{Roles: token}, &principal{Roles: current}
+	for _, r := range []string{RoleMember, RoleRead, RoleWrite} {
+		if !(&principal{Roles: roles}).grants(r) && tok.grants(r) && cur.grants(r) {
+			roles = append(roles, r)
+		}
+	}
+	slices.Sort(roles)
+	return roles
 }

@@ -110,12 +110,16 @@ func (s *Shards) KeyTypes(ctx context.Context, keys []string) ([]string, error) 
 }
 
 // createStreamScript creates KEYS[1] as an empty stream without consumer
-// groups (one entry added, then trimmed away: the stream exists with
-// entries-added 1), refusing a key that exists: returns 1 when it created
-// it, 0 when the key existed (and is left as it was).
+// groups, refusing a key that exists: returns 1 when it created it, 0 when
+// the key existed (and is left as it was). It makes the stream with a
+// consumer group it destroys at once rather than with an entry it trims: the
+// stream then has entries-added 0, so that a rollback of a later scale-out
+// onto it, which reads entries-added as what producers wrote to its new
+// shards, does not take the creation for a write.
 var createStreamScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '0', '*', '_rsc_init', '1')
+redis.call('XGROUP', 'CREATE', KEYS[1], '_rsc_init', '$', 'MKSTREAM')
+redis.call('XGROUP', 'DESTROY', KEYS[1], '_rsc_init')
 return 1
 `)
 

@@ -53,6 +53,8 @@ func TestSecureDefaultFlags(t *testing.T) {
 		{"loopback, default password", []string{"--listen", "127.0.0.1:0"}, nil, true},
 		{"IPv6 loopback", []string{"--listen", "[::1]:0"}, nil, true},
 		{"localhost", []string{"--listen", "localhost:0"}, nil, true},
+		{"every interface, an empty password (the default)", []string{"--listen", "0.0.0.0:0", "--admin-password", ""}, nil, false},
+		{"an empty RSC_ADMIN_PASSWORD", []string{"--listen", "0.0.0.0:0"}, map[string]string{"RSC_ADMIN_PASSWORD": ""}, false},
 		{"every interface, another password", []string{"--listen", "0.0.0.0:0", "--admin-password", "s3cret"}, nil, true},
 		{"every interface, a users file", []string{"--listen", "0.0.0.0:0", "--users-file", "/dev/null"}, nil, true},
 	} {

@@ -38,7 +38,7 @@ const tokenSecretWait = 10 * time.Second
 // checkExposure refuses the default admin password on an address other hosts
 // can reach: anyone there could log in as admin and mint tokens.
 func (m *Main) checkExposure() error {
-	if m.UsersFile != "" || m.AdminPassword != defaultAdminPassword || m.InsecureDefaultCredentials || loopbackListen(m.Listen) {
+	if m.UsersFile != "" || !m.defaultPassword() || m.InsecureDefaultCredentials || loopbackListen(m.Listen) {
 		return nil
 	}
 	return fmt.Errorf("--listen %s accepts connections from other hosts while the admin password is the default one: "+
@@ -48,7 +48,14 @@ func (m *Main) checkExposure() error {
 
 // exposedWithDefaults reports the combination --insecure-default-credentials lets through.
 func (m *Main) exposedWithDefaults() bool {
-	return m.UsersFile == "" && m.AdminPassword == defaultAdminPassword && !loopbackListen(m.Listen)
+	return m.UsersFile == "" && m.defaultPassword() && !loopbackListen(m.Listen)
+}
+
+// defaultPassword reports an admin password that is the default one: the
+// default itself, or none at all (httpapi falls back to the default for an
+// empty one, so an empty --admin-password is the password anyone knows).
+func (m *Main) defaultPassword() bool {
+	return m.AdminPassword == defaultAdminPassword || m.AdminPassword == ""
 }
 
 // loopbackListen reports a listen address only this host can reach: a

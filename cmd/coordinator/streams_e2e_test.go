@@ -677,3 +677,36 @@ func TestIntegrationOldLogStreams(t *testing.T) {
 		t.Fatalf("stream create over an old group: HTTP %d %s", r.Status, r.Body)
 	}
 }
+
+// TestIntegrationRollbackOntoStreamsTheStreamCreated: shard streams the
+// coordinator created empty, and kept when the stream (without groups then)
+// scaled in, are used again by a later scale-out of its group; with nothing
+// written to them since, that scale-out rolls back by metadata alone. They
+// used to carry entries-added 1 (the entry that created them), which the
+// rollback read as an entry a producer wrote: 422 ROLLBACK_NOT_ALLOWED
+// ("kept:1 (1 entries)").
+func TestIntegrationRollbackOntoStreamsTheStreamCreated(t *testing.T) {
+	parallel(t)
+	rs := redistest.StartProcess(t)
+	tc := startCoordinator(t, rs, nil)
+	rdb := rs.Client(t)
+
+	tc.Do("POST", "/coord/v1/streams/kept", map[string]any{"initialShardCount": 3, "requestedBy": "ops"}).MustStatus(t, 201)
+	tc.Do("POST", "/coord/v1/streams/kept/scale", map[string]any{"targetShardCount": 1, "requestedBy": "ops", "reason": "shrink"}).MustStatus(t, 202)
+	for _, k := range []string{"kept:1", "kept:2"} {
+		info, err := rdb.XInfoStream(context.Background(), k).Result()
+		if err != nil || info.Length != 0 || info.EntriesAdded != 0 {
+			t.Fatalf("%s after the stream's scale-in: %+v, %v; want kept, empty, never written", k, info, err)
+		}
+	}
+	holdUnconverged(t, tc, "kept", "g") // registers g by its first heartbeat and keeps its scale-out ACTIVE
+	id := scale(t, tc, "kept", "g", 3)
+	r := tc.Do("POST", "/coord/v1/streams/kept/groups/g/migrations/"+id+"/rollback", map[string]any{"requestedBy": "ops", "reason": "undo"})
+	if r.Status != 202 || r.JSON["state"] != "ROLLED_BACK" {
+		t.Fatalf("rollback of the scale-out onto the kept streams: HTTP %d %s", r.Status, r.Body)
+	}
+	rt := tc.Do("GET", "/coord/v1/streams/kept/producer-routing", nil).MustStatus(t, 200)
+	if rt.JSON["shardCount"] != 1.0 || rt.JSON["metadataVersion"] != 4.0 {
+		t.Fatalf("stream routing after the rollback (create 1, scale-in 2, scale-out 3, rollback 4): %s", rt.Body)
+	}
+}
