@@ -163,7 +163,9 @@ type variant struct {
 }
 
 // compare measures the variants in alternating slices (the first one is the
-// baseline; the order rotates every round) after a warm-up, and records them.
+// baseline; the order rotates every round) after a warm-up, and records
+// them: their throughput, and the CPU time Redis spent per message during
+// their slices (INFO cpu), which the load of a shared machine moves less.
 func (pb *publishBench) compare(ctx context.Context, s *Section, vs []variant) error {
 	o := pb.b.o
 	for _, v := range vs {
@@ -180,10 +182,15 @@ func (pb *publishBench) compare(ctx context.Context, s *Section, vs []variant) e
 	}
 	count := make([]int, len(vs))
 	took := make([]time.Duration, len(vs))
+	cpu := make([]float64, len(vs)) // Redis's CPU seconds during the slices
 	for round := 0; round < o.publishRounds; round++ {
 		for k := range vs {
 			j := (k + round) % len(vs)
 			v := vs[j]
+			c0, err := pb.redisCPU(ctx)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
 			calls, _, err := slice(ctx, o.publishSlice, v.call)
 			if err == nil && v.wait != nil {
@@ -194,13 +201,51 @@ func (pb *publishBench) compare(ctx context.Context, s *Section, vs []variant) e
 			}
 			count[j] += calls * v.msgs
 			took[j] += time.Since(start)
+			c1, err := pb.redisCPU(ctx)
+			if err != nil {
+				return err
+			}
+			cpu[j] += c1 - c0
 		}
 	}
 	s.baseline(vs[0].name, rate(count[0], took[0]), "msgs/s")
 	for j := 1; j < len(vs); j++ {
 		s.measured(vs[j].name, rate(count[j], took[j]), "msgs/s", vs[0].name)
 	}
+	cpuName := func(j int) string { return vs[j].name + ": Redis CPU per message" }
+	perMessage := func(j int) float64 { return cpu[j] / float64(max(count[j], 1)) * 1e6 }
+	s.baseline(cpuName(0), perMessage(0), "µs")
+	for j := 1; j < len(vs); j++ {
+		s.measured(cpuName(j), perMessage(j), "µs", cpuName(0))
+	}
+	s.note("Redis CPU per message: used_cpu_user + used_cpu_sys (INFO cpu) over a variant's slices, per message; it counts all the server did meanwhile, other clients of a shared Redis too")
 	return nil
+}
+
+// redisCPU is the CPU time Redis has used, in seconds (INFO cpu).
+func (pb *publishBench) redisCPU(ctx context.Context) (float64, error) {
+	info, err := pb.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO cpu: %w", err)
+	}
+	var sum float64
+	found := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, fmt.Errorf("INFO cpu: %s%s: %w", field, v, err)
+				}
+				sum += f
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, errors.New("INFO cpu has no used_cpu_user and used_cpu_sys")
+	}
+	return sum, nil
 }
 
 func (pb *publishBench) section(rep *Report, name, title string) *Section {
