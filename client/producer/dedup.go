@@ -109,7 +109,7 @@ while i <= n do
       missing = true
     end
   end
-  ids[#ids + 1] = id
+  ids[k - 2] = id or false
   i = last + 1
   k = k + 1
 end

@@ -169,6 +169,17 @@ func TestDedupPublishScript(t *testing.T) {
 	if rdb.Exists(ctx, "orders:9", producer.DedupKey("orders:9", "new")).Val() != 0 {
 		t.Fatal("a missing stream got an entry or a record")
 	}
+	// Several entries without records on a missing stream: one answer each
+	// (the answer used to stop at the first, which the SDK could not read as
+	// a missing stream).
+	keys = []string{"orders:9", routing.FenceKey("orders:9"), producer.DedupKey("orders:9", "n1"), producer.DedupKey("orders:9", "n2"), producer.DedupKey("orders:9", "n3")}
+	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, 2, "p", "1", 2, "p", "2", 2, "p", "3").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v[0].([]any); len(got) != 3 || got[0] != nil || got[1] != nil || got[2] != nil || len(v[1].([]any)) != 0 {
+		t.Fatalf("answer on a missing stream for three new entries: %v", v)
+	}
 }
 
 // A reply lost after Redis ran the script: go-redis retries the command
@@ -714,4 +725,45 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A batch with a window whose entries route to a retired shard (several to
+// one shard stream that is gone) refreshes the routing and writes each once
+// on its new shard: the script answers every entry of a missing stream, so
+// the SDK reads it as a missing stream, not as a reply it cannot read.
+func TestDedupBatchOnARetiredShardRefreshes(t *testing.T) {
+	fx := setup(t, 1, 8, 4)
+	p := fx.producer(t, func(c *producer.Config) { c.EventIDField, c.DedupWindow = eventField, time.Minute })
+	ctx := context.Background()
+	if _, err := p.Routing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fx.coord.set(2, 4)
+	var msgs []producer.Message
+	var keys []string
+	for i := 0; len(msgs) < 3 && i < 10000; i++ {
+		k := "key-" + strconv.Itoa(i)
+		if s, _ := routing.RouteKey(k, 8); s == 5 {
+			keys = append(keys, k)
+			msgs = append(msgs, producer.Message{PartitionKey: k, Fields: map[string]any{eventField: "retired-" + k, "n": "1"}})
+		}
+	}
+	res, err := p.PublishBatch(ctx, msgs)
+	if err != nil {
+		t.Fatalf("batch onto a retired shard: %v (results %+v)", err, res)
+	}
+	for i, r := range res {
+		want, _ := routing.RouteKey(keys[i], 4)
+		if r.MetadataVersion != 2 || r.ShardIndex != want || r.Duplicate {
+			t.Fatalf("result %d %+v, want version 2, shard %d, written", i, r, want)
+		}
+		if got := entriesOf(t, fx.rdb, 4, "retired-"+keys[i]); len(got) != 1 {
+			t.Fatalf("event %s has entries %v, want one", keys[i], got)
+		}
+	}
+	// A nil answer proves nothing landed: the retry needs no look at the
+	// retired shard (an answer it could not read would have made it check).
+	if st := p.Stats(); st.LayoutChecks != 0 || st.Retries != 3 {
+		t.Fatalf("stats %+v, want 3 retries and no layout check", st)
+	}
 }
