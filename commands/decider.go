@@ -164,6 +164,33 @@ func (d *decider) catchUpInWriter(ctx context.Context) error {
 	return cerr
 }
 
+// catchUpPast is the follower's catch-up: it folds, in the writer, what the
+// log holds beyond the projection, unless by the time the writer gets to it
+// the projection already holds seen, the last entry the follower read. On the
+// leader the follower reads the writer's own appends, often before the writer
+// has applied them; when the job runs they are applied, and reading the log
+// again (three round trips to Redis, in the writer) would only delay the
+// decisions queued behind it. The projection can hold seen only by having
+// folded it or by an append of its own that landed after it, and a
+// compare-and-append at a position before seen cannot land once seen is in
+// the log: so it holds every entry up to seen. A writer that is not healthy,
+// or whose last append's outcome is unknown, always reads the log.
+func (d *decider) catchUpPast(ctx context.Context, seen string) error {
+	var cerr error
+	err := d.runInWriter(ctx, func() {
+		if seen != "" && d.unresolved == nil && d.life.healthy.Load() {
+			if cmp, err := events.CompareIDs(seen, d.state.LastIDLocked()); err == nil && cmp <= 0 {
+				return
+			}
+		}
+		cerr = d.catchUp()
+	})
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
 // enqueue hands a request to the writer, in order.
 func (d *decider) enqueue(ctx context.Context, r *request) (*request, error) {
 	r.done = make(chan error, 1)
