@@ -31,7 +31,7 @@ func (l *readCountingLog) Get(ctx context.Context, ids []string) ([]events.Entry
 // follower, no ticks): what the writer does is what the test asks of it.
 func writerOnly(t *testing.T, log events.Log) *Coordinator {
 	t.Helper()
-	c := New(Config{DisableProvisioning: true, TickInterval: time.Hour, ShardCheckInterval: -1, SnapshotEvery: -1, Logger: zerolog.Nop()}, log, nil, nil, nil)
+	c := New(Config{DisableProvisioning: true, TickInterval: time.Hour, ShardCheckInterval: -1, SnapshotEvery: -1, MemberChurnPerMinute: -1, Logger: zerolog.Nop()}, log, nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

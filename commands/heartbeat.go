@@ -45,7 +45,7 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err = submit(ctx, s.dec, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
+	resp, err = submitFor(ctx, s.dec, k, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
 		return registerAndBeat(t, k, pathID, principal, req, reg)
 	})
 	if err != nil {
