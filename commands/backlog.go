@@ -11,9 +11,10 @@ import "github.com/rscoord/rsc/projection"
 // belong to groups that had no decision in the batch just run and others to
 // groups that had, the next batch holds the first ones only. A group that
 // floods the writer with joins and leaves then costs another group's
-// heartbeat at most the batch in flight: that heartbeat is not queued behind
-// the flood, and does not share its batch (and so its decisions, its append
-// and its apply) with the flood's. Decisions of one group keep their order;
+// heartbeat at most one of the flood's batches (the one in flight, or the
+// next when the batch in flight is that group's own): that heartbeat is not
+// queued behind the flood, and does not share its batch (and so its
+// decisions, its append and its apply) with the flood's. Decisions of one group keep their order;
 // heartbeats of different groups were submitted concurrently, so either
 // order is one they could have had. A decision without a lane (admin
 // commands, maintenance, the reconciler's, a term's start) and a writer job
