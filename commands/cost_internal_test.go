@@ -78,6 +78,38 @@ func BenchmarkJoinDecision(b *testing.B) {
 	}
 }
 
+// BenchmarkJoinAfterJoinInBatch is a join decided after another member's
+// join in the same batch (the group is then the overlay's layered copy), in a
+// group with 10 member records against one full at --max-members-per-group
+// (4,096: the join prunes the oldest terminal record first). Cost
+// proportional to change: the two should take about the same time.
+func BenchmarkJoinAfterJoinInBatch(b *testing.B) {
+	for _, records := range []int{10, 4096} {
+		b.Run(fmt.Sprintf("records=%d/live=1", records), func(b *testing.B) {
+			w := churnedWorld(records, 1)
+			r := testRules()
+			now := rulesNow()
+			table := steadyTable(w, r, now)
+			first, second := beat{member: "first"}.request(), beat{member: "second"}.request()
+			b.ReportAllocs()
+			for b.Loop() {
+				bc := newBatch(w.st, table, now)
+				for _, j := range []struct {
+					id  string
+					req *wire.HeartbeatRequest
+				}{{"first", first}, {"second", second}} {
+					t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+					resp, err := heartbeat(t, rulesKey, j.id, "", j.req)
+					if err != nil || resp.Status != wire.StatusOK {
+						b.Fatalf("join %s: %v %+v", j.id, err, resp)
+					}
+					t.rt.merge()
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkLeaveDecision is one live member's leave (epoch -1), decided and
 // not appended, at 10 and 3,000 member records.
 func BenchmarkLeaveDecision(b *testing.B) {

@@ -16,7 +16,8 @@ import (
 )
 
 // The decider is the single writer of the log in this process. One goroutine
-// runs every decision in arrival order against an overlay of the projection
+// runs every decision, in arrival order save for fairness between groups
+// among heartbeats (backlog.go), against an overlay of the projection
 // and one of the runtime table, appends what the decisions emitted as one
 // batch (group commit: consecutive decisions share one compare-and-append),
 // applies the appended records to the projection, commits the batch's runtime
@@ -90,6 +91,10 @@ type request struct {
 	job    func() // a writer job instead of a decision: runs alone, emits nothing
 	meta   events.Meta
 	done   chan error
+	// lane is the group a heartbeat's decision is about (laned): the
+	// backlog is fair between lanes.
+	lane  projection.GroupKey
+	laned bool
 }
 
 // unresolvedBatch is a batch appended after position after whose append
@@ -111,8 +116,18 @@ var errUnknownOutcome = errors.New("the append failed; it may have landed")
 // A decision may run more than once (after a conflict the batch is decided
 // again on the caught-up state): only the last run's answer is returned.
 func submit[T any](ctx context.Context, d *decider, meta events.Meta, decide func(t *tx) (T, error)) (T, error) {
+	return submitTo(ctx, d, &request{meta: meta}, decide)
+}
+
+// submitFor is submit for a member's heartbeat in group k: its decision is
+// in k's lane, where the writer is fair between groups (backlog).
+func submitFor[T any](ctx context.Context, d *decider, k projection.GroupKey, meta events.Meta, decide func(t *tx) (T, error)) (T, error) {
+	return submitTo(ctx, d, &request{meta: meta, lane: k, laned: true}, decide)
+}
+
+func submitTo[T any](ctx context.Context, d *decider, r *request, decide func(t *tx) (T, error)) (T, error) {
 	var out T
-	err := d.decide(ctx, meta, func(t *tx) error {
+	err := d.decide(ctx, r, func(t *tx) error {
 		v, err := decide(t)
 		if err == nil {
 			out = v
@@ -126,8 +141,8 @@ func submit[T any](ctx context.Context, d *decider, meta events.Meta, decide fun
 	return out, nil
 }
 
-// decide runs one decision in the writer.
-func (d *decider) decide(ctx context.Context, meta events.Meta, fn func(t *tx) error) error {
+// decide runs one decision, r with fn, in the writer.
+func (d *decider) decide(ctx context.Context, r *request, fn func(t *tx) error) error {
 	if d.life.closing.Load() {
 		return ErrTerminating
 	}
@@ -137,8 +152,8 @@ func (d *decider) decide(ctx context.Context, meta events.Meta, fn func(t *tx) e
 	if !d.lead.IsLeader() {
 		return ErrNotLeader
 	}
-	r, err := d.enqueue(ctx, &request{decide: fn, meta: meta})
-	if err != nil {
+	r.decide = fn
+	if _, err := d.enqueue(ctx, r); err != nil {
 		return err
 	}
 	return d.await(r)
@@ -159,6 +174,33 @@ func (d *decider) runInWriter(ctx context.Context, job func()) error {
 func (d *decider) catchUpInWriter(ctx context.Context) error {
 	var cerr error
 	if err := d.runInWriter(ctx, func() { cerr = d.catchUp() }); err != nil {
+		return err
+	}
+	return cerr
+}
+
+// catchUpPast is the follower's catch-up: it folds, in the writer, what the
+// log holds beyond the projection, unless by the time the writer gets to it
+// the projection already holds seen, the last entry the follower read. On the
+// leader the follower reads the writer's own appends, often before the writer
+// has applied them; when the job runs they are applied, and reading the log
+// again (three round trips to Redis, in the writer) would only delay the
+// decisions queued behind it. The projection can hold seen only by having
+// folded it or by an append of its own that landed after it, and a
+// compare-and-append at a position before seen cannot land once seen is in
+// the log: so it holds every entry up to seen. A writer that is not healthy,
+// or whose last append's outcome is unknown, always reads the log.
+func (d *decider) catchUpPast(ctx context.Context, seen string) error {
+	var cerr error
+	err := d.runInWriter(ctx, func() {
+		if seen != "" && d.unresolved == nil && d.life.healthy.Load() {
+			if cmp, err := events.CompareIDs(seen, d.state.LastIDLocked()); err == nil && cmp <= 0 {
+				return
+			}
+		}
+		cerr = d.catchUp()
+	})
+	if err != nil {
 		return err
 	}
 	return cerr
@@ -199,39 +241,32 @@ func (d *decider) await(r *request) error {
 	}
 }
 
-// run is the writer goroutine.
+// run is the writer goroutine. It takes what callers submitted into its
+// backlog and runs what the backlog says runs next, until Close; what it never
+// ran is then refused.
 func (d *decider) run() {
 	defer close(d.exited)
-	var carry *request
+	var q backlog
 	for {
-		var first *request
-		if carry != nil {
-			first, carry = carry, nil
-		} else {
-			select {
-			case first = <-d.reqs:
-			case <-d.life.stop:
-				d.drainRejected()
-				return
-			}
-		}
-		if first.job != nil {
-			d.runJob(first)
-			continue
-		}
-		batch := []*request{first}
-	fill:
-		for len(batch) < d.maxBatch {
+		if len(q.reqs) == 0 {
 			select {
 			case r := <-d.reqs:
-				if r.job != nil {
-					carry = r
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
+				q.reqs = append(q.reqs, r)
+			case <-d.life.stop:
 			}
+		}
+		select {
+		case <-d.life.stop:
+			q.rejectAll(ErrTerminating)
+			d.drainRejected()
+			return
+		default:
+		}
+		q.take(d.reqs, cap(d.reqs))
+		batch, job := q.next(d.maxBatch)
+		if job != nil {
+			d.runJob(job)
+			continue
 		}
 		d.runBatch(batch)
 	}

@@ -45,7 +45,7 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err = submit(ctx, s.dec, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
+	resp, err = submitFor(ctx, s.dec, k, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
 		return registerAndBeat(t, k, pathID, principal, req, reg)
 	})
 	if err != nil {
@@ -624,7 +624,10 @@ func leave(t *tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 	k, id, req, r := hb.k, hb.id, hb.req, hb.r
 	g := t.group(k)
 	m := g.Member(id)
-	held := intersect(r.revoking, keys(authority(g, m)))
+	var held []int
+	if len(r.revoking) > 0 { // a member that reports nothing draining needs no authority
+		held = intersect(r.revoking, keys(authority(g, m)))
+	}
 	if m.State != projection.MemberLeaving {
 		if err := spendChurn(t, k, hb.principal); err != nil {
 			return nil, err

@@ -41,7 +41,7 @@ type replicaDeps struct {
 	rearm func()
 	// writer catches up in the writer (set once the decider exists).
 	writer interface {
-		catchUpInWriter(ctx context.Context) error
+		catchUpPast(ctx context.Context, seen string) error
 	}
 }
 
@@ -610,16 +610,18 @@ func (r *Replica) follow() {
 			}
 			continue
 		}
-		foreign := false
+		foreign, seen := false, ""
 		if len(entries) > 0 {
 			// Our own appends are applied right after they land; only entries
-			// beyond our position can have come from another process.
-			cmp, _ := events.CompareIDs(entries[len(entries)-1].ID, c.state.LastID())
+			// beyond our position can have come from another process (or be
+			// ours, read before the writer applied them: catchUpPast).
+			seen = entries[len(entries)-1].ID
+			cmp, _ := events.CompareIDs(seen, c.state.LastID())
 			foreign = cmp > 0
 		}
 		if foreign || !r.life.healthy.Load() {
 			jctx, jcancel := context.WithTimeout(context.Background(), 15*time.Second)
-			err := r.writer.catchUpInWriter(jctx)
+			err := r.writer.catchUpPast(jctx, seen)
 			jcancel()
 			if err != nil && !errors.Is(err, ErrTerminating) {
 				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")

@@ -305,7 +305,14 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		slices.SortFunc(mine, func(a, b *Member) int {
 			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
 		})
-		base := l.base.OldestTerminal(-1, nil)
+		// At most len(l.members) of the base's records are skipped below (the
+		// layer changed them): n more than that is all the merge can take,
+		// and a join into a full group costs what it prunes, not the group.
+		want := -1
+		if n >= 0 {
+			want = n + len(l.members)
+		}
+		base := l.base.OldestTerminal(want, nil)
 		i, j := 0, 0
 		for n < 0 || len(out) < n {
 			for i < len(base) && l.memberChanged(base[i].ID) {

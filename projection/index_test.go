@@ -19,6 +19,7 @@ type groupAnswers struct {
 	Count, LiveCount         int
 	IDs, Live, Active, Outsd []string
 	Terminal                 []string // oldest first
+	Oldest3                  []string // the first 3 of them, asked for alone
 	Holders                  map[int][]string
 	HeldByOthers             map[string][]int
 	Targets                  map[string][]int
@@ -50,6 +51,9 @@ func answersOf(g *projection.Group, shards int) groupAnswers {
 	}
 	for _, m := range g.OldestTerminal(-1, nil) {
 		a.Terminal = append(a.Terminal, m.ID)
+	}
+	for _, m := range g.OldestTerminal(3, nil) {
+		a.Oldest3 = append(a.Oldest3, m.ID)
 	}
 	if x, ok := g.TargetIndex(); ok {
 		none := func(string) bool { return false }
@@ -125,6 +129,7 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 	for _, m := range terminal {
 		a.Terminal = append(a.Terminal, m.ID)
 	}
+	a.Oldest3 = a.Terminal[:min(3, len(a.Terminal))]
 	// The target index, from the maps.
 	owners := map[int][]string{}
 	odd := false
@@ -215,6 +220,7 @@ func normal(a groupAnswers) groupAnswers {
 		return l
 	}
 	a.IDs, a.Live, a.Active, a.Outsd, a.Unsettled = fix(a.IDs), fix(a.Live), fix(a.Active), fix(a.Outsd), fix(a.Unsettled)
+	a.Terminal, a.Oldest3 = fix(a.Terminal), fix(a.Oldest3)
 	if len(a.Free) == 0 {
 		a.Free = nil
 	}

@@ -130,6 +130,7 @@ type options struct {
 	noisyRecords int
 	churners     int
 	noisyJoins   int
+	noisyPasses  int
 }
 
 var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "publish", "noisy", "all"}
@@ -182,9 +183,9 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 	if cmd == "noisy" || cmd == "all" {
 		fs.IntVar(&o.noisyRecords, "noisy-records", 0, "member records (joined and left) in the flooded group (default 3000; quick 500)")
 		fs.IntVar(&o.churners, "churners", o.churners, "connections flooding the noisy group with joins and leaves")
-		fs.IntVar(&o.noisyJoins, "noisy-joins", 0, "joins measured in the quiet group, alone and under the flood each (default 400; quick 60)")
+		fs.IntVar(&o.noisyJoins, "noisy-joins", 0, "joins measured in the quiet group, alone and under the flood each (default 2000; quick 60)")
 		if cmd == "noisy" {
-			fs.IntVar(&o.passes, "passes", o.passes, "alternating alone/flooded phases the joins are split into")
+			fs.IntVar(&o.noisyPasses, "passes", 0, "alternating alone/flooded phases the joins are split into (default 10; quick 2)")
 		}
 	}
 	if cmd == "heartbeat" || cmd == "rebalance" || cmd == "all" {
@@ -211,7 +212,8 @@ func (o *options) resolve() error {
 	pick(&o.publishRounds, 4, 2)
 	pick(&o.orderingReps, 3, 1)
 	pick(&o.noisyRecords, 3000, 500)
-	pick(&o.noisyJoins, 400, 60)
+	pick(&o.noisyJoins, 2000, 60)
+	pick(&o.noisyPasses, 10, 2)
 	if o.publishSlice == 0 {
 		o.publishSlice = 500 * time.Millisecond
 		if o.quick {
@@ -247,7 +249,7 @@ func (o *options) resolve() error {
 	for _, n := range o.backlogs {
 		check(n >= 0, "--backlogs must not be negative")
 	}
-	check(o.noisyRecords >= 0 && o.churners > 0 && o.noisyJoins >= o.passes, "--noisy-records must not be negative, --churners positive and --noisy-joins at least --passes")
+	check(o.noisyRecords >= 0 && o.churners > 0 && o.noisyPasses > 0 && o.noisyJoins >= o.noisyPasses, "--noisy-records must not be negative, --churners and the noisy --passes positive and --noisy-joins at least --passes")
 	check(o.orderingLoad >= 0 && o.orderingReps > 0 && o.publishSlice > 0 && o.publishRounds > 0, "--ordering-load must not be negative, --ordering-reps, --publish-slice and --publish-rounds must be positive")
 	return errors.Join(problems...)
 }
