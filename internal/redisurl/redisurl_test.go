@@ -71,6 +71,14 @@ func TestParse(t *testing.T) {
 		{name: "sentinel, password option", url: "redis+sentinel://u:p@s1:1/m?password=x", wantErr: "password"},
 		{name: "sentinel, unknown option", url: "redis+sentinel://s1:1/m?bogus=1", wantErr: "unexpected option"},
 		{name: "sentinel, empty port", url: "redis+sentinel://s1:/m", wantErr: "needs host:port"},
+		{name: "sentinel, port above 65535", url: "redis+sentinel://127.0.0.1:99999/m", wantErr: "port must be a number from 1 to 65535"},
+		{name: "sentinel, port 0", url: "redis+sentinel://s1:26379,s2:0/m", wantErr: "port must be a number from 1 to 65535"},
+		{name: "sentinel, empty address in the list", url: "redis+sentinel://s1:26379,/m", wantErr: "address 2 of the list is empty"},
+		{name: "cluster, port above 65535", url: "redis+cluster://h1:7000,h2:70000", wantErr: "port must be a number from 1 to 65535"},
+		{name: "cluster, empty address in the list", url: "redis+cluster://,h1:7000", wantErr: "address 1 of the list is empty"},
+		{name: "addr form, port above 65535", url: "redis://h1:7000?addr=h2:99999", wantErr: "port must be a number from 1 to 65535"},
+		{name: "one server, port above 65535", url: "redis://127.0.0.1:99999/0", wantErr: "port must be a number from 1 to 65535"},
+		{name: "one server, port 0", url: "rediss://h:0", wantErr: "port must be a number from 1 to 65535"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
