@@ -80,6 +80,10 @@ func (m *Main) connectRedis(ctx context.Context) (redis.UniversalClient, error) 
 			_ = rdb.Close()
 			return nil, fmt.Errorf("--redis %s: %s: %w", redisurl.Redact(m.RedisURL), why, err)
 		}
+		if addr := m.plainBehindTLS(ctx); addr != "" {
+			_ = rdb.Close()
+			return nil, fmt.Errorf("--redis %s: the Redis server at %s answers in plain text, not TLS: is the port a TLS port (use redis:// for a plain one)?: %w", redisurl.Redact(m.RedisURL), addr, err)
+		}
 		m.logger.Warn().Err(err).Str("redis", redisurl.Redact(m.RedisURL)).Msg("cannot check the Redis server yet; loading the event log with retries")
 		return rdb, nil
 	}
@@ -90,6 +94,16 @@ func (m *Main) connectRedis(ctx context.Context) (redis.UniversalClient, error) 
 		m.logger.Warn().Msg(w)
 	}
 	return rdb, nil
+}
+
+// plainBehindTLS returns the address of a rediss URL where a plain-text
+// server answers, or "" (see redisurl.PlainTextAt).
+func (m *Main) plainBehindTLS(ctx context.Context) string {
+	cfg, err := redisurl.Parse(m.RedisURL)
+	if err != nil || !cfg.TLS() {
+		return ""
+	}
+	return redisurl.PlainTextAt(ctx, cfg.Addrs())
 }
 
 // fatalRedisError says why err stops the coordinator, or "" when retrying may

@@ -64,6 +64,13 @@ func TestIntegrationRedisTLS(t *testing.T) {
 	if !strings.Contains(err.Error(), "both the certificate and its key") {
 		t.Errorf("a certificate without its key: %v", err)
 	}
+	// A plain port behind rediss:// never answers the handshake (Redis waits
+	// for the end of the inline command it takes the ClientHello for).
+	plain := redistest.StartProcess(t)
+	err = runErr(t, "--redis", strings.Replace(plain.URL(), "redis://", "rediss://", 1), "--redis-tls-ca", certs.CA)
+	if !strings.Contains(err.Error(), "answers in plain text") || !strings.Contains(err.Error(), plain.Addr()) {
+		t.Errorf("a plain port behind rediss://: %v, want it named", err)
+	}
 }
 
 // A server that cannot run the coordinator stops it at start with the reason.

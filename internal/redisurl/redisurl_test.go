@@ -1,7 +1,9 @@
 package redisurl_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"reflect"
 	"strings"
@@ -206,5 +208,37 @@ func TestRedact(t *testing.T) {
 		if got := redisurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// PlainTextAt names the first address where a plain-text server answers:
+// one that closes at once (as a TLS server does on a PING) does not count.
+func TestPlainTextAt(t *testing.T) {
+	listen := func(answer string) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Read(make([]byte, 64))
+				_, _ = c.Write([]byte(answer))
+				c.Close()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	closing, alert, plain := listen(""), listen("\x15\x03\x03\x00\x02\x02\x0a"), listen("+PONG\r\n")
+	ctx := context.Background()
+	if got := redisurl.PlainTextAt(ctx, []string{closing, alert, plain}); got != plain {
+		t.Fatalf("PlainTextAt = %q, want %q", got, plain)
+	}
+	if got := redisurl.PlainTextAt(ctx, []string{closing, alert, "127.0.0.1:1"}); got != "" {
+		t.Fatalf("PlainTextAt = %q with no plain-text server", got)
 	}
 }
