@@ -80,6 +80,10 @@ func (m *Main) connectRedis(ctx context.Context) (redis.UniversalClient, error) 
 			_ = rdb.Close()
 			return nil, fmt.Errorf("--redis %s: %s: %w", redisurl.Redact(m.RedisURL), why, err)
 		}
+		if why := m.sentinelTrouble(ctx); why != "" {
+			_ = rdb.Close()
+			return nil, fmt.Errorf("--redis %s: %s: %w", redisurl.Redact(m.RedisURL), why, err)
+		}
 		if addr := m.plainBehindTLS(ctx); addr != "" {
 			_ = rdb.Close()
 			return nil, fmt.Errorf("--redis %s: the Redis server at %s answers in plain text, not TLS: is the port a TLS port (use redis:// for a plain one)?: %w", redisurl.Redact(m.RedisURL), addr, err)
@@ -94,6 +98,49 @@ func (m *Main) connectRedis(ctx context.Context) (redis.UniversalClient, error) 
 		m.logger.Warn().Msg(w)
 	}
 	return rdb, nil
+}
+
+// sentinelProbeWait bounds the question to one sentinel in sentinelTrouble.
+const sentinelProbeWait = 2 * time.Second
+
+// sentinelTrouble asks each sentinel of a redis+sentinel URL for the primary
+// after the start-up check failed, and says what cannot get better by
+// waiting: an address that is a Redis server rather than a sentinel, or a
+// master name that every sentinel answered it does not monitor. go-redis
+// reports both as if the sentinels were down ("all sentinels specified in
+// configuration are unreachable"). "" when a sentinel knows the primary, or
+// some do not answer (they may be starting).
+func (m *Main) sentinelTrouble(ctx context.Context) string {
+	cfg, err := redisurl.Parse(m.RedisURL)
+	if err != nil || cfg.Kind != redisurl.Sentinel {
+		return ""
+	}
+	f := cfg.Failover
+	var servers []string
+	unknown := 0
+	for _, addr := range f.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Username: f.SentinelUsername, Password: f.SentinelPassword,
+			TLSConfig: f.TLSConfig, DialTimeout: sentinelProbeWait, ReadTimeout: sentinelProbeWait, MaxRetries: -1, DialerRetries: 1})
+		qctx, cancel := context.WithTimeout(ctx, sentinelProbeWait)
+		err := sc.GetMasterAddrByName(qctx, f.MasterName).Err()
+		cancel()
+		_ = sc.Close()
+		switch {
+		case err == nil:
+			return ""
+		case errors.Is(err, redis.Nil):
+			unknown++
+		case strings.Contains(strings.ToLower(err.Error()), "unknown command"):
+			servers = append(servers, addr)
+		}
+	}
+	if len(servers) > 0 {
+		return fmt.Sprintf("%s is a Redis server, not a sentinel: redis+sentinel:// lists the sentinels (a server itself is redis://host:port/<db>)", strings.Join(servers, ", "))
+	}
+	if unknown == len(f.SentinelAddrs) {
+		return fmt.Sprintf("no sentinel monitors a primary named %q (each one answered): check the master name", f.MasterName)
+	}
+	return ""
 }
 
 // plainBehindTLS returns the address of a rediss URL where a plain-text

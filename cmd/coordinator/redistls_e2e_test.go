@@ -88,3 +88,21 @@ func TestIntegrationUnsupportedRedisRefusedAtStart(t *testing.T) {
 		t.Fatalf("--log-replicas-timeout above read_timeout: %v", err)
 	}
 }
+
+// A redis+sentinel URL that names a Redis server instead of a sentinel, or a
+// master name no sentinel monitors, stops the coordinator at start with
+// what is wrong (go-redis reports both as sentinels that are unreachable).
+func TestIntegrationSentinelURLMistakesRefusedAtStart(t *testing.T) {
+	parallel(t)
+	ss := redistest.StartSentinel(t, 0, 1)
+	sentinel := ss.Sentinels()[0].Addr()
+	err := runErr(t, "--redis", "redis+sentinel://"+sentinel+"/no-such-primary")
+	if !strings.Contains(err.Error(), `no sentinel monitors a primary named "no-such-primary"`) {
+		t.Errorf("an unknown master name: %v", err)
+	}
+	server := ss.Primary(t).Addr()
+	err = runErr(t, "--redis", "redis+sentinel://"+sentinel+","+server+"/"+redistest.SentinelMaster+"x")
+	if !strings.Contains(err.Error(), server+" is a Redis server, not a sentinel") {
+		t.Errorf("a Redis server given as a sentinel: %v", err)
+	}
+}
