@@ -463,8 +463,34 @@ func urlErr(err error) error {
 	return err
 }
 
-// Redact replaces the credentials of a URL with "***", for logs.
+// secretOptions are the URL options that carry a password (sentinels that
+// require their own credentials take sentinel_password; go-redis's failover
+// URL also reads password).
+var secretOptions = []string{"sentinel_password", "password"}
+
+// Redact replaces the credentials of a URL with "***", for logs: the
+// userinfo, and the value of every option that carries a password.
 func Redact(u string) string {
+	for _, name := range secretOptions {
+		for _, sep := range []string{"?", "&"} {
+			key := sep + name + "="
+			for from := 0; ; {
+				i := strings.Index(u[from:], key)
+				if i < 0 {
+					break
+				}
+				start := from + i + len(key)
+				end := strings.IndexByte(u[start:], '&')
+				if end < 0 {
+					end = len(u)
+				} else {
+					end += start
+				}
+				u = u[:start] + "***" + u[end:]
+				from = start + len("***")
+			}
+		}
+	}
 	if i := strings.LastIndex(u, "@"); i >= 0 {
 		if j := strings.Index(u, "://"); j >= 0 && j < i {
 			return u[:j+3] + "***@" + u[i+1:]

@@ -204,6 +204,9 @@ func TestRedact(t *testing.T) {
 		"redis://h:1/0":                      "redis://h:1/0",
 		"redis://u:p@h:1/0":                  "redis://***@h:1/0",
 		"redis+sentinel://u:a@b@s1:1,s2:2/m": "redis+sentinel://***@s1:1,s2:2/m",
+		"redis+sentinel://s1:1/m?sentinel_username=s&sentinel_password=x@y&dial_timeout=1s": "redis+sentinel://s1:1/m?sentinel_username=s&sentinel_password=***&dial_timeout=1s",
+		"rediss+sentinel://u:p@s1:1/m/0?sentinel_password=sec":                              "rediss+sentinel://***@s1:1/m/0?sentinel_password=***",
+		"redis://h:1/0?password=a&password=b":                                               "redis://h:1/0?password=***&password=***",
 	} {
 		if got := redisurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
