@@ -165,8 +165,17 @@ func fatalRedisError(err error) string {
 	msg := err.Error()
 	for _, p := range []string{"WRONGPASS", "NOAUTH"} {
 		if strings.Contains(msg, p) {
+			if strings.Contains(msg, sentinelsUnreachable) {
+				// go-redis's failover client says so of the sentinels it asked
+				// for the primary: their credentials are not the primary's.
+				return "the sentinels refused the credentials (a sentinel's own are the URL's ?sentinel_username=...&sentinel_password=...; the URL's user:password@ are the primary's)"
+			}
 			return "Redis refused the credentials of the URL"
 		}
 	}
 	return ""
 }
+
+// sentinelsUnreachable is how go-redis's failover client reports that no
+// sentinel told it the primary.
+const sentinelsUnreachable = "all sentinels specified in configuration are unreachable"

@@ -105,4 +105,12 @@ func TestIntegrationSentinelURLMistakesRefusedAtStart(t *testing.T) {
 	if !strings.Contains(err.Error(), server+" is a Redis server, not a sentinel") {
 		t.Errorf("a Redis server given as a sentinel: %v", err)
 	}
+	// A sentinel that wants a password of its own, given none.
+	if err := ss.Sentinels()[0].Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "on", ">sentinel-secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = runErr(t, "--redis", "redis+sentinel://"+sentinel+"/"+redistest.SentinelMaster)
+	if !strings.Contains(err.Error(), "the sentinels refused the credentials") {
+		t.Errorf("a sentinel that wants a password: %v", err)
+	}
 }
