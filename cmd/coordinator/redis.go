@@ -112,7 +112,7 @@ const sentinelProbeWait = 2 * time.Second
 // some do not answer (they may be starting).
 func (m *Main) sentinelTrouble(ctx context.Context) string {
 	cfg, err := redisurl.Parse(m.RedisURL)
-	if err != nil || cfg.Kind != redisurl.Sentinel {
+	if err != nil || cfg.Kind != redisurl.Sentinel || cfg.ApplyTLSFiles(m.RedisTLS) != nil {
 		return ""
 	}
 	f := cfg.Failover

@@ -105,6 +105,14 @@ func TestIntegrationSentinelURLMistakesRefusedAtStart(t *testing.T) {
 	if !strings.Contains(err.Error(), server+" is a Redis server, not a sentinel") {
 		t.Errorf("a Redis server given as a sentinel: %v", err)
 	}
+	// The same over TLS, with the CA of --redis-tls-ca.
+	certs := redistest.NewTLSCerts(t)
+	tlsSet := redistest.StartSentinel(t, 0, 1, redistest.WithTLS(certs, false))
+	tlsURL := strings.Replace(tlsSet.URL(), "/"+redistest.SentinelMaster, "/no-such-primary", 1)
+	err = runErr(t, "--redis", tlsURL, "--redis-tls-ca", certs.CA)
+	if !strings.Contains(err.Error(), `no sentinel monitors a primary named "no-such-primary"`) {
+		t.Errorf("an unknown master name, over TLS: %v", err)
+	}
 	// A sentinel that wants a password of its own, given none.
 	if err := ss.Sentinels()[0].Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "on", ">sentinel-secret").Err(); err != nil {
 		t.Fatal(err)
