@@ -80,6 +80,14 @@ func (m *Main) connectRedis(ctx context.Context) (redis.UniversalClient, error) 
 			_ = rdb.Close()
 			return nil, fmt.Errorf("--redis %s: %s: %w", redisurl.Redact(m.RedisURL), why, err)
 		}
+		if why := m.sentinelTrouble(ctx); why != "" {
+			_ = rdb.Close()
+			return nil, fmt.Errorf("--redis %s: %s: %w", redisurl.Redact(m.RedisURL), why, err)
+		}
+		if addr := m.plainBehindTLS(ctx); addr != "" {
+			_ = rdb.Close()
+			return nil, fmt.Errorf("--redis %s: the Redis server at %s answers in plain text, not TLS: is the port a TLS port (use redis:// for a plain one)?: %w", redisurl.Redact(m.RedisURL), addr, err)
+		}
 		m.logger.Warn().Err(err).Str("redis", redisurl.Redact(m.RedisURL)).Msg("cannot check the Redis server yet; loading the event log with retries")
 		return rdb, nil
 	}
@@ -90,6 +98,59 @@ func (m *Main) connectRedis(ctx context.Context) (redis.UniversalClient, error) 
 		m.logger.Warn().Msg(w)
 	}
 	return rdb, nil
+}
+
+// sentinelProbeWait bounds the question to one sentinel in sentinelTrouble.
+const sentinelProbeWait = 2 * time.Second
+
+// sentinelTrouble asks each sentinel of a redis+sentinel URL for the primary
+// after the start-up check failed, and says what cannot get better by
+// waiting: an address that is a Redis server rather than a sentinel, or a
+// master name that every sentinel answered it does not monitor. go-redis
+// reports both as if the sentinels were down ("all sentinels specified in
+// configuration are unreachable"). "" when a sentinel knows the primary, or
+// some do not answer (they may be starting).
+func (m *Main) sentinelTrouble(ctx context.Context) string {
+	cfg, err := redisurl.Parse(m.RedisURL)
+	if err != nil || cfg.Kind != redisurl.Sentinel || cfg.ApplyTLSFiles(m.RedisTLS) != nil {
+		return ""
+	}
+	f := cfg.Failover
+	var servers []string
+	unknown := 0
+	for _, addr := range f.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Username: f.SentinelUsername, Password: f.SentinelPassword,
+			TLSConfig: f.TLSConfig, DialTimeout: sentinelProbeWait, ReadTimeout: sentinelProbeWait, MaxRetries: -1, DialerRetries: 1})
+		qctx, cancel := context.WithTimeout(ctx, sentinelProbeWait)
+		err := sc.GetMasterAddrByName(qctx, f.MasterName).Err()
+		cancel()
+		_ = sc.Close()
+		switch {
+		case err == nil:
+			return ""
+		case errors.Is(err, redis.Nil):
+			unknown++
+		case strings.Contains(strings.ToLower(err.Error()), "unknown command"):
+			servers = append(servers, addr)
+		}
+	}
+	if len(servers) > 0 {
+		return fmt.Sprintf("%s is a Redis server, not a sentinel: redis+sentinel:// lists the sentinels (a server itself is redis://host:port/<db>)", strings.Join(servers, ", "))
+	}
+	if unknown == len(f.SentinelAddrs) {
+		return fmt.Sprintf("no sentinel monitors a primary named %q (each one answered): check the master name", f.MasterName)
+	}
+	return ""
+}
+
+// plainBehindTLS returns the address of a rediss URL where a plain-text
+// server answers, or "" (see redisurl.PlainTextAt).
+func (m *Main) plainBehindTLS(ctx context.Context) string {
+	cfg, err := redisurl.Parse(m.RedisURL)
+	if err != nil || !cfg.TLS() {
+		return ""
+	}
+	return redisurl.PlainTextAt(ctx, cfg.Addrs())
 }
 
 // fatalRedisError says why err stops the coordinator, or "" when retrying may
@@ -104,8 +165,17 @@ func fatalRedisError(err error) string {
 	msg := err.Error()
 	for _, p := range []string{"WRONGPASS", "NOAUTH"} {
 		if strings.Contains(msg, p) {
+			if strings.Contains(msg, sentinelsUnreachable) {
+				// go-redis's failover client says so of the sentinels it asked
+				// for the primary: their credentials are not the primary's.
+				return "the sentinels refused the credentials (a sentinel's own are the URL's ?sentinel_username=...&sentinel_password=...; the URL's user:password@ are the primary's)"
+			}
 			return "Redis refused the credentials of the URL"
 		}
 	}
 	return ""
 }
+
+// sentinelsUnreachable is how go-redis's failover client reports that no
+// sentinel told it the primary.
+const sentinelsUnreachable = "all sentinels specified in configuration are unreachable"

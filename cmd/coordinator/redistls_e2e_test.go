@@ -64,6 +64,13 @@ func TestIntegrationRedisTLS(t *testing.T) {
 	if !strings.Contains(err.Error(), "both the certificate and its key") {
 		t.Errorf("a certificate without its key: %v", err)
 	}
+	// A plain port behind rediss:// never answers the handshake (Redis waits
+	// for the end of the inline command it takes the ClientHello for).
+	plain := redistest.StartProcess(t)
+	err = runErr(t, "--redis", strings.Replace(plain.URL(), "redis://", "rediss://", 1), "--redis-tls-ca", certs.CA)
+	if !strings.Contains(err.Error(), "answers in plain text") || !strings.Contains(err.Error(), plain.Addr()) {
+		t.Errorf("a plain port behind rediss://: %v, want it named", err)
+	}
 }
 
 // A server that cannot run the coordinator stops it at start with the reason.
@@ -79,5 +86,39 @@ func TestIntegrationUnsupportedRedisRefusedAtStart(t *testing.T) {
 	err = runErr(t, "--redis", plain.URL()+"?read_timeout=1s", "--log-replicas", "1", "--log-replicas-timeout", "2s")
 	if !strings.Contains(err.Error(), "--log-replicas") || !strings.Contains(err.Error(), "read timeout") {
 		t.Fatalf("--log-replicas-timeout above read_timeout: %v", err)
+	}
+}
+
+// A redis+sentinel URL that names a Redis server instead of a sentinel, or a
+// master name no sentinel monitors, stops the coordinator at start with
+// what is wrong (go-redis reports both as sentinels that are unreachable).
+func TestIntegrationSentinelURLMistakesRefusedAtStart(t *testing.T) {
+	parallel(t)
+	ss := redistest.StartSentinel(t, 0, 1)
+	sentinel := ss.Sentinels()[0].Addr()
+	err := runErr(t, "--redis", "redis+sentinel://"+sentinel+"/no-such-primary")
+	if !strings.Contains(err.Error(), `no sentinel monitors a primary named "no-such-primary"`) {
+		t.Errorf("an unknown master name: %v", err)
+	}
+	server := ss.Primary(t).Addr()
+	err = runErr(t, "--redis", "redis+sentinel://"+sentinel+","+server+"/"+redistest.SentinelMaster+"x")
+	if !strings.Contains(err.Error(), server+" is a Redis server, not a sentinel") {
+		t.Errorf("a Redis server given as a sentinel: %v", err)
+	}
+	// The same over TLS, with the CA of --redis-tls-ca.
+	certs := redistest.NewTLSCerts(t)
+	tlsSet := redistest.StartSentinel(t, 0, 1, redistest.WithTLS(certs, false))
+	tlsURL := strings.Replace(tlsSet.URL(), "/"+redistest.SentinelMaster, "/no-such-primary", 1)
+	err = runErr(t, "--redis", tlsURL, "--redis-tls-ca", certs.CA)
+	if !strings.Contains(err.Error(), `no sentinel monitors a primary named "no-such-primary"`) {
+		t.Errorf("an unknown master name, over TLS: %v", err)
+	}
+	// A sentinel that wants a password of its own, given none.
+	if err := ss.Sentinels()[0].Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "on", ">sentinel-secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = runErr(t, "--redis", "redis+sentinel://"+sentinel+"/"+redistest.SentinelMaster)
+	if !strings.Contains(err.Error(), "the sentinels refused the credentials") {
+		t.Errorf("a sentinel that wants a password: %v", err)
 	}
 }

@@ -62,7 +62,12 @@ commands:
 
 global flags (accepted before or after the command):
   --from-file FILE  read the log from an export file ("-": stdin) instead of Redis
-  --redis URL       Redis to read (default $RSC_REDIS, else ` + defaultRedisURL + `)
+  --redis URL       Redis to read, in any form the coordinator's --redis takes (one
+                    server, redis+cluster://, redis+sentinel://, rediss… for TLS;
+                    default $RSC_REDIS, else ` + defaultRedisURL + `)
+  --redis-tls-ca FILE, --redis-tls-cert FILE, --redis-tls-key FILE
+                    with a rediss URL: the CA, the client certificate and its key, as the
+                    coordinator's flags of the same names take them
   --log-stream KEY  stream of the event log (default ` + redisstore.DefaultLogStream + `)
   -o FORMAT         json (default) or text, for events, history, diff, rollback-plan and verify
 
@@ -144,6 +149,7 @@ type cli struct {
 
 	fromFile  string
 	redisURL  string
+	redisTLS  redisstore.TLSFiles
 	logStream string
 	output    string
 	prefix    string
@@ -191,7 +197,10 @@ func (c *cli) exit(err error) int {
 
 func (c *cli) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.fromFile, "from-file", c.fromFile, "read the log from `FILE` written by replay export (- for stdin) instead of Redis")
-	fs.StringVar(&c.redisURL, "redis", c.redisURL, "Redis `URL` to read (the default comes from $RSC_REDIS when set)")
+	fs.StringVar(&c.redisURL, "redis", c.redisURL, "Redis `URL` to read, in any form the coordinator's --redis takes (the default comes from $RSC_REDIS when set)")
+	fs.StringVar(&c.redisTLS.CA, "redis-tls-ca", c.redisTLS.CA, "with a rediss URL: PEM `FILE` of the CA that signed the servers' certificates (default: the system's roots)")
+	fs.StringVar(&c.redisTLS.Cert, "redis-tls-cert", c.redisTLS.Cert, "with a rediss URL: PEM client certificate `FILE`, for servers that require one")
+	fs.StringVar(&c.redisTLS.Key, "redis-tls-key", c.redisTLS.Key, "PEM private key `FILE` of --redis-tls-cert")
 	fs.StringVar(&c.logStream, "log-stream", c.logStream, "stream `KEY` of the event log")
 	fs.StringVar(&c.output, "o", c.output, "output `FORMAT`: json or text")
 }
@@ -254,7 +263,7 @@ func noArgs(cmd string, pos []string) error {
 // source is where the log is read from.
 type source struct {
 	log events.Log
-	rdb *redis.Client // nil for a file
+	rdb redis.UniversalClient // nil for a file
 	// trimmed is set when the coordinator trimmed the log's head (--trim-log):
 	// log is then a replay.TrimmedLog over the log, its archive and its kept
 	// snapshots.
@@ -285,23 +294,19 @@ func (c *cli) open(ctx context.Context) (*source, error) {
 		}
 		return &source{log: l}, nil
 	}
-	opts, err := redis.ParseURL(c.redisURL)
+	rdb, err := redisstore.NewClient(c.redisURL, c.redisTLS)
 	if err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
-	if opts.DialerRetries == 0 {
-		opts.DialerRetries = 1 // fail fast: a person is waiting, and the pool retries commands anyway
-	}
-	rdb := redis.NewClient(opts)
+	where := redisstore.RedactURL(c.redisURL) // the URL may carry a password
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// The address, not the URL: the URL may carry a password.
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s unreachable: %w", opts.Addr, err)
+		return nil, fmt.Errorf("redis at %s unreachable: %w", where, err)
 	}
 	if n, err := rdb.Exists(pctx, c.logStream).Result(); err == nil && n == 0 {
-		fmt.Fprintf(c.stderr, "replay: warning: log stream %q does not exist in redis at %s; reading an empty log\n", c.logStream, opts.Addr)
+		fmt.Fprintf(c.stderr, "replay: warning: log stream %q does not exist in redis at %s; reading an empty log\n", c.logStream, where)
 	}
 	src := &source{log: redisstore.NewLog(rdb, c.logStream), rdb: rdb}
 	if err := c.openTrimmed(ctx, src); err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/internal/redistest"
@@ -339,6 +341,62 @@ func TestIntegrationRedis(t *testing.T) {
 	if !strings.Contains(r.stderr, "does not exist") {
 		t.Fatalf("no warning for a missing log stream:\n%s", r.stderr)
 	}
+}
+
+// TestIntegrationRedisURLForms reads the log through every form of URL the
+// coordinator's --redis takes: the sentinels of a primary, and a TLS server
+// that wants a client certificate (--redis-tls-*), so the log of a Sentinel
+// or TLS deployment can be verified where the coordinator reads it.
+func TestIntegrationRedisURLForms(t *testing.T) {
+	ss := redistest.StartSentinel(t, 0, 1)
+	certs := redistest.NewTLSCerts(t)
+	tlsSrv := redistest.StartProcess(t, redistest.WithTLS(certs, true))
+	tlsFlags := []string{"--redis-tls-ca", certs.CA, "--redis-tls-cert", certs.ClientCert, "--redis-tls-key", certs.ClientKey}
+	const stream = "test:events"
+	for _, tt := range []struct {
+		name string
+		srv  *redistest.Server
+		args []string
+	}{
+		{"sentinel", ss.Primary(t), []string{"--redis", ss.URL()}},
+		{"tls", tlsSrv, append([]string{"--redis", tlsSrv.URL()}, tlsFlags...)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := appendFixture(t, tt.srv.Client(t), stream)
+			r := mustRun(t, exitOK, append(tt.args, "--log-stream", stream, "verify", "--no-snapshot", "-o", "text")...)
+			if want := fmt.Sprintf("folded %d entries", n); !strings.Contains(r.stdout, want) {
+				t.Fatalf("verify through %s: want %q in\n%s", tt.args[1], want, r.stdout)
+			}
+		})
+	}
+	// Without the client certificate the TLS server refuses the connection.
+	r := mustRun(t, exitSource, "--redis", tlsSrv.URL(), "--redis-tls-ca", certs.CA, "--log-stream", stream, "verify")
+	if !strings.Contains(r.stderr, "unreachable") {
+		t.Fatalf("without a client certificate: %s", r.stderr)
+	}
+}
+
+// appendFixture appends the fixture's events to a log stream and returns how
+// many there are.
+func appendFixture(t *testing.T, rdb redis.UniversalClient, stream string) int {
+	t.Helper()
+	f, err := os.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := replay.Import(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch [][]byte
+	for _, e := range mem.Entries() {
+		batch = append(batch, e.Data)
+	}
+	if _, err := redisstore.NewLog(rdb, stream).Append(context.Background(), events.ZeroID, batch); err != nil {
+		t.Fatal(err)
+	}
+	return len(batch)
 }
 
 // TestIntegrationRedisTrimmedLog runs the command against a log the

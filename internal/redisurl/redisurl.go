@@ -206,7 +206,7 @@ func Parse(rawURL string) (*Config, error) {
 		if f.TLSConfig != nil {
 			f.TLSConfig.ServerName = "" // each sentinel and primary by its own address
 		}
-		return &Config{Kind: Sentinel, Failover: f}, nil
+		return checkPorts(&Config{Kind: Sentinel, Failover: f})
 	case ClusterScheme, ClusterTLSScheme:
 		opts, err = parseSeedList(strings.TrimSuffix(scheme, "+cluster"), rest)
 	case "redis", "rediss":
@@ -224,7 +224,7 @@ func Parse(rawURL string) (*Config, error) {
 	if opts.TLSConfig != nil {
 		opts.TLSConfig.ServerName = "" // each node by its own address
 	}
-	return &Config{Kind: Cluster, Cluster: opts}, nil
+	return checkPorts(&Config{Kind: Cluster, Cluster: opts})
 }
 
 func single(rawURL string) (*Config, error) {
@@ -232,7 +232,26 @@ func single(rawURL string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadURL, urlErr(err))
 	}
-	return &Config{Kind: Single, Single: o}, nil
+	if o.Network == "unix" {
+		return &Config{Kind: Single, Single: o}, nil
+	}
+	return checkPorts(&Config{Kind: Single, Single: o})
+}
+
+// checkPorts refuses an address whose port no server can listen on (0, or
+// above 65535): dialling it fails on every try, which a start-up check would
+// only report as a server that does not answer yet.
+func checkPorts(c *Config) (*Config, error) {
+	for _, a := range c.Addrs() {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("%w: address %q: %v", ErrBadURL, a, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: address %q: the port must be a number from 1 to 65535", ErrBadURL, a)
+		}
+	}
+	return c, nil
 }
 
 // parseClusterForms returns the cluster options of the redis:// cluster forms
@@ -273,9 +292,12 @@ func splitAuthority(scheme, rest, defPort string) (userinfo string, addrs []stri
 		userinfo, hosts = authority[:i+1], authority[i+1:]
 	}
 	path, query, _ = strings.Cut(tail, "?")
-	for _, h := range strings.Split(hosts, ",") {
+	for i, h := range strings.Split(hosts, ",") {
 		if h = strings.TrimSpace(h); h == "" {
-			continue
+			if strings.TrimSpace(hosts) == "" {
+				break
+			}
+			return "", nil, "", "", fmt.Errorf("%w: %s:// address %d of the list is empty (a comma too many?)", ErrBadURL, scheme, i+1)
 		}
 		a, err := hostPort(h, defPort)
 		if err != nil {
@@ -441,8 +463,34 @@ func urlErr(err error) error {
 	return err
 }
 
-// Redact replaces the credentials of a URL with "***", for logs.
+// secretOptions are the URL options that carry a password (sentinels that
+// require their own credentials take sentinel_password; go-redis's failover
+// URL also reads password).
+var secretOptions = []string{"sentinel_password", "password"}
+
+// Redact replaces the credentials of a URL with "***", for logs: the
+// userinfo, and the value of every option that carries a password.
 func Redact(u string) string {
+	for _, name := range secretOptions {
+		for _, sep := range []string{"?", "&"} {
+			key := sep + name + "="
+			for from := 0; ; {
+				i := strings.Index(u[from:], key)
+				if i < 0 {
+					break
+				}
+				start := from + i + len(key)
+				end := strings.IndexByte(u[start:], '&')
+				if end < 0 {
+					end = len(u)
+				} else {
+					end += start
+				}
+				u = u[:start] + "***" + u[end:]
+				from = start + len("***")
+			}
+		}
+	}
 	if i := strings.LastIndex(u, "@"); i >= 0 {
 		if j := strings.Index(u, "://"); j >= 0 && j < i {
 			return u[:j+3] + "***@" + u[i+1:]

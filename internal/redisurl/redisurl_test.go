@@ -1,7 +1,9 @@
 package redisurl_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"reflect"
 	"strings"
@@ -71,6 +73,14 @@ func TestParse(t *testing.T) {
 		{name: "sentinel, password option", url: "redis+sentinel://u:p@s1:1/m?password=x", wantErr: "password"},
 		{name: "sentinel, unknown option", url: "redis+sentinel://s1:1/m?bogus=1", wantErr: "unexpected option"},
 		{name: "sentinel, empty port", url: "redis+sentinel://s1:/m", wantErr: "needs host:port"},
+		{name: "sentinel, port above 65535", url: "redis+sentinel://127.0.0.1:99999/m", wantErr: "port must be a number from 1 to 65535"},
+		{name: "sentinel, port 0", url: "redis+sentinel://s1:26379,s2:0/m", wantErr: "port must be a number from 1 to 65535"},
+		{name: "sentinel, empty address in the list", url: "redis+sentinel://s1:26379,/m", wantErr: "address 2 of the list is empty"},
+		{name: "cluster, port above 65535", url: "redis+cluster://h1:7000,h2:70000", wantErr: "port must be a number from 1 to 65535"},
+		{name: "cluster, empty address in the list", url: "redis+cluster://,h1:7000", wantErr: "address 1 of the list is empty"},
+		{name: "addr form, port above 65535", url: "redis://h1:7000?addr=h2:99999", wantErr: "port must be a number from 1 to 65535"},
+		{name: "one server, port above 65535", url: "redis://127.0.0.1:99999/0", wantErr: "port must be a number from 1 to 65535"},
+		{name: "one server, port 0", url: "rediss://h:0", wantErr: "port must be a number from 1 to 65535"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,9 +204,44 @@ func TestRedact(t *testing.T) {
 		"redis://h:1/0":                      "redis://h:1/0",
 		"redis://u:p@h:1/0":                  "redis://***@h:1/0",
 		"redis+sentinel://u:a@b@s1:1,s2:2/m": "redis+sentinel://***@s1:1,s2:2/m",
+		"redis+sentinel://s1:1/m?sentinel_username=s&sentinel_password=x@y&dial_timeout=1s": "redis+sentinel://s1:1/m?sentinel_username=s&sentinel_password=***&dial_timeout=1s",
+		"rediss+sentinel://u:p@s1:1/m/0?sentinel_password=sec":                              "rediss+sentinel://***@s1:1/m/0?sentinel_password=***",
+		"redis://h:1/0?password=a&password=b":                                               "redis://h:1/0?password=***&password=***",
 	} {
 		if got := redisurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// PlainTextAt names the first address where a plain-text server answers:
+// one that closes at once (as a TLS server does on a PING) does not count.
+func TestPlainTextAt(t *testing.T) {
+	listen := func(answer string) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Read(make([]byte, 64))
+				_, _ = c.Write([]byte(answer))
+				c.Close()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	closing, alert, plain := listen(""), listen("\x15\x03\x03\x00\x02\x02\x0a"), listen("+PONG\r\n")
+	ctx := context.Background()
+	if got := redisurl.PlainTextAt(ctx, []string{closing, alert, plain}); got != plain {
+		t.Fatalf("PlainTextAt = %q, want %q", got, plain)
+	}
+	if got := redisurl.PlainTextAt(ctx, []string{closing, alert, "127.0.0.1:1"}); got != "" {
+		t.Fatalf("PlainTextAt = %q with no plain-text server", got)
 	}
 }

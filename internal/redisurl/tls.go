@@ -1,13 +1,16 @@
 package redisurl
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // maxPEMBytes bounds a CA, certificate or key file: a real one is a few KiB,
@@ -109,4 +112,46 @@ func TLSFailure(err error) string {
 		return "the TLS handshake with the Redis server failed over a certificate (" + msg + ")"
 	}
 	return ""
+}
+
+// plainProbeWait bounds the plain-text probe of one address.
+const plainProbeWait = time.Second
+
+// PlainTextAt returns the first of addrs where a server answers a plain-text
+// PING with a RESP reply, or "" when none does. Behind a rediss URL such an
+// address is a plain port, which TLSFailure cannot tell: Redis takes a TLS
+// ClientHello for the start of an inline command and waits for the rest of
+// it, so the handshake neither fails nor ends, and the server looks like one
+// that does not answer yet.
+func PlainTextAt(ctx context.Context, addrs []string) string {
+	for _, a := range addrs {
+		if answersPlain(ctx, a) {
+			return a
+		}
+	}
+	return ""
+}
+
+func answersPlain(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, plainProbeWait)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(conn, first); err != nil {
+		return false
+	}
+	// A RESP simple string (+PONG) or error (-NOAUTH ...); a TLS server
+	// answers with an alert record (0x15) or closes.
+	return first[0] == '+' || first[0] == '-'
 }
