@@ -298,8 +298,14 @@ const maxConflictRetries = 3
 
 func (d *decider) now() time.Time { return time.Unix(0, d.clock.Now().UnixNano()).UTC() }
 
-// errLogUnavailable is the answer to decisions whose batch was not recorded.
+// errLogUnavailable is the answer to decisions whose batch is not known to
+// be recorded: not appended (retry), or appended without an answer that says
+// it landed (a timeout, a lost reply, replicas that did not acknowledge it),
+// when it may be in the log after all and a blind retry could do it twice.
 func errLogUnavailable(err error) error {
+	if errors.Is(err, errUnknownOutcome) {
+		return failed(ErrUnavailable, err, "the event log did not confirm the decision: it may have been recorded; read the state before retrying")
+	}
 	return failed(ErrUnavailable, err, "the event log is unavailable: the decision was not recorded; retry")
 }
 

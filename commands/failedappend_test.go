@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,8 +227,12 @@ func TestLostAnswerUnreadEndingOverdueRound(t *testing.T) {
 	r := newRoundRig(t)
 	r.untilOverdue()
 	r.log.failNext(appendLostUnread)
-	if _, err := r.heartbeat("a", 0, []int{0}); !isKind(err, commands.KindUnavailable) {
+	_, err := r.heartbeat("a", 0, []int{0})
+	if !isKind(err, commands.KindUnavailable) {
 		t.Fatalf("a's heartbeat with the log unreadable after the append: %v, want 503", err)
+	}
+	if !strings.Contains(err.Error(), "may have been recorded") {
+		t.Fatalf("answer %q: want it to say the decision may have been recorded", err)
 	}
 	r.log.readsBack()
 	deadline := time.Now().Add(10 * time.Second)
@@ -261,8 +266,15 @@ func TestNotDurableAppendIsNotAnswered(t *testing.T) {
 	r := newRoundRig(t)
 	r.untilOverdue()
 	r.log.failNext(appendNotDurable)
-	if _, err := r.heartbeat("a", 0, []int{0}); !isKind(err, commands.KindUnavailable) {
+	_, err := r.heartbeat("a", 0, []int{0})
+	if !isKind(err, commands.KindUnavailable) {
 		t.Fatalf("a's heartbeat whose append no replica acknowledged: %v, want 503", err)
+	}
+	// The entries are in the log: the answer must not tell the caller that
+	// nothing was recorded (a blind retry of an admin command would then
+	// be refused, or done twice).
+	if !strings.Contains(err.Error(), "may have been recorded") {
+		t.Fatalf("answer %q: want it to say the decision may have been recorded", err)
 	}
 	if !r.fenced("b") {
 		t.Fatal("the unacknowledged batch is not in the log")
