@@ -193,7 +193,11 @@ type Coordinator struct {
 // lifecycle is the state every part checks before it acts: loaded (ready),
 // the last log operation succeeded (healthy), shutting down (closing, stop).
 type lifecycle struct {
-	stop    chan struct{}
+	stop chan struct{}
+	// ctx is cancelled with stop: the leader's loops run under it, so Close
+	// does not wait for a pass over every group to finish.
+	ctx     context.Context
+	cancel  context.CancelFunc
 	ready   atomic.Bool
 	healthy atomic.Bool
 	closing atomic.Bool
@@ -229,6 +233,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	now := func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
 	state := projection.New()
 	life := &lifecycle{stop: make(chan struct{})}
+	life.ctx, life.cancel = context.WithCancel(context.Background())
 	rules := newRules(cfg, shards != nil)
 	table := newRuntimeTable()
 	evidence := newEvidenceTable(shards != nil)
@@ -310,7 +315,9 @@ func (c *Coordinator) Tick(ctx context.Context) {
 func (c *Coordinator) RepairShards(ctx context.Context) int { return c.rec.repairShards(ctx) }
 
 // leaderLoop calls fn every interval while this replica is ready and leads,
-// until Close (never for a non-positive interval).
+// until Close (never for a non-positive interval). fn's context is cancelled
+// by Close: a pass over every group stops between groups instead of holding
+// Close (and the process's shutdown) until it ends.
 func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Context)) {
 	if interval <= 0 {
 		return
@@ -323,7 +330,7 @@ func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Con
 			return
 		case <-tk.C:
 			if c.life.ready.Load() && c.IsLeader() {
-				fn(context.Background())
+				fn(c.life.ctx)
 			}
 		}
 	}
@@ -337,6 +344,7 @@ func (c *Coordinator) Close() {
 		return
 	}
 	close(c.life.stop)
+	c.life.cancel()
 	// Once the writer finished the batch in progress nothing more is decided:
 	// snapshot and hand the lease over before waiting for the other loops (the
 	// follower's blocking read may take a second).

@@ -172,6 +172,9 @@ func (r *reconciler) pass(ctx context.Context) {
 		return
 	}
 	for _, g := range r.state.GroupsWhere(inPass) {
+		if !r.mayAct(ctx) {
+			return
+		}
 		if m := g.Active(); m != nil {
 			switch m.State {
 			case projection.Preparing:

@@ -30,6 +30,9 @@ func (r *reconciler) repairShards(ctx context.Context) int {
 	repaired := 0
 	r.checkBareFences(ctx)
 	for _, g := range r.state.Groups() {
+		if !r.mayAct(ctx) {
+			break
+		}
 		r.checkFences(ctx, g)
 		if g.ShardCount == 0 || !r.rules.provisioning {
 			continue
@@ -51,6 +54,14 @@ func (r *reconciler) repairShards(ctx context.Context) int {
 		repaired += r.repairGroup(ctx, g.Key, damage)
 	}
 	return repaired
+}
+
+// mayAct reports whether a pass over many groups may go on to the next one:
+// not once Close cancelled ctx, and not once this replica stopped leading (a
+// deposed leader that went on lowering fences from its own, older state
+// would lower the ones its successor raised for a layout change).
+func (r *reconciler) mayAct(ctx context.Context) bool {
+	return ctx.Err() == nil && r.lead.IsLeader()
 }
 
 // repairGroup records the repair of the damaged shards that are still routed,

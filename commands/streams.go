@@ -477,6 +477,9 @@ func (r *reconciler) checkBareFences(ctx context.Context) {
 		return
 	}
 	for _, prefix := range r.state.StreamPrefixes() {
+		if !r.mayAct(ctx) {
+			return
+		}
 		unlock := r.locks.lock(prefix) // first: a scale holds it from its fences to its record
 		if st, groups := r.state.StreamWithGroups(prefix); st != nil && st.Metadata && len(groups) == 0 && st.ShardCount > 0 {
 			r.lowerFencesTo(ctx, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: routing.StreamFenceField}, st.ShardCount, st.MetadataVersion)
