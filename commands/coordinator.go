@@ -193,11 +193,12 @@ type Coordinator struct {
 // lifecycle is the state every part checks before it acts: loaded (ready),
 // the last log operation succeeded (healthy), shutting down (closing, stop).
 type lifecycle struct {
-	stop chan struct{}
-	// ctx is cancelled with stop: the leader's loops run under it, so Close
-	// does not wait for a pass over every group to finish.
+	// ctx ends at Close (cancel); stop is its Done channel. The leader's
+	// loops run under ctx, so Close does not wait for a pass over every
+	// group to finish.
 	ctx     context.Context
 	cancel  context.CancelFunc
+	stop    <-chan struct{}
 	ready   atomic.Bool
 	healthy atomic.Bool
 	closing atomic.Bool
@@ -232,8 +233,9 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	}
 	now := func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
 	state := projection.New()
-	life := &lifecycle{stop: make(chan struct{})}
+	life := &lifecycle{}
 	life.ctx, life.cancel = context.WithCancel(context.Background())
+	life.stop = life.ctx.Done()
 	rules := newRules(cfg, shards != nil)
 	table := newRuntimeTable()
 	evidence := newEvidenceTable(shards != nil)
@@ -343,7 +345,6 @@ func (c *Coordinator) Close() {
 	if c.life.closing.Swap(true) {
 		return
 	}
-	close(c.life.stop)
 	c.life.cancel()
 	// Once the writer finished the batch in progress nothing more is decided:
 	// snapshot and hand the lease over before waiting for the other loops (the

@@ -38,7 +38,7 @@ func writerOnly(t *testing.T, log events.Log) *Coordinator {
 	go c.dec.run()
 	t.Cleanup(func() {
 		c.life.closing.Store(true)
-		close(c.life.stop)
+		c.life.cancel()
 		<-c.dec.exited
 	})
 	return c
