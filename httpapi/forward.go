@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/events"
 )
 
 // With several replicas on one log, only the leader decides. A follower serves
@@ -34,6 +35,12 @@ import (
 const (
 	headerForwardedBy = "X-Rsc-Forwarded-By" // the follower that forwarded the request
 	headerForwardedTo = "X-Rsc-Forwarded-To" // on the answer: the leader that served it
+	// On the leader's answer to a forwarded write (heartbeats excepted): the
+	// last log entry its projection held when it answered. The follower
+	// relays the answer once its own projection holds that entry
+	// (awaitPosition), so whoever wrote through a follower reads the write
+	// back from it.
+	headerLogPosition = "X-Rsc-Log-Position"
 )
 
 // forwarder keeps one reverse proxy per leader URL.
@@ -183,6 +190,13 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set(headerForwardedTo, leaderName)
+			if pos := resp.Header.Get(headerLogPosition); pos != "" && resp.Request != nil {
+				if !s.awaitPosition(resp.Request.Context(), pos) && f.warnable(leaderName+" position") {
+					log := s.logFor(resp.Request)
+					log.Warn().Str("leader", leaderName).Str("position", pos).Str("at", s.read.State().LastID()).
+						Msg("relayed a forwarded write's answer before this replica folded the leader's position (logged once a second)")
+				}
+			}
 			if resp.Header.Get(headerRequestID) == "" && resp.Request != nil {
 				resp.Header.Set(headerRequestID, resp.Request.Header.Get(headerRequestID))
 			}
@@ -209,4 +223,29 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 	}
 	f.proxies[leaderURL] = p
 	return p, nil
+}
+
+// awaitPosition waits until this replica's projection holds the log entry pos
+// names, at most ForwardCatchUpWait and while ctx lasts; false when it did
+// not get there. An unreadable position is not waited for. The follower's
+// tail folds new entries within milliseconds, so the wait polls, backing off
+// from 1 to 16 ms.
+func (s *Server) awaitPosition(ctx context.Context, pos string) bool {
+	if _, err := events.ParseID(pos); err != nil {
+		return true
+	}
+	deadline := time.NewTimer(ForwardCatchUpWait)
+	defer deadline.Stop()
+	for pause := time.Millisecond; ; pause = min(2*pause, 16*time.Millisecond) {
+		if cmp, err := events.CompareIDs(s.read.State().LastID(), pos); err != nil || cmp >= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-time.After(pause):
+		}
+	}
 }

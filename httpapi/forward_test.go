@@ -63,8 +63,14 @@ func (f *fakeLeader) count() int {
 
 func startFollower(t *testing.T, leaderURL string) (*httptest.Server, *commands.Coordinator) {
 	t.Helper()
+	return startFollowerOn(t, leaderURL, events.NewMemLog())
+}
+
+// startFollowerOn starts a follower of the leader at leaderURL on log.
+func startFollowerOn(t *testing.T, leaderURL string, log events.Log) (*httptest.Server, *commands.Coordinator) {
+	t.Helper()
 	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), CoordinatorID: "replica-b",
-		Lease: otherLeader{url: leaderURL}, LeaseTTL: 300 * time.Millisecond}, events.NewMemLog(), nil, nil, nil)
+		Lease: otherLeader{url: leaderURL}, LeaseTTL: 300 * time.Millisecond}, log, nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +230,11 @@ type tap struct {
 	mu   sync.Mutex
 	reqs []*http.Request
 	body []string
-	next http.Handler
+	// positions holds the X-Rsc-Log-Position of each answer, which the tap
+	// takes off: the follower tails a log of its own, so it would wait
+	// ForwardCatchUpWait for a position it never reaches.
+	positions []string
+	next      http.Handler
 }
 
 func (p *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +244,40 @@ func (p *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.body = append(p.body, string(b))
 	p.mu.Unlock()
 	r.Body = io.NopCloser(strings.NewReader(string(b)))
-	p.next.ServeHTTP(w, r)
+	p.next.ServeHTTP(&positionTaker{ResponseWriter: w, tap: p}, r)
+}
+
+type positionTaker struct {
+	http.ResponseWriter
+	tap   *tap
+	taken bool
+}
+
+func (w *positionTaker) take() {
+	if w.taken {
+		return
+	}
+	w.taken = true
+	w.tap.mu.Lock()
+	w.tap.positions = append(w.tap.positions, w.Header().Get("X-Rsc-Log-Position"))
+	w.tap.mu.Unlock()
+	w.Header().Del("X-Rsc-Log-Position")
+}
+
+func (w *positionTaker) WriteHeader(code int) {
+	w.take()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *positionTaker) Write(b []byte) (int, error) {
+	w.take()
+	return w.ResponseWriter.Write(b)
+}
+
+func (p *tap) lastPosition() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.positions[len(p.positions)-1]
 }
 
 func (p *tap) last() (*http.Request, string) {
@@ -310,4 +353,109 @@ func TestForwardedRequestsCarryAnAssertion(t *testing.T) {
 	clock.Add(httpapi.ForwardAssertionTTL + time.Since(clock.Now()) + time.Millisecond)
 	code, b = replay(http.MethodPost, scale, seenBody, nil)
 	refused("the very request once the assertion expired", code, b)
+}
+
+// TestLeaderNamesItsPositionOnForwardedWrites: the leader's answer to a
+// forwarded write carries the last entry its projection held; a forwarded
+// heartbeat's does not (heartbeats are not held back), nor an answer to a
+// client that came to the leader itself.
+func TestLeaderNamesItsPositionOnForwardedWrites(t *testing.T) {
+	leader := newSecServer(t, httpapi.Config{Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, nil)
+	lu, _ := url.Parse(leader.URL)
+	tp := &tap{next: httputil.NewSingleHostReverseProxy(lu)}
+	ts := httptest.NewServer(tp)
+	defer ts.Close()
+	fs, _ := startFollower(t, ts.URL)
+
+	resp, body := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g", `{"initialShardCount":2,"requestedBy":"t"}`, nil)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create through the follower: %d %s", resp.StatusCode, body)
+	}
+	created := tp.lastPosition()
+	if _, err := events.ParseID(created); err != nil || created == events.ZeroID {
+		t.Fatalf("the leader's answer to a forwarded create: X-Rsc-Log-Position %q, want its position after the create", created)
+	}
+	hb := `{"protocolVersion":1,"requestId":"r1","memberId":"m1","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1}}`
+	if resp, body := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g/members/m1/heartbeat", hb, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("forwarded heartbeat: %d %s", resp.StatusCode, body)
+	}
+	if pos := tp.lastPosition(); pos != "" {
+		t.Fatalf("the leader's answer to a forwarded heartbeat: X-Rsc-Log-Position %q, want none", pos)
+	}
+	if resp, body := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g/scale", `{"targetShardCount":3,"requestedBy":"t","reason":"r"}`, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("scale through the follower: %d %s", resp.StatusCode, body)
+	}
+	if pos := tp.lastPosition(); pos == "" {
+		t.Fatal("the leader's answer to a forwarded scale names no position")
+	} else if cmp, err := events.CompareIDs(pos, created); err != nil || cmp <= 0 {
+		t.Fatalf("the leader's position after the scale %q is not past the one after the create %q", pos, created)
+	}
+	if resp, body := send(t, http.MethodPost, leader.URL+"/coord/v1/streams/q/groups/h", `{"initialShardCount":2,"requestedBy":"t"}`, nil); resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Rsc-Log-Position") != "" {
+		t.Fatalf("create at the leader: %d, X-Rsc-Log-Position %q: %s", resp.StatusCode, resp.Header.Get("X-Rsc-Log-Position"), body)
+	}
+}
+
+// TestFollowerAnswersAForwardedWriteOnceItHoldsIt: the leader's answer to a
+// forwarded write names its log position (X-Rsc-Log-Position); the follower
+// relays it only once its own projection holds that entry, so a read sent to
+// the follower next sees the write. Here the leader's entry reaches the log
+// 100 ms after its answer: without the wait the follower relayed at once and
+// the group read after it was 404.
+func TestFollowerAnswersAForwardedWriteOnceItHoldsIt(t *testing.T) {
+	log := events.NewMemLog()
+	data, err := events.Encode(events.Meta{StreamPrefix: "p", ConsumerGroup: "g", Time: time.Now().UTC(), Actor: "admin"},
+		&events.GroupCreated{ShardCount: 2, RequestedBy: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var position string // what the leader answers
+	var mu sync.Mutex
+	leader := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		pos := position
+		mu.Unlock()
+		if pos == "1-0" {
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := log.Append(context.Background(), events.ZeroID, [][]byte{data}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		w.Header().Set("X-Rsc-Log-Position", pos)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{}`))
+	})
+	ls := httptest.NewServer(leader)
+	defer ls.Close()
+	fs, c := startFollowerOn(t, ls.URL, log)
+	create := func(pos string) *http.Response {
+		mu.Lock()
+		position = pos
+		mu.Unlock()
+		resp, _ := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups", `{"consumerGroup":"g","initialShardCount":2}`, nil)
+		return resp
+	}
+
+	resp := create("1-0")
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Rsc-Log-Position") != "1-0" {
+		t.Fatalf("forwarded create: %d, position %q", resp.StatusCode, resp.Header.Get("X-Rsc-Log-Position"))
+	}
+	if at := c.State().LastID(); at != "1-0" {
+		t.Fatalf("the follower relayed the answer at %s, before it held the leader's position 1-0", at)
+	}
+	if resp, body := send(t, http.MethodGet, fs.URL+"/coord/v1/monitoring/streams/p/groups/g", "", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("read after the forwarded create: %d %s", resp.StatusCode, body)
+	}
+
+	// A position that is not an entry id is not waited for, and one the
+	// follower never reaches holds the answer ForwardCatchUpWait at most: the
+	// write was done either way.
+	if resp := create("not-an-id"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("forwarded create with a bad position: %d", resp.StatusCode)
+	}
+	if resp := create("99-0"); resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Rsc-Log-Position") != "99-0" {
+		t.Fatalf("forwarded create with a position the follower never reaches: %d", resp.StatusCode)
+	}
 }

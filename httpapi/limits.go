@@ -34,6 +34,11 @@ const (
 	ForwardDialTimeout           = 2 * time.Second
 	ForwardTLSHandshakeTimeout   = 5 * time.Second
 	ForwardResponseHeaderTimeout = 15 * time.Second
+	// ForwardCatchUpWait bounds how long a follower holds a forwarded write's
+	// answer until its own projection reached the leader's position at the
+	// answer (X-Rsc-Log-Position), so that a read sent to it next reflects
+	// the write; past it the answer is relayed anyway.
+	ForwardCatchUpWait = 2 * time.Second
 )
 
 // Expensive reads.

@@ -172,6 +172,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r, p, ok = s.acceptForwarded(rec, r); !ok {
 			return
 		}
+		if isWrite(r) && match.template != heartbeatRoute {
+			// The follower holds the answer until it folded this far.
+			rec.stamp = func(h http.Header) { h.Set(headerLogPosition, s.read.State().LastID()) }
+		}
 	case required != "" || match.template == heartbeatRoute:
 		// Public routes read no credentials (a bad password sent to /healthz
 		// spends nobody's bucket), except the heartbeat's: a member that
@@ -246,18 +250,32 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// stamp, if set, adds headers computed when the answer starts (after the
+	// handler decided): the log position of a forwarded write.
+	stamp func(http.Header)
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if !s.wrote {
 		s.status, s.wrote = code, true
+		s.stampHeaders()
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
-	s.wrote = true
+	if !s.wrote {
+		s.wrote = true
+		s.stampHeaders()
+	}
 	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) stampHeaders() {
+	if s.stamp != nil {
+		s.stamp(s.ResponseWriter.Header())
+		s.stamp = nil
+	}
 }
 
 // Open listens on the configured address (":0" picks a free port) and serves.
