@@ -116,6 +116,67 @@ func TestRefusalsAreRecordedAtABoundedRate(t *testing.T) {
 	}
 }
 
+// TestStreamRefusalsAreInTheStreamsHistory: a refused command on a stream
+// (stream.scale, stream.create) is recorded under the stream's prefix and is
+// in the stream's history, like a group's refusal in the group's; one naming
+// a stream that does not exist is recorded as such (no key for a made-up
+// name), and one whose prefix is not a valid name under no prefix at all.
+// They were all recorded without a prefix, so a stream's history never
+// showed its refusals.
+func TestStreamRefusalsAreInTheStreamsHistory(t *testing.T) {
+	c, log, _ := budgetCoordinator(t, commands.Config{RejectionsPerMinute: 60})
+	ctx := context.Background()
+	two := 2
+	if _, err := c.CreateStream(ctx, events.Meta{Actor: "alice"}, commands.CreateStreamInput{StreamPrefix: "s", InitialShardCount: &two, RequestedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ScaleStream(ctx, events.Meta{Actor: "alice"}, "s", commands.ScaleInput{TargetShardCount: &two, RequestedBy: "alice", Reason: "same"}); err == nil {
+		t.Fatal("a stream scale to its own count was accepted")
+	}
+	if _, err := c.CreateStream(ctx, events.Meta{Actor: "alice"}, commands.CreateStreamInput{StreamPrefix: "s", InitialShardCount: &two, RequestedBy: "alice"}); err == nil {
+		t.Fatal("a second create of the stream was accepted")
+	}
+	three := 3
+	if _, err := c.ScaleStream(ctx, events.Meta{Actor: "alice"}, "made-up", commands.ScaleInput{TargetShardCount: &three, RequestedBy: "alice", Reason: "r"}); err == nil {
+		t.Fatal("a scale of a stream that does not exist was accepted")
+	}
+	if _, err := c.ScaleStream(ctx, events.Meta{Actor: "alice"}, "bad prefix", commands.ScaleInput{TargetShardCount: &three, RequestedBy: "alice", Reason: "r"}); err == nil {
+		t.Fatal("a scale of an invalid prefix was accepted")
+	}
+	recs := rejectedIn(t, log)
+	if len(recs) != 4 {
+		t.Fatalf("%d command.rejected records, want 4", len(recs))
+	}
+	want := []struct {
+		command, prefix string
+		noGroup         bool
+	}{{"stream.scale", "s", false}, {"stream.create", "s", false}, {"stream.scale", "made-up", true}, {"stream.scale", "", false}}
+	for i, w := range want {
+		ev := recs[i].Event.(*events.CommandRejected)
+		if ev.Command != w.command || recs[i].StreamPrefix != w.prefix || recs[i].ConsumerGroup != "" || ev.NoGroup != w.noGroup {
+			t.Errorf("refusal %d: %s under %q/%q noGroup=%v, want %s under %q noGroup=%v", i, ev.Command, recs[i].StreamPrefix, recs[i].ConsumerGroup, ev.NoGroup, w.command, w.prefix, w.noGroup)
+		}
+	}
+	hist, _, err := c.GroupHistory(ctx, projection.GroupKey{StreamPrefix: "s"}, events.ZeroID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range hist {
+		rec, err := events.Decode(e.ID, e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, rec.Type)
+	}
+	if len(types) != 3 || types[1] != "command.rejected" || types[2] != "command.rejected" {
+		t.Fatalf("the stream's history holds %v, want its creation and the two refusals", types)
+	}
+	if ids, err := log.History(ctx, events.IndexName("made-up", ""), events.ZeroID, 0); err != nil || len(ids) > 0 {
+		t.Fatalf("the history index of the made-up stream holds %v (%v)", ids, err)
+	}
+}
+
 // TestChurnBudget: one principal's loop of joins and leaves in a group is
 // held to its budget (429 with when to retry, nothing appended); steady
 // heartbeats go on, and the budget refills with time.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/routing"
 )
 
 // Service is the commands callers send (httpapi.Commands): the operator's
@@ -69,13 +70,16 @@ func (s *Service) recordRejection(ctx context.Context, meta events.Meta, princip
 	if !record {
 		return
 	}
-	if ValidateKey(k) != nil {
+	stream := k.ConsumerGroup == "" // a stream's command: its history is the stream's
+	if (stream && routing.ValidatePrefix(k.StreamPrefix) != nil) || (!stream && ValidateKey(k) != nil) {
 		k = projection.GroupKey{}
 	}
 	_, err := submit(ctx, s.dec, meta, func(t *tx) (struct{}, error) {
 		ev := &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: truncate(ce.Message, 4*MaxTextBytes), RequestedBy: truncate(requestedBy, MaxTextBytes),
 			Suppressed: suppressed}
-		if k != (projection.GroupKey{}) && t.group(k) == nil {
+		switch {
+		case k == (projection.GroupKey{}):
+		case stream && t.b.ov.Stream(k.StreamPrefix) == nil, !stream && t.group(k) == nil:
 			ev.NoGroup = true
 		}
 		t.emit(k, ev)

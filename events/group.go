@@ -42,9 +42,9 @@ type GroupDeleted struct {
 // answers "who tried what, when" and not only what succeeded. It changes no state.
 // Refusals are recorded at a bounded rate per principal: Suppressed counts the
 // refusals of the same principal that were not recorded since its last record.
-// NoGroup marks a refusal naming a group that did not exist: it is in the log
-// but in no group's history index (HistoryIndex), so made-up names create no
-// key.
+// NoGroup marks a refusal naming a group (or, for a stream's command, a
+// stream) that did not exist: it is in the log but in no history index
+// (HistoryIndex), so made-up names create no key.
 type CommandRejected struct {
 	Command     string `msgpack:"command" json:"command"`
 	ErrorCode   string `msgpack:"errorCode" json:"errorCode"`
