@@ -286,6 +286,24 @@ func (p *tap) last() (*http.Request, string) {
 	return p.reqs[len(p.reqs)-1], p.body[len(p.body)-1]
 }
 
+// followerWithGroup starts a leader with cfg, a tap in front of it and a
+// follower of the tap, and creates group p/g through the follower. It returns
+// the follower, the tap and the leader.
+func followerWithGroup(t *testing.T, cfg httpapi.Config) (follower *httptest.Server, tp *tap, leader *secServer) {
+	t.Helper()
+	leader = newSecServer(t, cfg, nil)
+	lu, _ := url.Parse(leader.URL)
+	tp = &tap{next: httputil.NewSingleHostReverseProxy(lu)}
+	ts := httptest.NewServer(tp)
+	t.Cleanup(ts.Close)
+	follower, _ = startFollower(t, ts.URL)
+	resp, body := send(t, http.MethodPost, follower.URL+"/coord/v1/streams/p/groups/g", `{"initialShardCount":2,"requestedBy":"t"}`, nil)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create through the follower: %d %s", resp.StatusCode, body)
+	}
+	return follower, tp, leader
+}
+
 // TestForwardedRequestsCarryAnAssertion: the leader accepts a forwarded
 // request on the follower's signed assertion, never the caller's
 // credentials, which the follower keeps. What a tap between them sees is
@@ -293,20 +311,10 @@ func (p *tap) last() (*http.Request, string) {
 // body, forged or expired, the leader refuses it.
 func TestForwardedRequestsCarryAnAssertion(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
-	leader := newSecServer(t, httpapi.Config{Now: clock.Now, Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, nil)
-	lu, _ := url.Parse(leader.URL)
-	tp := &tap{next: httputil.NewSingleHostReverseProxy(lu)}
-	ts := httptest.NewServer(tp)
-	defer ts.Close()
-	fs, _ := startFollower(t, ts.URL)
-
-	resp, body := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g", `{"initialShardCount":2,"requestedBy":"t"}`, nil)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create through the follower: %d %s", resp.StatusCode, body)
-	}
+	fs, tp, leader := followerWithGroup(t, httpapi.Config{Now: clock.Now, Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}})
 	const scale = "/coord/v1/streams/p/groups/g/scale"
 	scaleBody := `{"targetShardCount":3,"requestedBy":"t","reason":"r"}`
-	if resp, body = send(t, http.MethodPost, fs.URL+scale, scaleBody, nil); resp.StatusCode != http.StatusAccepted {
+	if resp, body := send(t, http.MethodPost, fs.URL+scale, scaleBody, nil); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("scale through the follower: %d %s", resp.StatusCode, body)
 	}
 	seen, seenBody := tp.last()
@@ -360,17 +368,7 @@ func TestForwardedRequestsCarryAnAssertion(t *testing.T) {
 // heartbeat's does not (heartbeats are not held back), nor an answer to a
 // client that came to the leader itself.
 func TestLeaderNamesItsPositionOnForwardedWrites(t *testing.T) {
-	leader := newSecServer(t, httpapi.Config{Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}}, nil)
-	lu, _ := url.Parse(leader.URL)
-	tp := &tap{next: httputil.NewSingleHostReverseProxy(lu)}
-	ts := httptest.NewServer(tp)
-	defer ts.Close()
-	fs, _ := startFollower(t, ts.URL)
-
-	resp, body := send(t, http.MethodPost, fs.URL+"/coord/v1/streams/p/groups/g", `{"initialShardCount":2,"requestedBy":"t"}`, nil)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create through the follower: %d %s", resp.StatusCode, body)
-	}
+	fs, tp, leader := followerWithGroup(t, httpapi.Config{Auth: httpapi.AuthConfig{ClusterSecret: testClusterSecret}})
 	created := tp.lastPosition()
 	if _, err := events.ParseID(created); err != nil || created == events.ZeroID {
 		t.Fatalf("the leader's answer to a forwarded create: X-Rsc-Log-Position %q, want its position after the create", created)
