@@ -34,11 +34,7 @@ func budgetCoordinator(t *testing.T, cfg commands.Config) (*commands.Coordinator
 func rejectedIn(t *testing.T, log *events.MemLog) []events.Record {
 	t.Helper()
 	var out []events.Record
-	for _, e := range log.Entries() {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range decoded(t, log.Entries()) {
 		if rec.Type == "command.rejected" {
 			out = append(out, rec)
 		}
@@ -161,14 +157,7 @@ func TestStreamRefusalsAreInTheStreamsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var types []string
-	for _, e := range hist {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, rec.Type)
-	}
+	types := typesOf(decoded(t, hist))
 	if len(types) != 3 || types[1] != "command.rejected" || types[2] != "command.rejected" {
 		t.Fatalf("the stream's history holds %v, want its creation and the two refusals", types)
 	}

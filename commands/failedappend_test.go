@@ -113,11 +113,7 @@ func (r *roundRig) untilOverdue() {
 
 // fenced reports whether the log records member.fenced for id.
 func (r *roundRig) fenced(id string) bool {
-	for _, e := range r.log.Entries() {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			r.t.Fatal(err)
-		}
+	for _, rec := range decoded(r.t, r.log.Entries()) {
 		if f, ok := rec.Event.(*events.MemberFenced); ok && f.MemberID == id {
 			return true
 		}

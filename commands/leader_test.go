@@ -92,11 +92,7 @@ func termsIn(t *testing.T, log events.Log) []int64 {
 		t.Fatal(err)
 	}
 	var terms []int64
-	for _, e := range entries {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range decoded(t, entries) {
 		if ts, ok := rec.Event.(*events.TermStarted); ok {
 			terms = append(terms, ts.Term)
 		}
@@ -158,11 +154,7 @@ func TestLeadership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var types []string
-	for _, e := range entries {
-		rec, _ := events.Decode(e.ID, e.Data)
-		types = append(types, rec.Type)
-	}
+	types := typesOf(decoded(t, entries))
 	if len(types) != 3 || types[0] != "coordinator.term_started" || types[1] != "stream.created" || types[2] != "group.created" {
 		t.Fatalf("log %v, want the term marker, then the stream's metadata and group.created (the first group of a bare prefix)", types)
 	}

@@ -80,15 +80,7 @@ func (h *streamHarness) records() []events.Record {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out := make([]events.Record, 0, len(entries))
-	for _, e := range entries {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		out = append(out, rec)
-	}
-	return out
+	return decoded(h.t, entries)
 }
 
 // typesSince lists the types of the records after the first n.

@@ -214,14 +214,7 @@ func TestIntegrationTrimLogKeepsHistoryAndReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var types []string
-	for _, e := range arch {
-		rec, err := events.Decode(e.ID, e.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, rec.Type)
-	}
+	types := typesOf(decoded(t, arch))
 	// resharding.completed is the snapshot's own last entry: it stays in the log.
 	if got, want := strings.Join(types, ","), "group.created,resharding.preparing,resharding.activated"; got != want {
 		t.Fatalf("archive = %s, want %s", got, want)
