@@ -48,12 +48,17 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		// enter the history.
 		return nil
 	}
+	if _, refused := rec.Event.(*events.CommandRejected); refused {
+		// A refused command is in the history only: the group did not change,
+		// so neither does its update time.
+		return g
+	}
 	g.UpdatedAt = rec.Time
 	defer g.settle()
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
 		return nil
-	case *events.CommandRejected, *events.ShardsRepaired, *events.RevokeAcknowledged:
+	case *events.ShardsRepaired, *events.RevokeAcknowledged:
 		// Audit only (a revoke's new ownership came with member.ownership_reported).
 	case *events.GroupOrderingChanged:
 		g.Ordering = normalOrdering(ev.Ordering)
