@@ -121,8 +121,16 @@ func (s *Service) registration(ctx context.Context, k projection.GroupKey, req *
 			return nil
 		}
 		found = true
-		plan, err = planGroup(t, k, nil, st.ShardCount)
-		return err
+		if plan, err = planGroup(t, k, nil, st.ShardCount); err != nil {
+			return err
+		}
+		// The member is new to a new group: a report with more shards than
+		// the stream has is refused by the decision (checkCaller), so it is
+		// refused here, before a consumer group is provisioned for it.
+		if len(req.OwnedShards) > plan.count || len(req.RevokingShards) > plan.count || len(req.ShardProgress) > plan.count {
+			return overSpan(req, plan.count)
+		}
+		return nil
 	}
 	if err := s.peek(check); err != nil || !found {
 		return nil, err

@@ -369,6 +369,36 @@ func TestRegistrationProvisioningFailureRecordsNothing(t *testing.T) {
 	}
 }
 
+// TestRegistrationRefusedBeforeProvisioning: a first heartbeat the decision
+// would refuse (more owned shards than the stream has, 400) provisions no
+// consumer group: one left behind would be in no event, in no view, and
+// would keep a scale-in's drain from being proven.
+func TestRegistrationRefusedBeforeProvisioning(t *testing.T) {
+	h := newStreamHarness(t, commands.Config{})
+	if _, err := h.createStream("orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	n := len(h.records())
+	_, err := h.heartbeat("orders", "ghost", "m1", 0, 0, []int{0, 1, 2})
+	wantCode(t, err, commands.ErrInvalid, "ownedShards")
+	if got := h.typesSince(n); len(got) != 0 {
+		t.Fatalf("a refused registration recorded %v", got)
+	}
+	for i := 0; i < 2; i++ {
+		if groups := h.fakeGroups(fmt.Sprintf("orders:%d", i)); len(groups) != 0 {
+			t.Errorf("orders:%d has consumer groups %v after a refused registration, want none", i, groups)
+		}
+	}
+	// At the limit the registration goes through.
+	r, err := h.heartbeat("orders", "ghost", "m1", 0, 0, []int{0, 1})
+	if err != nil || r.Status == wire.StatusUnknownMember {
+		t.Fatalf("a first heartbeat owning the stream's 2 shards: %+v %v", r, err)
+	}
+	if groups := h.fakeGroups("orders:1"); !reflect.DeepEqual(groups, []string{"ghost"}) {
+		t.Errorf("orders:1 has consumer groups %v, want ghost", groups)
+	}
+}
+
 // TestScaleOfAStreamWithoutGroups: the layout changes at once (new shard
 // streams without groups, removed ones kept), the version moves by one per
 // change, and the answer names no group and no migration.
