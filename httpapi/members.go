@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/rscoord/rsc/commands"
+
 	"github.com/rscoord/rsc/wire"
 )
 
@@ -11,13 +13,19 @@ func (s *Server) registerMemberRoutes() {
 }
 
 // handleHeartbeat serves POST .../groups/{consumerGroup}/members/{memberId}/heartbeat.
-// Every protocol outcome is HTTP 200 with a status; only a malformed body is a 400.
+// Every protocol outcome is HTTP 200 with a status; a malformed body, or a
+// prefix or group name no group can have, is a 400 naming the field.
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	p, err1 := pathVar(r, "streamPrefix")
 	g, err2 := pathVar(r, "consumerGroup")
 	id, err3 := pathVar(r, "memberId")
 	if err1 != nil || err2 != nil || err3 != nil {
 		s.badRequest(w, r, "invalid percent-encoding in path")
+		return
+	}
+	if err := commands.ValidateKey(groupKeyOf(p, g)); err != nil {
+		// UNKNOWN_MEMBER_ID would send the member to rejoin, forever.
+		s.writeError(w, r, err)
 		return
 	}
 	var req wire.HeartbeatRequest

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -112,7 +113,7 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 
 	now := m.cfg.Now()
 	for _, g := range c.State().Groups() {
-		p, cg := g.Key.StreamPrefix, g.Key.ConsumerGroup
+		p, cg := labelValue(g.Key.StreamPrefix), labelValue(g.Key.ConsumerGroup)
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, p, cg)
 		}
@@ -178,4 +179,16 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// labelValue is a name as a label value. Names are valid UTF-8 (since
+// routing.ErrInvalidUTF8), but a log written earlier may hold one that is
+// not, and Prometheus refuses such a label value: the whole scrape failed.
+// Such a name is shown quoted (\xff escapes), which no valid name collides
+// with in practice.
+func labelValue(name string) string {
+	if utf8.ValidString(name) {
+		return name
+	}
+	return strconv.Quote(name)
 }

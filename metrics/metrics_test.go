@@ -428,3 +428,26 @@ func mustLen(t *testing.T, c *commands.Coordinator) int64 {
 	}
 	return n
 }
+
+// TestMetricsScrapeSurvivesANameThatIsNotUTF8: a log written before names
+// had to be valid UTF-8 may hold a group named "\xff"; Prometheus refuses
+// such a label value, and the whole scrape answered 500 with a stack trace
+// for as long as the group existed. Such a name is shown quoted.
+func TestMetricsScrapeSurvivesANameThatIsNotUTF8(t *testing.T) {
+	log := events.NewMemLog()
+	rec, err := events.Encode(events.Meta{StreamPrefix: "orders", ConsumerGroup: "\xff", Time: time.Unix(1, 0)}, &events.GroupCreated{ShardCount: 2, RequestedBy: "old-build"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Append(context.Background(), events.ZeroID, [][]byte{rec}); err != nil {
+		t.Fatal(err)
+	}
+	met := metrics.New(metrics.Config{Interval: -1, Logger: zerolog.Nop()})
+	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, log, nil, nil, nil)
+	met.Watch(coord, &fakeOffsets{})
+	if err := coord.Load(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(coord.Close)
+	mustValue(t, met.Registry(), "rsc_group_shard_count", map[string]string{"stream_prefix": "orders", "consumer_group": `"\xff"`}, 2)
+}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MaxNameLength is the maximum length, in bytes, of a stream prefix or a
@@ -31,7 +32,7 @@ func KeyPattern(prefix string) string {
 // unwraps to one of the sentinel errors.
 type nameError struct {
 	kind   string
-	err    error // one of ErrBlank, ErrTooLong, ErrHashTagBraces, ErrForbiddenChar
+	err    error // one of ErrBlank, ErrTooLong, ErrHashTagBraces, ErrInvalidUTF8, ErrForbiddenChar
 	char   rune  // the offending character, for ErrForbiddenChar
 	length int   // the byte length, for ErrTooLong
 }
@@ -69,6 +70,7 @@ func ValidatePrefix(prefix string) error {
 //   - longer than [MaxNameLength] bytes: [ErrTooLong];
 //   - contains '{' or '}': [ErrHashTagBraces], message
 //     "<kind> must not contain Redis Cluster hash tag braces";
+//   - not valid UTF-8: [ErrInvalidUTF8], message "<kind> must be valid UTF-8";
 //   - contains a control character (< 0x20 or 0x7f), a Unicode white space
 //     character, a Unicode format character (category Cf: zero-width
 //     characters, bidirectional controls, the byte-order mark), or one of
@@ -88,6 +90,9 @@ func ValidateName(kind, value string) error {
 	}
 	if strings.ContainsAny(value, "{}") {
 		return &nameError{kind: kind, err: ErrHashTagBraces}
+	}
+	if !utf8.ValidString(value) {
+		return &nameError{kind: kind, err: ErrInvalidUTF8}
 	}
 	for _, r := range value {
 		if forbidden(r) {

@@ -162,6 +162,8 @@ func TestIntegrationAPICreateGroup(t *testing.T) {
 		{"DEL", "a\x7f", ""},
 		{"newline", "a\nb", ""},
 		{"blank", " ", "blank"},
+		{"invalid UTF-8", "a\xffb", "UTF-8"},
+		{"truncated UTF-8", "a\xe2\x82", "UTF-8"},
 	}
 	for _, b := range badNames {
 		t.Run("prefix "+b.name+" is 400", func(t *testing.T) {
