@@ -109,8 +109,11 @@ func validateHeartbeat(req *wire.HeartbeatRequest, maxShards int) error {
 	return nil
 }
 
-// checkShardList refuses a shard array longer than max or naming a shard twice
-// (shard(i) is nil for an entry without a shard, reported elsewhere).
+// checkShardList refuses a shard array longer than max, naming a negative
+// shard or naming a shard twice (shard(i) is nil for an entry without a
+// shard, reported elsewhere). A shard past the group's span is the
+// decision's to judge (checkCaller, then fencing): a group made before
+// --max-shard-count was lowered still has its shards.
 func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) []string {
 	if n > max {
 		return []string{fmt.Sprintf("%s: must not hold more than %d shards (got %d)", field, max, n)}
@@ -120,6 +123,9 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 		s := shard(i)
 		if s == nil {
 			continue
+		}
+		if s.ShardIndex < 0 {
+			return []string{fmt.Sprintf("%s[%d].shardIndex: must be greater than or equal to 0 (got %d)", field, i, s.ShardIndex)}
 		}
 		if seen[s.ShardIndex] {
 			return []string{fmt.Sprintf("%s: shard %d is listed twice", field, s.ShardIndex)}

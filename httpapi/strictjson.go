@@ -259,12 +259,18 @@ func deref(t reflect.Type) reflect.Type {
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	keysAreFields   = reflect.TypeFor[interface{ JSONKeysAreFields() }]()
 )
 
 // customDecoder reports a type that decodes itself (time.Time, say): its keys
-// are its own business.
+// are its own business. A struct whose decoder reads exactly its own fields
+// says so (JSONKeysAreFields, wire.ShardRef): its keys are checked as any
+// struct's.
 func customDecoder(t reflect.Type) bool {
 	p := reflect.PointerTo(t)
+	if t.Implements(keysAreFields) || p.Implements(keysAreFields) {
+		return false
+	}
 	return t.Implements(jsonUnmarshaler) || p.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) || p.Implements(textUnmarshaler)
 }
 

@@ -1,6 +1,11 @@
 package wire
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"time"
+)
 
 // CreateRequest is CreateStreamRequest / CreateGroupRequest. A missing or null
 // initialShardCount takes the coordinator's default (for a group of a stream
@@ -120,3 +125,32 @@ type RoutingLayout struct {
 type ShardRef struct {
 	ShardIndex int `json:"shardIndex"`
 }
+
+// ErrNoShardIndex: a shard object without a shardIndex, or null where a
+// shard object belongs. Decoded as shard 0, it would claim a shard nobody
+// named.
+var ErrNoShardIndex = errors.New("shardIndex: must not be null (a shard is {\"shardIndex\": n})")
+
+// UnmarshalJSON decodes {"shardIndex": n}, refusing null, an object without
+// shardIndex and a null shardIndex (ErrNoShardIndex).
+func (s *ShardRef) UnmarshalJSON(data []byte) error {
+	var v struct {
+		ShardIndex *int `json:"shardIndex"`
+	}
+	if string(bytes.TrimSpace(data)) == "null" {
+		return ErrNoShardIndex
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	if v.ShardIndex == nil {
+		return ErrNoShardIndex
+	}
+	s.ShardIndex = *v.ShardIndex
+	return nil
+}
+
+// JSONKeysAreFields tells the server's strict key check (httpapi) that
+// UnmarshalJSON reads ShardRef's own fields: its keys are checked like any
+// struct's (no key twice, none that differs from shardIndex only by case).
+func (ShardRef) JSONKeysAreFields() {}

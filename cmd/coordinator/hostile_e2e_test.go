@@ -225,6 +225,61 @@ func TestIntegrationAnonymousMembersStillBindCredentials(t *testing.T) {
 	apiSend(t, tc, apiNoAuth, "POST", apiHBPath("anon", "g", "bound"), apiHBBody{Member: "bound", Epoch: -1}.toMap(), nil).apiWantError(t, 403, "MEMBER_PRINCIPAL_MISMATCH")
 }
 
+// ownedRaw is member m1's heartbeat at epoch 1 with ownedShards as given.
+func ownedRaw(owned []any) map[string]any {
+	b := apiHBBody{Member: "m1", Epoch: 1}.toMap()
+	b["ownedShards"] = owned
+	return b
+}
+
+// TestIntegrationHeartbeatNamesAndRegistrations: a heartbeat on a prefix or
+// group name no group can have is a 400 naming it (it was UNKNOWN_MEMBER_ID,
+// a rejoin forever; a name that was not UTF-8 registered a group whose name
+// every answer showed as U+FFFD, and broke /metrics); a first heartbeat
+// refused for listing more shards than the stream has provisions no
+// consumer group (one was left on every shard, in no event, blocking every
+// scale-in's drain).
+func TestIntegrationHeartbeatNamesAndRegistrations(t *testing.T) {
+	parallel(t)
+	tc := startCoordinator(t, redistest.StartProcess(t), nil)
+	rdb := apiRedis(t, tc)
+	ctx := context.Background()
+	apiDo(t, tc, "POST", "/coord/v1/streams/names", map[string]any{"initialShardCount": 2, "requestedBy": "a"}).apiWant(t, 201)
+	noGroups := func(what string) {
+		t.Helper()
+		for i := 0; i < 2; i++ {
+			groups, err := rdb.XInfoGroups(ctx, fmt.Sprintf("names:%d", i)).Result()
+			if err != nil || len(groups) != 0 {
+				t.Fatalf("%s: names:%d has consumer groups %v (%v), want none", what, i, groups, err)
+			}
+		}
+	}
+	logLen := apiLogLen(t, tc, rdb)
+	for _, c := range []struct{ name, prefix, group, field string }{
+		{"group not UTF-8", "names", "\xff", "consumerGroup"},
+		{"group with a brace", "names", "a{b", "consumerGroup"},
+		{"prefix not UTF-8", "na\xffmes", "g", "streamPrefix"},
+	} {
+		r := apiSend(t, tc, apiMember, "POST", apiHBPath(c.prefix, c.group, "m1"), apiHBBody{Member: "m1"}.toMap(), nil)
+		r.apiWantError(t, 400, "INVALID_REQUEST")
+		if !strings.Contains(r.apiMsg(), c.field) {
+			t.Errorf("%s: message %q does not name %s", c.name, r.apiMsg(), c.field)
+		}
+	}
+	noGroups("heartbeats on bad names")
+	r := apiSend(t, tc, apiMember, "POST", apiHBPath("names", "ghost", "m1"), apiHBBody{Member: "m1", Owned: []int{0, 1, 2}}.toMap(), nil)
+	r.apiWantError(t, 400, "INVALID_REQUEST")
+	noGroups("a first heartbeat with 3 shards on a 2-shard stream")
+	if got := apiLogLen(t, tc, rdb); got != logLen {
+		t.Fatalf("refused heartbeats appended %d events", got-logLen)
+	}
+	apiDo(t, tc, "GET", apiGroupPath("names", "ghost"), nil).apiWantError(t, 404, "GROUP_NOT_FOUND")
+	// Within the span the same member registers the group.
+	if hb := apiHeartbeat(t, tc, apiMember, "names", "ghost", "m1", apiHBBody{Member: "m1"}.toMap()); hb.Status != "OK" {
+		t.Fatalf("first heartbeat: %s", hb.Body)
+	}
+}
+
 // TestIntegrationBoundedInputs: a heartbeat with a 400 kB requestId and
 // memberName was appended to the log as it was (+1.8 MB), and so was a create
 // with a 400 kB requestedBy. Every string that can reach an event is bounded
@@ -252,6 +307,9 @@ func TestIntegrationBoundedInputs(t *testing.T) {
 		{"revoke report twice", "revokingShards", apiHBBody{Member: "m1", Epoch: 1, Revoking: []map[string]any{
 			{"shard": map[string]any{"shardIndex": 1}, "state": "DRAINING", "inFlight": 1},
 			{"shard": map[string]any{"shardIndex": 1}, "state": "REVOKED", "inFlight": 0}}}.toMap()},
+		{"a null shard", "shardIndex", ownedRaw([]any{nil})},
+		{"a shard without shardIndex", "shardIndex", ownedRaw([]any{map[string]any{}})},
+		{"a negative shard", "shardIndex", ownedRaw([]any{map[string]any{"shardIndex": -1}})},
 		{"progress with a bad id", "lastAckedId", apiHBBody{Member: "m1", Epoch: 1, Progress: []map[string]any{
 			{"shard": map[string]any{"shardIndex": 1}, "streamKey": "bounded:1", "lastAckedId": "not-an-id"}}}.toMap()},
 	} {
