@@ -802,7 +802,12 @@ func TestAccessByRouteNotByName(t *testing.T) {
 		}
 	}
 	s.call(t, "GET", "/coord/v1/streams/members/groups/heartbeat", admin, "", nil).want(t, 404, "nothing was created")
-	s.call(t, "DELETE", "/coord/v1/auth/login", admin, "", nil).want(t, 405, "a known path with another method")
+	if a := s.call(t, "DELETE", "/coord/v1/auth/login", admin, "", nil).want(t, 405, "a known path with another method"); a.header.Get("Allow") != "POST" {
+		t.Errorf("405 on /coord/v1/auth/login: Allow %q, want POST", a.header.Get("Allow"))
+	}
+	if a := s.call(t, "PUT", "/coord/v1/streams/orders/groups/g/scale", admin, "", nil).want(t, 405, "scale is POST"); a.header.Get("Allow") != "POST" {
+		t.Errorf("405 on a group's scale: Allow %q, want POST", a.header.Get("Allow"))
+	}
 	s.call(t, "GET", "/coord/v1/nothing", admin, "", nil).want(t, 404, "an unknown API path")
 	s.call(t, "GET", "/nothing", "", "", nil).want(t, 404, "an unknown path outside the API")
 	// The real heartbeat route is public here (anonymous members allowed).

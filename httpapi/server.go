@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,9 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 		s.writeError(w, r, errNoRoute.WithMessage("no route for "+r.Method+" "+r.URL.Path))
 	})
 	s.router.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowedMethods(r); allow != "" {
+			w.Header().Set("Allow", allow) // RFC 9110 §15.5.6
+		}
 		s.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
 	})
 	// The heartbeat route first: the router tries routes in order, and
@@ -343,6 +347,21 @@ func pathVar(r *http.Request, name string) (string, error) {
 		return "", fmt.Errorf("path parameter %s: invalid percent-encoding", name)
 	}
 	return v, nil
+}
+
+// allowedMethods lists the methods a route serves r's path with, for a 405's
+// Allow header.
+func (s *Server) allowedMethods(r *http.Request) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := *r
+		probe.Method = m
+		var match mux.RouteMatch
+		if s.router.Match(&probe, &match) && match.MatchErr == nil && match.Route != nil {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 func (s *Server) groupKey(w http.ResponseWriter, r *http.Request) (projection.GroupKey, bool) {
