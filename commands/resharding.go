@@ -32,6 +32,11 @@ type ScaleInput struct {
 // pass, resumes it. A group of a stream with metadata and other groups
 // scales with all of them (scaleStream): the stream has one layout.
 func (s *Service) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
+	v, err := s.scale(ctx, meta, k, in)
+	return s.withEventIDs(k, v), err
+}
+
+func (s *Service) scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
 	return admin(ctx, s, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
 		if err := ValidateKey(k); err != nil {
 			return projection.ReshardingView{}, err
@@ -140,6 +145,16 @@ type StreamScaleResult struct {
 // layout at once (scaleBareStream); otherwise every group of the prefix
 // scales to the same count, all or none (scaleStream).
 func (s *Service) ScaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
+	res, err := s.scaleStreamCommand(ctx, meta, prefix, in)
+	for i, name := range res.AffectedConsumerGroups {
+		if i < len(res.Reshardings) {
+			res.Reshardings[i] = s.withEventIDs(projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: name}, res.Reshardings[i])
+		}
+	}
+	return res, err
+}
+
+func (s *Service) scaleStreamCommand(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
 	k := projection.GroupKey{StreamPrefix: prefix}
 	return admin(ctx, s, meta, k, "stream.scale", in.RequestedBy, func(meta events.Meta) (StreamScaleResult, error) {
 		if err := routing.ValidatePrefix(prefix); err != nil {
@@ -382,6 +397,11 @@ type RollbackInput struct {
 // scale-out past PREPARING, the entries added to its new shards are read from
 // Redis first and handed to the decision.
 func (s *Service) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
+	v, err := s.rollback(ctx, meta, k, id, in)
+	return s.withEventIDs(k, v), err
+}
+
+func (s *Service) rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
 	return admin(ctx, s, meta, k, "resharding.rollback", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
 		if err := ValidateKey(k); err != nil {
 			return projection.ReshardingView{}, err
@@ -784,4 +804,37 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// withEventIDs fills in v the event ids of the state changes its own
+// decision recorded: a decision answers before its records are appended, so
+// those changes have no id yet in the answer, while the projection has them
+// once the append landed. A history only grows: the change at the same
+// position, with the same state and time, is the same one.
+func (s *Service) withEventIDs(k projection.GroupKey, v projection.ReshardingView) projection.ReshardingView {
+	missing := false
+	for _, c := range v.StateHistory {
+		missing = missing || c.EventID == ""
+	}
+	if !missing || v.ReshardingID == "" {
+		return v
+	}
+	s.state.RLock()
+	defer s.state.RUnlock()
+	g := s.state.GroupLocked(k)
+	if g == nil {
+		return v
+	}
+	r := g.Resharding(v.ReshardingID)
+	if r == nil {
+		return v
+	}
+	hist := append([]projection.StateChange(nil), v.StateHistory...)
+	for i := range hist {
+		if hist[i].EventID == "" && i < len(r.History) && r.History[i].State == hist[i].State && r.History[i].Phase == hist[i].Phase && r.History[i].At.Equal(hist[i].At) {
+			hist[i].EventID = r.History[i].EventID
+		}
+	}
+	v.StateHistory = hist
+	return v
 }

@@ -635,3 +635,48 @@ func TestOrderedCutoverCarriesTheStreamFence(t *testing.T) {
 		t.Fatalf("cutover %+v, stream at version %d: want the stream fence 2", cut, st.MetadataVersion)
 	}
 }
+
+// TestReshardingAnswersNameTheirEvents: the answer to a scale (group and
+// stream level) and to a rollback names, for every state change, the log
+// entry that recorded it, as GET shows it; the changes its own decision
+// recorded had "" (the answer was built before the append gave ids).
+func TestReshardingAnswersNameTheirEvents(t *testing.T) {
+	h := newStreamHarness(t, commands.Config{})
+	if _, err := h.createGroup("orders", "billing", ptr(2)); err != nil {
+		t.Fatal(err)
+	}
+	k := projection.GroupKey{StreamPrefix: "orders", ConsumerGroup: "billing"}
+	same := func(what string, v projection.ReshardingView) {
+		t.Helper()
+		g, _ := h.c.State().Group(k)
+		r := g.Resharding(v.ReshardingID)
+		if r == nil || len(r.History) < len(v.StateHistory) || len(v.StateHistory) == 0 {
+			t.Fatalf("%s: resharding %s answered with %d changes, the state has %+v", what, v.ReshardingID, len(v.StateHistory), r)
+		}
+		for i, c := range v.StateHistory {
+			if c.EventID == "" || c.EventID != r.History[i].EventID {
+				t.Errorf("%s: change %d (%s) answered with event id %q, the log recorded it as %q", what, i, c.State, c.EventID, r.History[i].EventID)
+			}
+		}
+	}
+	v, err := h.c.Scale(context.Background(), meta, k, commands.ScaleInput{TargetShardCount: ptr(4), RequestedBy: "alice", Reason: "more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("group scale", v)
+	rb, err := h.c.Rollback(context.Background(), meta, k, v.ReshardingID, commands.RollbackInput{RequestedBy: "alice", Reason: "undo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("rollback", rb)
+	// Let the rollback finish before the next scale.
+	waitFor(t, "the rollback to finish", func() bool {
+		g, _ := h.c.State().Group(k)
+		return g.Active() == nil
+	})
+	res, err := h.c.ScaleStream(context.Background(), meta, "orders", commands.ScaleInput{TargetShardCount: ptr(3), RequestedBy: "alice", Reason: "stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("stream scale", res.Reshardings[0])
+}
