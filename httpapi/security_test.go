@@ -814,3 +814,16 @@ func TestAccessByRouteNotByName(t *testing.T) {
 	hb := `{"protocolVersion":1,"requestId":"r","memberId":"m","memberEpoch":0,"metadataVersion":0,"runtimeConsumerCapacity":{"runtimeMaxConcurrency":1,"availableConcurrency":1}}`
 	s.call(t, "POST", "/coord/v1/streams/members/groups/heartbeat/members/m/heartbeat", "", hb, nil).want(t, 200, "anonymous heartbeat")
 }
+
+// TestErrorsDoNotEchoHugeInput: a 100,000-digit targetShardCount came back
+// whole in the 400's message; the message quotes at most 64 bytes of it.
+func TestErrorsDoNotEchoHugeInput(t *testing.T) {
+	s := newSecServer(t, httpapi.Config{}, nil)
+	admin := basic("admin", "password")
+	huge := strings.Repeat("9", 100_000)
+	a := s.call(t, "POST", "/coord/v1/streams/orders/groups/g/scale", admin, `{"targetShardCount":`+huge+`,"requestedBy":"a","reason":"r"}`, nil).want(t, 400, "a huge number")
+	msg, _ := a.json["message"].(string)
+	if !strings.Contains(msg, "targetShardCount") || len(a.body) > 1024 {
+		t.Fatalf("400 for a 100,000-digit number: %d bytes, message %.200q", len(a.body), msg)
+	}
+}

@@ -435,13 +435,22 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, requi
 	return true
 }
 
+// maxEchoBytes bounds the input an error message quotes.
+const maxEchoBytes = 64
+
 func describeJSONError(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("%s: cannot use JSON %s as %s", te.Field, te.Value, te.Type)
+		// Value holds the input for a number ("number 1111…"): a 500 kB
+		// number came back whole in the message.
+		value := te.Value
+		if len(value) > maxEchoBytes {
+			value = strings.ToValidUTF8(value[:maxEchoBytes], "") + "…"
 		}
-		return fmt.Sprintf("cannot use JSON %s as %s", te.Value, te.Type)
+		if te.Field != "" {
+			return fmt.Sprintf("%s: cannot use JSON %s as %s", te.Field, value, te.Type)
+		}
+		return fmt.Sprintf("cannot use JSON %s as %s", value, te.Type)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
