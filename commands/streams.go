@@ -35,6 +35,7 @@ type keyCheck struct {
 	prefix string
 	bare   string         // "" when not read
 	types  map[int]string // shard index -> TYPE ("none": missing)
+	fences map[int]string // shard index -> TYPE of its fence key
 }
 
 // shardRange is the shard indexes lo..hi-1.
@@ -49,16 +50,19 @@ func shardRange(lo, hi int) []int {
 // readKeys reads the TYPE of prefix's shard keys, and of the bare prefix
 // key when bare.
 func (r *reconciler) readKeys(ctx context.Context, prefix string, shards []int, bare bool) (keyCheck, error) {
-	kc := keyCheck{prefix: prefix, types: map[int]string{}}
+	kc := keyCheck{prefix: prefix, types: map[int]string{}, fences: map[int]string{}}
 	if len(shards) == 0 && !bare {
 		return kc, nil
 	}
 	if r.prov == nil {
 		return kc, ErrRedisNotConfigured
 	}
-	keys := make([]string, 0, len(shards)+1)
+	keys := make([]string, 0, 2*len(shards)+1)
 	for _, s := range shards {
 		keys = append(keys, routing.StreamKey(prefix, s))
+	}
+	for _, s := range shards {
+		keys = append(keys, routing.FenceKey(routing.StreamKey(prefix, s)))
 	}
 	if bare {
 		keys = append(keys, prefix)
@@ -72,12 +76,19 @@ func (r *reconciler) readKeys(ctx context.Context, prefix string, shards []int, 
 	}
 	for i, s := range shards {
 		kc.types[s] = types[i]
+		kc.fences[s] = types[len(shards)+i]
 	}
 	if bare {
-		kc.bare = types[len(shards)]
+		kc.bare = types[2*len(shards)]
 	}
 	return kc, nil
 }
+
+// fenceUsable reports whether a shard's fence key, of TYPE typ ("" when not
+// read), can be the shard's fence: missing, or a hash (a fence outlives its
+// stream, so a hash there is taken as the shard's own). A key of another
+// type would make every publish and fence script fail with WRONGTYPE.
+func fenceUsable(typ string) bool { return typ == "" || typ == "none" || typ == "hash" }
 
 // maxNamedKeys bounds the keys one refusal names.
 const maxNamedKeys = 8
@@ -91,6 +102,12 @@ const maxNamedKeys = 8
 // coordinator did not create, a key of another type, or the bare prefix key
 // when it was read) refuses the command with STREAM_PREFIX_ALREADY_EXISTS
 // naming the keys. It returns the shards the event must record as created.
+//
+// A shard's fence key (routing.FenceKey) outlives its stream (retirement
+// and deletion keep it, so that a publish routed before a layout change
+// stays refused): a hash there is taken as the shard's fence; a key of
+// another type is refused like a stream's (publishes and the coordinator's
+// fence scripts would fail on it, WRONGTYPE, for as long as it exists).
 func claim(st *projection.Stream, leftovers bool, kc keyCheck, shards []int) ([]int, error) {
 	var created []int
 	var bad []string
@@ -99,6 +116,9 @@ func claim(st *projection.Stream, leftovers bool, kc keyCheck, shards []int) ([]
 	}
 	for _, s := range shards {
 		key := routing.StreamKey(kc.prefix, s)
+		if ft := kc.fences[s]; !fenceUsable(ft) {
+			bad = append(bad, fmt.Sprintf("%s (a %s, not a fence hash)", routing.FenceKey(key), ft))
+		}
 		typ, read := kc.types[s]
 		switch {
 		case !read:
@@ -270,6 +290,9 @@ func (r *reconciler) createStreams(ctx context.Context, prefix string, count int
 		if kc.types[s] != "none" {
 			existing = append(existing, routing.StreamKey(prefix, s))
 		}
+		if !fenceUsable(kc.fences[s]) {
+			existing = append(existing, routing.FenceKey(routing.StreamKey(prefix, s)))
+		}
 	}
 	if err := keysExist(prefix, existing); err != nil {
 		return nil, err
@@ -343,6 +366,9 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in AdoptStr
 			return projection.StreamView{}, err
 		}
 		for i := 0; i < count; i++ {
+			if ft := kc.fences[i]; !fenceUsable(ft) {
+				return projection.StreamView{}, withMsg(ErrPrefixExists, "%s is a %s, not a fence hash: the coordinator cannot fence %s's publishes (remove it)", routing.FenceKey(routing.StreamKey(prefix, i)), ft, routing.StreamKey(prefix, i))
+			}
 			switch typ := kc.types[i]; typ {
 			case "stream":
 			case "none":

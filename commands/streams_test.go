@@ -515,6 +515,38 @@ func TestScaleOutRefusesKeysTheCoordinatorDidNotCreate(t *testing.T) {
 	}
 }
 
+// TestFenceKeysOfAnotherTypeAreRefused: a shard's fence key that is not a
+// hash (someone else's string at "{orders:1}:fence") refuses the create or
+// scale-out that would use it, naming it; a hash there (a fence that
+// outlived its stream) is taken as the shard's fence.
+func TestFenceKeysOfAnotherTypeAreRefused(t *testing.T) {
+	h := newStreamHarness(t, commands.Config{})
+	h.fake.mu.Lock()
+	h.fake.typed = map[string]string{"{orders:1}:fence": "string", "{orders:0}:fence": "hash"}
+	h.fake.mu.Unlock()
+	n := len(h.records())
+	_, err := h.createStream("orders", 2)
+	wantCode(t, err, commands.ErrPrefixExists, "{orders:1}:fence")
+	if strings.Contains(err.Error(), "{orders:0}:fence") {
+		t.Errorf("a fence hash was refused: %v", err)
+	}
+	if got := h.typesSince(n); !reflect.DeepEqual(got, []string{"command.rejected"}) {
+		t.Fatalf("a refused create recorded %v", got)
+	}
+	if h.fakeExists("orders:0") || h.fakeExists("orders:1") {
+		t.Fatal("the refused create provisioned shard streams")
+	}
+	if _, err := h.createStream("orders", 1); err != nil {
+		t.Fatalf("a create whose only fence key is a hash: %v", err)
+	}
+	k := projection.GroupKey{StreamPrefix: "orders", ConsumerGroup: "g"}
+	if _, err := h.createGroup("orders", "g", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.c.Scale(context.Background(), meta, k, commands.ScaleInput{TargetShardCount: ptr(2), RequestedBy: "alice", Reason: "more"})
+	wantCode(t, err, commands.ErrPrefixExists, "{orders:1}:fence")
+}
+
 // TestRetirementDeletesOnlyWhatTheCoordinatorCreated: a scale-in of groups
 // on an adopted stream retires its removed shards by keeping them (recorded
 // as kept), while a shard the coordinator created is deleted.
