@@ -418,6 +418,12 @@ func (d *decider) commit(b *batchCtx) error {
 		return err
 	}
 	d.life.healthy.Store(false)
+	if errors.Is(err, events.ErrRefused) {
+		// Redis answered, refusing it unwritten (out of memory, say): the
+		// decisions are not recorded, and a retry cannot do them twice.
+		d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append refused; decisions not recorded")
+		return err
+	}
 	d.unresolved = &unresolvedBatch{after: after, b: b}
 	if errors.Is(err, events.ErrNotDurable) {
 		// The entries are in the log but may not survive a failover: the

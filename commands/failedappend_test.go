@@ -3,6 +3,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -188,6 +189,32 @@ func TestFailedAppendEndingOverdueRoundChangesNothing(t *testing.T) {
 	}
 	r.checkFold()
 	r.neverKeepsShard1(5)
+}
+
+// TestRefusedAppendSaysNothingWasRecorded: an append Redis refused with an
+// answer (out of memory) was answered "it may have been recorded; read the
+// state before retrying", as if the answer had been lost; it says the
+// decision was not recorded, so the caller may retry. Nothing changed.
+func TestRefusedAppendSaysNothingWasRecorded(t *testing.T) {
+	r := newRoundRig(t)
+	r.untilOverdue()
+	r.log.failNext(appendRefusedUnwritten)
+	_, err := r.heartbeat("a", 0, []int{0})
+	if !isKind(err, commands.KindUnavailable) {
+		t.Fatalf("a's heartbeat with Redis refusing the append: %v, want 503", err)
+	}
+	var ce *commands.Error
+	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "not recorded") || strings.Contains(ce.Message, "may have been recorded") {
+		t.Fatalf("the refusal is answered %q, want that the decision was not recorded", ce.Message)
+	}
+	if r.fenced("b") || !r.c.CorrectionOpen(simKey) {
+		t.Fatal("the refused append changed the state")
+	}
+	r.checkFold()
+	if resp, err := r.heartbeat("b", 5, []int{1}); err != nil || resp.Status != wire.StatusFenced {
+		t.Fatalf("b's heartbeat once Redis takes writes again: %+v %v, want %s", resp, err, wire.StatusFenced)
+	}
+	r.checkFold()
 }
 
 // TestLostAnswerEndingOverdueRound: the append ending the round lands, but

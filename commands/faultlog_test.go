@@ -29,6 +29,9 @@ const (
 	// appendNotDurable: the batch lands in the log, but too few replicas
 	// acknowledged it (events.ErrNotDurable): it may be lost later.
 	appendNotDurable
+	// appendRefusedUnwritten: Redis answered, refusing the append before
+	// it wrote anything (out of memory, say: events.ErrRefused).
+	appendRefusedUnwritten
 )
 
 // faultLog is an events.MemLog whose appends fail on demand: the next one
@@ -105,6 +108,8 @@ func (l *faultLog) AppendIndexed(ctx context.Context, after string, batch []even
 	switch f {
 	case appendRefused:
 		return nil, errLogDown
+	case appendRefusedUnwritten:
+		return nil, fmt.Errorf("fault log: %w: OOM command not allowed when used memory > 'maxmemory'", events.ErrRefused)
 	case appendLost, appendLostUnread, appendNotDurable:
 		ids, err := l.MemLog.AppendIndexed(ctx, after, batch)
 		if err != nil {

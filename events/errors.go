@@ -14,6 +14,11 @@ var (
 	// now and lost later. The writer answers the decision as failed and folds
 	// the entries only when it next reads the log.
 	ErrNotDurable = errors.New("append not acknowledged by enough replicas")
+	// ErrRefused: the log's store refused the append before writing any of
+	// it (Redis out of memory, a read-only replica, a user without the
+	// permission, ...): nothing was appended, and nothing of it can land
+	// later, unlike an append that failed without an answer.
+	ErrRefused = errors.New("append refused; nothing was written")
 	// ErrCorrupt: an entry's bytes do not decode.
 	ErrCorrupt = errors.New("corrupt log entry")
 	// ErrUnknownType: an entry names an event type this build does not know.

@@ -108,8 +108,32 @@ func appendError(err error, key, after string, n int, tok int64) error {
 		return fmt.Errorf("%w: term %d is over (lease token now %s)", events.ErrFenced, tok, strings.TrimPrefix(msg, "RSCFENCED "))
 	case strings.HasPrefix(msg, "RSCCONFLICT"):
 		return fmt.Errorf("%w: log is at %s, caller at %s", events.ErrConflict, strings.TrimPrefix(msg, "RSCCONFLICT "), after)
+	case refusedBeforeWriting(err):
+		return fmt.Errorf("append %d events to %s: %w: %w", n, key, events.ErrRefused, err)
 	}
 	return fmt.Errorf("append %d events to %s: %w", n, key, err)
+}
+
+// refusalCodes are the error codes of a Redis reply refusing a script before
+// its first write (a script is checked for memory, read-only, min-replicas
+// and persistence errors at its first write command, for permissions at
+// each command; the append script writes nothing before its XADDs), or
+// refusing it unrun.
+var refusalCodes = []string{"OOM", "READONLY", "NOPERM", "MISCONF", "NOREPLICAS", "MASTERDOWN", "BUSY", "LOADING", "WRONGTYPE", "CLUSTERDOWN", "TRYAGAIN", "CROSSSLOT"}
+
+// refusedBeforeWriting reports whether err is Redis's reply refusing the
+// append script with one of refusalCodes (not a failure to get an answer).
+func refusedBeforeWriting(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, code := range refusalCodes {
+		if redis.HasErrorPrefix(err, code) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Log) Read(ctx context.Context, after string, count int) ([]events.Entry, error) {

@@ -159,3 +159,36 @@ func TestIntegrationRedisLogLastIDAfterTrim(t *testing.T) {
 	}
 	MustAppend(t, l, ids[1], []byte("c"))
 }
+
+// TestIntegrationRedisLogRefusedAppend: an append Redis refuses with an
+// answer before writing (maxmemory reached with noeviction: OOM) is
+// events.ErrRefused, so the writer can say the decision was not recorded
+// instead of "it may have landed"; nothing of it is in the log.
+func TestIntegrationRedisLogRefusedAppend(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.StartProcess(t).Client(t) // CONFIG SET on a server of its own
+	l := redisstore.NewLog(rdb, uniqueKey("test:events"))
+	ids := MustAppend(t, l, events.ZeroID, []byte("before"))
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Append(ctx, ids[0], [][]byte{[]byte("refused")})
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, events.ErrRefused) {
+		t.Fatalf("append with Redis out of memory: %v, want ErrRefused", err)
+	}
+	if got := MustRead(t, l, events.ZeroID); len(got) != 1 {
+		t.Fatalf("the log holds %d entries after the refused append, want 1", len(got))
+	}
+	// A failure without an answer is not a refusal.
+	cut := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = cut.Close() })
+	if _, err := redisstore.NewLog(cut, "x").Append(ctx, events.ZeroID, [][]byte{[]byte("x")}); err == nil || errors.Is(err, events.ErrRefused) {
+		t.Fatalf("append to an unreachable Redis: %v, want an error that is not ErrRefused", err)
+	}
+}
