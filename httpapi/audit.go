@@ -203,7 +203,11 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	g, found := st.Group(k)
 	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+st.LastID()))
+		at := r.URL.Query().Get("until")
+		if at == "" {
+			at = st.LastID()
+		}
+		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+at+" (the log up to it ends at "+st.LastID()+")"))
 		return
 	}
 	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.read.Config().RebalanceTimeout),

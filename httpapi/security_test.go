@@ -708,7 +708,10 @@ func TestReplaysAreBounded(t *testing.T) {
 			t.Errorf("replay %d: HTTP %d, want 404", i, c)
 		}
 	}
-	s.call(t, "GET", replay, admin, "", nil).want(t, 404, "a replay after the others ended")
+	a = s.call(t, "GET", replay, admin, "", nil).want(t, 404, "a replay after the others ended")
+	if msg, _ := a.json["message"].(string); !strings.Contains(msg, "did not exist at 1-0") {
+		t.Errorf("replay before the group: message %q, want it to name until=1-0", msg)
+	}
 }
 
 // blockingStreams is countingStreams whose Messages waits for release once
