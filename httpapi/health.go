@@ -10,8 +10,8 @@ import (
 )
 
 func (s *Server) registerHealthRoutes() {
-	s.router.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet)
-	s.router.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet)
+	s.router.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet, http.MethodHead)
 }
 
 // handleHealthz serves GET /healthz: the process is up (no auth).

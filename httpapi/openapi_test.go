@@ -764,6 +764,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 
 	call("GET", "/healthz", "/healthz", "")
 	call("GET", "/readyz", "/readyz", "")
+	call("HEAD", "/healthz", "/healthz", "")
+	call("HEAD", "/readyz", "/readyz", "")
 	call("POST", "/coord/v1/auth/login", "/coord/v1/auth/login", `{"username":"admin","password":"password"}`)
 	call("POST", "/coord/v1/auth/login", "/coord/v1/auth/login", `{"username":"admin","password":"wrong"}`)
 	call("GET", "/coord/v1/monitoring/health", "/coord/v1/monitoring/health", "")

@@ -230,6 +230,13 @@ func TestFailedLoginsAreThrottled(t *testing.T) {
 		idle.call(t, "GET", "/readyz", "Bearer forged", "", nil)
 	}
 	idle.call(t, "GET", groups, basic("alice", "a-pw"), "", nil).want(t, 200, "alice after 50 bad passwords to /healthz")
+	// Load balancers probe with HEAD: the answer's status, no body.
+	if a := idle.call(t, "HEAD", "/healthz", "", "", nil).want(t, 200, "HEAD /healthz"); a.body != "" {
+		t.Errorf("HEAD /healthz has a body: %q", a.body)
+	}
+	if a := idle.call(t, "HEAD", "/readyz", "", "", nil); a.code == http.StatusMethodNotAllowed || a.body != "" {
+		t.Errorf("HEAD /readyz: HTTP %d, body %q", a.code, a.body)
+	}
 }
 
 // TestProvenConnectionIsNotThrottled: failures from the same address as a
