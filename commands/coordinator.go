@@ -82,6 +82,19 @@ type Config struct {
 	// Trimmer trims the log and reads its archive (the unfenced redisstore.Log);
 	// nil: the log is never trimmed and has no archive.
 	Trimmer LogTrimmer
+	// MaxHeartbeatHold bounds how long a heartbeat that asks to be held is
+	// held (30s; never more than half the member lease: hold.go).
+	MaxHeartbeatHold time.Duration
+	// MaxHeldHeartbeats bounds the heartbeats held at once (10000), and
+	// MaxHeldHeartbeatsPerPrincipal those of one principal (2500;
+	// anonymous members count as one principal); past either a heartbeat
+	// is answered at once. Negative: no heartbeat is held.
+	MaxHeldHeartbeats             int
+	MaxHeldHeartbeatsPerPrincipal int
+	// HeartbeatDropGrace is how long a member whose held heartbeat's
+	// connection closed without an answer has to heartbeat again before it
+	// is expired (1s; negative: the lease alone applies).
+	HeartbeatDropGrace time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -148,7 +161,27 @@ func (c *Config) setDefaults() {
 	if c.SnapshotKeep <= 0 {
 		c.SnapshotKeep = 2
 	}
+	if c.MaxHeartbeatHold <= 0 {
+		c.MaxHeartbeatHold = DefaultMaxHeartbeatHold
+	}
+	if c.MaxHeldHeartbeats == 0 {
+		c.MaxHeldHeartbeats = DefaultMaxHeldHeartbeats
+	}
+	if c.MaxHeldHeartbeatsPerPrincipal == 0 {
+		c.MaxHeldHeartbeatsPerPrincipal = DefaultMaxHeldHeartbeatsPerPrincipal
+	}
+	if c.HeartbeatDropGrace == 0 {
+		c.HeartbeatDropGrace = DefaultHeartbeatDropGrace
+	}
 }
+
+// Defaults of held heartbeats (Config).
+const (
+	DefaultMaxHeartbeatHold              = 30 * time.Second
+	DefaultMaxHeldHeartbeats             = 10000
+	DefaultMaxHeldHeartbeatsPerPrincipal = 2500
+	DefaultHeartbeatDropGrace            = time.Second
+)
 
 // Coordinator wires the parts of the coordinator and runs their loops. Each
 // part is built from the pieces it uses and none holds the Coordinator:
@@ -238,17 +271,19 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	life.stop = life.ctx.Done()
 	rules := newRules(cfg, shards != nil)
 	table := newRuntimeTable()
+	holds := newWaiters(cfg.MaxHeldHeartbeats, cfg.MaxHeldHeartbeatsPerPrincipal)
 	evidence := newEvidenceTable(shards != nil)
 	rearm := func() {
 		table.rearm(state, now(), cfg.MemberLease)
 		evidence.reset()
 	}
 	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm})
-	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID})
+	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID,
+		steppedDown: func() { holds.releaseAll(false) }})
 	dec := newDecider(deciderDeps{
 		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
 		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
-		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
+		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog, holds: holds,
 	})
 	rep.writer = dec
 	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}
@@ -260,6 +295,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	svc := newService(serviceDeps{
 		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
 		lead: lead, life: life, now: now, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
+		holds: holds, hold: holdRules{maxBound: cfg.MaxHeartbeatHold, grace: cfg.HeartbeatDropGrace},
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
@@ -345,6 +381,7 @@ func (c *Coordinator) Close() {
 	if c.life.closing.Swap(true) {
 		return
 	}
+	c.Service.holds.releaseAll(true) // held heartbeats are answered at once
 	c.life.cancel()
 	// Once the writer finished the batch in progress nothing more is decided:
 	// snapshot and hand the lease over before waiting for the other loops (the
