@@ -38,28 +38,29 @@ import (
 // closes nothing is bounded by the lease, as before.
 
 // HoldOutcome says how a heartbeat that asked to be held was answered (the
-// HTTP header X-Rsc-Hold).
+// HTTP header X-Rsc-Hold: wire.Hold*, but for HoldDropped, which nobody
+// hears).
 type HoldOutcome string
 
 // Hold outcomes.
 const (
 	// HoldAnswered: not held; the answer brings news, or the heartbeat
 	// reported something to decide (a revoke report, other shards).
-	HoldAnswered HoldOutcome = "answered"
+	HoldAnswered HoldOutcome = wire.HoldAnswered
 	// HoldWoken: held, and answered when a change concerned the answer.
-	HoldWoken HoldOutcome = "woken"
+	HoldWoken HoldOutcome = wire.HoldWoken
 	// HoldElapsed: held for the whole bound, then answered as a heartbeat
 	// sent at that moment.
-	HoldElapsed HoldOutcome = "elapsed"
+	HoldElapsed HoldOutcome = wire.HoldElapsed
 	// HoldLimit: not held: as many heartbeats are held as allowed, for the
 	// principal or in total (MaxHeldHeartbeats*).
-	HoldLimit HoldOutcome = "limit"
+	HoldLimit HoldOutcome = wire.HoldLimit
 	// HoldReleased: held, and answered at once with the answer it was held
 	// with: the coordinator shuts down, this replica lost the leadership,
 	// or a newer heartbeat of the same member arrived.
-	HoldReleased HoldOutcome = "released"
+	HoldReleased HoldOutcome = wire.HoldReleased
 	// HoldOff: not held: holding is disabled (MaxHeldHeartbeats < 0).
-	HoldOff HoldOutcome = "off"
+	HoldOff HoldOutcome = wire.HoldOff
 	// HoldDropped: the caller went away before the answer; nothing is
 	// answered.
 	HoldDropped HoldOutcome = "dropped"

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/rscoord/rsc/wire"
 )
 
 // Held heartbeats over HTTP (commands/hold.go). A member asks for its
@@ -20,8 +22,8 @@ import (
 // last, so a heartbeat is held by the leader only. Server.Close answers
 // every held heartbeat at once before it waits for the requests in flight.
 const (
-	headerHold        = "X-Rsc-Hold-Ms"
-	headerHoldOutcome = "X-Rsc-Hold"
+	headerHold        = wire.HeaderHold
+	headerHoldOutcome = wire.HeaderHoldOutcome
 )
 
 // MaxHoldHeader is the largest X-Rsc-Hold-Ms accepted; a larger value is a
