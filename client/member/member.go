@@ -54,6 +54,12 @@ type member struct {
 	lapsed   bool
 	joined   bool
 
+	// unheld counts the answers in a row that came at once although the
+	// member had nothing to report (held heartbeats): after a few it waits
+	// its interval, so a coordinator that keeps answering at once (a
+	// correction round, say) is not asked in a loop.
+	unheld int
+
 	leaseUntil atomic.Int64  // unix nanos; readers read only before it
 	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
 	// gate is what the last applied answer said about ordering: the
@@ -223,17 +229,26 @@ func (m *member) available() int {
 	return 1
 }
 
-// heartbeat sends one heartbeat, applies the answer, and returns the delay
-// until the next one.
+// heartbeat sends one heartbeat (held, when it may be), applies the answer,
+// and returns the delay until the next one.
 func (m *member) heartbeat(ctx context.Context) time.Duration {
 	req := m.buildRequest(m.epoch, m.available())
 	sent := time.Now()
-	hctx, cancel := context.WithTimeout(ctx, m.callTimeout())
-	resp, err := m.rt.cfg.Coordinator.Heartbeat(hctx, m.rt.cfg.StreamPrefix, m.rt.cfg.ConsumerGroup, req)
-	cancel()
+	hold := m.holdFor(req)
+	var resp *client.HeartbeatResponse
+	var outcome string
+	var err error
+	woke := false
+	if hold > 0 {
+		resp, outcome, woke, err = m.held(ctx, req, hold)
+	} else {
+		hctx, cancel := context.WithTimeout(ctx, m.callTimeout())
+		resp, err = m.rt.cfg.Coordinator.Heartbeat(hctx, m.rt.cfg.StreamPrefix, m.rt.cfg.ConsumerGroup, req)
+		cancel()
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0
+		if ctx.Err() != nil || woke {
+			return 0 // stopping, or a reader has news: heartbeat again at once
 		}
 		m.rt.stats.heartbeatFailures.Add(1)
 		m.log.Warn("heartbeat failed; keeping the assignment while the lease lasts", "err", err, "leaseValid", m.leaseValid())
@@ -242,10 +257,88 @@ func (m *member) heartbeat(ctx context.Context) time.Duration {
 		return min(m.interval, time.Second)
 	}
 	m.rt.stats.heartbeats.Add(1)
+	if outcome == client.HoldWoken || outcome == client.HoldElapsed {
+		m.rt.stats.heldHeartbeats.Add(1)
+	}
 	m.apply(req, resp, sent)
 	m.checkLease()
+	if woke {
+		return 0
+	}
+	return m.nextDelay(hold > 0, outcome)
+}
+
+// holdFor is how long the heartbeat req may be held (0: send it plain):
+// held heartbeats are on, the member has joined and reports nothing the
+// coordinator must act on (a revoke report is answered at once anyway).
+func (m *member) holdFor(req *client.HeartbeatRequest) time.Duration {
+	if m.rt.cfg.PlainHeartbeats || !m.joined || *req.MemberEpoch <= 0 || len(req.RevokingShards) > 0 {
+		return 0
+	}
+	hold := m.rt.cfg.HeartbeatHold
+	if hold <= 0 {
+		hold = m.interval
+	}
+	return min(hold, m.lease()/3)
+}
+
+// held sends req as a held heartbeat. A reader's news (a drained shard,
+// entries held back) ends the wait: the call is abandoned (the coordinator
+// sees its connection close; the heartbeat that follows at once keeps the
+// member), and woke is true.
+func (m *member) held(ctx context.Context, req *client.HeartbeatRequest, hold time.Duration) (resp *client.HeartbeatResponse, outcome string, woke bool, err error) {
+	hctx, cancel := context.WithTimeout(ctx, hold+m.callTimeout())
+	defer cancel()
+	type answer struct {
+		resp    *client.HeartbeatResponse
+		outcome string
+		err     error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		r, o, e := m.rt.cfg.Coordinator.HeldHeartbeat(hctx, m.rt.cfg.StreamPrefix, m.rt.cfg.ConsumerGroup, req, hold)
+		ch <- answer{r, o, e}
+	}()
+	select {
+	case a := <-ch:
+		return a.resp, a.outcome, false, a.err
+	case <-m.wake:
+		cancel()
+		a := <-ch // an answer that came meanwhile is applied
+		return a.resp, a.outcome, true, a.err
+	}
+}
+
+// nextDelay is the wait before the next heartbeat after an answer: none
+// after a held one (the next is held in turn), nor after one that came at
+// once with news while the member has nothing to report (a few in a row at
+// most); the interval otherwise: plain heartbeats, a coordinator that holds
+// none, a member with revoke reports to make (its readers wake it).
+func (m *member) nextDelay(askedHold bool, outcome string) time.Duration {
+	if m.rt.cfg.PlainHeartbeats {
+		return m.interval
+	}
+	switch {
+	case outcome == client.HoldWoken || outcome == client.HoldElapsed:
+		m.unheld = 0
+		return 0
+	case outcome == client.HoldReleased:
+		return min(m.interval, time.Second) // the coordinator stops or lost the lead
+	case askedHold && outcome != client.HoldAnswered:
+		return m.interval // limit, off, or a coordinator that holds no heartbeat
+	case len(m.statesOf(shardDraining, shardRevoked)) > 0:
+		return m.interval
+	}
+	m.unheld++
+	if m.unheld <= maxUnheld {
+		return 0
+	}
 	return m.interval
 }
+
+// maxUnheld is how many answers in a row may come at once before the member
+// waits its interval (see member.unheld).
+const maxUnheld = 3
 
 func (m *member) callTimeout() time.Duration {
 	return min(max(2*m.interval, time.Second), client.DefaultTimeout)

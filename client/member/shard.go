@@ -29,6 +29,9 @@ type reader struct {
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+	// blockID is the Redis client id of the reader's own connection while
+	// it reads on one (0: it reads through the pool); unblock.go.
+	blockID atomic.Int64
 
 	// inFlight is the number of read entries not acked yet (held back ones
 	// excluded).
@@ -56,8 +59,14 @@ func newReader(m *member, index int) *reader {
 	}
 }
 
-// stop asks the reader to stop after its current batch.
-func (r *reader) stop() { r.stopOnce.Do(func() { close(r.stopCh) }) }
+// stop asks the reader to stop after its current batch, ending a blocked
+// read at once where it can (unblock.go).
+func (r *reader) stop() {
+	r.stopOnce.Do(func() {
+		close(r.stopCh)
+		r.unblock()
+	})
+}
 
 func (r *reader) stopped() bool {
 	select {
@@ -140,6 +149,18 @@ func (r *reader) read(ctx context.Context) bool {
 		Group: cfg.ConsumerGroup, Consumer: r.m.id, Streams: []string{r.key, ">"},
 		Count: cfg.BatchSize, Block: cfg.Block,
 	}
+	readGroup := cfg.Redis.XReadGroup
+	if own := ownConn(ctx, cfg.Redis); own != nil {
+		readGroup = own.conn.XReadGroup
+		r.blockID.Store(own.id)
+		defer func() {
+			r.blockID.Store(0)
+			_ = own.conn.Close()
+		}()
+		if r.stopped() {
+			return false // stopped before the id was known: nothing to unblock
+		}
+	}
 	for !r.stopped() && ctx.Err() == nil {
 		if !r.m.leaseValid() {
 			// Another member may own the shard by now: read nothing until a
@@ -149,7 +170,7 @@ func (r *reader) read(ctx context.Context) bool {
 			}
 			continue
 		}
-		streams, err := r.rt.cfg.Redis.XReadGroup(ctx, args).Result()
+		streams, err := readGroup(ctx, args).Result()
 		switch {
 		case err == nil:
 			backoff = 0
