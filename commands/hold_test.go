@@ -443,3 +443,29 @@ func TestScaleOutGrantsNewShardsWithActivation(t *testing.T) {
 		t.Fatalf("no activation in %v", typesOf(recs))
 	}
 }
+
+// TestHeldHeartbeatDroppedThenRenewedKeepsMember: a member whose held
+// heartbeat's connection dropped and that heartbeats again within the grace
+// (a client that cancelled its hold to report something, a connection that
+// flapped) is not expired when the grace ends.
+func TestHeldHeartbeatDroppedThenRenewedKeepsMember(t *testing.T) {
+	h := newHoldHarness(t, 2, commands.Config{HeartbeatDropGrace: 200 * time.Millisecond})
+	a := &hmember{id: "a"}
+	h.settle(a)
+	before := h.logLen()
+	call := h.hold(a, time.Minute, nil)
+	h.waitHeld(1)
+	call.cancel()
+	call.wait(t, "a's held heartbeat")
+	if call.why != commands.HoldDropped {
+		t.Fatalf("%v, want dropped", call.why)
+	}
+	h.beat(a) // again, on another connection
+	waitFor(t, "the grace decided", func() bool { return h.c.PendingGraces() == 0 })
+	if m := h.group().Member("a"); !m.Live() {
+		t.Fatalf("a is %s after it heartbeat again within the grace", m.State)
+	}
+	if h.logLen() != before {
+		t.Fatalf("%d entries appended", h.logLen()-before)
+	}
+}
