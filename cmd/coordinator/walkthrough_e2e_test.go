@@ -62,7 +62,7 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 cd "$ROOT"
 # Every curl of the walk-through fails on an HTTP error, and waits for a
 # coordinator that is still starting.
-curl() { command curl --fail-with-body --retry 40 --retry-connrefused --retry-delay 1 --retry-max-time 120 "$@"; echo; }
+curl() { command curl --fail-with-body --retry 600 --retry-connrefused --retry-delay 1 --retry-max-time 600 "$@"; echo; }
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
