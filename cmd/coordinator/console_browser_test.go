@@ -86,6 +86,7 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 	if text := consoleRun(t, ctx, "read the overview row", chromedp.Text(row)); !strings.Contains(text, "STABLE") || !strings.Contains(text, prefix) {
 		t.Fatalf("overview row %q: want the prefix and state STABLE", text)
 	}
+	consoleWaitFor(t, ctx, "the group's lag status in the overview", fmt.Sprintf(`document.querySelector('#groups-table tr[data-group="%s/%s"] td[data-field="lag"]').textContent === 'OK 0.0 s'`, prefix, group))
 
 	// The live group page: both members, the 2 routed shards.
 	consoleDo(t, ctx, "open the group page",

@@ -531,15 +531,22 @@
 
     async refresh() {
       const data = await guarded('groups', 'Loading groups', async () => {
-        const [groups, streams] = await Promise.all([api(`${API}/monitoring/groups`), api(`${API}/monitoring/streams`)]);
-        return { groups: groups.groups || [], streams: streams.streams || [] };
+        // The lag columns come from the Grafana group rows (Redis's view, as
+        // the coordinator's cache last read it); without them the rest shows.
+        const [groups, streams, lagRows] = await Promise.all([api(`${API}/monitoring/groups`), api(`${API}/monitoring/streams`),
+          api(`${API}/monitoring/grafana/groups`).catch((e) => {
+            if (e instanceof SignedOut) throw e;
+            return null;
+          })]);
+        const lag = new Map((lagRows || []).map((r) => [`${r.streamPrefix}/${r.consumerGroup}`, r]));
+        return { groups: groups.groups || [], streams: streams.streams || [], lag: Object.fromEntries(lag) };
       });
       if (!data || page !== this) return;
       liveStamp(this.stamp);
       const key = JSON.stringify(data);
       if (key === this.last) return;
       this.last = key;
-      this.body.replaceChildren(groupsTable(data.groups));
+      this.body.replaceChildren(groupsTable(data.groups, data.lag));
       this.streams.replaceChildren(this.streamsTable(data.streams, data.groups));
     }
 
@@ -603,7 +610,7 @@
     el.replaceChildren(h('span', { class: 'dot' }), `Live · updated ${fmtClock(new Date())}`);
   }
 
-  function groupsTable(groups) {
+  function groupsTable(groups, lag) {
     if (groups.length === 0) {
       return h('p', { class: 'empty', text: 'No groups yet.' });
     }
@@ -613,11 +620,12 @@
         h('th', { text: 'Stream prefix' }), h('th', { text: 'Consumer group' }), h('th', { text: 'State' }),
         h('th', { class: 'num', text: 'Shards' }),
         h('th', { class: 'num', title: 'group epoch · assignment epoch · metadata version', text: 'Epochs (group · assign · meta)' }),
-        h('th', { class: 'num', text: 'Live members' }), h('th', { text: 'Resharding' }))),
-      h('tbody', null, sorted.map(groupRow)));
+        h('th', { class: 'num', text: 'Live members' }), h('th', { text: 'Resharding' }),
+        h('th', { title: 'lag status · age of the oldest entry not yet delivered', text: 'Lag' }))),
+      h('tbody', null, sorted.map((g) => groupRow(g, lag[`${g.streamPrefix}/${g.consumerGroup}`]))));
   }
 
-  function groupRow(g) {
+  function groupRow(g, lag) {
     const href = groupHash(g.streamPrefix, g.consumerGroup);
     const live = Object.keys(g.targetAssignmentSummary || {}).length;
     const m = g.activeMigration;
@@ -636,6 +644,9 @@
     h('td', { class: 'num', text: String(live) }),
     h('td', null, m
       ? [h('span', { class: 'mono', text: `${m.fromShardCount} → ${m.toShardCount} ` }), badge(g.activeReshardingPhase || m.phase, 'phase'), ' ', badge(m.state)]
+      : h('span', { class: 'muted', text: '—' })),
+    h('td', { 'data-field': 'lag', title: lag ? LAG_STATUS[lag.lagStatus] || null : 'Redis not read' }, lag
+      ? [badge(lag.lagStatus, 'lag'), h('span', { class: 'muted small', text: ` ${fmtSeconds(lag.lagSeconds)}` })]
       : h('span', { class: 'muted', text: '—' })));
   }
 
