@@ -59,6 +59,11 @@ type member struct {
 	// its interval, so a coordinator that keeps answering at once (a
 	// correction round, say) is not asked in a loop.
 	unheld int
+	// heldFailed: the last heartbeat was held and failed. The next is sent
+	// at once, once: a held heartbeat whose connection closed starts the
+	// coordinator's grace (--heartbeat-drop-grace, 1 s), and only a new
+	// heartbeat within it keeps the member.
+	heldFailed bool
 
 	leaseUntil atomic.Int64  // unix nanos; readers read only before it
 	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
@@ -254,8 +259,13 @@ func (m *member) heartbeat(ctx context.Context) time.Duration {
 		m.log.Warn("heartbeat failed; keeping the assignment while the lease lasts", "err", err, "leaseValid", m.leaseValid())
 		m.checkLease()
 		m.publishStatus("")
+		if hold > 0 && !m.heldFailed {
+			m.heldFailed = true
+			return 0
+		}
 		return min(m.interval, time.Second)
 	}
+	m.heldFailed = false
 	m.rt.stats.heartbeats.Add(1)
 	if outcome == client.HoldWoken || outcome == client.HoldElapsed {
 		m.rt.stats.heldHeartbeats.Add(1)
