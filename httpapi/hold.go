@@ -26,6 +26,10 @@ const (
 	headerHoldOutcome = wire.HeaderHoldOutcome
 )
 
+// statusClientClosed is what a held heartbeat whose caller went away is
+// recorded with (rsc_http_requests_total); nobody reads it.
+const statusClientClosed = 499
+
 // MaxHoldHeader is the largest X-Rsc-Hold-Ms accepted; a larger value is a
 // 400 (the coordinator's own maximum clamps what is accepted).
 const MaxHoldHeader = 10 * time.Minute

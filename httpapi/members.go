@@ -48,7 +48,10 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		var why commands.HoldOutcome
 		resp, why, err = s.dec.HeldHeartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req, commands.HoldRequest{Bound: hold, Release: s.releasing})
 		if why == commands.HoldDropped {
-			return // nobody to answer
+			// Nobody to answer; the status is for the access log and
+			// metrics only (nginx's "client closed request").
+			w.WriteHeader(statusClientClosed)
+			return
 		}
 		w.Header().Set(headerHoldOutcome, string(why))
 	} else {
