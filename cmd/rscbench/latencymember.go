@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -34,8 +34,7 @@ func runLatencyMember() int {
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	out := &lineWriter{w: bufio.NewWriterSize(os.Stdout, 64<<10)}
-	stopFlush := out.flushEvery(10 * time.Millisecond)
+	out := &lineWriter{w: os.Stdout}
 	cfg := sdkmember.Config{
 		Coordinator: client.New(os.Getenv("RSCBENCH_COORDINATOR"), client.BasicAuth{Username: "admin", Password: "password"}),
 		Redis:       rdb, StreamPrefix: os.Getenv("RSCBENCH_PREFIX"), ConsumerGroup: os.Getenv("RSCBENCH_GROUP"),
@@ -52,25 +51,23 @@ func runLatencyMember() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err = sdkmember.Listen(ctx, cfg, handler)
-	stopFlush()
-	if err != nil {
+	if err := sdkmember.Listen(ctx, cfg, handler); err != nil {
 		fmt.Fprintln(os.Stderr, "rscbench member:", err)
 		return 1
 	}
 	return 0
 }
 
-// lineWriter prints the handled messages' lines, flushed every few
-// milliseconds (a line per write would cost a syscall per message).
+// lineWriter prints the handled messages' lines, one write each, before
+// the handler returns (so before the ack): a process killed with SIGKILL has
+// reported every message it acked, and one it handled without acking is
+// delivered again and reported by its next owner.
 type lineWriter struct {
 	mu sync.Mutex
-	w  *bufio.Writer
+	w  io.Writer
 }
 
 func (l *lineWriter) line(n, published, handled int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var buf [64]byte
 	b := strconv.AppendInt(buf[:0], n, 10)
 	b = append(b, ' ')
@@ -78,34 +75,7 @@ func (l *lineWriter) line(n, published, handled int64) {
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, handled, 10)
 	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	_, _ = l.w.Write(b)
-}
-
-// flushEvery flushes every d until the returned stop is called (which
-// flushes once more).
-func (l *lineWriter) flushEvery(d time.Duration) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				l.mu.Lock()
-				_ = l.w.Flush()
-				l.mu.Unlock()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-		l.mu.Lock()
-		_ = l.w.Flush()
-		l.mu.Unlock()
-	}
 }
