@@ -232,6 +232,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, rep
 	}
 	start := c.first(eps)
 	var failures []string
+	var errs []error
 	var err error
 	for i := range eps {
 		ep := eps[(start+i)%len(eps)]
@@ -241,6 +242,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, rep
 		}
 		c.failed(eps, ep, eps[(start+i+1)%len(eps)])
 		failures = append(failures, ep+": "+err.Error())
+		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -248,7 +250,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, rep
 	if len(failures) == 1 {
 		return err
 	}
-	return &endpointsError{failures: failures, last: err}
+	return &endpointsError{failures: failures, errs: errs, last: err}
 }
 
 // send makes one attempt at ep. next reports that the call may go on to the

@@ -23,7 +23,8 @@ type holdingCoordinator struct {
 	reqs    []client.HeartbeatRequest
 	holds   []string // X-Rsc-Hold-Ms of each request ("" for none)
 	release chan struct{}
-	held    int // requests held now
+	held    int  // requests held now
+	drop    bool // close every request's connection without an answer
 }
 
 func newHoldingCoordinator(t *testing.T, r reply) *holdingCoordinator {
@@ -39,8 +40,14 @@ func newHoldingCoordinator(t *testing.T, r reply) *holdingCoordinator {
 		f.mu.Lock()
 		f.reqs = append(f.reqs, req)
 		f.holds = append(f.holds, hold)
-		release := f.release
+		release, drop := f.release, f.drop
 		f.mu.Unlock()
+		if drop {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
 		outcome := ""
 		if hold != "" {
 			outcome = client.HoldAnswered
@@ -167,4 +174,60 @@ func TestRevokedShardReleasedWithoutWaitingForTheBlock(t *testing.T) {
 	// Shard 0 is still read.
 	id := e.publish(t, 0, "after")
 	eventually(t, "shard 0 still read", func() bool { return got.has("after") && e.delivered(t, 0, id) })
+}
+
+func (f *holdingCoordinator) dropping(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drop = on
+	if on {
+		close(f.release) // the held heartbeat is dropped too (answered "woken", then closed)
+		f.release = make(chan struct{})
+	}
+}
+
+// TestDroppedHeldHeartbeatPausesReading: while the connection of a held
+// heartbeat, and of the heartbeats after it, close without an answer (a
+// link that resets them), the coordinator may expire the member at the end
+// of its drop grace, a second: the member stops reading until a heartbeat
+// gets through (its lease of five minutes notwithstanding), then reads on.
+func TestDroppedHeldHeartbeatPausesReading(t *testing.T) {
+	e := setup(t, 1, nil)
+	f := newHoldingCoordinator(t, answer(client.StatusOK, 2, 0))
+	var got received
+	rt := e.start(t, e.config(func(c *member.Config) {
+		c.Coordinator = client.New(f.srv.URL, nil)
+		c.PlainHeartbeats = false
+		c.HeartbeatInterval = time.Minute
+	}), got.handler)
+	eventually(t, "a held heartbeat", func() bool { return f.heldNow() == 1 })
+	f.dropping(true)
+	eventually(t, "reading paused", func() bool { return !rt.Members()[0].LeaseValid })
+	f.dropping(false)
+	eventually(t, "reading again", func() bool { return rt.Members()[0].LeaseValid })
+	e.publish(t, 0, "after")
+	eventually(t, "the entry handled", func() bool { return got.has("after") })
+}
+
+// TestHeldHeartbeatRefusedKeepsReading: when the coordinator goes away (its
+// port refuses connections) nobody can expire the member at the end of a
+// drop grace: the member keeps reading on its lease, as with plain
+// heartbeats.
+func TestHeldHeartbeatRefusedKeepsReading(t *testing.T) {
+	e := setup(t, 1, nil)
+	f := newHoldingCoordinator(t, answer(client.StatusOK, 2, 0))
+	var got received
+	rt := e.start(t, e.config(func(c *member.Config) {
+		c.Coordinator = client.New(f.srv.URL, nil)
+		c.PlainHeartbeats = false
+		c.HeartbeatInterval = time.Minute
+	}), got.handler)
+	eventually(t, "a held heartbeat", func() bool { return f.heldNow() == 1 })
+	f.srv.CloseClientConnections()
+	f.srv.Listener.Close() // refuses from now on
+	e.publish(t, 0, "while down")
+	eventually(t, "the entry handled while the coordinator is down", func() bool { return got.has("while down") })
+	if !rt.Members()[0].LeaseValid {
+		t.Fatal("reading paused although no coordinator listens")
+	}
 }

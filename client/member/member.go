@@ -59,11 +59,17 @@ type member struct {
 	// its interval, so a coordinator that keeps answering at once (a
 	// correction round, say) is not asked in a loop.
 	unheld int
-	// heldFailed: the last heartbeat was held and failed. The next is sent
-	// at once, once: a held heartbeat whose connection closed starts the
-	// coordinator's grace (--heartbeat-drop-grace, 1 s), and only a new
-	// heartbeat within it keeps the member.
-	heldFailed bool
+	// graceRisk: a held heartbeat of this member ended without an answer
+	// (it failed, or the member abandoned it). The coordinator that held it
+	// expires the member after its drop grace (--heartbeat-drop-grace, 1 s)
+	// unless a heartbeat gets through meanwhile: the next is sent at once
+	// (once: retried), and while none got through the member reads nothing
+	// (pausedLease is the lease it had), unless no coordinator listens at
+	// all (every endpoint refused: none runs a grace), when the lease it had
+	// applies again.
+	graceRisk   bool
+	retried     bool
+	pausedLease int64
 
 	leaseUntil atomic.Int64  // unix nanos; readers read only before it
 	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
@@ -252,20 +258,27 @@ func (m *member) heartbeat(ctx context.Context) time.Duration {
 		cancel()
 	}
 	if err != nil {
-		if ctx.Err() != nil || woke {
-			return 0 // stopping, or a reader has news: heartbeat again at once
+		if ctx.Err() != nil {
+			return 0 // stopping
+		}
+		if hold > 0 && client.Unanswered(err) {
+			m.graceRisk = true
+		}
+		if woke {
+			return 0 // a reader has news: heartbeat again at once
 		}
 		m.rt.stats.heartbeatFailures.Add(1)
 		m.log.Warn("heartbeat failed; keeping the assignment while the lease lasts", "err", err, "leaseValid", m.leaseValid())
+		m.graceLease(err)
 		m.checkLease()
 		m.publishStatus("")
-		if hold > 0 && !m.heldFailed {
-			m.heldFailed = true
+		if m.graceRisk && !m.retried {
+			m.retried = true
 			return 0
 		}
 		return min(m.interval, time.Second)
 	}
-	m.heldFailed = false
+	m.graceRisk, m.retried, m.pausedLease = false, false, 0
 	m.rt.stats.heartbeats.Add(1)
 	if outcome == client.HoldWoken || outcome == client.HoldElapsed {
 		m.rt.stats.heldHeartbeats.Add(1)
@@ -278,11 +291,28 @@ func (m *member) heartbeat(ctx context.Context) time.Duration {
 	return m.nextDelay(hold > 0, outcome)
 }
 
+// graceLease pauses reading after a failed heartbeat while the coordinator
+// may expire the member at the end of its drop grace (graceRisk), and
+// gives the lease back when the failure shows no coordinator listens.
+func (m *member) graceLease(err error) {
+	switch {
+	case !m.graceRisk:
+	case client.Refused(err):
+		if m.pausedLease != 0 {
+			m.leaseUntil.Store(m.pausedLease)
+			m.pausedLease = 0
+		}
+	case m.pausedLease == 0 && m.leaseValid():
+		m.pausedLease = m.leaseUntil.Swap(time.Now().UnixNano())
+	}
+}
+
 // holdFor is how long the heartbeat req may be held (0: send it plain):
 // held heartbeats are on, the member has joined and reports nothing the
-// coordinator must act on (a revoke report is answered at once anyway).
+// coordinator must act on (a revoke report is answered at once anyway), and
+// its lease is valid (the answer that renews it must come at once).
 func (m *member) holdFor(req *client.HeartbeatRequest) time.Duration {
-	if m.rt.cfg.PlainHeartbeats || !m.joined || *req.MemberEpoch <= 0 || len(req.RevokingShards) > 0 {
+	if m.rt.cfg.PlainHeartbeats || !m.joined || *req.MemberEpoch <= 0 || len(req.RevokingShards) > 0 || !m.leaseValid() {
 		return 0
 	}
 	hold := m.rt.cfg.HeartbeatHold
