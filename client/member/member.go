@@ -393,7 +393,7 @@ func (m *member) checkLease() {
 	switch {
 	case !valid && !m.lapsed:
 		m.lapsed = true
-		m.log.Warn("assignment lease lapsed: heartbeats failed for longer than the member lease; reading of all shards paused", "lease", m.lease())
+		m.log.Warn("assignment lease lapsed: heartbeats failed for longer than the member lease, or a held heartbeat went unanswered (the coordinator may expire the member after its drop grace); reading of all shards paused", "lease", m.lease())
 		m.rt.emit(Event{MemberID: m.id, Kind: EventLeaseLapsed, Shards: m.statesOf(shardReading)})
 	case valid && m.lapsed:
 		m.lapsed = false

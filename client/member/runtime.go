@@ -26,8 +26,9 @@ const (
 	// EventFenced: the coordinator fenced the member or forgot it (Detail has
 	// the status); it stopped every shard and rejoins.
 	EventFenced EventKind = "fenced"
-	// EventLeaseLapsed: heartbeats failed for longer than the member lease;
-	// reading is paused.
+	// EventLeaseLapsed: heartbeats failed for longer than the member lease,
+	// or a held heartbeat went unanswered (the coordinator may expire the
+	// member after its drop grace); reading is paused.
 	EventLeaseLapsed EventKind = "lease-lapsed"
 	// EventLeaseRestored: a heartbeat succeeded again after a lapse.
 	EventLeaseRestored EventKind = "lease-restored"
