@@ -43,6 +43,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -356,7 +357,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: time.Now().UTC(),
 	}}
-	b := &bench{o: o, progress: stderr}
+	b := &bench{o: o, progress: &lockedWriter{w: stderr}}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
@@ -439,6 +440,19 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runRebalance(ctx, rep)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// lockedWriter serializes writes to w: the latency benchmark's member
+// processes write their stderr to the progress writer at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // intList is a comma-separated list of integers (a flag).
