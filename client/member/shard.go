@@ -149,18 +149,29 @@ func (r *reader) read(ctx context.Context) bool {
 		Group: cfg.ConsumerGroup, Consumer: r.m.id, Streams: []string{r.key, ">"},
 		Count: cfg.BatchSize, Block: cfg.Block,
 	}
+	var own *blockingConn
 	readGroup := cfg.Redis.XReadGroup
-	if own := ownConn(ctx, cfg.Redis); own != nil {
-		readGroup = own.conn.XReadGroup
-		r.blockID.Store(own.id)
-		defer func() {
+	// connect takes a connection of the reader's own (a fresh one after a
+	// failure: a failed connection stays failed, and a failover client's
+	// next one reaches the new primary), or reads through the pool.
+	connect := func() {
+		if own != nil {
 			r.blockID.Store(0)
 			_ = own.conn.Close()
-		}()
-		if r.stopped() {
-			return false // stopped before the id was known: nothing to unblock
+		}
+		readGroup = cfg.Redis.XReadGroup
+		if own = ownConn(ctx, cfg.Redis); own != nil {
+			readGroup = own.conn.XReadGroup
+			r.blockID.Store(own.id)
 		}
 	}
+	connect()
+	defer func() {
+		if own != nil {
+			r.blockID.Store(0)
+			_ = own.conn.Close()
+		}
+	}()
 	for !r.stopped() && ctx.Err() == nil {
 		if !r.m.leaseValid() {
 			// Another member may own the shard by now: read nothing until a
@@ -184,6 +195,9 @@ func (r *reader) read(ctx context.Context) bool {
 		case ctx.Err() != nil:
 			return false
 		default:
+			if own != nil && !isReply(err) {
+				connect() // the connection failed, not the command
+			}
 			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
 			if isNoGroup(err) {
 				// The stream or its consumer group is gone: a retired shard,

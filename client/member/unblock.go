@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,4 +66,11 @@ func (r *reader) unblock() {
 			}
 		}
 	}()
+}
+
+// isReply reports whether err is an error reply of Redis (NOGROUP, say): the
+// connection is fine.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }
