@@ -437,6 +437,7 @@ func runHelperMember() int {
 		StreamPrefix: os.Getenv("RSC_T_PREFIX"), ConsumerGroup: os.Getenv("RSC_T_GROUP"),
 		MemberIDBase: os.Getenv("RSC_T_BASE"), Concurrency: conc, MemberLease: 2500 * time.Millisecond,
 		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: retry,
+		PlainHeartbeats: os.Getenv("RSC_T_PLAIN") == "1",
 	}
 	h := recordingHandler(rdb, os.Getenv("RSC_T_CONSUMED"), sleep)
 	if name := os.Getenv("RSC_T_CHECK"); name != "" {
@@ -459,9 +460,9 @@ func startHelperMember(tb testing.TB, c *cluster, prefix, group, base string, co
 
 // startCheckedMember runs runHelperMember in a child process whose handler
 // is the seqChecker called check.
-func startCheckedMember(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep, retry time.Duration, check string) *exec.Cmd {
+func startCheckedMember(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep, retry time.Duration, check string, env ...string) *exec.Cmd {
 	tb.Helper()
-	return startHelper(tb, c, prefix, group, base, concurrency, sleep, "RSC_T_CHECK="+check, "RSC_T_RETRY="+retry.String())
+	return startHelper(tb, c, prefix, group, base, concurrency, sleep, append([]string{"RSC_T_CHECK=" + check, "RSC_T_RETRY=" + retry.String()}, env...)...)
 }
 
 func startHelper(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep time.Duration, env ...string) *exec.Cmd {
