@@ -236,8 +236,11 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := checkAllowedHosts(m.AllowedHosts); err != nil {
 		return err
 	}
-	if m.MaxHeartbeatHold <= 0 || m.MaxHeldHeartbeats == 0 || m.MaxHeldHeartbeatsPerPrincipal == 0 || m.HeartbeatDropGrace == 0 {
-		return fmt.Errorf("--max-heartbeat-hold must be positive, --max-held-heartbeats, --max-held-heartbeats-per-principal and --heartbeat-drop-grace non-zero (negative turns them off)")
+	if m.MaxHeartbeatHold <= 0 || m.MaxHeartbeatHold > httpapi.MaxHeartbeatHold {
+		return fmt.Errorf("--max-heartbeat-hold must be positive and at most %s (the server answers within its write timeout, %s)", httpapi.MaxHeartbeatHold, httpapi.WriteTimeout)
+	}
+	if m.MaxHeldHeartbeats == 0 || m.MaxHeldHeartbeatsPerPrincipal == 0 || m.HeartbeatDropGrace == 0 {
+		return fmt.Errorf("--max-held-heartbeats, --max-held-heartbeats-per-principal and --heartbeat-drop-grace must not be 0 (negative turns them off)")
 	}
 	if m.HA && m.LeaderLease < 30*time.Millisecond {
 		return fmt.Errorf("--leader-lease must be at least 30ms")
