@@ -231,7 +231,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	if clock == nil {
 		clock = systemClock{}
 	}
-	now := func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
+	now, timers := wallClock(clock), timerClock(clock)
 	state := projection.New()
 	life := &lifecycle{}
 	life.ctx, life.cancel = context.WithCancel(context.Background())
@@ -240,7 +240,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	table := newRuntimeTable()
 	evidence := newEvidenceTable(shards != nil)
 	rearm := func() {
-		table.rearm(state, now(), cfg.MemberLease)
+		table.rearm(state, timers(), cfg.MemberLease)
 		evidence.reset()
 	}
 	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm})
@@ -259,14 +259,14 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	})
 	svc := newService(serviceDeps{
 		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
-		lead: lead, life: life, now: now, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
+		lead: lead, life: life, now: now, timers: timers, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
 		cfg: cfg, life: life, dec: dec, rec: rec,
 		auto: &autoscaler{sampler: shards, state: state, evidence: evidence, table: table, dec: dec, scale: svc.Scale,
 			now: now, logger: cfg.Logger, afterEvaluate: cfg.AfterEvaluate},
-		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, logger: cfg.Logger},
+		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, timers: timers, logger: cfg.Logger},
 	}
 }
 

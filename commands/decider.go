@@ -296,7 +296,10 @@ func (d *decider) drainRejected() {
 
 const maxConflictRetries = 3
 
-func (d *decider) now() time.Time { return time.Unix(0, d.clock.Now().UnixNano()).UTC() }
+// now is the wall-clock time decisions record; timers the reading leases
+// and deadlines are measured against (Clock).
+func (d *decider) now() time.Time    { return wallClock(d.clock)() }
+func (d *decider) timers() time.Time { return timerClock(d.clock)() }
 
 // errLogUnavailable is the answer to decisions whose batch is not known to
 // be recorded: not appended (retry), or appended without an answer that says
@@ -323,12 +326,12 @@ func (d *decider) runBatch(batch []*request) {
 	for attempt := 0; ; attempt++ {
 		// The writer is the only goroutine that changes the state: it reads it
 		// here without the lock.
-		now := d.now()
-		b := newBatch(d.state, d.table, now)
+		now, timers := d.now(), d.timers()
+		b := newBatch(d.state, d.table, timers)
 		errs := make([]error, len(batch))
 		panicked := -1
 		for i, r := range batch {
-			t := &tx{b: b, rt: b.rt.child(now), rules: d.rules, meta: r.meta, now: now, log: d.logger}
+			t := &tx{b: b, rt: b.rt.child(timers), rules: d.rules, meta: r.meta, now: now, log: d.logger}
 			t.meta.Time = t.now
 			n := len(b.recs)
 			err, p := runSafely(r.decide, t)

@@ -106,6 +106,9 @@ type Main struct {
 	// the clock of authentication (nil: time.Now); tests change both.
 	usersPoll time.Duration
 	clock     func() time.Time
+	// coordClock, if set, is the decisions' clock (nil: the system clock);
+	// tests step its wall clock apart from its monotonic one.
+	coordClock commands.Clock
 }
 
 // MaxDedupLayoutWindow bounds --dedup-layout-window (a week: seven times
@@ -304,7 +307,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.metrics = m.newMetrics()
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
-	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
+	m.coord = commands.New(cfg, appendLog, shards, snaps, m.coordClock)
 	parts := httpapi.PartsOf(m.coord)
 	parts.Commands = countedHeartbeats{Commands: parts.Commands, answered: m.metrics.HeartbeatAnswered}
 	m.server = httpapi.NewServer(httpapi.Config{
