@@ -38,6 +38,13 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
+	if s.cfg.Readiness != nil {
+		if ce := s.cfg.Readiness(); ce != nil {
+			resp.Status, resp.ErrorCode, resp.Message = "NOT_READY", ce.Code, ce.Message
+			writeJSON(w, http.StatusServiceUnavailable, resp)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 

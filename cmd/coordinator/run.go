@@ -106,6 +106,9 @@ type Main struct {
 	// the clock of authentication (nil: time.Now); tests change both.
 	usersPoll time.Duration
 	clock     func() time.Time
+	// secret keeps the token secret kept in Redis in place (nil: none is
+	// kept; secret.go).
+	secret *secretKeeper
 	// coordClock, if set, is the decisions' clock (nil: the system clock);
 	// tests step its wall clock apart from its monotonic one.
 	coordClock commands.Clock
@@ -316,6 +319,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
 			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
 		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(), LayoutWindow: m.DedupLayoutWindow,
+		Readiness: m.secret.ready,
 	}, parts, streamReader{shards})
 	m.metrics.Watch(m.coord, shardOffsets{m.server})
 	if err := m.server.Open(); err != nil {
@@ -336,6 +340,9 @@ func (m *Main) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.metrics.Run(lctx)
+	if m.secret != nil {
+		go m.secret.run(lctx, secretKeepInterval)
+	}
 	if m.UsersFile != "" {
 		w := &usersWatcher{path: m.UsersFile, apply: m.server.SetUsers, log: m.logger, loaded: usersData, stamp: usersStamp}
 		go w.run(lctx, m.usersPoll, watchSIGHUP())
