@@ -71,6 +71,11 @@ type deciderDeps struct {
 	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error
 	fold   func(ctx context.Context, st *projection.State) (int, error)
+	// reloadRestored reloads the projection from the newest kept snapshot:
+	// a fold met a restore of another state (projection.RestoredError).
+	reloadRestored func(ctx context.Context) error
+	// noteApplied notes the ids of appended entries once applied.
+	noteApplied func(ids ...string)
 }
 
 // writerLease is what the writer asks of the leadership.
@@ -306,6 +311,11 @@ func (d *decider) timers() time.Time { return timerClock(d.clock)() }
 // it landed (a timeout, a lost reply, replicas that did not acknowledge it),
 // when it may be in the log after all and a blind retry could do it twice.
 func errLogUnavailable(err error) error {
+	if errors.Is(err, ErrLogLost) || errors.Is(err, ErrEvictionPolicy) {
+		var ce *Error
+		errors.As(err, &ce)
+		return ce
+	}
 	if errors.Is(err, errUnknownOutcome) {
 		return failed(ErrUnavailable, err, "the event log did not confirm the decision: it may have been recorded; read the state before retrying")
 	}
@@ -324,6 +334,10 @@ func (d *decider) runBatch(batch []*request) {
 		}
 	}
 	for attempt := 0; ; attempt++ {
+		// A decision that would append is refused while the log is lost or
+		// Redis may evict it; one that appends nothing (a steady
+		// heartbeat's runtime change) goes on.
+		refusal := d.life.refusal()
 		// The writer is the only goroutine that changes the state: it reads it
 		// here without the lock.
 		now, timers := d.now(), d.timers()
@@ -339,6 +353,9 @@ func (d *decider) runBatch(batch []*request) {
 				d.logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
 				panicked = i
 				break
+			}
+			if err == nil && refusal != nil && len(b.recs) > n {
+				err = refusal
 			}
 			if err != nil {
 				b.undo(n) // and t.rt is dropped
@@ -451,6 +468,9 @@ func (d *decider) applied(b *batchCtx, ids []string) error {
 	for i := range b.recs {
 		b.recs[i].ID = ids[i]
 	}
+	if d.noteApplied != nil {
+		defer d.noteApplied(ids...)
+	}
 	if err := d.state.ApplyAll(b.recs); err != nil {
 		// The log is ahead of the projection now; catch up with it.
 		d.logger.Error().Err(err).Msg("apply after append failed")
@@ -540,6 +560,11 @@ func (d *decider) catchUp() error {
 	}
 	for attempt := 1; ; attempt++ {
 		if err := d.reload(ctx); err != nil {
+			if errors.Is(err, ErrLogLost) {
+				// Redis answers: the log lost what the projection holds,
+				// which is kept (guard.go).
+				return err
+			}
 			d.life.healthy.Store(false)
 			d.life.markCorrupt(err) // the reload's fold met an undecodable entry
 			return err
@@ -552,6 +577,18 @@ func (d *decider) catchUp() error {
 		if errors.Is(err, errTrimmedDuringFold) && attempt < maxFoldAttempts {
 			// A trim passed this projection while it read: the reload above
 			// sees it now.
+			continue
+		}
+		var restored *projection.RestoredError
+		if errors.As(err, &restored) && attempt < maxFoldAttempts {
+			// The leader restored the log from a state this projection
+			// does not continue: the state after it is the restore's
+			// snapshot.
+			d.logger.Warn().Str("restoredAt", restored.ID).Str("restoredFrom", restored.From).Str("lastId", restored.At).Msg("the log was restored from another state: reloading from the restore's snapshot")
+			if err := d.reloadRestored(ctx); err != nil {
+				d.life.healthy.Store(false)
+				return err
+			}
 			continue
 		}
 		if err == nil {

@@ -40,6 +40,9 @@ type serviceDeps struct {
 	logger zerolog.Logger
 	// rejections bounds the refusals recorded per principal.
 	rejections *rejectionLog
+	// restore restores the log from the projection (in the writer;
+	// Replica.restoreLog).
+	restore func(ctx context.Context, meta events.Meta, in RestoreLogInput, now time.Time) (RestoreResult, error)
 }
 
 func newService(deps serviceDeps) *Service { return &Service{serviceDeps: deps} }
@@ -171,5 +174,5 @@ func (s *Service) canDecide() error {
 	case !s.lead.IsLeader():
 		return ErrNotLeader
 	}
-	return nil
+	return s.life.refusal()
 }
