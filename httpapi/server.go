@@ -118,6 +118,7 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 	s.registerAutoscalingRoutes()
 	s.registerMonitoringRoutes()
 	s.registerAuditRoutes()
+	s.registerLogRoutes()
 	s.registerOpenAPIRoute()
 	s.registerConsoleRoutes()
 	if cfg.Mount != nil {
