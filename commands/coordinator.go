@@ -89,6 +89,12 @@ type Config struct {
 	RedisGuard    RedisGuard
 	GuardInterval time.Duration
 	AllowEviction bool
+	// LogReplicas is how many replicas acknowledge every append before a
+	// decision is answered (the log given to New waits for them): a failover
+	// that loses only entries after the last one they acknowledged lost no
+	// answered decision, and the projection reloads from the log instead of
+	// holding (guard.go).
+	LogReplicas int
 }
 
 func (c *Config) setDefaults() {
@@ -267,7 +273,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
 		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
 		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
-		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.recent.note,
+		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.noteAppended,
 	})
 	rep.writer = dec
 	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}

@@ -74,8 +74,9 @@ type deciderDeps struct {
 	// reloadRestored reloads the projection from the newest kept snapshot:
 	// a fold met a restore of another state (projection.RestoredError).
 	reloadRestored func(ctx context.Context) error
-	// noteApplied notes the ids of appended entries once applied.
-	noteApplied func(ids ...string)
+	// noteApplied notes the ids of appended entries once applied, and
+	// whether their append answered that they landed.
+	noteApplied func(answered bool, ids ...string)
 }
 
 // writerLease is what the writer asks of the leadership.
@@ -432,7 +433,7 @@ func (d *decider) commit(b *batchCtx) error {
 	ids, err := d.appendBatch(ctx, after, b)
 	if err == nil {
 		d.unresolved = nil // nothing else can land at after now
-		return d.applied(b, ids)
+		return d.applied(b, ids, true)
 	}
 	if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrFenced) {
 		return err
@@ -462,14 +463,16 @@ func (d *decider) commit(b *batchCtx) error {
 }
 
 // applied applies a batch that landed with ids, commits its runtime changes
-// and schedules a snapshot when one is due.
-func (d *decider) applied(b *batchCtx, ids []string) error {
+// and schedules a snapshot when one is due. answered: its append said it
+// landed (with --log-replicas, that the replicas acknowledged it), rather
+// than a read of the log finding it.
+func (d *decider) applied(b *batchCtx, ids []string, answered bool) error {
 	d.life.healthy.Store(true)
 	for i := range b.recs {
 		b.recs[i].ID = ids[i]
 	}
 	if d.noteApplied != nil {
-		defer d.noteApplied(ids...)
+		defer d.noteApplied(answered, ids...)
 	}
 	if err := d.state.ApplyAll(b.recs); err != nil {
 		// The log is ahead of the projection now; catch up with it.
@@ -527,7 +530,7 @@ func (d *decider) resolve(ctx context.Context) (landed bool, err error) {
 		}
 		ids[i] = e.ID
 	}
-	return true, d.applied(u.b, ids)
+	return true, d.applied(u.b, ids, false)
 }
 
 // appendBatch appends the batch after position after, with each entry's id

@@ -147,6 +147,15 @@ func (r *recentIDs) list() []string {
 	return append([]string(nil), r.ids...)
 }
 
+// noteAppended notes the ids of entries this process appended, once
+// applied; answered: their append said they landed (in the writer).
+func (r *Replica) noteAppended(answered bool, ids ...string) {
+	r.recent.note(ids...)
+	if answered && len(ids) > 0 {
+		r.answered = ids[len(ids)-1]
+	}
+}
+
 // notingLog is a log whose reads note the ids they return: what a fold read
 // is what it applied.
 type notingLog struct {
@@ -314,6 +323,17 @@ func (r *Replica) holdIfLogLost(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if loss == nil && restore == nil {
+			within, err := r.withinReplicasWindow(ctx, fresh)
+			if err != nil {
+				return err
+			}
+			if within {
+				r.cfg.Logger.Warn().Str("lastId", at).Str("logLastId", fresh.LogLastID).Int64("lostEntries", fresh.LostEntries).Str("answered", r.answered).
+					Msg("a Redis failover lost log entries no replica had acknowledged (--log-replicas): no decision answered is among them; reloading the projection from the log")
+				return r.reloadFromLog(ctx)
+			}
+		}
 		if loss != nil {
 			fresh.Since = loss.Since
 		} else {
@@ -381,6 +401,57 @@ func (r *Replica) measureLoss(ctx context.Context, at string) (*LogLoss, error) 
 		l.AtLeast = true
 	}
 	return l, nil
+}
+
+// withinReplicasWindow reports whether a loss lost only entries no replica
+// had acknowledged (Config.LogReplicas): the log lost entries but still
+// holds the last one this process appended and had acknowledged, so no
+// decision it answered is among those lost. A decision answered
+// --log-replicas 0 is answered by the primary alone: every loss counts.
+func (r *Replica) withinReplicasWindow(ctx context.Context, l *LogLoss) (bool, error) {
+	if r.cfg.LogReplicas <= 0 || l.Cause != LossEntriesLost {
+		return false, nil
+	}
+	if r.answered == "" {
+		return true, nil
+	}
+	held, err := r.log.Get(ctx, []string{r.answered})
+	if err != nil {
+		return false, fmt.Errorf("check the log still holds %s: %w", r.answered, err)
+	}
+	return len(held) == 1, nil
+}
+
+// reloadFromLog replaces the projection with the replay of the log as it is
+// (the newest kept snapshot the log still holds, plus the tail; or the whole
+// log). It runs in the writer.
+func (r *Replica) reloadFromLog(ctx context.Context) error {
+	trimmed, err := r.TrimmedTo(ctx)
+	if err != nil {
+		return err
+	}
+	st := projection.New()
+	if r.snaps != nil {
+		snap, err := r.restoreSnapshot(ctx, trimmed)
+		if err != nil {
+			return err
+		}
+		if snap != nil {
+			st = snap
+		}
+	}
+	if st.LastID() == events.ZeroID {
+		if err := r.checkFoldable(trimmed, true); err != nil {
+			return err
+		}
+	}
+	r.recent.reset()
+	if _, err := r.foldLog(ctx, st); err != nil {
+		return err
+	}
+	r.state.Swap(st)
+	r.rearm()
+	return nil
 }
 
 // restoreNotApplied is the log's last restore when the log still holds it

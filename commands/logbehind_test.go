@@ -405,3 +405,49 @@ func TestFlushedLogIsRestoredFromTheState(t *testing.T) {
 		t.Fatalf("the restarted state's last restore %+v, want %s from %s", got, res.EventID, res.RestoredFrom)
 	}
 }
+
+// With --log-replicas, a failover that lost only entries after the last one
+// this coordinator appended and had acknowledged lost no decision it
+// answered (the entries another writer appended, folded here before the
+// replicas had them): the projection reloads from the log, as the log is.
+// One that lost an answered entry is LOG_LOST.
+func TestReplicasWindowLossReloads(t *testing.T) {
+	start := func(log *promotableLog) *commands.Coordinator {
+		c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), SnapshotEvery: -1, GuardInterval: 20 * time.Millisecond, LogReplicas: 1}, log, nil, nil, nil)
+		if err := c.Load(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+		c.Run()
+		t.Cleanup(c.Close)
+		return c
+	}
+	t.Run("only unanswered entries lost", func(t *testing.T) {
+		log := newPromotableLog()
+		c := start(log)
+		mustCreate(t, c, "g1", "g2")
+		kept := len(log.m().Entries())
+		other := start(log) // another writer's entries, folded here unanswered
+		mustCreate(t, other, "x1", "x2")
+		other.Close()
+		waitFor(t, "the foreign entries folded", func() bool { return len(groupNames(c.State())) == 4 })
+		log.promote(t, kept)
+		waitFor(t, "the reload", func() bool { return fmt.Sprint(groupNames(c.State())) == "[g1 g2]" })
+		if c.LogLoss() != nil {
+			t.Fatalf("LOG_LOST %+v after losing only entries no replica acknowledged", c.LogLoss())
+		}
+		mustCreate(t, c, "g3")
+		mustEqualReplay(t, c, log)
+	})
+	t.Run("an answered entry lost", func(t *testing.T) {
+		log := newPromotableLog()
+		c := start(log)
+		mustCreate(t, c, "g1")
+		kept := len(log.m().Entries())
+		mustCreate(t, c, "g2")
+		log.promote(t, kept)
+		mustLost(t, c, commands.LossEntriesLost)
+		if got := fmt.Sprint(groupNames(c.State())); got != "[g1 g2]" {
+			t.Fatalf("groups %s, want [g1 g2] kept", got)
+		}
+	})
+}

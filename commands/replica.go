@@ -46,6 +46,10 @@ type replicaDeps struct {
 	}
 	// recent are the ids the projection applied last (guard.go).
 	recent *recentIDs
+	// answered is the last entry this process appended whose append
+	// answered that it landed, acknowledged by Config.LogReplicas replicas
+	// ("" none; the writer's alone).
+	answered string
 }
 
 func newReplica(deps replicaDeps) *Replica { return &Replica{replicaDeps: deps} }

@@ -130,6 +130,7 @@ func (r *Replica) restoreLog(ctx context.Context, meta events.Meta, in RestoreLo
 	r.life.lost.Store(nil)
 	r.life.healthy.Store(true)
 	r.recent.reset(id)
+	r.answered = id
 	if r.cfg.AfterAppend != nil {
 		r.cfg.AfterAppend(rec)
 	}
