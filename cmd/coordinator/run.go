@@ -93,6 +93,11 @@ type Main struct {
 	RedisTLS           redisurl.TLSFiles
 	LogReplicas        int
 	LogReplicasTimeout time.Duration
+	// AllowRedisEviction accepts a Redis whose maxmemory-policy can evict
+	// the log; RedisCheckInterval is how often the guard reads the policy
+	// and checks the log for a loss (guard.go).
+	AllowRedisEviction bool
+	RedisCheckInterval time.Duration
 
 	Stderr io.Writer
 	logger zerolog.Logger
@@ -276,6 +281,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	shards := redisstore.NewShards(m.rdb)
 	snaps := redisstore.NewSnapshotStore(m.rdb, m.LogStream)
+	guard := redisGuard{rdb: m.rdb, logKey: log.Key(), keys: coordinatorKeys(log, snaps, m.LogStream)}
+	if err := m.checkRedisAtStart(ctx, guard); err != nil {
+		return err
+	}
 	cfg := commands.Config{
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
@@ -285,6 +294,7 @@ func (m *Main) Run(ctx context.Context) error {
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
 		MemberChurnPerMinute: offIfZero(m.MemberChurnPerMinute), RejectionsPerMinute: offIfZero(m.RejectionsPerMinute),
+		RedisGuard: guard, GuardInterval: m.RedisCheckInterval, AllowEviction: m.AllowRedisEviction, LogReplicas: m.LogReplicas,
 	}
 	if m.CrashAfterEvent != "" {
 		target := m.CrashAfterEvent
