@@ -566,6 +566,7 @@ func (d *decider) catchUp() error {
 			if errors.Is(err, ErrLogLost) {
 				// Redis answers: the log lost what the projection holds,
 				// which is kept (guard.go).
+				d.life.healthy.Store(true)
 				return err
 			}
 			d.life.healthy.Store(false)

@@ -63,9 +63,10 @@ func (r *Replica) Config() Config { return r.cfg }
 // Log is the event log.
 func (r *Replica) Log() events.Log { return r.log }
 
-// Ready reports whether the coordinator loaded the log and can append.
+// Ready reports whether the coordinator loaded the log and can append: not
+// while the log is lost or Redis may evict it (Refusal).
 func (r *Replica) Ready() bool {
-	return r.life.ready.Load() && r.life.healthy.Load() && !r.life.closing.Load()
+	return r.life.ready.Load() && r.life.healthy.Load() && !r.life.closing.Load() && r.life.refusal() == nil
 }
 
 // Healthy reports whether the last log operation succeeded.

@@ -45,6 +45,8 @@ type Reader interface {
 	// the audit endpoint reads it (with the archive of a trimmed log).
 	GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error)
 	HistoryLog() events.Log
+	// Ready: loaded, the last log operation worked, not refusing appends
+	// (Refusal), not shutting down.
 	Ready() bool
 	Healthy() bool
 	// Corrupt is COORDINATOR_METADATA_CORRUPT while the log (or the

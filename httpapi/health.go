@@ -49,14 +49,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	if !s.read.Ready() {
-		resp.Status = "NOT_READY"
-		writeJSON(w, http.StatusServiceUnavailable, resp)
-		return
-	}
 	if err := s.read.Refusal(); err != nil {
 		ce := s.public(r, err)
 		resp.Status, resp.ErrorCode, resp.Message = "NOT_READY", ce.Code, ce.Message
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	if !s.read.Ready() {
+		resp.Status = "NOT_READY"
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
