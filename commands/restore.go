@@ -111,7 +111,10 @@ func (r *Replica) restoreLog(ctx context.Context, meta events.Meta, in RestoreLo
 	if err != nil {
 		return RestoreResult{}, err
 	}
-	if err := r.snaps.Save(ctx, id, snap, r.cfg.SnapshotKeep); err != nil {
+	r.snapMu.Lock() // one snapshot save at a time
+	err = r.snaps.Save(ctx, id, snap, r.cfg.SnapshotKeep)
+	r.snapMu.Unlock()
+	if err != nil {
 		return RestoreResult{}, failed(ErrUnavailable, err, "the snapshot of the restored state could not be stored: nothing was restored; retry")
 	}
 	if err := rs.AppendRestore(ctx, logLast, id, data); err != nil {
