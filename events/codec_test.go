@@ -44,6 +44,8 @@ func sampleEvents() map[string]events.Event {
 		"group.created":            &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch"},
 		"group.deleted":            &events.GroupDeleted{RequestedBy: "alice", Reason: "decommissioned", Force: true},
 		"coordinator.term_started": &events.TermStarted{Term: 3, Holder: "replica-b#00ff", URL: "http://10.0.0.2:8080"},
+		"log.restored": &events.LogRestored{RestoredFrom: "1714564800000-3", LogLastID: "1714564700000-0", Cause: "ENTRIES_LOST", LostEntries: 12,
+			RequestedBy: "alice", Reason: "failover lost the tail", Coordinator: "replica-b"},
 		"command.rejected": &events.CommandRejected{
 			Command: "resharding.create", ErrorCode: "RESHARDING_IN_PROGRESS", Message: "a resharding is active",
 			RequestedBy: "bob", Detail: "rsh-1",

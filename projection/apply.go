@@ -9,6 +9,12 @@ import (
 
 // apply folds one record into the state.
 func (s *State) apply(rec events.Record) {
+	if ev, ok := rec.Event.(*events.LogRestored); ok {
+		// The state goes on as it is: the restore wrote it back as the
+		// snapshot at this entry.
+		s.restored = RestoreMark{ID: rec.ID, From: ev.RestoredFrom}
+		return
+	}
 	k := KeyOf(rec)
 	if _, ok := rec.Event.(*events.GroupCreated); ok {
 		s.prefixes[k.StreamPrefix] = true

@@ -336,6 +336,12 @@ func (g *generator) step() {
 			// A new leader's term marker belongs to no group.
 			g.terms++
 			g.emit(projection.GroupKey{}, "coordinator", &events.TermStarted{Term: g.terms, Holder: fmt.Sprintf("replica-%d#00ff", g.terms%3), URL: "http://replica:8080"})
+			if g.terms%4 == 0 {
+				// A restore continues the state before it: the previous
+				// record's id (MustGeneratedLog numbers them from 1).
+				g.emit(projection.GroupKey{}, "coordinator", &events.LogRestored{RestoredFrom: fmt.Sprintf("%d-0", len(g.out)), LogLastID: events.ZeroID,
+					Cause: "LOG_GONE", RequestedBy: "ops", Reason: "generated", Coordinator: "replica-0"})
+			}
 		}
 	case x < 96 && len(gr.barriers) > 0:
 		// Release the barriers of the oldest cutover on some of its shards.
