@@ -3,6 +3,7 @@ package projection
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/rscoord/rsc/events"
 )
@@ -17,7 +18,9 @@ func (s *State) apply(rec events.Record) {
 	if touchesStream(rec) {
 		s.streams[rec.StreamPrefix] = foldStream(s.streams[rec.StreamPrefix], rec, old)
 	}
+	d := beforeFold(old, rec)
 	g := foldGroup(old, k, rec)
+	s.settleCounts(old, g, d)
 	switch {
 	case g == nil && old != nil:
 		delete(s.groups, k)
@@ -54,7 +57,10 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		return g
 	}
 	g.UpdatedAt = rec.Time
-	defer g.settle()
+	defer func() {
+		g.settle()
+		g.noteEmpty(rec.Time)
+	}()
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
 		return nil
@@ -126,12 +132,29 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 	if mv < 1 {
 		mv = 1
 	}
-	return &Group{
+	g := &Group{
 		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
 		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv, LayoutSince: mv,
 		Members: map[string]*Member{}, Targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
 		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
+		Provisioned: ev.Provisioned, Registered: ev.RegisteredBy != "", Owner: ev.Principal, OwnerAnonymous: ev.Anonymous,
+		EmptySince: rec.Time,
+	}
+	if len(ev.ForeignShards) > 0 {
+		g.ForeignShards = SortedInts(ev.ForeignShards)
+	}
+	return g
+}
+
+// noteEmpty keeps EmptySince: set at the first record that leaves the group
+// without a live member, cleared by one that gives it one.
+func (g *Group) noteEmpty(at time.Time) {
+	switch live := g.LiveCount(); {
+	case live > 0:
+		g.EmptySince = time.Time{}
+	case g.EmptySince.IsZero():
+		g.EmptySince = at
 	}
 }
 

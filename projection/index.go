@@ -23,7 +23,11 @@ type memberIndex struct {
 	active  map[string]struct{}
 	outside map[string]struct{}
 	holders map[int]map[string]struct{}
-	targets targetIndex
+	// activeBy is the active members by the principal that joined them
+	// (ActiveCountOf), principalOf the principal each was added under.
+	activeBy    map[string]map[string]struct{}
+	principalOf map[string]string
+	targets     targetIndex
 	// terminal is the terminal records (not Active), oldest first: by
 	// UpdatedAt, then id (pruning and making room take them in this order).
 	terminal []terminalRecord
@@ -35,7 +39,7 @@ type memberIndex struct {
 
 func newMemberIndex() *memberIndex {
 	return &memberIndex{live: map[string]struct{}{}, active: map[string]struct{}{}, outside: map[string]struct{}{}, holders: map[int]map[string]struct{}{},
-		targets: newTargetIndex()}
+		activeBy: map[string]map[string]struct{}{}, principalOf: map[string]string{}, targets: newTargetIndex()}
 }
 
 // buildIndex indexes every member and target entry of a flat group.
@@ -110,6 +114,13 @@ func (ix *memberIndex) add(id string, m *Member, target []int, has bool) {
 	}
 	if m.Active() {
 		ix.active[id] = struct{}{}
+		set := ix.activeBy[m.Principal]
+		if set == nil {
+			set = map[string]struct{}{}
+			ix.activeBy[m.Principal] = set
+		}
+		set[id] = struct{}{}
+		ix.principalOf[id] = m.Principal
 	} else {
 		r := terminalRecord{m.UpdatedAt, id}
 		if ix.bulk {
@@ -143,6 +154,15 @@ func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
 	delete(ix.live, id)
 	delete(ix.active, id)
 	delete(ix.outside, id)
+	if p, ok := ix.principalOf[id]; ok {
+		delete(ix.principalOf, id)
+		if set := ix.activeBy[p]; set != nil {
+			delete(set, id)
+			if len(set) == 0 {
+				delete(ix.activeBy, p)
+			}
+		}
+	}
 	if m == nil {
 		return
 	}
