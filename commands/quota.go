@@ -39,10 +39,13 @@ import (
 // one principal, "anonymous". Groups and streams created before quotas
 // existed name no principal and count against none.
 
-// Defaults of the quotas (docs/security.md).
+// Defaults of the quotas (docs/security.md): one principal holds at most
+// half of what one prefix may, and one prefix a quarter of the coordinator
+// (--max-groups 1024, --max-total-shards 65536), so that no principal fills
+// its prefix, nor the coordinator, alone.
 const (
-	DefaultMaxGroupsPerPrincipal  = 256
-	DefaultMaxShardsPerPrincipal  = 16384
+	DefaultMaxGroupsPerPrincipal  = 128
+	DefaultMaxShardsPerPrincipal  = 8192
 	DefaultMaxGroupsPerPrefix     = 256
 	DefaultMaxShardsPerPrefix     = 16384
 	DefaultMaxMembersPerPrincipal = 4096
