@@ -57,9 +57,11 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		return g
 	}
 	g.UpdatedAt = rec.Time
+	ids := memberIDsOf(rec.Event)
+	was := liveness(g, ids)
 	defer func() {
 		g.settle()
-		g.noteEmpty(rec.Time)
+		g.noteEmpty(rec.Time, ids, was)
 	}()
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
@@ -147,15 +149,52 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 	return g
 }
 
-// noteEmpty keeps EmptySince: set at the first record that leaves the group
-// without a live member, cleared by one that gives it one.
-func (g *Group) noteEmpty(at time.Time) {
-	switch live := g.LiveCount(); {
-	case live > 0:
-		g.EmptySince = time.Time{}
-	case g.EmptySince.IsZero():
+// liveness is, for each member id, whether it is live.
+func liveness(g *Group, ids []string) []bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		m := g.Member(id)
+		out[i] = m != nil && m.Live()
+	}
+	return out
+}
+
+// noteEmpty keeps EmptySince after a record that changed members ids (was:
+// whether each was live before it): cleared when one of them is live, set
+// at the record when one stopped being live and no member is live any more.
+// Only a member event can change it, and the group is looked at whole only
+// when a live member stopped being live (anyLive stops at the first live
+// member it finds), so a fold does not scan the group per event.
+func (g *Group) noteEmpty(at time.Time, ids []string, was []bool) {
+	stopped := false
+	for i, id := range ids {
+		m := g.Member(id)
+		if m != nil && m.Live() {
+			g.EmptySince = time.Time{}
+			return
+		}
+		stopped = stopped || was[i]
+	}
+	if stopped && g.EmptySince.IsZero() && !g.anyLive() {
 		g.EmptySince = at
 	}
+}
+
+// anyLive reports whether a member is live, from the index when the group
+// has one, else stopping at the first live member.
+func (g *Group) anyLive() bool {
+	if g.lay != nil || g.ix != nil {
+		return g.LiveCount() > 0
+	}
+	for _, m := range g.Members {
+		if m.Live() {
+			return true
+		}
+	}
+	return false
 }
 
 func setEpochs(g *Group, e events.Epochs) {

@@ -394,3 +394,27 @@ func (g *Group) TerminalCount() int {
 	}
 	return g.MemberCount() - len(g.ActiveMemberIDs())
 }
+
+// RevokingShardCount is how many distinct shards members that can still hold
+// them list as revoking, from the members that take part (a terminal record
+// holds nothing): without copying or listing the group's members.
+func (g *Group) RevokingShardCount() int {
+	seen := map[int]struct{}{}
+	count := func(m *Member) {
+		if m != nil && m.CanHold() {
+			for _, s := range m.Revoking {
+				seen[s] = struct{}{}
+			}
+		}
+	}
+	if g.lay == nil && g.ix != nil {
+		for id := range g.ix.active {
+			count(g.Members[id])
+		}
+		return len(seen)
+	}
+	for m := range g.EachMember() {
+		count(m)
+	}
+	return len(seen)
+}
