@@ -23,12 +23,31 @@ import (
 // shards each (quotas off, nothing provisioned) and metrics watching it with
 // cfg, refreshed once.
 func manyGroups(t testing.TB, n, shards int, cfg metrics.Config) (*commands.Coordinator, *metrics.Metrics) {
+	return manyGroupsRead(t, n, shards, cfg, &fakeOffsets{})
+}
+
+// everyValue answers every shard with every value the cache of shard
+// streams has for a stream and a group that exist: pending, lag, the ages
+// of the oldest undelivered and unacknowledged entries, a lag status.
+type everyValue struct{}
+
+func (everyValue) Offsets(ctx context.Context, prefix, group string, shards []int) ([]metrics.ShardOffset, error) {
+	out := make([]metrics.ShardOffset, len(shards))
+	for i, s := range shards {
+		lag, age, oldest := int64(1000+s), 12.5, 3.25
+		out[i] = metrics.ShardOffset{ShardIndex: s, Pending: int64(100 + s), Lag: &lag, LagSeconds: &age, OldestPendingSeconds: &oldest, LagStatus: wire.LagStatusOK}
+	}
+	return out, nil
+}
+
+// manyGroupsRead is manyGroups with the shard values offsets gives.
+func manyGroupsRead(t testing.TB, n, shards int, cfg metrics.Config, offsets metrics.OffsetReader) (*commands.Coordinator, *metrics.Metrics) {
 	t.Helper()
 	cfg.Interval, cfg.Logger = -1, zerolog.Nop()
 	met := metrics.New(cfg)
 	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), MaxGroupsPerPrincipal: -1, MaxGroupsPerPrefix: -1,
 		MaxShardsPerPrefix: -1, MaxShardsPerPrincipal: -1, MaxGroups: n + 1}, events.NewMemLog(), nil, nil, nil)
-	met.Watch(coord, &fakeOffsets{})
+	met.Watch(coord, offsets)
 	if err := coord.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -135,15 +154,14 @@ func TestScrapeValuesAreCached(t *testing.T) {
 }
 
 // TestScrapeSizeAt1000Groups measures a scrape at 1,000 groups of 12 shards
-// (the default shard count), bounded (the default --metrics-max-groups) and
-// unbounded (--metrics-max-groups 0); docs/operations.md quotes the figures:
+// (the default shard count) and of 64, every shard with every value
+// (pending, lag, lag seconds, oldest pending seconds), bounded (the default
+// --metrics-max-groups and --metrics-max-shards) and unbounded (both 0:
+// every series, as before the bounds); docs/operations.md quotes the
+// figures:
 //
 //	go test ./metrics -run TestScrapeSizeAt1000Groups -v
 func TestScrapeSizeAt1000Groups(t *testing.T) {
-	_, bounded := manyGroups(t, 1000, 12, metrics.Config{})
-	coordEvery, every := manyGroups(t, 1000, 12, metrics.Config{MaxGroups: -1})
-	_ = coordEvery
-	b, e := scrape(t, bounded), scrape(t, every)
 	count := func(body string) int {
 		n := 0
 		for _, line := range strings.Split(body, "\n") {
@@ -153,9 +171,38 @@ func TestScrapeSizeAt1000Groups(t *testing.T) {
 		}
 		return n
 	}
-	if len(b) >= len(e) {
-		t.Fatalf("the bounded scrape (%d bytes) is not smaller than the unbounded one (%d bytes)", len(b), len(e))
+	for _, shards := range []int{12, 64} {
+		_, bounded := manyGroupsRead(t, 1000, shards, metrics.Config{}, everyValue{})
+		_, every := manyGroupsRead(t, 1000, shards, metrics.Config{MaxGroups: -1, MaxShards: -1}, everyValue{})
+		b, e := scrape(t, bounded), scrape(t, every)
+		if len(b) >= len(e) || count(b) > metrics.DefaultMaxGroups*19+metrics.DefaultMaxShards*4+20 {
+			t.Fatalf("%d shards: the bounded scrape has %d bytes and %d series, the unbounded %d and %d", shards, len(b), count(b), len(e), count(e))
+		}
+		t.Logf("scrape at 1000 groups x %d shards: %d bytes, %d rsc_ series (defaults: --metrics-max-groups %d, --metrics-max-shards %d); %d bytes, %d rsc_ series (both 0: every series)",
+			shards, len(b), count(b), metrics.DefaultMaxGroups, metrics.DefaultMaxShards, len(e), count(e))
 	}
-	t.Logf("scrape at 1000 groups x 12 shards: %d bytes, %d rsc_ series (--metrics-max-groups %d); %d bytes, %d rsc_ series (--metrics-max-groups 0: every group)",
-		len(b), count(b), metrics.DefaultMaxGroups, len(e), count(e))
+}
+
+// TestShardSeriesBudget: past Config.MaxShards shards with series of their
+// own (the oldest groups' first), a group shows its shards added up under
+// shard="*": a scrape stays bounded however many shards the groups have.
+func TestShardSeriesBudget(t *testing.T) {
+	_, met := manyGroupsRead(t, 3, 4, metrics.Config{MaxShards: 10, CacheFor: -1}, everyValue{})
+	reg := met.Registry()
+	for i, own := range []bool{true, true, false} {
+		labels := map[string]string{"stream_prefix": "tenant-000", "consumer_group": fmt.Sprintf("group-%04d", i), "shard": "0"}
+		if _, found := value(t, reg, "rsc_shard_pending_entries", labels); found != own {
+			t.Errorf("group %d: a series of shard 0 %v, want %v", i, found, own)
+		}
+		labels["shard"] = "*"
+		v, found := value(t, reg, "rsc_shard_pending_entries", labels)
+		if found == own || (!own && v != 100+101+102+103) {
+			t.Errorf("group %d: the shards added up: %v (%v), want them only past the budget, summed", i, v, found)
+		}
+		if !own {
+			mustValue(t, reg, "rsc_shard_lag_seconds", labels, 12.5)
+			delete(labels, "shard")
+			mustValue(t, reg, "rsc_group_lag_status", labels, 0)
+		}
+	}
 }

@@ -64,7 +64,7 @@ var (
 	descGroups = prometheus.NewDesc("rsc_groups",
 		"Consumer groups the coordinator manages.", nil, nil)
 	descAggregated = prometheus.NewDesc("rsc_metrics_groups_aggregated",
-		"Groups beyond --metrics-max-groups (the newest): their series are added up under stream_prefix=\"*\", consumer_group=\"*\" (lag and pending with shard=\"*\").", nil, nil)
+		"Groups beyond --metrics-max-groups (the newest): their series are added up under stream_prefix=\"*\", consumer_group=\"*\" (their shards' with shard=\"*\").", nil, nil)
 
 	descCorrection = prometheus.NewDesc("rsc_group_metadata_correction_open",
 		"1 while a metadata-correction round is open: a member reported a metadata version newer than the coordinator's (alert on it), else 0.", groupLabels, nil)
@@ -97,6 +97,7 @@ func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	describeLag(ch)
 }
 
 func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
@@ -118,6 +119,7 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 
 	now := m.cfg.Now()
 	var other otherGroups
+	shardBudget := m.cfg.MaxShards // shards left with series of their own (negative: no limit)
 	sums := m.summaries(c)
 	for i, g := range sums {
 		if !m.bounded(i) {
@@ -160,12 +162,24 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descCorrection, boolValue(g.correction))
 
-		for _, o := range r.shards[g.key] {
-			shard := strconv.Itoa(o.ShardIndex)
-			ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(o.Pending), p, cg, shard)
-			if o.Lag != nil {
-				ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(*o.Lag), p, cg, shard)
+		offs := r.shards[g.key]
+		if shardBudget < 0 || len(offs) <= shardBudget {
+			if shardBudget >= 0 {
+				shardBudget -= len(offs)
 			}
+			for _, o := range offs {
+				shard := strconv.Itoa(o.ShardIndex)
+				ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(o.Pending), p, cg, shard)
+				if o.Lag != nil {
+					ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(*o.Lag), p, cg, shard)
+				}
+			}
+			collectLag(ch, p, cg, offs)
+		} else if offs != nil {
+			// Past the shard budget: the group's shards added up.
+			var t shardTotals
+			t.add(offs)
+			t.collect(ch, p, cg)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(len(sums)))
@@ -173,18 +187,64 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 	other.collect(ch)
 }
 
+// shardTotals adds up shards: lag and pending summed (no lag when one is
+// unknown), the lag ages the oldest, the lag status the worst.
+type shardTotals struct {
+	n                         int
+	pending, lag              int64
+	lagUnknown                bool
+	lagSeconds, oldestPending *float64
+	status                    float64
+}
+
+func maxOf(cur, v *float64) *float64 {
+	if v == nil || (cur != nil && *cur >= *v) {
+		return cur
+	}
+	x := *v
+	return &x
+}
+
+func (t *shardTotals) add(offs []ShardOffset) {
+	for _, s := range offs {
+		t.n++
+		t.pending += s.Pending
+		if s.Lag != nil {
+			t.lag += *s.Lag
+		} else {
+			t.lagUnknown = true
+		}
+		t.lagSeconds, t.oldestPending = maxOf(t.lagSeconds, s.LagSeconds), maxOf(t.oldestPending, s.OldestPendingSeconds)
+		t.status = max(t.status, lagStatusValue[s.LagStatus])
+	}
+}
+
+// collect emits the totals as one shard, shard="*", of prefix/group, and
+// the group's lag status.
+func (t *shardTotals) collect(ch chan<- prometheus.Metric, prefix, group string) {
+	if t.n > 0 {
+		ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(t.pending), prefix, group, OtherLabel)
+		if !t.lagUnknown {
+			ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(t.lag), prefix, group, OtherLabel)
+		}
+		if t.lagSeconds != nil {
+			ch <- prometheus.MustNewConstMetric(descShardLagSeconds, prometheus.GaugeValue, *t.lagSeconds, prefix, group, OtherLabel)
+		}
+		if t.oldestPending != nil {
+			ch <- prometheus.MustNewConstMetric(descShardOldestPending, prometheus.GaugeValue, *t.oldestPending, prefix, group, OtherLabel)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descGroupLagStatus, prometheus.GaugeValue, t.status, prefix, group)
+}
+
 // otherGroups adds up the groups beyond Config.MaxGroups.
 type otherGroups struct {
 	groups, liveMembers, revoking, reshardings, barriers int
 	reshardingAge, barrierAge                            float64
-	pending, lag                                         int64
-	lagKnown                                             bool
+	shards                                               shardTotals
 }
 
 func (o *otherGroups) add(g groupSummary, shards []ShardOffset, now time.Time) {
-	if o.groups == 0 {
-		o.lagKnown = true
-	}
 	o.groups++
 	o.liveMembers += g.liveMembers
 	o.revoking += g.revoking
@@ -196,19 +256,12 @@ func (o *otherGroups) add(g groupSummary, shards []ShardOffset, now time.Time) {
 	if !g.oldestBarrier.IsZero() {
 		o.barrierAge = max(o.barrierAge, now.Sub(g.oldestBarrier).Seconds())
 	}
-	for _, s := range shards {
-		o.pending += s.Pending
-		if s.Lag != nil {
-			o.lag += *s.Lag
-		} else {
-			o.lagKnown = false
-		}
-	}
+	o.shards.add(shards)
 }
 
 // collect emits the added-up series (none when no group is beyond the
-// bound): the additive gauges summed, the ages the oldest, lag and pending
-// summed over every shard (shard="*"; no lag when one is unknown).
+// bound): the additive gauges summed, the ages the oldest, and their shards
+// added up (shardTotals).
 func (o *otherGroups) collect(ch chan<- prometheus.Metric) {
 	if o.groups == 0 {
 		return
@@ -222,10 +275,7 @@ func (o *otherGroups) collect(ch chan<- prometheus.Metric) {
 	gauge(descReshardingAge, o.reshardingAge)
 	gauge(descBarriers, float64(o.barriers))
 	gauge(descBarrierAge, o.barrierAge)
-	ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(o.pending), OtherLabel, OtherLabel, OtherLabel)
-	if o.lagKnown {
-		ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(o.lag), OtherLabel, OtherLabel, OtherLabel)
-	}
+	o.shards.collect(ch, OtherLabel, OtherLabel)
 }
 
 func boolValue(b bool) float64 {

@@ -17,9 +17,13 @@ import (
 // scrape has a bounded number of series whatever the number of groups.
 
 // DefaultMaxGroups is how many groups get series of their own by default
-// (--metrics-max-groups): a scrape then has at most 100 x (14 + 2 x shards)
-// per-group series, whatever the number of groups.
-const DefaultMaxGroups = 100
+// (--metrics-max-groups), and DefaultMaxShards how many of their shards
+// (--metrics-max-shards): a scrape then has at most 100 x 19 per-group and
+// 1024 x 4 per-shard series, whatever the number of groups and shards.
+const (
+	DefaultMaxGroups = 100
+	DefaultMaxShards = 1024
+)
 
 // DefaultCacheFor is how long the per-group values of a scrape are reused.
 const DefaultCacheFor = time.Second

@@ -37,6 +37,10 @@ type Config struct {
 	// (DefaultMaxGroups; negative: every group); the others are added up
 	// (groups.go).
 	MaxGroups int
+	// MaxShards is how many shards, of those groups (oldest first), get
+	// series of their own (DefaultMaxShards; negative: every shard); the
+	// shards of a group past it are added up under shard="*".
+	MaxShards int
 	// CacheFor is how long a scrape's per-group values are reused
 	// (DefaultCacheFor; negative: read at every scrape).
 	CacheFor time.Duration
@@ -81,6 +85,9 @@ func New(cfg Config) *Metrics {
 	}
 	if cfg.MaxGroups == 0 {
 		cfg.MaxGroups = DefaultMaxGroups
+	}
+	if cfg.MaxShards == 0 {
+		cfg.MaxShards = DefaultMaxShards
 	}
 	if cfg.CacheFor == 0 {
 		cfg.CacheFor = DefaultCacheFor

@@ -13,9 +13,10 @@ import (
 
 // newMetrics builds the Prometheus metrics (served at GET /metrics, public
 // unless --metrics-auth) refreshed from Redis every --metrics-interval, with
-// series of their own for at most --metrics-max-groups groups.
+// series of their own for at most --metrics-max-groups groups and
+// --metrics-max-shards of their shards.
 func (m *Main) newMetrics() *metrics.Metrics {
-	return metrics.New(metrics.Config{Interval: m.MetricsInterval, Logger: m.logger, MaxGroups: offIfZero(m.MetricsMaxGroups)})
+	return metrics.New(metrics.Config{Interval: m.MetricsInterval, Logger: m.logger, MaxGroups: offIfZero(m.MetricsMaxGroups), MaxShards: offIfZero(m.MetricsMaxShards)})
 }
 
 // thenAlso returns a hook that runs first and then next (either may be nil).
@@ -55,7 +56,8 @@ func (a shardOffsets) Offsets(ctx context.Context, prefix, group string, shards 
 	}
 	out := make([]metrics.ShardOffset, len(offs))
 	for i, o := range offs {
-		out[i] = metrics.ShardOffset{ShardIndex: o.Shard.ShardIndex, Pending: o.PendingCount, Lag: o.Lag}
+		out[i] = metrics.ShardOffset{ShardIndex: o.Shard.ShardIndex, Pending: o.PendingCount, Lag: o.Lag,
+			LagSeconds: o.LagSeconds, OldestPendingSeconds: o.OldestPendingSeconds, LagStatus: o.LagStatus}
 	}
 	return out, nil
 }

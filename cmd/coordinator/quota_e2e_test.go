@@ -533,7 +533,7 @@ func TestQuotaFlags(t *testing.T) {
 		t.Fatalf("defaults let one principal reach a cap alone: %+v", m)
 	}
 	for _, flag := range []string{"max-groups-per-principal", "max-shards-per-principal", "max-groups-per-prefix", "max-shards-per-prefix",
-		"max-members-per-principal", "principal-churn-per-minute", "metrics-max-groups"} {
+		"max-members-per-principal", "principal-churn-per-minute", "metrics-max-groups", "metrics-max-shards"} {
 		m := NewMain()
 		m.Stderr = &apiSyncBuffer{}
 		if err := m.ParseFlags([]string{"--" + flag, "-1"}); err == nil || !strings.Contains(err.Error(), flag) {

@@ -79,6 +79,7 @@ type Main struct {
 	// MetricsMaxGroups bounds the groups with series of their own.
 	MetricsAuth      bool
 	MetricsMaxGroups int
+	MetricsMaxShards int
 	// AllowedHosts are Host names answered besides loopback ones; with a
 	// loopback --listen (or any AllowedHosts) other Host headers are refused.
 	AllowedHosts  string
@@ -174,7 +175,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&m.PrincipalChurnPerMinute, "principal-churn-per-minute", commands.DefaultPrincipalChurnPerMinute, "member joins and leaves per principal per minute across all its groups, a quarter of them at once, besides --member-churn-per-minute per group (429 with Retry-After beyond, nothing appended; 0: off)")
 	fs.DurationVar(&m.EmptyGroupRetention, "empty-group-retention", commands.DefaultEmptyGroupRetention, "how long a group registered by a member's heartbeat may have no live member before it is removed with its consumer groups (operator-created groups never are; 0: never)")
 	fs.BoolVar(&m.MetricsAuth, "metrics-auth", false, "require credentials for GET /metrics: a principal with the READ or MONITOR role and no prefixes or groups scope (the scrape shows every tenant's groups)")
-	fs.IntVar(&m.MetricsMaxGroups, "metrics-max-groups", metrics.DefaultMaxGroups, "most groups with /metrics series of their own (the oldest groups); the others are added up under stream_prefix=\"_other\", consumer_group=\"_other\" (0: no limit)")
+	fs.IntVar(&m.MetricsMaxGroups, "metrics-max-groups", metrics.DefaultMaxGroups, "most groups with /metrics series of their own (the oldest groups); the others are added up under stream_prefix=\"*\", consumer_group=\"*\" (0: no limit)")
+	fs.IntVar(&m.MetricsMaxShards, "metrics-max-shards", metrics.DefaultMaxShards, "most shards, of those groups (the oldest groups' first), with /metrics series of their own; a group past it shows its shards added up under shard=\"*\" (0: no limit)")
 	fs.IntVar(&m.RejectionsPerMinute, "rejections-per-minute", commands.DefaultRejectionsPerMinute, "refused admin commands recorded in the log (command.rejected) per principal per minute, a quarter of them at once; the next record counts those left out (0: record every one)")
 	fs.StringVar(&m.AllowedHosts, "allowed-hosts", "", "comma-separated Host names answered besides localhost and loopback addresses (\".example.com\" also allows its subdomains); with a loopback --listen, or when given, requests for any other Host are refused (DNS rebinding)")
 	fs.StringVar(&m.CoordinatorID, "coordinator-id", "local-coordinator", "name of this coordinator in health output")
@@ -483,7 +485,7 @@ func (m *Main) checkQuotaFlags() error {
 		{"--max-groups-per-principal", m.MaxGroupsPerPrincipal}, {"--max-shards-per-principal", m.MaxShardsPerPrincipal},
 		{"--max-groups-per-prefix", m.MaxGroupsPerPrefix}, {"--max-shards-per-prefix", m.MaxShardsPerPrefix},
 		{"--max-members-per-principal", m.MaxMembersPerPrincipal}, {"--principal-churn-per-minute", m.PrincipalChurnPerMinute},
-		{"--metrics-max-groups", m.MetricsMaxGroups},
+		{"--metrics-max-groups", m.MetricsMaxGroups}, {"--metrics-max-shards", m.MetricsMaxShards},
 	} {
 		if q.v < 0 {
 			return fmt.Errorf("%s must be 0 (off) or positive", q.flag)
