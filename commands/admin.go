@@ -150,9 +150,16 @@ func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGr
 				return projection.GroupView{}, err
 			}
 		}
-		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
-			return createGroup(t, k, in, ordering, plan, prov, by)
+		var refused error
+		v, err := submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
+			v, err := createGroup(t, k, in, ordering, plan, prov, by)
+			refused = err
+			return v, err
 		})
+		if refused != nil {
+			s.rec.unprovision(ctx, k, prov)
+		}
+		return v, err
 	})
 }
 

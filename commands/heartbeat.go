@@ -49,9 +49,15 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 	// A registration holds its prefix's lock from its provisioning to its
 	// decision (removal.go).
 	defer unlock()
+	var refused error
 	resp, err = submitFor(ctx, s.dec, k, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
-		return registerAndBeat(t, k, pathID, principal, req, reg)
+		resp, err := registerAndBeat(t, k, pathID, principal, req, reg)
+		refused = err
+		return resp, err
 	})
+	if refused != nil && reg != nil {
+		s.rec.unprovision(ctx, k, reg.prov)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +143,16 @@ func (s *Service) registration(ctx context.Context, k projection.GroupKey, princ
 		}
 		// The member is new to a new group: a report with more shards than
 		// the stream has is refused by the decision (checkCaller), so it is
-		// refused here, before a consumer group is provisioned for it.
+		// refused here, before a consumer group is provisioned for it; so
+		// is a join past the principal's member quota or churn budget (the
+		// peek's runtime overlay is dropped: this spends nothing).
 		if len(req.OwnedShards) > plan.count || len(req.RevokingShards) > plan.count || len(req.ShardProgress) > plan.count {
 			return overSpan(req, plan.count)
 		}
-		return nil
+		if err := withinMemberQuota(t, principal); err != nil {
+			return err
+		}
+		return spendChurn(t, k, principal)
 	}
 	if s.rules.provisioning {
 		// Refused by the committed state: no lock taken, nothing touched.

@@ -98,6 +98,9 @@ func (p *prefixLocks) lock(prefix string) func() {
 // group's delete leaves it).
 type provisioned struct {
 	created, foreign []int
+	// made are the shards on which this provisioning created the consumer
+	// group (the others had one of the name already).
+	made []int
 }
 
 // provisionGroup provisions a new group's shard streams 0..count-1 and its
@@ -122,6 +125,11 @@ func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, 
 		return provisioned{}, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, p.count-1, k.ConsumerGroup)
 	}
 	out := provisioned{created: created}
+	for s := 0; s < p.count; s++ {
+		if !containsInt(existed, s) {
+			out.made = append(out.made, s)
+		}
+	}
 	for _, s := range existed {
 		// On a stream the coordinator created, a consumer group of this
 		// name is one it provisioned before (an earlier group of the name,
@@ -134,6 +142,26 @@ func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, 
 	// group's producers (its starting metadata version).
 	r.lowerFencesTo(ctx, k, p.count, p.mv)
 	return out, nil
+}
+
+// unprovision destroys the consumer groups a provisioning made for a group
+// whose decision then refused it (a quota another decision of the batch
+// reached first, a member refused after its group's registration): nobody
+// records them, so nobody would ever remove them. The caller holds the
+// prefix's lock it provisioned under, so no group of the name uses them.
+// Best effort: the shard streams it created stay (empty).
+func (r *reconciler) unprovision(ctx context.Context, k projection.GroupKey, p provisioned) {
+	if r.remover == nil || len(p.made) == 0 {
+		return
+	}
+	if _, exists := r.metadataVersion(k); exists {
+		return // recorded after all: they are its
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.remover.DestroyGroups(rctx, k.StreamPrefix, k.ConsumerGroup, p.made); err != nil {
+		r.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("destroy the consumer groups of a refused create")
+	}
 }
 
 // provisionFor provisions a resharding's target streams 0..to-1 (idempotent).

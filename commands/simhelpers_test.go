@@ -167,6 +167,7 @@ func streamKey(prefix string, i int) string { return fmt.Sprintf("%s:%d", prefix
 func (f *fakeShards) down() bool { return f.clock.Now().Before(f.downUntil) }
 
 func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, to int) ([]int, error) {
+	defer f.answerLate("Provision")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++

@@ -419,3 +419,57 @@ func TestChurnBudgetPerPrincipal(t *testing.T) {
 		t.Fatalf("after the refill: %v", err)
 	}
 }
+
+// TestRefusedRegistrationLeavesNoConsumerGroup: a first heartbeat whose
+// member the principal's member quota refuses is refused before its group's
+// consumer groups are provisioned; and one that another decision overtook
+// between its provisioning and its own decision (the principal's last group
+// registered elsewhere meanwhile) destroys the consumer groups it made:
+// nobody records them, nobody would remove them.
+func TestRefusedRegistrationLeavesNoConsumerGroup(t *testing.T) {
+	t.Run("member quota, before provisioning", func(t *testing.T) {
+		h := newStreamHarness(t, commands.Config{MaxMembersPerPrincipal: 1})
+		if _, err := h.createStream("orders", 2); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := h.beatAs("svc", "orders", "a", "m1", 0); err != nil || r.Status != wire.StatusOK {
+			t.Fatalf("first: %+v %v", r, err)
+		}
+		provisions := 0
+		h.fake.late = func(call string) {
+			if call == "Provision" {
+				provisions++
+			}
+		}
+		_, err := h.beatAs("svc", "orders", "b", "m2", 0)
+		wantCode(t, err, commands.ErrPrincipalMemberQuota, "")
+		if got := h.withGroup("orders", "b", 2); len(got) != 0 || provisions != 0 {
+			t.Fatalf("the refused registration provisioned %d times: consumer groups on %v", provisions, got)
+		}
+	})
+	t.Run("overtaken after provisioning", func(t *testing.T) {
+		h := newStreamHarness(t, commands.Config{MaxGroupsPerPrincipal: 1})
+		for _, p := range []string{"orders", "other"} {
+			if _, err := h.createStream(p, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		once := false
+		h.fake.late = func(call string) {
+			if call == "Provision" && !once {
+				once = true
+				if r, err := h.beatAs("svc", "other", "first", "m9", 0); err != nil || r.Status != wire.StatusOK {
+					t.Errorf("the overtaking registration: %+v %v", r, err)
+				}
+			}
+		}
+		_, err := h.beatAs("svc", "orders", "late", "m1", 0)
+		wantCode(t, err, commands.ErrPrincipalGroupQuota, "")
+		if got := h.withGroup("orders", "late", 2); len(got) != 0 {
+			t.Fatalf("consumer groups of the overtaken registration left on %v", got)
+		}
+		if got := h.withGroup("other", "first", 2); len(got) != 2 {
+			t.Fatalf("the overtaking registration's consumer groups on %v", got)
+		}
+	})
+}
