@@ -35,6 +35,21 @@ type Config struct {
 	// and group (DefaultMemberChurnPerMinute; <0: none): a join or leave beyond
 	// it is refused (ErrRateLimited, with when to retry) and appends nothing.
 	MemberChurnPerMinute int
+	// Quotas per principal and per stream prefix (quota.go; the Default*
+	// constants there; <0: off): groups a principal created or registered
+	// and their shards, groups and shards of a prefix, member records that
+	// take part per principal, and joins and leaves per principal across
+	// its groups a minute.
+	MaxGroupsPerPrincipal   int
+	MaxShardsPerPrincipal   int
+	MaxGroupsPerPrefix      int
+	MaxShardsPerPrefix      int
+	MaxMembersPerPrincipal  int
+	PrincipalChurnPerMinute int
+	// EmptyGroupRetention is how long a group that registered itself by a
+	// member's first heartbeat may have no live member before it is
+	// removed with its consumer groups (7 days; <0: never; expiry.go).
+	EmptyGroupRetention time.Duration
 	// RejectionsPerMinute is how many refused admin commands are recorded
 	// (command.rejected) per principal and minute (DefaultRejectionsPerMinute;
 	// <0: every one); the next record counts those that were not.
@@ -95,6 +110,19 @@ type Config struct {
 	// connection closed without an answer has to heartbeat again before it
 	// is expired (1s; negative: the lease alone applies).
 	HeartbeatDropGrace time.Duration
+	// RedisGuard, if set, tells whether Redis can evict the log (guard.go);
+	// GuardInterval is how often it is asked and the log is checked for a
+	// loss (5s; <0: never). AllowEviction accepts an evicting policy
+	// (logged) instead of refusing every decision that would append.
+	RedisGuard    RedisGuard
+	GuardInterval time.Duration
+	AllowEviction bool
+	// LogReplicas is how many replicas acknowledge every append before a
+	// decision is answered (the log given to New waits for them): a failover
+	// that loses only entries after the last one they acknowledged lost no
+	// answered decision, and the projection reloads from the log instead of
+	// holding (guard.go).
+	LogReplicas int
 }
 
 func (c *Config) setDefaults() {
@@ -134,6 +162,15 @@ func (c *Config) setDefaults() {
 	if c.RejectionsPerMinute == 0 {
 		c.RejectionsPerMinute = DefaultRejectionsPerMinute
 	}
+	defaultTo(&c.MaxGroupsPerPrincipal, DefaultMaxGroupsPerPrincipal)
+	defaultTo(&c.MaxShardsPerPrincipal, DefaultMaxShardsPerPrincipal)
+	defaultTo(&c.MaxGroupsPerPrefix, DefaultMaxGroupsPerPrefix)
+	defaultTo(&c.MaxShardsPerPrefix, DefaultMaxShardsPerPrefix)
+	defaultTo(&c.MaxMembersPerPrincipal, DefaultMaxMembersPerPrincipal)
+	defaultTo(&c.PrincipalChurnPerMinute, DefaultPrincipalChurnPerMinute)
+	if c.EmptyGroupRetention == 0 {
+		c.EmptyGroupRetention = DefaultEmptyGroupRetention
+	}
 	if c.ShardCheckInterval == 0 {
 		c.ShardCheckInterval = 10 * time.Second
 	}
@@ -172,6 +209,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HeartbeatDropGrace == 0 {
 		c.HeartbeatDropGrace = DefaultHeartbeatDropGrace
+	}
+	if c.GuardInterval == 0 {
+		c.GuardInterval = 5 * time.Second
 	}
 }
 
@@ -238,6 +278,14 @@ type lifecycle struct {
 	// corrupt is set while the log or the snapshot start-up depends on
 	// cannot be decoded (nil: it can).
 	corrupt atomic.Pointer[Error]
+	// lost is set while the log no longer holds what the projection
+	// applied, evicting while Redis may evict the log (guard.go); safety
+	// is the guard's last reading of Redis; the losses found, by cause.
+	lost          atomic.Pointer[LogLoss]
+	evicting      atomic.Pointer[Error]
+	safety        atomic.Pointer[RedisSafety]
+	lossesGone    atomic.Int64
+	lossesEntries atomic.Int64
 }
 
 // markCorrupt records that the state cannot be built without guessing: err
@@ -264,7 +312,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	if clock == nil {
 		clock = systemClock{}
 	}
-	now := func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
+	now, timers := wallClock(clock), timerClock(clock)
 	state := projection.New()
 	life := &lifecycle{}
 	life.ctx, life.cancel = context.WithCancel(context.Background())
@@ -274,16 +322,17 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	holds := newWaiters(cfg.MaxHeldHeartbeats, cfg.MaxHeldHeartbeatsPerPrincipal)
 	evidence := newEvidenceTable(shards != nil)
 	rearm := func() {
-		table.rearm(state, now(), cfg.MemberLease)
+		table.rearm(state, timers(), cfg.MemberLease)
 		evidence.reset()
 	}
-	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm})
+	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm, recent: &recentIDs{}})
 	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID,
 		steppedDown: func() { holds.releaseAll(false) }})
 	dec := newDecider(deciderDeps{
 		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
 		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
-		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog, holds: holds,
+		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
+		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.noteAppended, holds: holds,
 	})
 	rep.writer = dec
 	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}
@@ -294,15 +343,15 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	})
 	svc := newService(serviceDeps{
 		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
-		lead: lead, life: life, now: now, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
-		holds: holds, hold: holdRules{maxBound: cfg.MaxHeartbeatHold, grace: cfg.HeartbeatDropGrace},
+		lead: lead, life: life, now: now, timers: timers, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
+		restore: rep.restoreLog, holds: holds, hold: holdRules{maxBound: cfg.MaxHeartbeatHold, grace: cfg.HeartbeatDropGrace},
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
 		cfg: cfg, life: life, dec: dec, rec: rec,
 		auto: &autoscaler{sampler: shards, state: state, evidence: evidence, table: table, dec: dec, scale: svc.Scale,
 			now: now, logger: cfg.Logger, afterEvaluate: cfg.AfterEvaluate},
-		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, logger: cfg.Logger},
+		maint: &maintenance{state: state, table: table, evidence: evidence, dec: dec, rules: rules, now: now, timers: timers, logger: cfg.Logger},
 	}
 }
 
@@ -312,7 +361,7 @@ func (c *Coordinator) Conflicts() int64 { return c.dec.conflicts.Load() }
 // Run starts the writer, the maintenance ticker, the reconciler, the shard
 // check and the log follower. It returns at once; Close stops them.
 func (c *Coordinator) Run() {
-	c.wg.Add(7)
+	c.wg.Add(8)
 	c.writerWG.Add(1)
 	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.dec.run() }()
 	// The leader's loops. Maintenance and the reconciler run apart, so a slow
@@ -327,6 +376,7 @@ func (c *Coordinator) Run() {
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.BarrierCheckInterval, c.rec.proveBarriers) }()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.AutoscaleInterval, c.auto.run) }()
 	go func() { defer c.wg.Done(); c.Replica.follow() }()
+	go func() { defer c.wg.Done(); c.guard() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
 		// leads by the time its first request arrives.
@@ -367,7 +417,9 @@ func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Con
 		case <-c.life.stop:
 			return
 		case <-tk.C:
-			if c.life.ready.Load() && c.IsLeader() {
+			// Nothing is decided while the log is lost or Redis may evict
+			// it: the loops would only be refused (and provision first).
+			if c.life.ready.Load() && c.IsLeader() && c.life.refusal() == nil {
 				fn(c.life.ctx)
 			}
 		}

@@ -92,6 +92,15 @@ var (
 	// --max-total-shards.
 	ErrGroupLimit = &Error{Kind: KindConflict, Code: "GROUP_LIMIT_REACHED", Message: "The coordinator manages as many consumer groups as --max-groups allows"}
 	ErrShardLimit = &Error{Kind: KindConflict, Code: "SHARD_LIMIT_REACHED", Message: "The coordinator manages as many shards as --max-total-shards allows"}
+	// Quotas (quota.go): a create, a registration by heartbeat, a scale-out
+	// or a join that would take a principal or a stream prefix past its
+	// quota, refused before anything is provisioned; the message names the
+	// flag and its value.
+	ErrPrincipalGroupQuota  = &Error{Kind: KindConflict, Code: "PRINCIPAL_GROUP_QUOTA_EXCEEDED", Message: "The principal has created or registered as many consumer groups as --max-groups-per-principal allows"}
+	ErrPrincipalShardQuota  = &Error{Kind: KindConflict, Code: "PRINCIPAL_SHARD_QUOTA_EXCEEDED", Message: "The principal's groups and streams have as many shards as --max-shards-per-principal allows"}
+	ErrPrefixGroupQuota     = &Error{Kind: KindConflict, Code: "PREFIX_GROUP_QUOTA_EXCEEDED", Message: "The stream prefix has as many consumer groups as --max-groups-per-prefix allows"}
+	ErrPrefixShardQuota     = &Error{Kind: KindConflict, Code: "PREFIX_SHARD_QUOTA_EXCEEDED", Message: "The stream prefix has as many shards as --max-shards-per-prefix allows"}
+	ErrPrincipalMemberQuota = &Error{Kind: KindConflict, Code: "PRINCIPAL_MEMBER_QUOTA_EXCEEDED", Message: "The principal has as many members taking part as --max-members-per-principal allows"}
 	// ErrTopologyConflict: the groups of a stream without metadata disagree
 	// on the shard count (stream-scoped routing cannot answer), or a change
 	// would leave a stream's groups on different layouts.
@@ -110,6 +119,17 @@ var (
 	// ErrLogTrimmed: a replay asked for a point before the oldest kept snapshot
 	// of a log trimmed with --trim-log.
 	ErrLogTrimmed = &Error{Kind: KindNotAllowed, Code: "LOG_TRIMMED", Message: "The event log was trimmed behind this point: its state can no longer be replayed"}
+	// ErrLogLost: the log no longer holds what this coordinator applied
+	// (guard.go). It keeps serving reads and steady heartbeats from the
+	// state it holds and refuses every decision that would append, until
+	// an operator restores the log (POST /coord/v1/log/restore).
+	ErrLogLost = &Error{Kind: KindUnavailable, Code: "LOG_LOST", Message: "The event log lost entries this coordinator applied: it serves reads and steady heartbeats from the state it holds and records nothing until an operator restores the log (POST /coord/v1/log/restore)"}
+	// ErrEvictionPolicy: the Redis holding the log may evict it (its
+	// maxmemory-policy), and --allow-redis-eviction was not given: nothing
+	// that would append is decided until the policy is fixed.
+	ErrEvictionPolicy = &Error{Kind: KindUnavailable, Code: "REDIS_EVICTION_POLICY", Message: "The Redis holding the event log may evict it (maxmemory-policy): nothing is recorded until it is noeviction"}
+	// ErrLogNotLost: a restore of a log that holds this coordinator's state.
+	ErrLogNotLost = &Error{Kind: KindConflict, Code: "LOG_NOT_LOST", Message: "The event log holds this coordinator's state: there is nothing to restore"}
 )
 
 func withMsg(base *Error, format string, args ...any) *Error {

@@ -17,8 +17,9 @@ import (
 type Provisioner interface {
 	// Provision creates streams prefix:from..prefix:to-1 and the consumer group on
 	// each (XGROUP CREATE ... $ MKSTREAM ENTRIESREAD <entries-added>: at the
-	// stream's end; an existing group is success).
-	Provision(ctx context.Context, prefix, group string, from, to int) error
+	// stream's end; an existing group is success). It returns the shards on
+	// which the consumer group existed already.
+	Provision(ctx context.Context, prefix, group string, from, to int) (existed []int, err error)
 	// KeyTypes returns the TYPE of each key, in order ("none" when missing).
 	KeyTypes(ctx context.Context, keys []string) ([]string, error)
 	// CreateStreams creates each key as an empty stream without consumer
@@ -41,6 +42,13 @@ type Retirer interface {
 	// Delete removes shard streams, atomically refusing any stream that is not
 	// drained (an error names them; the others are deleted).
 	Delete(ctx context.Context, keys []string) error
+}
+
+// Remover destroys the Redis consumer groups of a deleted group (removal.go).
+type Remover interface {
+	// DestroyGroups destroys consumer group group on each shard stream
+	// (XGROUP DESTROY); a missing stream or consumer group is success.
+	DestroyGroups(ctx context.Context, prefix, group string, shards []int) error
 }
 
 // Fencer raises and lowers the ordering fences of a layout change and reads
@@ -80,6 +88,7 @@ type ShardStore interface {
 	Provisioner
 	DrainReader
 	Retirer
+	Remover
 	Fencer
 	Repairer
 	Sampler
@@ -101,7 +110,40 @@ type SnapshotStore interface {
 }
 
 // Clock is the time source; simulations use a virtual one.
+//
+// Now is read twice over for every decision. Its wall-clock time, in UTC, is
+// what decisions record (events carry times for people). The member leases,
+// rebalance deadlines, correction rounds, quarantines and budgets that only
+// this process keeps are timers instead: they are measured against the
+// reading as Now returns it, and the system clock's carries Go's monotonic
+// reading, so a step of the wall clock (NTP) moves none of them. A clock
+// that is not the system's models that reading by implementing
+// MonotonicClock.
 type Clock interface{ Now() time.Time }
+
+// MonotonicClock is a Clock whose timers' reading is apart from its wall
+// clock: Monotonic is what leases and deadlines are measured against, Now
+// what decisions record. Tests step one without the other.
+type MonotonicClock interface {
+	Clock
+	Monotonic() time.Time
+}
+
+// wallClock is clock's wall-clock time in UTC without a monotonic reading:
+// the time decisions record.
+func wallClock(clock Clock) func() time.Time {
+	return func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
+}
+
+// timerClock is the reading clock's timers are measured against: Monotonic
+// when it has one apart, else Now as it returns it (the system clock's
+// carries the monotonic reading; a virtual one's is its wall time).
+func timerClock(clock Clock) func() time.Time {
+	if mc, ok := clock.(MonotonicClock); ok {
+		return mc.Monotonic
+	}
+	return clock.Now
+}
 
 // LeaderLease is the leadership of the log among coordinator replicas
 // (redisstore.Lease). Holding it is what entitles a replica to append: the log

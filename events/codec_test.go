@@ -41,9 +41,12 @@ func sampleEvents() map[string]events.Event {
 		{ShardIndex: 5, StreamKey: "orders:5", Exists: false, Groups: []events.GroupDrain{}},
 	}
 	return map[string]events.Event{
-		"group.created":            &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch"},
-		"group.deleted":            &events.GroupDeleted{RequestedBy: "alice", Reason: "decommissioned", Force: true},
-		"coordinator.term_started": &events.TermStarted{Term: 3, Holder: "replica-b#00ff", URL: "http://10.0.0.2:8080"},
+		"log.restored": &events.LogRestored{RestoredFrom: "1714564800000-3", LogLastID: "1714564700000-0", Cause: "ENTRIES_LOST", LostEntries: 12,
+			RequestedBy: "alice", Reason: "failover lost the tail", Coordinator: "replica-b"},
+		"group.created":                   &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch"},
+		"group.deleted":                   &events.GroupDeleted{RequestedBy: "alice", Reason: "decommissioned", Force: true},
+		"group.consumer_groups_destroyed": &events.ConsumerGroupsDestroyed{StreamKeys: []string{"orders:0", "orders:1"}},
+		"coordinator.term_started":        &events.TermStarted{Term: 3, Holder: "replica-b#00ff", URL: "http://10.0.0.2:8080"},
 		"command.rejected": &events.CommandRejected{
 			Command: "resharding.create", ErrorCode: "RESHARDING_IN_PROGRESS", Message: "a resharding is active",
 			RequestedBy: "bob", Detail: "rsh-1",
@@ -122,6 +125,12 @@ func sampleVariants() map[string]events.Event {
 		"group.created.ordering":  &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Ordering: "KEY"},
 		"group.created.registered": &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "svc-orders", Reason: "registered by the first heartbeat of member m-1",
 			Ordering: "KEY", MetadataVersion: 3, RegisteredBy: "m-1", KeysChecked: true, CreatedShards: []int{2}},
+		"group.created.principal": &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "svc-orders", Reason: "registered by the first heartbeat of member m-1",
+			Ordering: "KEY", MetadataVersion: 3, RegisteredBy: "m-1", KeysChecked: true, CreatedShards: []int{2},
+			Principal: "svc-orders", Anonymous: true, ForeignShards: []int{1}},
+		"stream.created.principal": &events.StreamCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Group: "billing", CreatedShards: []int{0, 1, 2, 3}, Principal: "alice", Anonymous: true},
+		"stream.adopted.principal": &events.StreamAdopted{ShardCount: 4, RequestedBy: "alice", Reason: "take over", Principal: "alice", Anonymous: true},
+		"group.deleted.destroy":    &events.GroupDeleted{RequestedBy: "coordinator", Reason: "empty for 168h0m0s", Destroy: []string{"orders:0", "orders:1"}, Expired: true},
 		"resharding.preparing.keys": &events.ReshardingPreparing{ReshardingID: "rsh-1", FromShardCount: 2, ToShardCount: 4, RequestedBy: "alice", Reason: "more",
 			KeysChecked: true, CreatedShards: []int{2, 3}},
 		"resharding.activated.stream":   &events.ReshardingActivated{ReshardingID: "rsh-1", ShardCount: 4, AssignableCount: 6, Epochs: epochs, StreamMetadataVersion: 5},

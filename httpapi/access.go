@@ -17,7 +17,10 @@ const (
 	loginRoute      = apiRoot + "/auth/login"
 	monitoringRoot  = apiRoot + "/monitoring"
 	heartbeatRoute  = groupPath + "/members/{memberId}/heartbeat"
+	logRestoreRoute = apiRoot + "/log/restore"
 	unknownAPIRoute = apiRoot + "/" // the catch-all: a 404 under the API
+	// metricsRoute is where cmd mounts the metrics (Config.Mount).
+	metricsRoute = "/metrics"
 )
 
 // HeartbeatRoute is the heartbeat route's template, as RouteTemplate gives it.
@@ -76,7 +79,10 @@ func isMutation(method string) bool {
 //   - POST on the heartbeat route: MEMBER, or public when anonymous members
 //     are allowed;
 //   - POST /coord/v1/auth/login: public;
-//   - every route outside /coord/v1 (probes, /metrics, the console): public;
+//   - POST /coord/v1/log/restore: ADMIN (it writes every tenant's state);
+//   - GET /metrics: READ with --metrics-auth (AuthConfig.MetricsAuth), and
+//     only for a principal without a scope (wholeView), else public;
+//   - every other route outside /coord/v1 (probes, the console): public;
 //   - routes under /coord/v1/monitoring: READ;
 //   - other /coord/v1 routes: WRITE for POST, PUT, PATCH and DELETE, else READ.
 //
@@ -85,6 +91,9 @@ func isMutation(method string) bool {
 // method), so that a caller without credentials learns nothing, not even which
 // routes exist; elsewhere it is a public 404 or 405.
 func (a *authenticator) requiredRole(m routeMatch, method string) string {
+	if m.served && m.template == metricsRoute && a.cfg.MetricsAuth {
+		return RoleRead
+	}
 	if !underAPI(m.template) {
 		return ""
 	}
@@ -97,6 +106,8 @@ func (a *authenticator) requiredRole(m routeMatch, method string) string {
 			return ""
 		case m.template == loginRoute && method == http.MethodPost:
 			return ""
+		case m.template == logRestoreRoute && method == http.MethodPost:
+			return RoleAdmin
 		case m.template == monitoringRoot || strings.HasPrefix(m.template, monitoringRoot+"/"):
 			return RoleRead
 		}
@@ -105,6 +116,16 @@ func (a *authenticator) requiredRole(m routeMatch, method string) string {
 		return RoleWrite
 	}
 	return RoleRead
+}
+
+// wholeView reports whether p may call a route that shows every tenant at
+// once (GET /metrics under --metrics-auth): a principal with a scope of
+// prefixes or groups may not.
+func (a *authenticator) wholeView(p *principal, m routeMatch) bool {
+	if !m.served || m.template != metricsRoute || !a.cfg.MetricsAuth {
+		return true
+	}
+	return p != nil && p.Prefixes == nil && p.Groups == nil
 }
 
 // newCatchAll is the route of every path under /coord/v1 that no route of

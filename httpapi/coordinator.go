@@ -32,6 +32,9 @@ type Commands interface {
 	// HeldHeartbeat is Heartbeat for a member that asked to be held until
 	// its answer changes (hold.go).
 	HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h commands.HoldRequest) (*wire.HeartbeatResponse, commands.HoldOutcome, error)
+	// RestoreLog writes the state this coordinator holds back to a log that
+	// lost it (LOG_LOST).
+	RestoreLog(ctx context.Context, meta events.Meta, in commands.RestoreLogInput) (commands.RestoreResult, error)
 }
 
 // Reader answers from this replica's projection and the log: what every
@@ -45,6 +48,8 @@ type Reader interface {
 	// the audit endpoint reads it (with the archive of a trimmed log).
 	GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error)
 	HistoryLog() events.Log
+	// Ready: loaded, the last log operation worked, not refusing appends
+	// (Refusal), not shutting down.
 	Ready() bool
 	Healthy() bool
 	// Corrupt is COORDINATOR_METADATA_CORRUPT while the log (or the
@@ -53,6 +58,13 @@ type Reader interface {
 	Corrupt() error
 	// Config is the coordinator's effective configuration (its id and timings).
 	Config() commands.Config
+	// LogLoss is the loss of the log this replica is in (nil: none);
+	// RedisSafety the last reading of Redis's eviction policy and
+	// persistence; Refusal why decisions that would append are refused
+	// (ErrLogLost, ErrEvictionPolicy; nil: they are not).
+	LogLoss() *commands.LogLoss
+	RedisSafety() (commands.RedisSafety, bool)
+	Refusal() error
 }
 
 // Runtime is what the leader holds only in memory: members' leases, last

@@ -26,6 +26,8 @@ type snapshot struct {
 	Groups   []*Group  `msgpack:"groups"`
 	Streams  []*Stream `msgpack:"streams,omitempty"`
 	Prefixes []string  `msgpack:"prefixes"`
+	// Restored is the last log.restored the state applied (absent: none).
+	Restored *RestoreMark `msgpack:"restored,omitempty"`
 	// History is what version 1 kept (read only: which prefixes were ever
 	// created).
 	History []historySnapshotV1 `msgpack:"history,omitempty"`
@@ -58,6 +60,10 @@ func (s *State) CaptureLocked() *Capture {
 		c.snap.Prefixes = append(c.snap.Prefixes, p)
 	}
 	sort.Strings(c.snap.Prefixes)
+	if s.restored != (RestoreMark{}) {
+		r := s.restored
+		c.snap.Restored = &r
+	}
 	for _, p := range sortedKeys(s.streams) {
 		c.snap.Streams = append(c.snap.Streams, s.streams[p].Clone())
 	}
@@ -87,6 +93,9 @@ func Restore(data []byte) (*State, error) {
 	}
 	s := New()
 	s.lastID = snap.LastID
+	if snap.Restored != nil {
+		s.restored = *snap.Restored
+	}
 	for _, g := range snap.Groups {
 		if g.Members == nil {
 			g.Members = map[string]*Member{}
@@ -98,6 +107,11 @@ func Restore(data []byte) (*State, error) {
 			g.PreviousLayouts, g.LayoutSince = derivedLayouts(g)
 		}
 		g.buildIndex()
+		if g.EmptySince.IsZero() && g.LiveCount() == 0 {
+			// A snapshot from before EmptySince was kept: empty since its
+			// last change at the latest.
+			g.EmptySince = g.UpdatedAt
+		}
 		s.groups[g.Key] = g
 		s.order = append(s.order, g.Key)
 	}
@@ -119,6 +133,7 @@ func Restore(data []byte) (*State, error) {
 			st.CreatedShards = union(st.CreatedShards, shardRange(0, legacySpan(g))...)
 		}
 	}
+	s.recountPrincipals()
 	for _, h := range snap.History {
 		for _, it := range h.Items {
 			if it.Type == "group.created" {
@@ -137,6 +152,8 @@ func (s *State) Swap(other *State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups, s.order, s.streams, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.streams, other.prefixes, other.lastID, other.applied
+	s.restored = other.restored
+	s.principals = other.principals
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -21,8 +21,13 @@ type State struct {
 	order    []GroupKey // creation order, for listing
 	streams  map[string]*Stream
 	prefixes map[string]bool // every prefix a group was created with
-	lastID   string
-	applied  int64
+	// principals is, by principal, the member records that take part across
+	// every group (principals.go).
+	principals map[string]int
+	lastID     string
+	applied    int64
+	// restored is the last log.restored applied (zero: none).
+	restored RestoreMark
 	// pos is lastID parsed, when posOf is lastID (ApplyLocked parses each
 	// id once).
 	pos   events.ID
@@ -31,7 +36,7 @@ type State struct {
 
 // New returns an empty projection.
 func New() *State {
-	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, lastID: events.ZeroID}
+	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, principals: map[string]int{}, lastID: events.ZeroID}
 }
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.
@@ -50,6 +55,20 @@ func (s *State) LastID() string {
 
 // LastIDLocked is LastID for a caller holding the lock.
 func (s *State) LastIDLocked() string { return s.lastID }
+
+// RestoreMark is a log.restored entry as the projection records it: its id and
+// the position of the state it restored.
+type RestoreMark struct {
+	ID   string `msgpack:"id"`
+	From string `msgpack:"from"`
+}
+
+// LastRestore is the last log.restored entry applied (zero when none).
+func (s *State) LastRestore() RestoreMark {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.restored
+}
 
 // Applied is the number of entries applied since the projection was built or restored.
 func (s *State) Applied() int64 {

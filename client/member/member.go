@@ -71,7 +71,7 @@ type member struct {
 	retried     bool
 	pausedLease int64
 
-	leaseUntil atomic.Int64  // unix nanos; readers read only before it
+	leaseUntil atomic.Int64  // monotonic nanos since leaseEpoch; readers read only before it
 	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
 	// gate is what the last applied answer said about ordering: the
 	// readers hold entries back by it (gate.go).
@@ -136,8 +136,13 @@ func (m *member) poke() {
 	}
 }
 
+// leaseEpoch is what lease ends are measured from: a time.Now reading that
+// carries the monotonic clock, so that time.Since(leaseEpoch) is monotonic
+// and a step of the wall clock (NTP) neither ends a lease nor extends one.
+var leaseEpoch = time.Now()
+
 func (m *member) leaseValid() bool {
-	return time.Now().UnixNano() < m.leaseUntil.Load()
+	return int64(time.Since(leaseEpoch)) < m.leaseUntil.Load()
 }
 
 // lease is the local assignment lease.
@@ -303,7 +308,7 @@ func (m *member) graceLease(err error) {
 			m.pausedLease = 0
 		}
 	case m.pausedLease == 0 && m.leaseValid():
-		m.pausedLease = m.leaseUntil.Swap(time.Now().UnixNano())
+		m.pausedLease = m.leaseUntil.Swap(int64(time.Since(leaseEpoch)))
 	}
 }
 
@@ -456,7 +461,7 @@ func (m *member) adopt(req *client.HeartbeatRequest, resp *client.HeartbeatRespo
 	if resp.HeartbeatIntervalMs > 0 {
 		m.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}
-	m.leaseUntil.Store(sent.Add(m.lease()).UnixNano())
+	m.leaseUntil.Store(int64(sent.Add(m.lease()).Sub(leaseEpoch)))
 	if m.gate.learn(resp.MetadataVersion, resp.Assignment.Ordering, resp.Assignment.Barriers) {
 		if k := m.gate.load(); len(k.barriers) > 0 || k.ordered {
 			m.log.Debug("ordering knowledge", "metadataVersion", k.version, "ordered", k.ordered, "barriers", k.barriers)

@@ -129,6 +129,8 @@ func apiRequiredRole(rt apiRoute) string {
 		return "MEMBER"
 	case rt.Method == "POST" && rt.Template == "/coord/v1/auth/login":
 		return ""
+	case rt.Method == "POST" && rt.Template == "/coord/v1/log/restore":
+		return "ADMIN"
 	case rt.Template != "/coord/v1" && !strings.HasPrefix(rt.Template, "/coord/v1/"):
 		return "" // probes, /metrics, the console
 	case strings.HasPrefix(rt.Template, "/coord/v1/monitoring/"):
@@ -144,6 +146,7 @@ var apiGrants = map[string][]string{
 	"READ":   {"READ", "WRITE", "MONITOR", "ADMIN"},
 	"WRITE":  {"WRITE", "ADMIN"},
 	"MEMBER": {"MEMBER", "ADMIN"},
+	"ADMIN":  {"ADMIN"},
 }
 
 // apiNames are path values to fill templates with: sample ones, and hostile
@@ -464,7 +467,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 	})
 	t.Run("session and login show the user's roles", func(t *testing.T) {
 		r := apiSend(t, tc, reader, "GET", "/coord/v1/monitoring/session", nil, nil).apiWant(t, 200)
-		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"],"prefixes":null}`)
+		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"],"prefixes":null,"groups":null}`)
 		l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "member", "password": "m-pw"}, nil).apiWant(t, 200)
 		if got := apiArr(t, l.JSON, "roles"); len(got) != 1 || got[0] != "MEMBER" {
 			t.Errorf("member roles %v", got)
