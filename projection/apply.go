@@ -9,6 +9,13 @@ import (
 
 // apply folds one record into the state.
 func (s *State) apply(rec events.Record) {
+	if q, ok := rec.Event.(*events.Quarantined); ok {
+		s.quarantine(rec, q)
+		return
+	}
+	if s.skipQuarantined(rec) {
+		return
+	}
 	k := KeyOf(rec)
 	if _, ok := rec.Event.(*events.GroupCreated); ok {
 		s.prefixes[k.StreamPrefix] = true

@@ -33,8 +33,10 @@ var errStopped = errors.New("fold stopped")
 // Fold is the one fold of the log: start-up, catch-up, the follower, the
 // replay library and tools all bring a projection up to date through it. It
 // applies every entry of log after st's last id, in order, with State.Apply,
-// and returns how many it applied; an undecodable entry stops it with the
-// *events.DecodeError naming the entry.
+// and returns how many it applied. An entry whose event cannot be read but
+// whose envelope names a stream prefix quarantines that prefix
+// (events.Confine, quarantine.go) and the fold goes on; any other
+// undecodable entry stops it with the *events.DecodeError naming the entry.
 //
 // Reading, decoding and applying overlap: one goroutine reads the next page
 // while a second decodes the previous one and the caller's goroutine applies,
@@ -128,6 +130,10 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 			for _, e := range p.entries {
 				rec, err := events.Decode(e.ID, e.Data)
 				if err != nil {
+					if q, ok := events.Confine(err); ok {
+						recs = append(recs, q)
+						continue
+					}
 					if len(recs) > 0 && !send(foldBatch{recs: recs}) {
 						return
 					}

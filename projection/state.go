@@ -21,8 +21,11 @@ type State struct {
 	order    []GroupKey // creation order, for listing
 	streams  map[string]*Stream
 	prefixes map[string]bool // every prefix a group was created with
-	lastID   string
-	applied  int64
+	// quarantined are the prefixes an entry that could not be read
+	// quarantined (quarantine.go).
+	quarantined map[string]*Quarantine
+	lastID      string
+	applied     int64
 	// pos is lastID parsed, when posOf is lastID (ApplyLocked parses each
 	// id once).
 	pos   events.ID
@@ -31,7 +34,7 @@ type State struct {
 
 // New returns an empty projection.
 func New() *State {
-	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, lastID: events.ZeroID}
+	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, quarantined: map[string]*Quarantine{}, lastID: events.ZeroID}
 }
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.
