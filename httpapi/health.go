@@ -22,7 +22,8 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
 // 503 while loading, while Redis is unreachable, while shutting down, and
 // with status METADATA_CORRUPT (errorCode, message) while the log holds an
-// entry this build cannot decode (no auth).
+// entry whose envelope this build cannot read (no auth). Prefixes
+// quarantined by an entry of theirs are counted (quarantinedPrefixes).
 // A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	resp := wire.Readiness{Status: "READY", LastEventID: s.read.State().LastID()}
@@ -38,6 +39,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
+	// A quarantined prefix does not make the coordinator unready: every
+	// other prefix is served. /readyz is public: it counts them, the
+	// authenticated health names them.
+	resp.QuarantinedPrefixes = s.read.State().NumQuarantined()
 	writeJSON(w, http.StatusOK, resp)
 }
 
