@@ -24,6 +24,7 @@ SUITES=(
   "event log (compare-and-append, index, trim, snapshots)|./redisstore|^TestIntegration(RedisLog.*|HistoryIndexBackfillAndTrim|TrimBefore|LogOnCluster|SnapshotStore.*|LeaseTerms|FencedLog)$"
   "log waits for replicas (WAIT)|./redisstore|^TestIntegration(LogWaitsForReplicas.*|FencedLogAndLeaseWaitForReplicas|TrimWaitsForTheArchiveReplicas)$"
   "provisioning and retirement|./redisstore|^TestIntegration(Shards|ShardsOnCluster|OffsetsSingleServerHaveNoNode|Load)$"
+  "lag in time (XRANGE, XPENDING, TIME; lag=null after XDEL)|./redisstore|^TestIntegrationOffsetsLagAge$"
   "drain proof (XDEL tombstones, XTRIM, promoted replica)|./redisstore|^TestIntegration(DrainProofWithTombstonesAndTrims|StaleEntriesReadCounter|DrainedOnPromotedReplica|BarrierEvidence)$"
   "engine check at start|./redisstore|^TestIntegrationCheckEngine"
   "scale-out and scale-in with the SDK under load|./client|^TestIntegrationEveryMessageConsumedThroughReshardingCrashAndLeave$"

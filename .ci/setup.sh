@@ -54,6 +54,10 @@ fi
 if ! command -v redis-sentinel >/dev/null 2>&1; then
   missing+=(redis-sentinel)
 fi
+# curl runs the README's walk-through (TestIntegrationReadmeWalkthrough).
+if ! command -v curl >/dev/null 2>&1; then
+  missing+=(curl)
+fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   missing+=(debootstrap)
 fi

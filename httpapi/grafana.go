@@ -70,6 +70,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 			ShardCount: g.ShardCount, TotalMembers: len(g.Members),
 			TotalStreamLength: offs.TotalStreamLength, TotalLag: nonNegative(offs.TotalLag),
 			TotalMemoryUsageBytes: offs.TotalMemoryUsageBytes, MemoryUsageKnown: offs.MemoryUsageKnown,
+			LagSeconds: offs.LagSeconds, OldestPendingSeconds: offs.OldestPendingSeconds, LagStatus: offs.LagStatus,
 		}
 		for _, m := range g.Members {
 			if m.Live() {
@@ -206,6 +207,7 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 				MemoryUsageBytes: o.MemoryUsageBytes, MemoryUsageKnown: o.MemoryUsageBytes != nil,
 				TargetOwnerMemberIDs: strings.Join(ow.target, ","), CurrentOwnerMemberIDs: strings.Join(ow.current, ","),
 				OwnerState: ownerState(ow.current, ow.target), OwnerMemberIDs: strings.Join(o.OwnerMemberIDs, ","),
+				LagStatus: o.LagStatus,
 			}
 			row.Lag = nonNegative(o.Lag) // a lag Redis computes below 0 shows as 0
 			out = append(out, row)

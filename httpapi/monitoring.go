@@ -264,7 +264,9 @@ func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.Off
 	if offs == nil {
 		offs = []wire.ShardOffset{}
 	}
-	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true, AsOf: read.at.UTC()}
+	out := wire.OffsetsResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Shards: offs, MemoryUsageKnown: true, AsOf: read.at.UTC(),
+		LagStatus: read.lagStatus}
+	out.LagSeconds, out.OldestPendingSeconds = groupLagAges(offs)
 	var totalLag int64
 	lagKnown := true
 	for i := range offs {

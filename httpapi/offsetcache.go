@@ -54,6 +54,7 @@ type offsetCache struct {
 	running bool                                  // the background loop runs
 	failing bool                                  // the last pass failed a read (logged once)
 	rates   *rateMemory
+	lag     *lagMemory
 }
 
 // groupOffsets is one read of a group's shards.
@@ -63,6 +64,8 @@ type groupOffsets struct {
 	rates []shardRate
 	at    time.Time
 	err   error
+	// lagStatus is the group's (lagstatus.go); each shard's is in offs.
+	lagStatus string
 }
 
 func newOffsetCache(streams StreamReader, state func() *projection.State, every time.Duration, log zerolog.Logger) *offsetCache {
@@ -70,7 +73,8 @@ func newOffsetCache(streams StreamReader, state func() *projection.State, every 
 		every = DefaultOffsetsRefresh
 	}
 	return &offsetCache{streams: streams, state: state, every: every, log: log,
-		groups: map[projection.GroupKey]*groupOffsets{}, reading: map[projection.GroupKey]chan struct{}{}, rates: newRateMemory()}
+		groups: map[projection.GroupKey]*groupOffsets{}, reading: map[projection.GroupKey]chan struct{}{}, rates: newRateMemory(),
+		lag: newLagMemory(every)}
 }
 
 // get is the latest read of g's shards, reading them first when the cache
@@ -118,6 +122,11 @@ func (c *offsetCache) read(ctx context.Context, g *projection.Group, done chan s
 	e.at = time.Now()
 	if e.err == nil {
 		e.rates = c.rates.observe(g.Key.ConsumerGroup, e.offs, e.at)
+		var shards []string
+		shards, e.lagStatus = c.lag.observe(g, e.offs, e.at)
+		for i := range e.offs {
+			e.offs[i].LagStatus = shards[i]
+		}
 	}
 	c.mu.Lock()
 	c.groups[g.Key] = e

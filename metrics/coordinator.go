@@ -92,6 +92,7 @@ func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	describeLag(ch)
 }
 
 func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
@@ -156,6 +157,7 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(*o.Lag), p, cg, shard)
 			}
 		}
+		collectLag(ch, p, cg, r.shards[g.Key])
 	}
 }
 

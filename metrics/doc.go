@@ -10,7 +10,8 @@
 //   - the projection and the coordinator's own counters, read at scrape time by
 //     a custom collector (per-group gauges, readiness, append conflicts);
 //   - Redis, read by a refresher goroutine every Config.Interval (log length and
-//     last id, projection apply lag, per-shard lag and pending), so that shard lag
+//     last id, projection apply lag, per-shard lag and pending, their ages in
+//     seconds and each group's lag status: lag.go), so that shard lag
 //     is tracked even when nobody reads the monitoring endpoints; scrapes only
 //     return the latest values and never touch Redis. Shard values come through
 //     the OffsetReader cmd gives Watch: the HTTP server's cache of shard streams,

@@ -19,6 +19,12 @@ type ShardOffset struct {
 	ShardIndex int
 	Pending    int64
 	Lag        *int64
+	// LagSeconds and OldestPendingSeconds are the ages of the oldest entry
+	// not yet delivered and not yet acknowledged (nil when the stream or the
+	// group does not exist); LagStatus is the shard's wire.LagStatus*.
+	LagSeconds           *float64
+	OldestPendingSeconds *float64
+	LagStatus            string
 }
 
 // OffsetReader reads the consumer group's position on shard streams;

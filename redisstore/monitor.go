@@ -30,16 +30,29 @@ type Offset struct {
 	NodeEndpoint         string
 	NodeID               string
 	SlotStart, SlotEnd   *int
+	// OldestUndeliveredID is the first entry after the group's last-delivered
+	// id, OldestPendingID the group's oldest entry delivered and not yet
+	// acknowledged ("" when there is none, or no group); RedisTimeMs is
+	// Redis's clock when they were read (see LagAge).
+	OldestUndeliveredID string
+	OldestPendingID     string
+	RedisTimeMs         int64
 }
 
 // offsetsScript reads one shard stream for monitoring in one call: XINFO
 // STREAM without the first and last entries it returns (an entry may be
 // megabytes: only their ids leave Redis), the group's line of XINFO GROUPS,
-// and MEMORY USAGE. KEYS[1] stream; ARGV[1] consumer group. Returns {0} when
-// the stream does not exist, else {1, length, first id, last id,
-// last-generated id, group found (1/0), group last-delivered id, pending,
-// lag (-1 when Redis cannot tell), memory bytes (-1 when unknown)}.
-var offsetsScript = redis.NewScript("#!lua flags=no-writes\n" + `
+// MEMORY USAGE, and for the lag in time the id of the first entry after the
+// group's last-delivered id (XRANGE (id + COUNT 1) and of the group's oldest
+// pending entry (XPENDING - + 1), each read only when there is one, with
+// Redis's clock (TIME) in the same call. Every read is O(log N) or bounded by
+// the stream's groups: nothing scans the stream. KEYS[1] stream; ARGV[1]
+// consumer group. Returns {0} when the stream does not exist, else {1,
+// length, first id, last id, last-generated id, group found (1/0), group
+// last-delivered id, pending, lag (-1 when Redis cannot tell), memory bytes
+// (-1 when unknown), oldest undelivered id ("" when none), oldest pending id
+// ("" when none), Redis's clock in Unix ms}.
+var offsetsScript = redis.NewScript("#!lua flags=no-writes\n" + luaIDLess + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local t = {}
@@ -60,7 +73,18 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
   if name == ARGV[1] then found, delivered, pending, lag = 1, d, p, l end
 end
 local mem = redis.call('MEMORY', 'USAGE', KEYS[1]) or -1
-return {1, t['length'], first, last, t['last-generated-id'] or '', found, delivered, pending, lag, mem}
+local undelivered, oldestPending = '', ''
+if found == 1 and last ~= '' and idLess(delivered, last) then
+  local nx = redis.call('XRANGE', KEYS[1], '(' .. delivered, '+', 'COUNT', 1)
+  if #nx > 0 then undelivered = nx[1][1] end
+end
+if found == 1 and pending > 0 then
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1)
+  if #p > 0 then oldestPending = p[1][1] end
+end
+local now = redis.call('TIME')
+local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+return {1, t['length'], first, last, t['last-generated-id'] or '', found, delivered, pending, lag, mem, undelivered, oldestPending, nowMs}
 `)
 
 // Offsets reads each shard's stream, the group's reading of it and its memory
@@ -87,8 +111,8 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 			out = append(out, o)
 			continue
 		}
-		if len(res) != 10 {
-			return nil, fmt.Errorf("read offsets of %s: %d values, want 10", key, len(res))
+		if len(res) != 13 {
+			return nil, fmt.Errorf("read offsets of %s: %d values, want 13", key, len(res))
 		}
 		str := func(v any) string { s, _ := v.(string); return s }
 		o.Exists = true
@@ -110,6 +134,7 @@ func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int
 		if mem := toInt(res[9]); mem >= 0 {
 			o.MemoryBytes = &mem
 		}
+		o.OldestUndeliveredID, o.OldestPendingID, o.RedisTimeMs = str(res[10]), str(res[11]), toInt(res[12])
 		out = append(out, o)
 	}
 	return out, nil

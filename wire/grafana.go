@@ -34,6 +34,10 @@ type GrafanaGroupRow struct {
 	ConsumedPerSecond     *float64 `json:"consumedPerSecond"`
 	TotalMemoryUsageBytes int64    `json:"totalMemoryUsageBytes"`
 	MemoryUsageKnown      bool     `json:"memoryUsageKnown"`
+	// LagSeconds, OldestPendingSeconds and LagStatus are OffsetsResponse's.
+	LagSeconds           *float64 `json:"lagSeconds"`
+	OldestPendingSeconds *float64 `json:"oldestPendingSeconds"`
+	LagStatus            string   `json:"lagStatus"`
 }
 
 // GrafanaMemberRow is one member of a group.
@@ -71,6 +75,7 @@ type GrafanaShardRow struct {
 	CurrentOwnerMemberIDs string   `json:"currentOwnerMemberIds"`
 	OwnerState            string   `json:"ownerState"`
 	OwnerMemberIDs        string   `json:"ownerMemberIds"`
+	LagStatus             string   `json:"lagStatus"`
 }
 
 // GrafanaAssignmentRow is who is targeted at, reads and revokes one shard.

@@ -163,9 +163,15 @@ type ConsumerShardProgress struct {
 type OffsetsResponse struct {
 	// AsOf is when Redis was read (the coordinator keeps a cache refreshed in
 	// the background; see the README's Security section).
-	AsOf                  time.Time     `json:"asOf"`
-	ConsumerGroup         string        `json:"consumerGroup"`
+	AsOf          time.Time `json:"asOf"`
+	ConsumerGroup string    `json:"consumerGroup"`
+	// LagSeconds and OldestPendingSeconds are the greatest of the shards'
+	// (the group's oldest entry not yet delivered, and not yet acknowledged);
+	// null when any shard's is. LagStatus is the worst shard's.
+	LagSeconds            *float64      `json:"lagSeconds"`
+	LagStatus             string        `json:"lagStatus"`
 	MemoryUsageKnown      bool          `json:"memoryUsageKnown"`
+	OldestPendingSeconds  *float64      `json:"oldestPendingSeconds"`
 	Shards                []ShardOffset `json:"shards"`
 	StreamPrefix          string        `json:"streamPrefix"`
 	TotalLag              *int64        `json:"totalLag"` // null when any shard's lag is unknown
@@ -186,6 +192,9 @@ type ShardOffset struct {
 	Exists           bool     `json:"exists"`
 	// Routed: the shard is in producer routing (index < shardCount).
 	Routed bool `json:"routed"`
+	// LagStatus is the shard's LagStatusOK, ...Warn, ...Stall or ...Stop as of
+	// the read.
+	LagStatus string `json:"lagStatus"`
 }
 
 // ShardStream is what Redis tells of one shard stream and of one consumer
@@ -207,7 +216,31 @@ type ShardStream struct {
 	PendingCount            int64   `json:"pendingCount"`
 	// Lag is null when Redis cannot tell it.
 	Lag *int64 `json:"lag"`
+	// LagSeconds is how long the oldest entry not yet delivered to the
+	// group (OldestUndeliveredID) has waited, from its id and Redis's clock
+	// at RedisTimeMs, in seconds to the millisecond: 0 when every entry was
+	// delivered, null when the stream or the group does not exist. Unlike
+	// Lag it is known after XDEL and XTRIM too.
+	LagSeconds          *float64 `json:"lagSeconds"`
+	OldestUndeliveredID *string  `json:"oldestUndeliveredId"`
+	// OldestPendingSeconds is the age, by the same clock, of the group's
+	// oldest entry delivered and not yet acknowledged (OldestPendingID): 0
+	// when none is pending, null when the stream or the group does not exist.
+	OldestPendingSeconds *float64 `json:"oldestPendingSeconds"`
+	OldestPendingID      *string  `json:"oldestPendingId"`
+	// RedisTimeMs is Redis's clock (TIME, Unix ms) when the stream was read.
+	RedisTimeMs *int64 `json:"redisTimeMs"`
 }
+
+// Lag statuses of a shard and of a group (lagStatus), from the best to the
+// worst; a group's is its worst shard's. The rule is in docs/operations.md
+// ("Lag and group status"); /metrics encodes them 0 to 3 in this order.
+const (
+	LagStatusOK    = "OK"    // nothing waits, or the group keeps up
+	LagStatusWarn  = "WARN"  // the oldest unacknowledged entry grows older at every read
+	LagStatusStall = "STALL" // entries wait and the group has not advanced for a whole window
+	LagStatusStop  = "STOP"  // entries wait on a shard that nobody owns
+)
 
 // MessagesPage answers GET .../shards/{i}/messages (StreamMessagesPageResponse).
 // Its fields are in the order the answer has always had them (alphabetical).

@@ -273,7 +273,7 @@ func budgetCommandStats(tb testing.TB, rdb *redis.Client) map[string]int64 {
 // monitoring (the offsets script, and what a read without it would use).
 func budgetShardReads(stats map[string]int64) int64 {
 	var n int64
-	for _, c := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "xinfo|stream", "xinfo|groups", "memory|usage", "xlen", "xrange", "xrevrange"} {
+	for _, c := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "xinfo|stream", "xinfo|groups", "memory|usage", "xlen", "xrange", "xrevrange", "xpending", "time"} {
 		n += stats[c]
 	}
 	return n

@@ -86,6 +86,7 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 	if text := consoleRun(t, ctx, "read the overview row", chromedp.Text(row)); !strings.Contains(text, "STABLE") || !strings.Contains(text, prefix) {
 		t.Fatalf("overview row %q: want the prefix and state STABLE", text)
 	}
+	consoleWaitFor(t, ctx, "the group's lag status in the overview", fmt.Sprintf(`document.querySelector('#groups-table tr[data-group="%s/%s"] td[data-field="lag"]').textContent === 'OK 0.0 s'`, prefix, group))
 
 	// The live group page: both members, the 2 routed shards.
 	consoleDo(t, ctx, "open the group page",
@@ -95,6 +96,23 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 	)
 	consoleWaitFor(t, ctx, "the live grid with 2 shard rows", `document.querySelectorAll('#grid tr[data-shard]').length === 2 && document.querySelector('#summary [data-field="shardCount"]').textContent === '2'`)
 	consoleWaitFor(t, ctx, "every shard owned in the live grid", `[...document.querySelectorAll('#grid tr[data-shard]')].every(r => r.querySelector('td[data-flags*="C"]'))`)
+
+	// The lag in time: an entry 5 s old by Redis's clock waits on shard 0.
+	// The cell shows its age to the millisecond against the Redis clock of
+	// the read (in its title, with the entry's id); the status is OK (a
+	// member holds the shard, and one read is no window).
+	rdb := tc.Redis.Client(t)
+	t0 := lagRedisMs(t, rdb)
+	waiting := lagXAdd(t, rdb, prefix+":0", t0-5000)
+	tc.Main.server.RefreshOffsets(context.Background())
+	consoleWaitFor(t, ctx, "the lag in seconds of shard 0", fmt.Sprintf(`(() => {
+		const c = document.querySelector('#grid tr[data-shard="0"] td[data-field="lagSeconds"]');
+		if (!c || !c.title.startsWith(%q)) return false;
+		const redisMs = Number(c.title.match(/Redis time (\d+)/)[1]);
+		return c.textContent === ((redisMs - %d) / 1000).toFixed(3) && Number(c.textContent) >= 5;
+	})()`, waiting, t0-5000))
+	consoleWaitFor(t, ctx, "the lag status of the shards and the group", `document.querySelector('#grid tr[data-shard="0"] td[data-field="lagStatus"]').textContent === 'OK' && document.querySelector('#grid tr[data-shard="1"] td[data-field="oldestPendingSeconds"]').textContent === '0.000' && document.querySelector('#summary [data-field="lagStatus"]').textContent === 'OK'`)
+	consoleScreenshot(t, ctx, "console-lag.png")
 
 	// The history: the group as it was when the scale-in was requested.
 	entry := chromedp.CSS(fmt.Sprintf(`#history-rows a[data-id="%s"]`, preparing))

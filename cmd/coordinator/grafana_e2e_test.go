@@ -100,6 +100,8 @@ var gfShardCols = map[string]string{
 	"producedPerSecond": "number|null", "consumedPerSecond": "number|null", "memoryUsageBytes": "number|null",
 	"memoryUsageKnown": "bool", "targetOwnerMemberIds": "string", "currentOwnerMemberIds": "string",
 	"ownerState": "string", "ownerMemberIds": "string",
+	"lagSeconds": "number|null", "oldestUndeliveredId": "string|null", "oldestPendingSeconds": "number|null",
+	"oldestPendingId": "string|null", "redisTimeMs": "number|null", "lagStatus": "string",
 }
 
 var gfGroupCols = map[string]string{
@@ -108,7 +110,7 @@ var gfGroupCols = map[string]string{
 	"totalMembers": "number", "currentShards": "number", "targetShards": "number", "assignedShardRatio": "string",
 	"revokingShards": "number", "totalStreamLength": "number", "totalPendingCount": "number", "totalLag": "number|null",
 	"producedPerSecond": "number|null", "consumedPerSecond": "number|null", "totalMemoryUsageBytes": "number",
-	"memoryUsageKnown": "bool",
+	"memoryUsageKnown": "bool", "lagSeconds": "number|null", "oldestPendingSeconds": "number|null", "lagStatus": "string",
 }
 
 var gfMessageCols = map[string]string{

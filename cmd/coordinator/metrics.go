@@ -54,7 +54,8 @@ func (a shardOffsets) Offsets(ctx context.Context, prefix, group string, shards 
 	}
 	out := make([]metrics.ShardOffset, len(offs))
 	for i, o := range offs {
-		out[i] = metrics.ShardOffset{ShardIndex: o.Shard.ShardIndex, Pending: o.PendingCount, Lag: o.Lag}
+		out[i] = metrics.ShardOffset{ShardIndex: o.Shard.ShardIndex, Pending: o.PendingCount, Lag: o.Lag,
+			LagSeconds: o.LagSeconds, OldestPendingSeconds: o.OldestPendingSeconds, LagStatus: o.LagStatus}
 	}
 	return out, nil
 }

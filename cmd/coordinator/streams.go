@@ -37,8 +37,31 @@ func (a streamReader) Offsets(ctx context.Context, prefix, group string, shards 
 			},
 			MemoryUsageBytes: o.MemoryBytes, Exists: o.Exists,
 		}
+		lagAges(&out[i].ShardStream, o)
 	}
 	return out, nil
+}
+
+// lagAges fills in the lag in time of one shard stream (redisstore.Offset's
+// LagAge and OldestPendingAge) and what it was computed from.
+func lagAges(w *wire.ShardStream, o redisstore.Offset) {
+	if d, ok := o.LagAge(); ok {
+		w.LagSeconds = seconds(d)
+	}
+	if d, ok := o.OldestPendingAge(); ok {
+		w.OldestPendingSeconds = seconds(d)
+	}
+	w.OldestUndeliveredID, w.OldestPendingID = strPtr(o.OldestUndeliveredID), strPtr(o.OldestPendingID)
+	if o.Exists {
+		ms := o.RedisTimeMs
+		w.RedisTimeMs = &ms
+	}
+}
+
+// seconds is d in seconds, to the millisecond.
+func seconds(d time.Duration) *float64 {
+	s := float64(d.Milliseconds()) / 1000
+	return &s
 }
 
 func (a streamReader) Messages(ctx context.Context, key string, q httpapi.MessagesQuery) (httpapi.StreamPage, error) {

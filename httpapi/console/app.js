@@ -531,15 +531,22 @@
 
     async refresh() {
       const data = await guarded('groups', 'Loading groups', async () => {
-        const [groups, streams] = await Promise.all([api(`${API}/monitoring/groups`), api(`${API}/monitoring/streams`)]);
-        return { groups: groups.groups || [], streams: streams.streams || [] };
+        // The lag columns come from the Grafana group rows (Redis's view, as
+        // the coordinator's cache last read it); without them the rest shows.
+        const [groups, streams, lagRows] = await Promise.all([api(`${API}/monitoring/groups`), api(`${API}/monitoring/streams`),
+          api(`${API}/monitoring/grafana/groups`).catch((e) => {
+            if (e instanceof SignedOut) throw e;
+            return null;
+          })]);
+        const lag = new Map((lagRows || []).map((r) => [`${r.streamPrefix}/${r.consumerGroup}`, r]));
+        return { groups: groups.groups || [], streams: streams.streams || [], lag: Object.fromEntries(lag) };
       });
       if (!data || page !== this) return;
       liveStamp(this.stamp);
       const key = JSON.stringify(data);
       if (key === this.last) return;
       this.last = key;
-      this.body.replaceChildren(groupsTable(data.groups));
+      this.body.replaceChildren(groupsTable(data.groups, data.lag));
       this.streams.replaceChildren(this.streamsTable(data.streams, data.groups));
     }
 
@@ -603,7 +610,7 @@
     el.replaceChildren(h('span', { class: 'dot' }), `Live · updated ${fmtClock(new Date())}`);
   }
 
-  function groupsTable(groups) {
+  function groupsTable(groups, lag) {
     if (groups.length === 0) {
       return h('p', { class: 'empty', text: 'No groups yet.' });
     }
@@ -613,11 +620,12 @@
         h('th', { text: 'Stream prefix' }), h('th', { text: 'Consumer group' }), h('th', { text: 'State' }),
         h('th', { class: 'num', text: 'Shards' }),
         h('th', { class: 'num', title: 'group epoch · assignment epoch · metadata version', text: 'Epochs (group · assign · meta)' }),
-        h('th', { class: 'num', text: 'Live members' }), h('th', { text: 'Resharding' }))),
-      h('tbody', null, sorted.map(groupRow)));
+        h('th', { class: 'num', text: 'Live members' }), h('th', { text: 'Resharding' }),
+        h('th', { title: 'lag status · age of the oldest entry not yet delivered', text: 'Lag' }))),
+      h('tbody', null, sorted.map((g) => groupRow(g, lag[`${g.streamPrefix}/${g.consumerGroup}`]))));
   }
 
-  function groupRow(g) {
+  function groupRow(g, lag) {
     const href = groupHash(g.streamPrefix, g.consumerGroup);
     const live = Object.keys(g.targetAssignmentSummary || {}).length;
     const m = g.activeMigration;
@@ -636,6 +644,9 @@
     h('td', { class: 'num', text: String(live) }),
     h('td', null, m
       ? [h('span', { class: 'mono', text: `${m.fromShardCount} → ${m.toShardCount} ` }), badge(g.activeReshardingPhase || m.phase, 'phase'), ' ', badge(m.state)]
+      : h('span', { class: 'muted', text: '—' })),
+    h('td', { 'data-field': 'lag', title: lag ? LAG_STATUS[lag.lagStatus] || null : 'Redis not read' }, lag
+      ? [badge(lag.lagStatus, 'lag'), h('span', { class: 'muted small', text: ` ${fmtSeconds(lag.lagSeconds)}` })]
       : h('span', { class: 'muted', text: '—' })));
   }
 
@@ -857,7 +868,7 @@
       const live = !s.replay && !!this.scaleCtl;
       if (live) this.renderWrites(s);
       this.stateSlot.replaceChildren(badge(s.group.state));
-      this.summary.replaceChildren(...summaryCards(s));
+      this.summary.replaceChildren(...summaryCards(s).filter(Boolean));
       this.grid.replaceChildren(ownershipGrid(s));
       this.resharding.replaceChildren(reshardingPanel(s, this.prefix, this.group, live ? this.rollbackFor : null));
       this.autoscaling.replaceChildren(autoscalingPanel(s));
@@ -949,7 +960,25 @@
       card('Members', 'members', `${live} live`, `${s.members.length} known`),
       card('Resharding', 'phase', m ? badge(m.phase, 'phase') : h('span', { class: 'muted', text: 'none' }), m ? `${m.fromShardCount} → ${m.toShardCount} · ${m.state}` : null),
       card('Updated', 'updatedAt', h('time', { datetime: g.updatedAt, title: g.updatedAt, text: fmtTime(g.updatedAt).slice(11, 19) }), fmtTime(g.updatedAt).slice(0, 10)),
+      s.replay || !s.offsets ? null : card('Lag', 'lagStatus', h('span', { title: LAG_STATUS[s.offsets.lagStatus] || null }, badge(s.offsets.lagStatus, 'lag')),
+        `${fmtSeconds(s.offsets.lagSeconds)} undelivered · ${fmtSeconds(s.offsets.oldestPendingSeconds)} pending`),
     ];
+  }
+
+  // LAG_STATUS says what each lag status means (docs/operations.md, "Lag and group status").
+  const LAG_STATUS = {
+    OK: 'nothing waits, or the group keeps up',
+    WARN: 'the oldest unacknowledged entry grew older at every one of the last 5 reads',
+    STALL: 'entries wait and the group has not read or acknowledged any for the last 5 reads',
+    STOP: 'entries wait on a shard no member holds (for the last 2 reads)',
+  };
+
+  // fmtSeconds shows an age in seconds ("?" when unknown).
+  function fmtSeconds(v) {
+    if (v == null) return '?';
+    if (v < 10) return `${v.toFixed(1)} s`;
+    if (v < 3600) return `${Math.round(v)} s`;
+    return `${(v / 3600).toFixed(1)} h`;
   }
 
   // ---------------------------------------------------------------- ownership grid
@@ -992,7 +1021,10 @@
         h('div', { class: 'mono', text: m.memberName || m.memberId }),
         m.memberName && m.memberName !== m.memberId ? h('div', { class: 'mono muted small', text: m.memberId }) : null,
         h('div', { class: 'small' }, badge(m.state), h('span', { class: 'muted', title: 'member epoch', text: ` e${m.memberEpoch}` })))),
-      s.replay ? null : [h('th', { class: 'num', text: 'Lag' }), h('th', { class: 'num', text: 'Pending' })]);
+      s.replay ? null : [h('th', { class: 'num', text: 'Lag' }), h('th', { class: 'num', text: 'Pending' }),
+        h('th', { class: 'num', title: 'age of the oldest entry not yet delivered to the group', text: 'Lag (s)' }),
+        h('th', { class: 'num', title: 'age of the oldest entry delivered and not yet acknowledged', text: 'Oldest pending (s)' }),
+        h('th', { text: 'Status' })]);
 
     const rows = [];
     for (let i = 0; i < n; i++) {
@@ -1032,7 +1064,8 @@
       if (s.offsets) {
         const o = s.offsets;
         parts.push(h('p', { class: 'grid-foot muted small' },
-          `Redis: ${o.totalStreamLength} entries · pending ${o.totalPendingCount} · lag ${o.totalLag == null ? 'unknown' : o.totalLag}`));
+          `Redis: ${o.totalStreamLength} entries · pending ${o.totalPendingCount} · lag ${o.totalLag == null ? 'unknown' : o.totalLag}` +
+          ` · oldest undelivered ${fmtSeconds(o.lagSeconds)} · oldest pending ${fmtSeconds(o.oldestPendingSeconds)} · status ${o.lagStatus}`));
       } else if (s.offsetsError) {
         parts.push(h('p', { class: 'grid-foot muted small', text: `Lag and pending unavailable: ${s.offsetsError}` }));
       }
@@ -1056,13 +1089,17 @@
   }
 
   function lagCells(off, s) {
-    if (!s.offsets) return [h('td', { class: 'num muted', text: '—' }), h('td', { class: 'num muted', text: '—' })];
-    if (!off || !off.exists) {
-      return [h('td', { class: 'num muted', title: 'stream does not exist', text: '—' }), h('td', { class: 'num muted', text: '—' })];
-    }
+    const dash = (title) => h('td', { class: 'num muted', title, text: '—' });
+    if (!s.offsets) return [dash(), dash(), dash(), dash(), dash()];
+    if (!off || !off.exists) return [dash('stream does not exist'), dash(), dash(), dash(), h('td', { 'data-field': 'lagStatus' }, badge(off ? off.lagStatus : null, 'lag'))];
+    const age = (v, id, what) => h('td', { class: 'num', 'data-field': what, title: id ? `${id} (Redis time ${off.redisTimeMs})` : null },
+      v == null ? h('span', { class: 'muted', title: 'no consumer group on this stream', text: '?' }) : h('span', { class: v > 0 ? 'nonzero' : '', text: v.toFixed(3) }));
     return [
       h('td', { class: 'num' }, num(off.lag, { unknownTitle: 'Redis reports lag as unknown (null)' })),
       h('td', { class: 'num' }, num(off.pendingCount)),
+      age(off.lagSeconds, off.oldestUndeliveredId, 'lagSeconds'),
+      age(off.oldestPendingSeconds, off.oldestPendingId, 'oldestPendingSeconds'),
+      h('td', { 'data-field': 'lagStatus', title: LAG_STATUS[off.lagStatus] || null }, badge(off.lagStatus, 'lag')),
     ];
   }
 
