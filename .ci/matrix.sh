@@ -32,6 +32,7 @@ SUITES=(
   "Sentinel: primary killed mid-resharding|./client|^TestIntegrationSentinelFailoverMidResharding$"
   "TLS (rediss://, client certificates, wrong CA)|./cmd/coordinator|^TestIntegration(RedisTLS|UnsupportedRedisRefusedAtStart)$"
   "log failover (Sentinel, Cluster; --log-replicas)|./cmd/coordinator|^TestIntegrationLogFailover$"
+  "eviction policy refused, FLUSHALL held and restored|./cmd/coordinator|^TestIntegration(EvictionPolicyRefused|FlushallWhileRunningIsRestored)$"
 )
 
 [ "$#" -gt 0 ] || { echo "usage: matrix.sh ENGINE..." >&2; exit 2; }

@@ -68,6 +68,17 @@ func (c *Client) Rollback(ctx context.Context, streamPrefix, consumerGroup, resh
 	return &m, nil
 }
 
+// RestoreLog writes the state the coordinator holds back to an event log
+// that lost it (/readyz LOG_LOST): POST /coord/v1/log/restore (ADMIN). A
+// follower forwards it to the leader.
+func (c *Client) RestoreLog(ctx context.Context, req wire.LogRestoreRequest) (*wire.LogRestoreResponse, error) {
+	var res wire.LogRestoreResponse
+	if err := c.Do(ctx, http.MethodPost, "/coord/v1/log/restore", req, &res); err != nil {
+		return nil, fmt.Errorf("restore the event log: %w", err)
+	}
+	return &res, nil
+}
+
 // SetOrdering switches a group's ordering:
 // PUT /coord/v1/streams/{p}/groups/{g}/ordering.
 func (c *Client) SetOrdering(ctx context.Context, streamPrefix, consumerGroup string, req wire.OrderingRequest) (*Group, error) {

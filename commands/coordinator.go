@@ -82,6 +82,19 @@ type Config struct {
 	// Trimmer trims the log and reads its archive (the unfenced redisstore.Log);
 	// nil: the log is never trimmed and has no archive.
 	Trimmer LogTrimmer
+	// RedisGuard, if set, tells whether Redis can evict the log (guard.go);
+	// GuardInterval is how often it is asked and the log is checked for a
+	// loss (5s; <0: never). AllowEviction accepts an evicting policy
+	// (logged) instead of refusing every decision that would append.
+	RedisGuard    RedisGuard
+	GuardInterval time.Duration
+	AllowEviction bool
+	// LogReplicas is how many replicas acknowledge every append before a
+	// decision is answered (the log given to New waits for them): a failover
+	// that loses only entries after the last one they acknowledged lost no
+	// answered decision, and the projection reloads from the log instead of
+	// holding (guard.go).
+	LogReplicas int
 }
 
 func (c *Config) setDefaults() {
@@ -150,6 +163,9 @@ func (c *Config) setDefaults() {
 	if c.SnapshotKeep <= 0 {
 		c.SnapshotKeep = 2
 	}
+	if c.GuardInterval == 0 {
+		c.GuardInterval = 5 * time.Second
+	}
 }
 
 // Coordinator wires the parts of the coordinator and runs their loops. Each
@@ -207,6 +223,14 @@ type lifecycle struct {
 	// corrupt is set while the log or the snapshot start-up depends on
 	// cannot be decoded (nil: it can).
 	corrupt atomic.Pointer[Error]
+	// lost is set while the log no longer holds what the projection
+	// applied, evicting while Redis may evict the log (guard.go); safety
+	// is the guard's last reading of Redis; the losses found, by cause.
+	lost          atomic.Pointer[LogLoss]
+	evicting      atomic.Pointer[Error]
+	safety        atomic.Pointer[RedisSafety]
+	lossesGone    atomic.Int64
+	lossesEntries atomic.Int64
 }
 
 // markCorrupt records that the state cannot be built without guessing: err
@@ -233,7 +257,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	if clock == nil {
 		clock = systemClock{}
 	}
-	now := func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
+	now, timers := wallClock(clock), timerClock(clock)
 	state := projection.New()
 	life := &lifecycle{}
 	life.ctx, life.cancel = context.WithCancel(context.Background())
@@ -242,15 +266,16 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	table := newRuntimeTable()
 	evidence := newEvidenceTable(shards != nil)
 	rearm := func() {
-		table.rearm(state, now(), cfg.MemberLease)
+		table.rearm(state, timers(), cfg.MemberLease)
 		evidence.reset()
 	}
-	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm})
+	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm, recent: &recentIDs{}})
 	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID})
 	dec := newDecider(deciderDeps{
 		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
 		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
 		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
+		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.noteAppended,
 	})
 	rep.writer = dec
 	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}
@@ -261,14 +286,15 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	})
 	svc := newService(serviceDeps{
 		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
-		lead: lead, life: life, now: now, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
+		lead: lead, life: life, now: now, timers: timers, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
+		restore: rep.restoreLog,
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
 		cfg: cfg, life: life, dec: dec, rec: rec,
 		auto: &autoscaler{sampler: shards, state: state, evidence: evidence, table: table, dec: dec, scale: svc.Scale,
 			now: now, logger: cfg.Logger, afterEvaluate: cfg.AfterEvaluate},
-		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, logger: cfg.Logger},
+		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, timers: timers, logger: cfg.Logger},
 	}
 }
 
@@ -278,7 +304,7 @@ func (c *Coordinator) Conflicts() int64 { return c.dec.conflicts.Load() }
 // Run starts the writer, the maintenance ticker, the reconciler, the shard
 // check and the log follower. It returns at once; Close stops them.
 func (c *Coordinator) Run() {
-	c.wg.Add(7)
+	c.wg.Add(8)
 	c.writerWG.Add(1)
 	go func() { defer c.wg.Done(); defer c.writerWG.Done(); c.dec.run() }()
 	// The leader's loops. Maintenance and the reconciler run apart, so a slow
@@ -293,6 +319,7 @@ func (c *Coordinator) Run() {
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.BarrierCheckInterval, c.rec.proveBarriers) }()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.AutoscaleInterval, c.auto.run) }()
 	go func() { defer c.wg.Done(); c.Replica.follow() }()
+	go func() { defer c.wg.Done(); c.guard() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
 		// leads by the time its first request arrives.
@@ -333,7 +360,9 @@ func (c *Coordinator) leaderLoop(interval time.Duration, fn func(ctx context.Con
 		case <-c.life.stop:
 			return
 		case <-tk.C:
-			if c.life.ready.Load() && c.IsLeader() {
+			// Nothing is decided while the log is lost or Redis may evict
+			// it: the loops would only be refused (and provision first).
+			if c.life.ready.Load() && c.IsLeader() && c.life.refusal() == nil {
 				fn(c.life.ctx)
 			}
 		}

@@ -81,6 +81,12 @@ type deciderDeps struct {
 	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error
 	fold   func(ctx context.Context, st *projection.State) (int, error)
+	// reloadRestored reloads the projection from the newest kept snapshot:
+	// a fold met a restore of another state (projection.RestoredError).
+	reloadRestored func(ctx context.Context) error
+	// noteApplied notes the ids of appended entries once applied, and
+	// whether their append answered that they landed.
+	noteApplied func(answered bool, ids ...string)
 }
 
 // writerLease is what the writer asks of the leadership.
@@ -306,13 +312,21 @@ func (d *decider) drainRejected() {
 
 const maxConflictRetries = 3
 
-func (d *decider) now() time.Time { return time.Unix(0, d.clock.Now().UnixNano()).UTC() }
+// now is the wall-clock time decisions record; timers the reading leases
+// and deadlines are measured against (Clock).
+func (d *decider) now() time.Time    { return wallClock(d.clock)() }
+func (d *decider) timers() time.Time { return timerClock(d.clock)() }
 
 // errLogUnavailable is the answer to decisions whose batch is not known to
 // be recorded: not appended (retry), or appended without an answer that says
 // it landed (a timeout, a lost reply, replicas that did not acknowledge it),
 // when it may be in the log after all and a blind retry could do it twice.
 func errLogUnavailable(err error) error {
+	if errors.Is(err, ErrLogLost) || errors.Is(err, ErrEvictionPolicy) {
+		var ce *Error
+		errors.As(err, &ce)
+		return ce
+	}
 	if errors.Is(err, errUnknownOutcome) {
 		return failed(ErrUnavailable, err, "the event log did not confirm the decision: it may have been recorded; read the state before retrying")
 	}
@@ -331,14 +345,18 @@ func (d *decider) runBatch(batch []*request) {
 		}
 	}
 	for attempt := 0; ; attempt++ {
+		// A decision that would append is refused while the log is lost or
+		// Redis may evict it; one that appends nothing (a steady
+		// heartbeat's runtime change) goes on.
+		refusal := d.life.refusal()
 		// The writer is the only goroutine that changes the state: it reads it
 		// here without the lock.
-		now := d.now()
-		b := newBatch(d.state, d.table, now)
+		now, timers := d.now(), d.timers()
+		b := newBatch(d.state, d.table, timers)
 		errs := make([]error, len(batch))
 		panicked := -1
 		for i, r := range batch {
-			t := &tx{b: b, rt: b.rt.child(now), rules: d.rules, meta: r.meta, now: now, log: d.logger}
+			t := &tx{b: b, rt: b.rt.child(timers), rules: d.rules, meta: r.meta, now: now, log: d.logger}
 			t.meta.Time = t.now
 			n := len(b.recs)
 			err, p := runSafely(r.decide, t)
@@ -349,6 +367,9 @@ func (d *decider) runBatch(batch []*request) {
 				d.logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
 				panicked = i
 				break
+			}
+			if err == nil && refusal != nil && len(b.recs) > n {
+				err = refusal
 			}
 			if err != nil {
 				b.undo(n) // and t.rt is dropped
@@ -441,7 +462,7 @@ func (d *decider) commit(b *batchCtx) error {
 	ids, err := d.appendBatch(ctx, after, b)
 	if err == nil {
 		d.unresolved = nil // nothing else can land at after now
-		return d.applied(b, ids)
+		return d.applied(b, ids, true)
 	}
 	if errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrFenced) {
 		return err
@@ -509,11 +530,16 @@ func (d *decider) findTailGap() {
 }
 
 // applied applies a batch that landed with ids, commits its runtime changes
-// and schedules a snapshot when one is due.
-func (d *decider) applied(b *batchCtx, ids []string) error {
+// and schedules a snapshot when one is due. answered: its append said it
+// landed (with --log-replicas, that the replicas acknowledged it), rather
+// than a read of the log finding it.
+func (d *decider) applied(b *batchCtx, ids []string, answered bool) error {
 	d.life.healthy.Store(true)
 	for i := range b.recs {
 		b.recs[i].ID = ids[i]
+	}
+	if d.noteApplied != nil {
+		defer d.noteApplied(answered, ids...)
 	}
 	if err := d.state.ApplyAll(b.recs); err != nil {
 		// The log is ahead of the projection now; catch up with it.
@@ -571,7 +597,7 @@ func (d *decider) resolve(ctx context.Context) (landed bool, err error) {
 		}
 		ids[i] = e.ID
 	}
-	return true, d.applied(u.b, ids)
+	return true, d.applied(u.b, ids, false)
 }
 
 // appendBatch appends the batch after position after, with each entry's id
@@ -606,6 +632,12 @@ func (d *decider) catchUp() error {
 	defer func() { noteQuarantines(d.logger, d.state, known) }()
 	for attempt := 1; ; attempt++ {
 		if err := d.reload(ctx); err != nil {
+			if errors.Is(err, ErrLogLost) {
+				// Redis answers: the log lost what the projection holds,
+				// which is kept (guard.go).
+				d.life.healthy.Store(true)
+				return err
+			}
 			d.life.healthy.Store(false)
 			d.life.markCorrupt(err) // the reload's fold met an undecodable entry
 			return err
@@ -618,6 +650,18 @@ func (d *decider) catchUp() error {
 		if errors.Is(err, errTrimmedDuringFold) && attempt < maxFoldAttempts {
 			// A trim passed this projection while it read: the reload above
 			// sees it now.
+			continue
+		}
+		var restored *projection.RestoredError
+		if errors.As(err, &restored) && attempt < maxFoldAttempts {
+			// The leader restored the log from a state this projection
+			// does not continue: the state after it is the restore's
+			// snapshot.
+			d.logger.Warn().Str("restoredAt", restored.ID).Str("restoredFrom", restored.From).Str("lastId", restored.At).Msg("the log was restored from another state: reloading from the restore's snapshot")
+			if err := d.reloadRestored(ctx); err != nil {
+				d.life.healthy.Store(false)
+				return err
+			}
 			continue
 		}
 		if err == nil {

@@ -110,6 +110,17 @@ var (
 	// ErrLogTrimmed: a replay asked for a point before the oldest kept snapshot
 	// of a log trimmed with --trim-log.
 	ErrLogTrimmed = &Error{Kind: KindNotAllowed, Code: "LOG_TRIMMED", Message: "The event log was trimmed behind this point: its state can no longer be replayed"}
+	// ErrLogLost: the log no longer holds what this coordinator applied
+	// (guard.go). It keeps serving reads and steady heartbeats from the
+	// state it holds and refuses every decision that would append, until
+	// an operator restores the log (POST /coord/v1/log/restore).
+	ErrLogLost = &Error{Kind: KindUnavailable, Code: "LOG_LOST", Message: "The event log lost entries this coordinator applied: it serves reads and steady heartbeats from the state it holds and records nothing until an operator restores the log (POST /coord/v1/log/restore)"}
+	// ErrEvictionPolicy: the Redis holding the log may evict it (its
+	// maxmemory-policy), and --allow-redis-eviction was not given: nothing
+	// that would append is decided until the policy is fixed.
+	ErrEvictionPolicy = &Error{Kind: KindUnavailable, Code: "REDIS_EVICTION_POLICY", Message: "The Redis holding the event log may evict it (maxmemory-policy): nothing is recorded until it is noeviction"}
+	// ErrLogNotLost: a restore of a log that holds this coordinator's state.
+	ErrLogNotLost = &Error{Kind: KindConflict, Code: "LOG_NOT_LOST", Message: "The event log holds this coordinator's state: there is nothing to restore"}
 )
 
 func withMsg(base *Error, format string, args ...any) *Error {

@@ -232,7 +232,7 @@ func (s *Service) admissible(k projection.GroupKey, id, principal string, req *w
 func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.HeartbeatRequest) *wire.HeartbeatResponse {
 	s.state.RLock()
 	defer s.state.RUnlock()
-	return steady(s.rules, s.table, s.state.GroupLocked(k), k, id, req, s.now())
+	return steady(s.rules, s.table, s.state.GroupLocked(k), k, id, req, s.timers())
 }
 
 // steady is the answer to a heartbeat that changes nothing: the member is
@@ -551,7 +551,7 @@ func roundParticipant(m *projection.Member) bool { return m.Active() }
 // REVOKE_PENDING for longer than that.
 func endOverdueRound(t *tx, k projection.GroupKey) {
 	round := t.rt.round(k)
-	if !round.open || t.now.Before(round.openedAt.Add(t.rules.rebalanceTimeout)) {
+	if !round.open || t.timers().Before(round.openedAt.Add(t.rules.rebalanceTimeout)) {
 		return
 	}
 	g := t.group(k)
@@ -566,7 +566,7 @@ func endOverdueRound(t *tx, k projection.GroupKey) {
 	for _, id := range late {
 		principal := g.Member(id).Principal
 		fence(t, k, id, fmt.Sprintf("metadata correction round: did not converge on metadata version %d within the rebalance timeout (%s)", round.targetMV, t.rules.rebalanceTimeout))
-		t.rt.quarantine(k, id, principal, t.now.Add(t.rules.quarantineFor()))
+		t.rt.quarantine(k, id, principal, t.timers().Add(t.rules.quarantineFor()))
 	}
 	t.log.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Strs("fenced", late).Msg("metadata correction round ended at the rebalance timeout")
 }

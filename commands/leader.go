@@ -211,7 +211,9 @@ func (l *Leadership) electOnce(timeout time.Duration) {
 		return
 	}
 	// A new term: fold what the previous leader appended before deciding.
-	if err := l.term.catchUp(ctx); err != nil {
+	// A log that lost what this replica holds is no reason to hand the
+	// lease on: the leader is who restores it (guard.go).
+	if err := l.term.catchUp(ctx); err != nil && !errors.Is(err, ErrLogLost) {
 		l.logger.Warn().Err(err).Msg("won the leader lease but cannot catch up with the log; releasing it")
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = lease.Release(rctx)
@@ -232,7 +234,7 @@ func (l *Leadership) electOnce(timeout time.Duration) {
 	// before this replica accepts any decision, so nothing of the term precedes
 	// it. A failure (the term already over) is the next decision's problem.
 	var wait func() error
-	if newTerm {
+	if newTerm && l.life.lost.Load() == nil {
 		if wait, err = l.term.mark(ctx, info); err != nil {
 			return
 		}

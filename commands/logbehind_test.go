@@ -3,6 +3,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -18,10 +19,14 @@ import (
 )
 
 // A Redis failover that promotes a replica which had not received the newest
-// entries leaves the log behind the coordinator's projection. These tests play
-// it on an in-memory log that is swapped for a copy missing its tail (what
-// the promoted replica holds), and check that the coordinator goes back to
-// the replay of the log instead of refusing every decision as a conflict.
+// entries leaves the log behind the coordinator's projection; a Redis
+// restarted without persistence, or FLUSHALL, leaves no log at all. These
+// tests play both on an in-memory log that is swapped for a copy missing its
+// tail (what the promoted replica holds) or for an empty one, and check that
+// the coordinator keeps the state it holds (LOG_LOST: reads served, every
+// decision that would append refused) instead of folding on entries the log
+// no longer has or throwing the state away, and that a restore writes it
+// back so that a restart loads it again.
 
 // promotableLog is an events.Log (and events.Indexed) whose contents a test
 // replaces at once, as a failover replaces the primary.
@@ -60,7 +65,17 @@ func (l *promotableLog) promote(t *testing.T, n int, foreign ...string) {
 	l.cur.Store(m)
 }
 
+// flush empties the log, as FLUSHALL or a Redis restart without
+// persistence does.
+func (l *promotableLog) flush() { l.cur.Store(events.NewMemLog()) }
+
 func (l *promotableLog) m() *events.MemLog { return l.cur.Load() }
+func (l *promotableLog) AppendRestore(ctx context.Context, after, id string, data []byte) error {
+	return l.m().AppendRestore(ctx, after, id, data)
+}
+func (l *promotableLog) LastRestore(ctx context.Context) (string, error) {
+	return l.m().LastRestore(ctx)
+}
 func (l *promotableLog) Append(ctx context.Context, after string, b [][]byte) ([]string, error) {
 	return l.m().Append(ctx, after, b)
 }
@@ -118,6 +133,13 @@ func (s *memSnaps) Save(ctx context.Context, lastID string, data []byte, keep in
 	return nil
 }
 
+// flush forgets every snapshot (FLUSHALL).
+func (s *memSnaps) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data, s.kept = nil, nil
+}
+
 func (s *memSnaps) Kept(ctx context.Context) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,7 +159,7 @@ func startOn(t *testing.T, log events.Log, snaps *memSnaps) *commands.Coordinato
 	if snaps != nil {
 		ss = snaps
 	}
-	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), SnapshotEvery: -1, SnapshotKeep: 2}, log, nil, ss, nil)
+	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), SnapshotEvery: -1, SnapshotKeep: 2, GuardInterval: 20 * time.Millisecond}, log, nil, ss, nil)
 	if err := c.Load(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +193,18 @@ func groupNames(st *projection.State) []string {
 }
 
 // mustEqualReplay fails unless the coordinator's projection is the fold of
-// log, byte for byte.
-func mustEqualReplay(t *testing.T, c *commands.Coordinator, log events.Log) {
+// log (from the newest of snaps, when given), byte for byte.
+func mustEqualReplay(t *testing.T, c *commands.Coordinator, log events.Log, snaps ...*memSnaps) {
 	t.Helper()
 	replayed := projection.New()
+	if len(snaps) > 0 {
+		data, _ := snaps[0].Load(context.Background())
+		st, err := projection.Restore(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed = st
+	}
 	if _, err := projection.Fold(context.Background(), log, replayed, projection.FoldOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,48 +222,104 @@ func mustEqualReplay(t *testing.T, c *commands.Coordinator, log events.Log) {
 	}
 }
 
-// The promoted log lacks the last five creates: the next decision reloads
-// the projection from the log, succeeds, and the state is the log's replay.
-func TestReloadWhenTheLogLostItsTail(t *testing.T) {
+// mustLost waits until the coordinator finds the log lost with this cause,
+// and checks that a decision is refused with LOG_LOST meanwhile.
+func mustLost(t *testing.T, c *commands.Coordinator, cause string) *commands.LogLoss {
+	t.Helper()
+	waitFor(t, "LOG_LOST", func() bool { return c.LogLoss() != nil })
+	loss := c.LogLoss()
+	if loss.Cause != cause {
+		t.Fatalf("loss %+v, want cause %s", loss, cause)
+	}
+	if err := create(c, "refused"); !errors.Is(err, commands.ErrLogLost) {
+		t.Fatalf("a create while the log is lost: %v, want LOG_LOST", err)
+	}
+	return loss
+}
+
+func restore(t *testing.T, c *commands.Coordinator) commands.RestoreResult {
+	t.Helper()
+	res, err := c.RestoreLog(context.Background(), events.Meta{Actor: "ops"}, commands.RestoreLogInput{RequestedBy: "ops", Reason: "the log was lost"})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	return res
+}
+
+// The promoted log lacks the last five creates: the coordinator keeps the
+// state it holds (the five included) and refuses decisions until the log
+// is restored; then the log's replay from the restore's snapshot is what it
+// serves, and it decides on.
+func TestLogThatLostItsTailIsHeld(t *testing.T) {
 	log := newPromotableLog()
-	c := startOn(t, log, nil)
+	snaps := &memSnaps{}
+	c := startOn(t, log, snaps)
 	mustCreate(t, c, "g1", "g2")
 	kept := len(log.m().Entries())
 	mustCreate(t, c, "g3", "g4", "g5", "g6", "g7")
 	log.promote(t, kept)
 
-	if err := create(c, "g8"); err != nil {
-		t.Fatalf("first decision after the failover: %v, want it decided on the log as it is", err)
+	loss := mustLost(t, c, commands.LossEntriesLost)
+	if loss.LostEntries != 5 || loss.AtLeast {
+		t.Fatalf("loss %+v, want 5 lost entries", loss)
 	}
-	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g2 g8]"; got != want {
-		t.Fatalf("groups after the failover %s, want %s", got, want)
+	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g2 g3 g4 g5 g6 g7]"; got != want {
+		t.Fatalf("groups served while the log is lost %s, want %s", got, want)
 	}
-	mustEqualReplay(t, c, log)
+	res := restore(t, c)
+	if res.RestoredFrom == "" || res.Cause != commands.LossEntriesLost || res.LostEntries != 5 {
+		t.Fatalf("restore answered %+v", res)
+	}
+	if c.LogLoss() != nil {
+		t.Fatal("still LOG_LOST after the restore")
+	}
+	mustCreate(t, c, "g8")
+	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g2 g3 g4 g5 g6 g7 g8]"; got != want {
+		t.Fatalf("groups after the restore %s, want %s", got, want)
+	}
+	mustEqualReplay(t, c, log, snaps)
 }
 
 // Another writer went on on the promoted log before this coordinator's next
 // decision: the log's last id is past the projection's, but the projection's
 // last entry is not in it. Folding on would mix the lost entries with the
-// new ones.
-func TestReloadWhenTheLogWentOnWithoutItsTail(t *testing.T) {
+// new ones: the coordinator does not, and stays LOG_LOST. Restored, its
+// state is the log's again (the other writer's entry is superseded); an
+// operator who prefers the log as it is restarts the coordinator instead.
+func TestLogThatWentOnWithoutItsTailIsHeld(t *testing.T) {
 	log := newPromotableLog()
-	c := startOn(t, log, nil)
+	snaps := &memSnaps{}
+	c := startOn(t, log, snaps)
 	mustCreate(t, c, "g1")
 	kept := len(log.m().Entries())
 	mustCreate(t, c, "g2", "g3", "g4", "g5")
 	log.promote(t, kept, "x")
 
-	if err := create(c, "g6"); err != nil {
-		t.Fatalf("decision after the failover: %v", err)
+	mustLost(t, c, commands.LossEntriesLost)
+	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g2 g3 g4 g5]"; got != want {
+		t.Fatalf("groups while the log is lost %s, want %s (never folded onto the lost entries)", got, want)
 	}
-	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g6 x]"; got != want {
-		t.Fatalf("groups after the failover %s, want %s", got, want)
+
+	// The log as it is: what a restarted coordinator serves.
+	asIs := startOn(t, log, &memSnaps{})
+	if got, want := fmt.Sprint(groupNames(asIs.State())), "[g1 x]"; got != want {
+		t.Fatalf("groups of a coordinator started on the log as it is %s, want %s", got, want)
 	}
-	mustEqualReplay(t, c, log)
+	asIs.Close()
+
+	restore(t, c)
+	mustCreate(t, c, "g6")
+	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g2 g3 g4 g5 g6]"; got != want {
+		t.Fatalf("groups after the restore %s, want %s", got, want)
+	}
+	mustEqualReplay(t, c, log, snaps)
+	again := startOn(t, log, snaps)
+	mustSameState(t, again, c)
 }
 
-// A snapshot taken at an entry the failover lost is not restored, at start-up
-// nor at a reload: an older one is folded from instead.
+// A snapshot taken at an entry the failover lost is not restored at
+// start-up: an older one is folded from instead. The running coordinator
+// that took it keeps its state (LOG_LOST).
 func TestSnapshotAtALostEntryIsNotRestored(t *testing.T) {
 	log := newPromotableLog()
 	snaps := &memSnaps{}
@@ -257,11 +343,111 @@ func TestSnapshotAtALostEntryIsNotRestored(t *testing.T) {
 	mustEqualReplay(t, fresh, log)
 	fresh.Close()
 
-	if err := create(c, "g5"); err != nil {
-		t.Fatalf("decision after the failover: %v", err)
+	mustLost(t, c, commands.LossEntriesLost)
+	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g2 g3 g4]"; got != want {
+		t.Fatalf("groups of the running coordinator after the failover %s, want %s", got, want)
 	}
-	if got, want := fmt.Sprint(groupNames(c.State())), "[g1 g5 x]"; got != want {
-		t.Fatalf("groups after the failover %s, want %s", got, want)
+}
+
+// mustSameState fails unless two coordinators serve the same state.
+func mustSameState(t *testing.T, a, b *commands.Coordinator) {
+	t.Helper()
+	ea, err := a.State().Capture().Encode()
+	if err != nil {
+		t.Fatal(err)
 	}
-	mustEqualReplay(t, c, log)
+	eb, err := b.State().Capture().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ea, eb) {
+		t.Fatalf("states differ: groups %v at %s, groups %v at %s", groupNames(a.State()), a.State().LastID(), groupNames(b.State()), b.State().LastID())
+	}
+}
+
+// FLUSHALL (or a restart without persistence) while running: the state is
+// kept and served, decisions are refused; the restore writes it back, and a
+// coordinator started afterwards loads the same state.
+func TestFlushedLogIsRestoredFromTheState(t *testing.T) {
+	log := newPromotableLog()
+	snaps := &memSnaps{}
+	c := startOn(t, log, snaps)
+	mustCreate(t, c, "g1", "g2", "g3")
+	c.SaveSnapshot()
+	before := fmt.Sprint(groupNames(c.State()))
+	log.flush()
+	snaps.flush()
+
+	loss := mustLost(t, c, commands.LossLogGone)
+	if loss.LogLastID != events.ZeroID || loss.LogLength != 0 {
+		t.Fatalf("loss %+v, want an empty log", loss)
+	}
+	if got := fmt.Sprint(groupNames(c.State())); got != before {
+		t.Fatalf("groups served while the log is gone %s, want %s", got, before)
+	}
+	if _, err := c.RestoreLog(context.Background(), events.Meta{}, commands.RestoreLogInput{RequestedBy: "ops"}); !errors.Is(err, commands.ErrInvalid) {
+		t.Fatalf("a restore without a reason: %v, want INVALID_REQUEST", err)
+	}
+	res := restore(t, c)
+	if res.LogLastID != events.ZeroID || res.Cause != commands.LossLogGone {
+		t.Fatalf("restore answered %+v", res)
+	}
+	if _, err := c.RestoreLog(context.Background(), events.Meta{}, commands.RestoreLogInput{RequestedBy: "ops", Reason: "again"}); !errors.Is(err, commands.ErrLogNotLost) {
+		t.Fatalf("a second restore: %v, want LOG_NOT_LOST", err)
+	}
+	mustCreate(t, c, "g4")
+	c.Close()
+	again := startOn(t, log, snaps)
+	if got, want := fmt.Sprint(groupNames(again.State())), "[g1 g2 g3 g4]"; got != want {
+		t.Fatalf("groups after a restart %s, want %s", got, want)
+	}
+	if got := again.State().LastRestore(); got.ID != res.EventID || got.From != res.RestoredFrom {
+		t.Fatalf("the restarted state's last restore %+v, want %s from %s", got, res.EventID, res.RestoredFrom)
+	}
+}
+
+// With --log-replicas, a failover that lost only entries after the last one
+// this coordinator appended and had acknowledged lost no decision it
+// answered (the entries another writer appended, folded here before the
+// replicas had them): the projection reloads from the log, as the log is.
+// One that lost an answered entry is LOG_LOST.
+func TestReplicasWindowLossReloads(t *testing.T) {
+	start := func(log *promotableLog) *commands.Coordinator {
+		c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), SnapshotEvery: -1, GuardInterval: 20 * time.Millisecond, LogReplicas: 1}, log, nil, nil, nil)
+		if err := c.Load(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+		c.Run()
+		t.Cleanup(c.Close)
+		return c
+	}
+	t.Run("only unanswered entries lost", func(t *testing.T) {
+		log := newPromotableLog()
+		c := start(log)
+		mustCreate(t, c, "g1", "g2")
+		kept := len(log.m().Entries())
+		other := start(log) // another writer's entries, folded here unanswered
+		mustCreate(t, other, "x1", "x2")
+		other.Close()
+		waitFor(t, "the foreign entries folded", func() bool { return len(groupNames(c.State())) == 4 })
+		log.promote(t, kept)
+		waitFor(t, "the reload", func() bool { return fmt.Sprint(groupNames(c.State())) == "[g1 g2]" })
+		if c.LogLoss() != nil {
+			t.Fatalf("LOG_LOST %+v after losing only entries no replica acknowledged", c.LogLoss())
+		}
+		mustCreate(t, c, "g3")
+		mustEqualReplay(t, c, log)
+	})
+	t.Run("an answered entry lost", func(t *testing.T) {
+		log := newPromotableLog()
+		c := start(log)
+		mustCreate(t, c, "g1")
+		kept := len(log.m().Entries())
+		mustCreate(t, c, "g2")
+		log.promote(t, kept)
+		mustLost(t, c, commands.LossEntriesLost)
+		if got := fmt.Sprint(groupNames(c.State())); got != "[g1 g2]" {
+			t.Fatalf("groups %s, want [g1 g2] kept", got)
+		}
+	})
 }

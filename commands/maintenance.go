@@ -16,11 +16,15 @@ import (
 // rounds, pruning, the resharding steps that need no Redis), which reads
 // nothing but the projection and the runtime.
 type maintenance struct {
-	state  *projection.State
-	table  *runtimeTable
-	dec    *decider
-	rules  rules
+	state *projection.State
+	table *runtimeTable
+	dec   *decider
+	rules rules
+	// now is the wall-clock time (what terminal members' records are aged
+	// by), timers the reading leases and rounds are measured against (nil:
+	// now; Clock).
 	now    func() time.Time
+	timers func() time.Time
 	logger zerolog.Logger
 }
 
@@ -54,13 +58,17 @@ func maintain(t *tx, k projection.GroupKey) {
 // due is a cheap scan for groups with something to do: it asks each group's
 // indexes and runtime, never looks at every member.
 func (mt *maintenance) due() []projection.GroupKey {
-	now := mt.now()
+	now, timers := mt.now(), mt.now
+	if mt.timers != nil {
+		timers = mt.timers
+	}
+	at := timers()
 	r := mt.rules
 	mt.state.RLock()
 	defer mt.state.RUnlock()
 	var out []projection.GroupKey
 	for _, k := range mt.state.GroupKeysLocked() {
-		if mt.groupDue(mt.state.GroupLocked(k), now, r) {
+		if mt.groupDue(mt.state.GroupLocked(k), now, at, r) {
 			out = append(out, k)
 		}
 	}
@@ -72,12 +80,12 @@ func (mt *maintenance) due() []projection.GroupKey {
 // to retire, a lease that may have passed (the lease floor passed), a
 // rebalance deadline, a member holding shards outside its target, or a
 // terminal record past the retention.
-func (mt *maintenance) groupDue(g *projection.Group, now time.Time, r rules) bool {
+func (mt *maintenance) groupDue(g *projection.Group, now, timers time.Time, r rules) bool {
 	k := g.Key
 	if g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch {
 		return true
 	}
-	if rd := mt.table.round(k); rd.open && !now.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
+	if rd := mt.table.round(k); rd.open && !timers.Before(rd.openedAt.Add(r.rebalanceTimeout)) {
 		return true
 	}
 	if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
@@ -85,7 +93,7 @@ func (mt *maintenance) groupDue(g *projection.Group, now time.Time, r rules) boo
 			return true
 		}
 	}
-	if floor := mt.table.leaseFloor(k); floor.IsZero() || now.After(floor) {
+	if floor := mt.table.leaseFloor(k); floor.IsZero() || timers.After(floor) {
 		return true
 	}
 	if len(mt.table.deadlineIDs(k)) > 0 || len(g.OutsideTargetIDs()) > 0 {
@@ -104,12 +112,12 @@ func (mt *maintenance) groupDue(g *projection.Group, now time.Time, r rules) boo
 func expireLapsed(t *tx, k projection.GroupKey) {
 	// No lease ends before the floor: until it passes, nobody to expire, and
 	// a heartbeat in a group of thousands does not look at every lease.
-	if floor := t.rt.leaseFloor(k); !floor.IsZero() && !t.now.After(floor) {
+	if floor := t.rt.leaseFloor(k); !floor.IsZero() && !t.timers().After(floor) {
 		return
 	}
 	g := t.group(k)
 	var expired []string
-	floor := t.now.Add(t.rules.memberLease) // every lease armed or renewed from now on ends later
+	floor := t.timers().Add(t.rules.memberLease) // every lease armed or renewed from now on ends later
 	for _, id := range g.ActiveMemberIDs() {
 		lapsed, ends := t.rt.leaseLapsed(k, id, t.rules.memberLease)
 		switch {

@@ -18,8 +18,9 @@ import (
 // The replica keeps this process's projection in step with the log: it loads
 // it at start (the newest usable kept snapshot plus the tail), follows the log
 // for entries another process appended (a --ha leader's, seen by a follower),
-// saves snapshots, trims the log behind the oldest kept one (--trim-log) and
-// reloads from a snapshot when the log was trimmed past its position. Every
+// saves snapshots, trims the log behind the oldest kept one (--trim-log),
+// reloads from a snapshot when the log was trimmed past its position, and
+// holds the projection when the log lost what it applied (guard.go). Every
 // fold goes through projection.Fold, and every change to a running projection
 // goes through the writer (decider.go).
 //
@@ -45,6 +46,12 @@ type replicaDeps struct {
 	writer interface {
 		catchUpPast(ctx context.Context, seen string) error
 	}
+	// recent are the ids the projection applied last (guard.go).
+	recent *recentIDs
+	// answered is the last entry this process appended whose append
+	// answered that it landed, acknowledged by Config.LogReplicas replicas
+	// ("" none; the writer's alone).
+	answered string
 }
 
 func newReplica(deps replicaDeps) *Replica { return &Replica{replicaDeps: deps} }
@@ -58,9 +65,10 @@ func (r *Replica) Config() Config { return r.cfg }
 // Log is the event log.
 func (r *Replica) Log() events.Log { return r.log }
 
-// Ready reports whether the coordinator loaded the log and can append.
+// Ready reports whether the coordinator loaded the log and can append: not
+// while the log is lost or Redis may evict it (Refusal).
 func (r *Replica) Ready() bool {
-	return r.life.ready.Load() && r.life.healthy.Load() && !r.life.closing.Load()
+	return r.life.ready.Load() && r.life.healthy.Load() && !r.life.closing.Load() && r.life.refusal() == nil
 }
 
 // Healthy reports whether the last log operation succeeded.
@@ -283,7 +291,7 @@ func (r *Replica) restoreSnapshotNoting(ctx context.Context, trimmed string) (*p
 		}
 		if cmp, _ := events.CompareIDs(at, trimmed); cmp > 0 {
 			// A failover can lose the entry a snapshot was taken at while the
-			// log goes on past it (see reloadIfLogBehind).
+			// log goes on past it (see holdIfLogLost).
 			held, err := c.log.Get(ctx, []string{at})
 			if err != nil {
 				return nil, "", fmt.Errorf("check the log holds snapshot %s: %w", at, err)
@@ -481,16 +489,17 @@ func (r *Replica) foldLog(ctx context.Context, st *projection.State) (int, error
 			return nil
 		}
 	}
-	return projection.Fold(ctx, r.log, st, o)
+	return projection.Fold(ctx, notingLog{r.log, r.recent}, st, o)
 }
 
 // reload reloads the projection before a catch-up when the log was trimmed
-// past it or no longer holds its last entry.
+// past it, and holds it when the log no longer holds its last entry
+// (holdIfLogLost: ErrLogLost).
 func (r *Replica) reload(ctx context.Context) error {
 	if err := r.reloadIfTrimmedPast(ctx); err != nil {
 		return err
 	}
-	return r.reloadIfLogBehind(ctx)
+	return r.holdIfLogLost(ctx)
 }
 
 // reloadIfTrimmedPast reloads the projection from the newest kept snapshot when
@@ -514,6 +523,7 @@ func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
 	}
 	c.cfg.Logger.Warn().Str("lastId", at).Str("trimmedTo", trimmed).Msg("the log was trimmed past this projection; reloading from the newest snapshot")
 	var st *projection.State
+	r.recent.reset()
 	for attempt := 1; ; attempt++ {
 		if st, err = r.restoreSnapshot(ctx, trimmed); err != nil {
 			return err
@@ -534,66 +544,6 @@ func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
 	}
 	// Runs in the writer (catch-up): swapping is the one change to the
 	// running projection that is not an Apply.
-	c.state.Swap(st)
-	r.rearm()
-	return nil
-}
-
-// reloadIfLogBehind reloads the projection from the log when the log no
-// longer holds the projection's last entry: Redis replicates asynchronously,
-// and a failover that promoted a replica which had not received the newest
-// entries leaves the log behind (its last-generated-id below the projection's
-// position), or, once another writer appended, holding other entries after
-// the same point. Folding on would build on entries the log no longer has, so
-// the projection is rebuilt from the log as it is (the newest kept snapshot
-// the log still holds, plus the tail; or the whole log), and the state served
-// is the replay of the log again. Decisions the lost entries answered are not
-// in it: --log-replicas makes appends wait for replicas so that no answered
-// decision is lost this way.
-func (r *Replica) reloadIfLogBehind(ctx context.Context) error {
-	c := r
-	at := c.state.LastID()
-	if at == events.ZeroID {
-		return nil
-	}
-	trimmed, err := c.TrimmedTo(ctx)
-	if err != nil {
-		return err
-	}
-	if cmp, _ := events.CompareIDs(at, trimmed); cmp <= 0 {
-		return nil // trimmed away: reloadIfTrimmedPast's case
-	}
-	held, err := c.log.Get(ctx, []string{at})
-	if err != nil {
-		return fmt.Errorf("check the log still holds %s: %w", at, err)
-	}
-	if len(held) == 1 {
-		return nil
-	}
-	last, err := c.log.LastID(ctx)
-	if err != nil {
-		return fmt.Errorf("read log position: %w", err)
-	}
-	c.cfg.Logger.Warn().Str("lastId", at).Str("logLastId", last).Msg("the log no longer holds this projection's last entry (a Redis failover lost entries it had acknowledged); reloading the projection from the log")
-	st := projection.New()
-	if c.snaps != nil {
-		snap, err := r.restoreSnapshot(ctx, trimmed)
-		if err != nil {
-			return err
-		}
-		if snap != nil {
-			st = snap
-		}
-	}
-	if st.LastID() == events.ZeroID {
-		if err := r.checkFoldable(trimmed, true); err != nil {
-			return err
-		}
-	}
-	if _, err := r.foldLog(ctx, st); err != nil {
-		return err
-	}
-	// Runs in the writer (catch-up), like reloadIfTrimmedPast.
 	c.state.Swap(st)
 	r.rearm()
 	return nil
@@ -637,6 +587,7 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 				return err
 			}
 		}
+		r.recent.reset()
 		n, err = r.foldLog(ctx, st)
 		if err == nil {
 			break

@@ -33,10 +33,16 @@ type serviceDeps struct {
 	evidence *evidenceTable
 	lead     interface{ IsLeader() bool }
 	life     *lifecycle
-	now      func() time.Time
-	logger   zerolog.Logger
+	// now is the wall-clock time decisions record, timers the reading
+	// leases, deadlines and budgets are measured against (Clock).
+	now    func() time.Time
+	timers func() time.Time
+	logger zerolog.Logger
 	// rejections bounds the refusals recorded per principal.
 	rejections *rejectionLog
+	// restore restores the log from the projection (in the writer;
+	// Replica.restoreLog).
+	restore func(ctx context.Context, meta events.Meta, in RestoreLogInput, now time.Time) (RestoreResult, error)
 }
 
 func newService(deps serviceDeps) *Service { return &Service{serviceDeps: deps} }
@@ -66,7 +72,7 @@ func admin[T any](ctx context.Context, s *Service, meta events.Meta, k projectio
 // does not exist is recorded as such (NoGroup): it reaches no group's history
 // index, so made-up names create no key.
 func (s *Service) recordRejection(ctx context.Context, meta events.Meta, principal string, k projection.GroupKey, command, requestedBy string, ce *Error) {
-	record, suppressed := s.rejections.take(principal, s.now())
+	record, suppressed := s.rejections.take(principal, s.timers())
 	if !record {
 		return
 	}
@@ -153,7 +159,7 @@ func (s *Service) peek(check func(t *tx) error) error {
 	s.state.RLock()
 	defer s.state.RUnlock()
 	now := s.now()
-	b := newBatch(s.state, s.table, now)
+	b := newBatch(s.state, s.table, s.timers())
 	return check(&tx{b: b, rt: b.rt, rules: s.rules, now: now, log: s.logger})
 }
 
@@ -168,5 +174,5 @@ func (s *Service) canDecide() error {
 	case !s.lead.IsLeader():
 		return ErrNotLeader
 	}
-	return nil
+	return s.life.refusal()
 }

@@ -101,7 +101,40 @@ type SnapshotStore interface {
 }
 
 // Clock is the time source; simulations use a virtual one.
+//
+// Now is read twice over for every decision. Its wall-clock time, in UTC, is
+// what decisions record (events carry times for people). The member leases,
+// rebalance deadlines, correction rounds, quarantines and budgets that only
+// this process keeps are timers instead: they are measured against the
+// reading as Now returns it, and the system clock's carries Go's monotonic
+// reading, so a step of the wall clock (NTP) moves none of them. A clock
+// that is not the system's models that reading by implementing
+// MonotonicClock.
 type Clock interface{ Now() time.Time }
+
+// MonotonicClock is a Clock whose timers' reading is apart from its wall
+// clock: Monotonic is what leases and deadlines are measured against, Now
+// what decisions record. Tests step one without the other.
+type MonotonicClock interface {
+	Clock
+	Monotonic() time.Time
+}
+
+// wallClock is clock's wall-clock time in UTC without a monotonic reading:
+// the time decisions record.
+func wallClock(clock Clock) func() time.Time {
+	return func() time.Time { return time.Unix(0, clock.Now().UnixNano()).UTC() }
+}
+
+// timerClock is the reading clock's timers are measured against: Monotonic
+// when it has one apart, else Now as it returns it (the system clock's
+// carries the monotonic reading; a virtual one's is its wall time).
+func timerClock(clock Clock) func() time.Time {
+	if mc, ok := clock.(MonotonicClock); ok {
+		return mc.Monotonic
+	}
+	return clock.Now
+}
 
 // LeaderLease is the leadership of the log among coordinator replicas
 // (redisstore.Lease). Holding it is what entitles a replica to append: the log

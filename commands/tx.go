@@ -56,6 +56,10 @@ func (b *batchCtx) undo(n int) {
 
 func (t *tx) group(k projection.GroupKey) *projection.Group { return t.b.ov.Group(k) }
 
+// timers is the reading the decision's leases, deadlines and rounds are
+// measured against (Clock); now is the wall-clock time it records.
+func (t *tx) timers() time.Time { return t.rt.now }
+
 // groupsWithPrefix lists the groups of a stream prefix, in creation order.
 func (t *tx) groupsWithPrefix(prefix string) []*projection.Group {
 	var out []*projection.Group

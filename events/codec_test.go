@@ -46,6 +46,8 @@ func sampleEvents() map[string]events.Event {
 		"coordinator.term_started": &events.TermStarted{Term: 3, Holder: "replica-b#00ff", URL: "http://10.0.0.2:8080"},
 		"log.repaired": &events.LogRepaired{RequestedBy: "alice@ops-1", Reason: "entry of a newer build", Skipped: []string{"1714564800000-0"}, SkippedCount: 1,
 			Through: "1714564700000-3", PreviousLog: "{coordinator:events}:before-repair:1714564900000", SnapshotsSetAside: []string{"1714564800001-0"}, LeaseIgnored: true},
+		"log.restored": &events.LogRestored{RestoredFrom: "1714564800000-3", LogLastID: "1714564700000-0", Cause: "ENTRIES_LOST", LostEntries: 12,
+			RequestedBy: "alice", Reason: "failover lost the tail", Coordinator: "replica-b"},
 		"command.rejected": &events.CommandRejected{
 			Command: "resharding.create", ErrorCode: "RESHARDING_IN_PROGRESS", Message: "a resharding is active",
 			RequestedBy: "bob", Detail: "rsh-1",

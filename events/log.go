@@ -112,6 +112,20 @@ type Indexed interface {
 	History(ctx context.Context, index, after string, limit int) ([]string, error)
 }
 
+// Restorable is a Log that records restores (LogRestored): it appends a
+// restore's entry under the id the caller chose, so that its snapshot is
+// stored under that id before the entry lands (the log never holds a restore
+// without its snapshot), and it remembers the last restore.
+type Restorable interface {
+	// AppendRestore appends one entry, data, with id id: it lands only if
+	// after is the log's last id (else ErrConflict) and id is above it, and
+	// becomes the log's last restore.
+	AppendRestore(ctx context.Context, after, id string, data []byte) error
+	// LastRestore is the id of the entry AppendRestore appended last (""
+	// when none did; the log may no longer hold it).
+	LastRestore(ctx context.Context) (string, error)
+}
+
 // IndexName is the history index of a group: its prefix's length, the prefix
 // and the group, so that no two groups share one (a prefix may hold ':').
 func IndexName(prefix, group string) string {

@@ -16,9 +16,13 @@ type MemLog struct {
 	last    ID
 	notify  chan struct{}
 	index   map[string][]string // group history index: name -> ids
+	restore string              // the last restore's id
 }
 
-var _ Indexed = (*MemLog)(nil)
+var (
+	_ Indexed    = (*MemLog)(nil)
+	_ Restorable = (*MemLog)(nil)
+)
 
 // NewMemLog returns an empty log.
 func NewMemLog() *MemLog { return &MemLog{notify: make(chan struct{}), index: map[string][]string{}} }
@@ -76,6 +80,42 @@ func (l *MemLog) AppendIndexed(ctx context.Context, after string, batch []Draft)
 		l.notify = make(chan struct{})
 	}
 	return ids, nil
+}
+
+// AppendRestore implements Restorable.
+func (l *MemLog) AppendRestore(ctx context.Context, after, id string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	want, err := ParseID(after)
+	if err != nil {
+		return err
+	}
+	at, err := ParseID(id)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if want != l.last {
+		return fmt.Errorf("%w: log is at %s, caller at %s", ErrConflict, l.last, after)
+	}
+	if !l.last.Less(at) {
+		return fmt.Errorf("append %s: not above the log's last id %s", id, l.last)
+	}
+	l.last = at
+	l.entries = append(l.entries, Entry{ID: at.String(), Data: append([]byte(nil), data...)})
+	l.restore = at.String()
+	close(l.notify)
+	l.notify = make(chan struct{})
+	return nil
+}
+
+// LastRestore implements Restorable.
+func (l *MemLog) LastRestore(ctx context.Context) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.restore, nil
 }
 
 func (l *MemLog) Read(ctx context.Context, after string, count int) ([]Entry, error) {

@@ -348,6 +348,30 @@ func (e *LogRepaired) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
+var logRestoredFields = fieldTable{names: []string{"restoredFrom", "logLastId", "cause", "lostEntries", "requestedBy", "reason", "coordinator"}}
+
+func (e *LogRestored) wireFields() *fieldTable { return &logRestoredFields }
+func (e *LogRestored) reset()                  { *e = LogRestored{} }
+func (e *LogRestored) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.RestoredFrom, err = r.string()
+	case 1:
+		e.LogLastID, err = r.string()
+	case 2:
+		e.Cause, err = r.string()
+	case 3:
+		e.LostEntries, err = r.int64()
+	case 4:
+		e.RequestedBy, err = r.string()
+	case 5:
+		e.Reason, err = r.string()
+	case 6:
+		e.Coordinator, err = r.string()
+	}
+	return err
+}
+
 // resharding.go
 
 var reshardingPreparingFields = fieldTable{names: []string{"reshardingId", "fromShardCount", "toShardCount", "requestedBy", "reason", "keysChecked", "createdShards"}}

@@ -17,6 +17,7 @@ const (
 	loginRoute      = apiRoot + "/auth/login"
 	monitoringRoot  = apiRoot + "/monitoring"
 	heartbeatRoute  = groupPath + "/members/{memberId}/heartbeat"
+	logRestoreRoute = apiRoot + "/log/restore"
 	unknownAPIRoute = apiRoot + "/" // the catch-all: a 404 under the API
 )
 
@@ -76,6 +77,7 @@ func isMutation(method string) bool {
 //   - POST on the heartbeat route: MEMBER, or public when anonymous members
 //     are allowed;
 //   - POST /coord/v1/auth/login: public;
+//   - POST /coord/v1/log/restore: ADMIN (it writes every tenant's state);
 //   - every route outside /coord/v1 (probes, /metrics, the console): public;
 //   - routes under /coord/v1/monitoring: READ;
 //   - other /coord/v1 routes: WRITE for POST, PUT, PATCH and DELETE, else READ.
@@ -97,6 +99,8 @@ func (a *authenticator) requiredRole(m routeMatch, method string) string {
 			return ""
 		case m.template == loginRoute && method == http.MethodPost:
 			return ""
+		case m.template == logRestoreRoute && method == http.MethodPost:
+			return RoleAdmin
 		case m.template == monitoringRoot || strings.HasPrefix(m.template, monitoringRoot+"/"):
 			return RoleRead
 		}

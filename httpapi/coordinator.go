@@ -29,6 +29,9 @@ type Commands interface {
 	SetAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.AutoscalingInput) (*projection.Autoscaling, error)
 	DisableAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error)
 	Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error)
+	// RestoreLog writes the state this coordinator holds back to a log that
+	// lost it (LOG_LOST).
+	RestoreLog(ctx context.Context, meta events.Meta, in commands.RestoreLogInput) (commands.RestoreResult, error)
 }
 
 // Reader answers from this replica's projection and the log: what every
@@ -42,6 +45,8 @@ type Reader interface {
 	// the audit endpoint reads it (with the archive of a trimmed log).
 	GroupHistory(ctx context.Context, k projection.GroupKey, after string, limit int) ([]events.Entry, string, error)
 	HistoryLog() events.Log
+	// Ready: loaded, the last log operation worked, not refusing appends
+	// (Refusal), not shutting down.
 	Ready() bool
 	Healthy() bool
 	// Corrupt is COORDINATOR_METADATA_CORRUPT while the log (or the
@@ -54,6 +59,13 @@ type Reader interface {
 	Quarantined(prefix string) error
 	// Config is the coordinator's effective configuration (its id and timings).
 	Config() commands.Config
+	// LogLoss is the loss of the log this replica is in (nil: none);
+	// RedisSafety the last reading of Redis's eviction policy and
+	// persistence; Refusal why decisions that would append are refused
+	// (ErrLogLost, ErrEvictionPolicy; nil: they are not).
+	LogLoss() *commands.LogLoss
+	RedisSafety() (commands.RedisSafety, bool)
+	Refusal() error
 }
 
 // Runtime is what the leader holds only in memory: members' leases, last

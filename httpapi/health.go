@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/wire"
 )
 
@@ -20,17 +21,38 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
-// 503 while loading, while Redis is unreachable, while shutting down, and
-// with status METADATA_CORRUPT (errorCode, message) while the log holds an
-// entry whose envelope this build cannot read (no auth). Prefixes
-// quarantined by an entry of theirs are counted (quarantinedPrefixes).
+// 503 while loading, while Redis is unreachable, while shutting down, with
+// status METADATA_CORRUPT (errorCode, message) while the log holds an entry
+// whose envelope this build cannot read, with status LOG_LOST (and logLost)
+// while the log no longer holds what this coordinator applied, and NOT_READY
+// with an errorCode while Redis may evict the log or the kept token secret
+// differs (no auth). The redis field says what the last check of Redis read
+// (eviction policy, persistence). Prefixes quarantined by an entry of theirs
+// are counted (quarantinedPrefixes).
 // A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	resp := wire.Readiness{Status: "READY", LastEventID: s.read.State().LastID()}
 	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
+	if rs, ok := s.read.RedisSafety(); ok {
+		resp.Redis = &wire.RedisDurability{MaxmemoryPolicy: rs.Policy, Node: rs.Node, Evicts: rs.Evicts, EvictionAllowed: rs.Allowed,
+			Persistence: rs.Persistence, CheckedAt: rs.CheckedAt.UTC()}
+	}
 	if err := s.read.Corrupt(); err != nil {
 		ce := s.public(r, err)
 		resp.Status, resp.ErrorCode, resp.Message = "METADATA_CORRUPT", ce.Code, ce.Message
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	if l := s.read.LogLoss(); l != nil {
+		resp.Status, resp.ErrorCode, resp.Message = "LOG_LOST", commands.ErrLogLost.Code, l.Message()
+		resp.LogLost = &wire.LogLoss{Cause: l.Cause, ProjectionLastID: l.ProjectionLastID, LogLastID: l.LogLastID, LogLength: l.LogLength,
+			LostEntries: l.LostEntries, AtLeast: l.AtLeast, Since: l.Since.UTC(), RestoredAt: l.RestoredAt, RestoredFrom: l.RestoredFrom, LongerThanRestore: l.Longer}
+		writeJSON(w, http.StatusServiceUnavailable, resp)
+		return
+	}
+	if err := s.read.Refusal(); err != nil {
+		ce := s.public(r, err)
+		resp.Status, resp.ErrorCode, resp.Message = "NOT_READY", ce.Code, ce.Message
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
@@ -38,6 +60,13 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		resp.Status = "NOT_READY"
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
+	}
+	if s.cfg.Readiness != nil {
+		if ce := s.cfg.Readiness(); ce != nil {
+			resp.Status, resp.ErrorCode, resp.Message = "NOT_READY", ce.Code, ce.Message
+			writeJSON(w, http.StatusServiceUnavailable, resp)
+			return
+		}
 	}
 	// A quarantined prefix does not make the coordinator unready: every
 	// other prefix is served. /readyz is public: it counts them, the

@@ -281,12 +281,12 @@ func TestOpenAPIAuthMatchesServer(t *testing.T) {
 			if reader.Code != http.StatusForbidden {
 				t.Errorf("%s needs MEMBER but answers %d to a reader", key, reader.Code)
 			}
-		case "WRITE":
+		case "WRITE", "ADMIN":
 			if anon.Code != http.StatusUnauthorized {
-				t.Errorf("%s needs WRITE but answers %d without credentials", key, anon.Code)
+				t.Errorf("%s needs %s but answers %d without credentials", key, role, anon.Code)
 			}
 			if reader.Code != http.StatusForbidden {
-				t.Errorf("%s needs WRITE but answers %d to a reader", key, reader.Code)
+				t.Errorf("%s needs %s but answers %d to a reader", key, role, reader.Code)
 			}
 		default:
 			t.Errorf("%s: unknown x-required-role %q", key, role)
@@ -879,6 +879,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("DELETE", gp, g, `{"requestedBy":"alice","reason":"done"}`) // 409: live member
 	call("DELETE", gp, g, `{"requestedBy":"alice","reason":"done","force":true}`)
 	call("GET", "/coord/v1/openapi.yaml", "/coord/v1/openapi.yaml", "")
+	call("POST", "/coord/v1/log/restore", "/coord/v1/log/restore", `{"requestedBy":"alice","reason":"the log is fine"}`) // 409 LOG_NOT_LOST
+	call("POST", "/coord/v1/log/restore", "/coord/v1/log/restore", `{"requestedBy":"alice"}`)                            // 400: reason
 
 	for key, op := range ops {
 		method, p, _ := strings.Cut(key, " ")

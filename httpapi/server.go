@@ -47,6 +47,11 @@ type Config struct {
 	// LayoutWindow is how far back producer routing answers list the
 	// previous layouts (previousLayouts, layoutWindowMs); 0 lists none.
 	LayoutWindow time.Duration
+	// Readiness, if set, is asked by /readyz after the coordinator's own
+	// checks: an error makes this replica NOT_READY (503) with its errorCode
+	// and message (cmd's checks of what lives outside the coordinator, such
+	// as the token secret kept in Redis).
+	Readiness func() *commands.Error
 }
 
 // Server owns the router and the listener.
@@ -113,6 +118,7 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 	s.registerAutoscalingRoutes()
 	s.registerMonitoringRoutes()
 	s.registerAuditRoutes()
+	s.registerLogRoutes()
 	s.registerOpenAPIRoute()
 	s.registerConsoleRoutes()
 	if cfg.Mount != nil {

@@ -21,6 +21,17 @@ var (
 	descConflicts = prometheus.NewDesc("rsc_log_append_conflicts_total",
 		"Compare-and-append conflicts: another writer appended to the log first.", nil, nil)
 
+	descLogLost = prometheus.NewDesc("rsc_log_lost",
+		"1 while the event log no longer holds what this coordinator applied (/readyz LOG_LOST), by cause: LOG_GONE (the log key is gone or empty: a Redis restart without persistence, FLUSHALL, eviction) or ENTRIES_LOST (a failover lost the newest entries); else 0.", []string{"cause"}, nil)
+	descLogLostEntries = prometheus.NewDesc("rsc_log_lost_entries",
+		"While ENTRIES_LOST: entries this coordinator applied after the newest one the log still holds (a lower bound past 1023); else 0.", nil, nil)
+	descLogLosses = prometheus.NewDesc("rsc_log_losses_total",
+		"Losses of the event log this coordinator found, by cause (LOG_GONE, ENTRIES_LOST).", []string{"cause"}, nil)
+	descRedisEvicting = prometheus.NewDesc("rsc_redis_evicting",
+		"1 when the maxmemory-policy of a Redis holding the coordinator's keys can evict them (writes refused unless --allow-redis-eviction), else 0; absent before the first check.", nil, nil)
+	descRedisPersistence = prometheus.NewDesc("rsc_redis_persistence_enabled",
+		"1 when the Redis holding the log persists it (AOF or RDB save points), 0 when it does not (a restart loses the log); absent when unknown.", nil, nil)
+
 	descLogLength = prometheus.NewDesc("rsc_log_length_entries",
 		"Entries in the event log stream (XLEN), as of the last refresh.", nil, nil)
 	descLogLastID = prometheus.NewDesc("rsc_log_last_id_ms",
@@ -86,7 +97,7 @@ type coordinatorCollector struct{ m *Metrics }
 
 func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descReady, descLeader, descConflicts, descLogLength, descLogLastID, descApplyLag,
+		descReady, descLeader, descConflicts, descLogLost, descLogLostEntries, descLogLosses, descRedisEvicting, descRedisPersistence, descLogLength, descLogLastID, descApplyLag,
 		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
 		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descAutoscaling, descAutoscaleMin, descAutoscaleMax, descAutoscaleRec, descAutoscaleSamples, descCorrection, descShardLag, descShardPending,
 	} {
@@ -106,6 +117,28 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, boolValue(c.Ready()))
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, boolValue(c.IsLeader()))
 	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(c.Conflicts()))
+	loss := c.LogLoss()
+	lostEntries := 0.0
+	for _, cause := range []string{commands.LossLogGone, commands.LossEntriesLost} {
+		on := loss != nil && loss.Cause == cause
+		ch <- prometheus.MustNewConstMetric(descLogLost, prometheus.GaugeValue, boolValue(on), cause)
+		if on && cause == commands.LossEntriesLost {
+			lostEntries = float64(loss.LostEntries)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descLogLostEntries, prometheus.GaugeValue, lostEntries)
+	gone, entries := c.LogLosses()
+	ch <- prometheus.MustNewConstMetric(descLogLosses, prometheus.CounterValue, float64(gone), commands.LossLogGone)
+	ch <- prometheus.MustNewConstMetric(descLogLosses, prometheus.CounterValue, float64(entries), commands.LossEntriesLost)
+	if rs, ok := c.RedisSafety(); ok {
+		ch <- prometheus.MustNewConstMetric(descRedisEvicting, prometheus.GaugeValue, boolValue(rs.Evicts))
+		switch rs.Persistence {
+		case "off":
+			ch <- prometheus.MustNewConstMetric(descRedisPersistence, prometheus.GaugeValue, 0)
+		case "aof", "rdb", "aof+rdb":
+			ch <- prometheus.MustNewConstMetric(descRedisPersistence, prometheus.GaugeValue, 1)
+		}
+	}
 	if r.logKnown {
 		ch <- prometheus.MustNewConstMetric(descLogLength, prometheus.GaugeValue, float64(r.logLen))
 		ch <- prometheus.MustNewConstMetric(descLogLastID, prometheus.GaugeValue, float64(r.lastIDMs))

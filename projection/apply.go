@@ -16,6 +16,12 @@ func (s *State) apply(rec events.Record) {
 	if s.skipQuarantined(rec) {
 		return
 	}
+	if ev, ok := rec.Event.(*events.LogRestored); ok {
+		// The state goes on as it is: the restore wrote it back as the
+		// snapshot at this entry.
+		s.restored = RestoreMark{ID: rec.ID, From: ev.RestoredFrom}
+		return
+	}
 	k := KeyOf(rec)
 	if _, ok := rec.Event.(*events.GroupCreated); ok {
 		s.prefixes[k.StreamPrefix] = true

@@ -340,6 +340,12 @@ func (g *generator) step() {
 				// A repair's record belongs to no group either.
 				g.emit(projection.GroupKey{}, "ops", &events.LogRepaired{RequestedBy: "ops", Reason: "generated", Skipped: []string{"1-0"}, SkippedCount: 1, PreviousLog: "{log}:before-repair:1"})
 			}
+			if g.terms%4 == 0 {
+				// A restore continues the state before it: the previous
+				// record's id (MustGeneratedLog numbers them from 1).
+				g.emit(projection.GroupKey{}, "coordinator", &events.LogRestored{RestoredFrom: fmt.Sprintf("%d-0", len(g.out)), LogLastID: events.ZeroID,
+					Cause: "LOG_GONE", RequestedBy: "ops", Reason: "generated", Coordinator: "replica-0"})
+			}
 		}
 	case x < 96 && len(gr.barriers) > 0:
 		// Release the barriers of the oldest cutover on some of its shards.

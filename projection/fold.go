@@ -30,13 +30,30 @@ type FoldOptions struct {
 // errStopped ends a fold that Stop or Until ended (not an error to the caller).
 var errStopped = errors.New("fold stopped")
 
+// RestoredError stops a fold before a log.restored entry that does not
+// continue the fold's state: the state after the entry is the snapshot the
+// restore stored under its id, which no fold of the entries before it gives
+// (they are not the restored state's). The fold that meets one starts again
+// from a snapshot at or after ID.
+type RestoredError struct {
+	ID   string // the log.restored entry
+	From string // the position of the state it restored
+	At   string // the fold's position before it
+}
+
+func (e *RestoredError) Error() string {
+	return fmt.Sprintf("log entry %s restored the state at %s from its snapshot; a fold at %s cannot go past it (start from a snapshot at or after %s)", e.ID, e.From, e.At, e.ID)
+}
+
 // Fold is the one fold of the log: start-up, catch-up, the follower, the
 // replay library and tools all bring a projection up to date through it. It
 // applies every entry of log after st's last id, in order, with State.Apply,
 // and returns how many it applied. An entry whose event cannot be read but
 // whose envelope names a stream prefix quarantines that prefix
 // (events.Confine, quarantine.go) and the fold goes on; any other
-// undecodable entry stops it with the *events.DecodeError naming the entry.
+// undecodable entry stops it with the *events.DecodeError naming the entry,
+// and a log.restored entry that does not continue the state before it with a
+// *RestoredError.
 //
 // Reading, decoding and applying overlap: one goroutine reads the next page
 // while a second decodes the previous one and the caller's goroutine applies,
@@ -60,6 +77,7 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 
 	pages := make(chan foldPage, 2)
 	batches := make(chan foldBatch, 2)
+	start := st.LastID()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { // read
@@ -121,6 +139,7 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 				return false
 			}
 		}
+		prev := start // the state's position before the next record
 		for p := range pages {
 			if p.err != nil {
 				send(foldBatch{err: p.err})
@@ -129,9 +148,13 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 			recs := make([]events.Record, 0, len(p.entries))
 			for _, e := range p.entries {
 				rec, err := events.Decode(e.ID, e.Data)
+				if r, ok := rec.Event.(*events.LogRestored); err == nil && ok && r.RestoredFrom != prev {
+					err = &RestoredError{ID: e.ID, From: r.RestoredFrom, At: prev}
+				}
 				if err != nil {
 					if q, ok := events.Confine(err); ok {
 						recs = append(recs, q)
+						prev = e.ID
 						continue
 					}
 					if len(recs) > 0 && !send(foldBatch{recs: recs}) {
@@ -141,6 +164,7 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 					return
 				}
 				recs = append(recs, rec)
+				prev = e.ID
 			}
 			if !send(foldBatch{recs: recs}) {
 				return

@@ -29,6 +29,8 @@ type snapshot struct {
 	// Quarantined are the quarantined prefixes (none: left out, so a
 	// snapshot without any is byte for byte what earlier builds wrote).
 	Quarantined []Quarantine `msgpack:"quarantined,omitempty"`
+	// Restored is the last log.restored the state applied (absent: none).
+	Restored *RestoreMark `msgpack:"restored,omitempty"`
 	// History is what version 1 kept (read only: which prefixes were ever
 	// created).
 	History []historySnapshotV1 `msgpack:"history,omitempty"`
@@ -61,6 +63,10 @@ func (s *State) CaptureLocked() *Capture {
 		c.snap.Prefixes = append(c.snap.Prefixes, p)
 	}
 	sort.Strings(c.snap.Prefixes)
+	if s.restored != (RestoreMark{}) {
+		r := s.restored
+		c.snap.Restored = &r
+	}
 	for _, p := range sortedKeys(s.streams) {
 		c.snap.Streams = append(c.snap.Streams, s.streams[p].Clone())
 	}
@@ -98,6 +104,9 @@ func Restore(data []byte) (*State, error) {
 	s.lastID = snap.LastID
 	for _, q := range snap.Quarantined {
 		s.quarantined[q.StreamPrefix] = &q
+	}
+	if snap.Restored != nil {
+		s.restored = *snap.Restored
 	}
 	for _, g := range snap.Groups {
 		if g.Members == nil {
@@ -150,6 +159,7 @@ func (s *State) Swap(other *State) {
 	defer s.mu.Unlock()
 	s.groups, s.order, s.streams, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.streams, other.prefixes, other.lastID, other.applied
 	s.quarantined = other.quarantined
+	s.restored = other.restored
 }
 
 // checkBounds refuses a snapshot whose shard counts are outside the

@@ -26,6 +26,8 @@ type State struct {
 	quarantined map[string]*Quarantine
 	lastID      string
 	applied     int64
+	// restored is the last log.restored applied (zero: none).
+	restored RestoreMark
 	// pos is lastID parsed, when posOf is lastID (ApplyLocked parses each
 	// id once).
 	pos   events.ID
@@ -53,6 +55,20 @@ func (s *State) LastID() string {
 
 // LastIDLocked is LastID for a caller holding the lock.
 func (s *State) LastIDLocked() string { return s.lastID }
+
+// RestoreMark is a log.restored entry as the projection records it: its id and
+// the position of the state it restored.
+type RestoreMark struct {
+	ID   string `msgpack:"id"`
+	From string `msgpack:"from"`
+}
+
+// LastRestore is the last log.restored entry applied (zero when none).
+func (s *State) LastRestore() RestoreMark {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.restored
+}
 
 // Applied is the number of entries applied since the projection was built or restored.
 func (s *State) Applied() int64 {

@@ -9,8 +9,10 @@
 // operation touches one stream per command or script, so a group's shards
 // spread over the cluster's slots. Offsets name the master serving each shard
 // on a cluster. CheckEngine checks at start that the server (Redis 7.0 or
-// later, or Valkey) has what the coordinator uses; with a Replication, appends
-// wait for replicas (replicate.go).
+// later, or Valkey) has what the coordinator uses, CheckDurability whether it
+// may evict the coordinator's keys and whether it persists them; with a
+// Replication, appends wait for replicas (replicate.go). A restore of a lost
+// log appends its entry under an id of its own (restore.go).
 //
 // It imports events (for the Log contract), routing (for stream keys) and
 // internal/redisurl (for URLs), nothing else from the repository.

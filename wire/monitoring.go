@@ -17,8 +17,10 @@ type Readiness struct {
 	// ("" when nobody held the lease); LeaderURL where it takes writes.
 	Leader    string `json:"leader"`
 	LeaderURL string `json:"leaderUrl"`
-	// ErrorCode and Message say why, with status METADATA_CORRUPT
-	// (COORDINATOR_METADATA_CORRUPT, naming the entry).
+	// ErrorCode and Message say why it is not ready: with status
+	// METADATA_CORRUPT (COORDINATOR_METADATA_CORRUPT, naming the entry),
+	// LOG_LOST (LOG_LOST), or NOT_READY with REDIS_EVICTION_POLICY or
+	// TOKEN_SECRET_MISMATCH.
 	ErrorCode string `json:"errorCode,omitempty"`
 	Message   string `json:"message,omitempty"`
 	// QuarantinedPrefixes counts the stream prefixes quarantined by a log
@@ -26,6 +28,11 @@ type Readiness struct {
 	// READY and serves every other prefix. Which ones, and why, is in the
 	// authenticated /coord/v1/monitoring/health.
 	QuarantinedPrefixes int `json:"quarantinedPrefixes,omitempty"`
+	// LogLost describes the loss while the status is LOG_LOST.
+	LogLost *LogLoss `json:"logLost,omitempty"`
+	// Redis is the last reading of the Redis holding the log (absent
+	// before the first).
+	Redis *RedisDurability `json:"redis,omitempty"`
 }
 
 // Quarantine is a stream prefix quarantined by a log entry that cannot be
@@ -40,6 +47,69 @@ type Quarantine struct {
 	Reason  string `json:"reason"`
 	// SkippedEntries counts the prefix's later entries not applied.
 	SkippedEntries int64 `json:"skippedEntries"`
+}
+
+// LogLoss is what a coordinator found when the event log no longer held
+// the last entry it applied (readiness status LOG_LOST).
+type LogLoss struct {
+	// Cause is LOG_GONE (the log key is gone or empty: a Redis restart
+	// without persistence, FLUSHALL, eviction) or ENTRIES_LOST (a failover
+	// lost the newest entries).
+	Cause string `json:"cause"`
+	// ProjectionLastID is the position of the state the coordinator keeps
+	// and serves; LogLastID and LogLength what the log held when the loss
+	// was found.
+	ProjectionLastID string `json:"projectionLastId"`
+	LogLastID        string `json:"logLastId"`
+	LogLength        int64  `json:"logLength"`
+	// LostEntries (ENTRIES_LOST) is how many entries the coordinator applied
+	// after the newest one the log still holds; AtLeast when that is a
+	// lower bound.
+	LostEntries int64     `json:"lostEntries"`
+	AtLeast     bool      `json:"atLeast"`
+	Since       time.Time `json:"since"`
+	// RestoredAt and RestoredFrom name a restore the leader wrote from a
+	// shorter state than this replica's (LongerThanRestore): this replica
+	// holds entries the restored log lacks.
+	RestoredAt        string `json:"restoredAt,omitempty"`
+	RestoredFrom      string `json:"restoredFrom,omitempty"`
+	LongerThanRestore bool   `json:"longerThanRestore"`
+}
+
+// RedisDurability is what the coordinator last read of the Redis servers
+// holding its keys.
+type RedisDurability struct {
+	// MaxmemoryPolicy is the policy that matters (the evicting one, else
+	// that of the server holding the log); Node its server ("" for one).
+	MaxmemoryPolicy string `json:"maxmemoryPolicy"`
+	Node            string `json:"node,omitempty"`
+	// Evicts: the policy can evict the coordinator's keys (writes are
+	// refused unless EvictionAllowed: --allow-redis-eviction).
+	Evicts          bool `json:"evicts"`
+	EvictionAllowed bool `json:"evictionAllowed"`
+	// Persistence of the server holding the log: aof, rdb, aof+rdb, off (a
+	// restart loses the log) or unknown (CONFIG GET save refused).
+	Persistence string    `json:"persistence"`
+	CheckedAt   time.Time `json:"checkedAt"`
+}
+
+// LogRestoreRequest is POST /coord/v1/log/restore's body: who restores the
+// log and why (both required, at most 256 bytes each).
+type LogRestoreRequest struct {
+	RequestedBy string `json:"requestedBy"`
+	Reason      string `json:"reason"`
+}
+
+// LogRestoreResponse is what a restore wrote: the log.restored entry (the
+// snapshot of the restored state has the same id), the position of the
+// state restored, and the loss it ended.
+type LogRestoreResponse struct {
+	EventID      string `json:"eventId"`
+	RestoredFrom string `json:"restoredFrom"`
+	LogLastID    string `json:"logLastId"`
+	Cause        string `json:"cause"`
+	LostEntries  int64  `json:"lostEntries"`
+	AtLeast      bool   `json:"atLeast"`
 }
 
 // HealthResponse is the contract's health body.

@@ -54,7 +54,7 @@ type member struct {
 	lapsed   bool
 	joined   bool
 
-	leaseUntil atomic.Int64  // unix nanos; readers read only before it
+	leaseUntil atomic.Int64  // monotonic nanos since leaseEpoch; readers read only before it
 	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
 	// gate is what the last applied answer said about ordering: the
 	// readers hold entries back by it (gate.go).
@@ -119,8 +119,13 @@ func (m *member) poke() {
 	}
 }
 
+// leaseEpoch is what lease ends are measured from: a time.Now reading that
+// carries the monotonic clock, so that time.Since(leaseEpoch) is monotonic
+// and a step of the wall clock (NTP) neither ends a lease nor extends one.
+var leaseEpoch = time.Now()
+
 func (m *member) leaseValid() bool {
-	return time.Now().UnixNano() < m.leaseUntil.Load()
+	return int64(time.Since(leaseEpoch)) < m.leaseUntil.Load()
 }
 
 // lease is the local assignment lease.
@@ -323,7 +328,7 @@ func (m *member) adopt(req *client.HeartbeatRequest, resp *client.HeartbeatRespo
 	if resp.HeartbeatIntervalMs > 0 {
 		m.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 	}
-	m.leaseUntil.Store(sent.Add(m.lease()).UnixNano())
+	m.leaseUntil.Store(int64(sent.Add(m.lease()).Sub(leaseEpoch)))
 	if m.gate.learn(resp.MetadataVersion, resp.Assignment.Ordering, resp.Assignment.Barriers) {
 		if k := m.gate.load(); len(k.barriers) > 0 || k.ordered {
 			m.log.Debug("ordering knowledge", "metadataVersion", k.version, "ordered", k.ordered, "barriers", k.barriers)

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -18,6 +21,7 @@ import (
 	"github.com/rscoord/rsc/internal/redisurl"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
+	"github.com/rscoord/rsc/wire"
 )
 
 // A log that survives a primary failover. Redis replicates asynchronously: a
@@ -25,10 +29,12 @@ import (
 // and a replica promoted in its place has a log that is behind what the
 // coordinator applied and answered. These tests kill the primary holding the
 // log (Redis Sentinel, and a Redis Cluster master with its replica) at
-// awkward moments and check two things: the state the coordinator serves
-// afterwards is the replay of the log (it reloads instead of refusing every
-// decision, or serving what the log lost), and, with --log-replicas, that no
-// decision it answered with a 2xx is missing from the log.
+// awkward moments and check three things: without --log-replicas, the
+// coordinator keeps the state it answered from (LOG_LOST, ENTRIES_LOST: never
+// folding on from a log that lacks its entries, never reloading the log's
+// shorter state) until it is restored, and then serves the replay of the
+// log; with --log-replicas, that no decision it answered with a 2xx is
+// missing from the log, and the state it serves is the replay of the log.
 
 // failoverTopology is a Redis deployment whose log primary a test can crash.
 type failoverTopology interface {
@@ -161,7 +167,8 @@ func tryCreate(tc *testCoordinator, g string) int {
 }
 
 // replayGroups folds the log as Redis holds it now (a fresh client) and
-// returns the encoded state and its group names.
+// returns the encoded state and its group names. A restore in the log is
+// folded from, from its snapshot.
 func replayGroups(t *testing.T, redisURL, logKey string) ([]byte, []string, error) {
 	t.Helper()
 	rdb, err := redisurl.New(redisURL, redisurl.TLSFiles{})
@@ -171,8 +178,21 @@ func replayGroups(t *testing.T, redisURL, logKey string) ([]byte, []string, erro
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	log := redisstore.NewLog(rdb, logKey)
 	st := projection.New()
-	if _, err := projection.Fold(ctx, redisstore.NewLog(rdb, logKey), st, projection.FoldOptions{}); err != nil {
+	_, err = projection.Fold(ctx, log, st, projection.FoldOptions{})
+	var re *projection.RestoredError
+	if errors.As(err, &re) {
+		snap, lerr := redisstore.NewSnapshotStore(rdb, logKey).LoadAt(ctx, re.ID)
+		if lerr != nil {
+			return nil, nil, lerr
+		}
+		if st, err = projection.Restore(snap); err != nil {
+			return nil, nil, err
+		}
+		_, err = projection.Fold(ctx, log, st, projection.FoldOptions{})
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	data, err := st.Capture().Encode()
@@ -226,9 +246,10 @@ func TestIntegrationLogFailover(t *testing.T) {
 		{"cluster", func(t *testing.T, logKey string) failoverTopology { return newClusterTopology(logKey)(t) }},
 	} {
 		t.Run(topo.name, func(t *testing.T) {
-			// The reproduction: the replica's link held up, five
-			// creates, the primary killed, the replica promoted.
-			t.Run("without --log-replicas the answered creates are lost", func(t *testing.T) {
+			// The replica's link held up, five creates, the primary
+			// killed, the replica promoted: the log lost them, the
+			// coordinator kept them and the restore writes them back.
+			t.Run("without --log-replicas the log loses the answered creates, the coordinator keeps them", func(t *testing.T) {
 				heldUpCreates(t, topo.start, false)
 			})
 			t.Run("with --log-replicas 1 none answered is lost", func(t *testing.T) {
@@ -267,6 +288,8 @@ func heldUpCreates(t *testing.T, start func(*testing.T, string) failoverTopology
 	topo.crash(t)
 	if replicas {
 		topo.restore(t)
+	} else {
+		lostAndRestored(t, tc, answered)
 	}
 	// The first decision after the failover: retried while the client finds
 	// the new primary (503), then decided on the log as it is. A 409 says an
@@ -294,8 +317,8 @@ func heldUpCreates(t *testing.T, start func(*testing.T, string) failoverTopology
 			acked++
 		}
 		switch {
-		case !replicas && ok && inLog[g]:
-			t.Errorf("%s survived the failover although no replica had it", g)
+		case !replicas && ok && !inLog[g]:
+			t.Errorf("%s (answered 201, lost by the failover) is not in the restored log", g)
 		case replicas && ok:
 			// 503 as a rule; a request the client gave up on (0) is no
 			// answer either (a frozen cluster node can hold a slot map
@@ -307,6 +330,55 @@ func heldUpCreates(t *testing.T, start func(*testing.T, string) failoverTopology
 		t.Errorf("without --log-replicas no held-up create was answered 201 (%v): the primary acknowledges alone", answered)
 	}
 	t.Logf("held-up creates answered %v; the log holds %v after the failover", answered, keys(inLog))
+}
+
+// lostAndRestored: the failover lost entries the coordinator applied (the
+// creates answered 201 while the replica was held up). It keeps serving them
+// (LOG_LOST, ENTRIES_LOST, counting what was lost) and refuses decisions
+// until it is restored; the restore writes them back.
+func lostAndRestored(t *testing.T, tc *testCoordinator, answered map[string]int) {
+	t.Helper()
+	acked := 0
+	for _, st := range answered {
+		if st == 201 {
+			acked++
+		}
+	}
+	var r wire.Readiness
+	deadline := time.Now().Add(failoverAnswerWait)
+	for {
+		// A decision finds the loss at once (its append conflicts); the
+		// guard within --redis-check-interval otherwise.
+		tryCreate(tc, "during")
+		resp, err := http.Get(tc.URL + "/readyz")
+		if err == nil {
+			r = wire.Readiness{}
+			_ = json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if r.Status == "LOG_LOST" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not LOG_LOST within %v after the failover: %+v", failoverAnswerWait, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.LogLost == nil || r.LogLost.Cause != "ENTRIES_LOST" || r.LogLost.LostEntries < int64(acked) {
+		t.Fatalf("/readyz %+v: want ENTRIES_LOST counting at least the %d creates answered 201", r.LogLost, acked)
+	}
+	if st := tryCreate(tc, "refused"); st != 503 {
+		t.Fatalf("a create while LOG_LOST: %d, want 503", st)
+	}
+	for g, st := range answered {
+		if st != 201 {
+			continue
+		}
+		if got := tc.Do("GET", "/coord/v1/streams/fo/groups/"+g, nil); got.Status != 200 {
+			t.Fatalf("%s (answered 201, lost by the failover) is not served while LOG_LOST: %d", g, got.Status)
+		}
+	}
+	tc.Do("POST", "/coord/v1/log/restore", map[string]any{"requestedBy": "test", "reason": "the failover lost entries"}).MustStatus(t, 200)
 }
 
 // failoverAnswerWait bounds the wait for a decision after the log's primary

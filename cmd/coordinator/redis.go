@@ -26,6 +26,8 @@ func (m *Main) redisFlags(fs *flag.FlagSet) {
 	fs.StringVar(&m.RedisTLS.Key, "redis-tls-key", "", "PEM private key of --redis-tls-cert")
 	fs.IntVar(&m.LogReplicas, "log-replicas", 0, "replicas that must acknowledge every append to the log (WAIT) before a decision is answered; 0: none, and a decision already answered can be lost when the primary fails over (README: High availability)")
 	fs.DurationVar(&m.LogReplicasTimeout, "log-replicas-timeout", time.Second, "with --log-replicas: how long an append waits for its replicas before the decision fails (503); below the URL's read_timeout (5s by default)")
+	fs.BoolVar(&m.AllowRedisEviction, "allow-redis-eviction", false, "start and decide on a Redis whose maxmemory-policy can evict the event log (any but noeviction; volatile-* once a coordinator key has a TTL), which is refused otherwise: at start, and at run time with 503 REDIS_EVICTION_POLICY (logged; Redis may then drop the log: LOG_LOST)")
+	fs.DurationVar(&m.RedisCheckInterval, "redis-check-interval", defaultRedisCheckInterval, "how often every replica reads Redis's maxmemory-policy and persistence (INFO) and checks that the log still holds what it applied (negative: never)")
 }
 
 // checkRedisFlags checks the flags redisFlags registers, and the --redis URL
@@ -36,6 +38,9 @@ func (m *Main) checkRedisFlags() error {
 	}
 	if m.LogReplicas > 0 && m.LogReplicasTimeout <= 0 {
 		return fmt.Errorf("--log-replicas-timeout must be positive with --log-replicas")
+	}
+	if m.RedisCheckInterval == 0 {
+		return fmt.Errorf("--redis-check-interval must be positive, or negative for never")
 	}
 	cfg, err := redisurl.Parse(m.RedisURL)
 	if err != nil {

@@ -93,6 +93,11 @@ type Main struct {
 	RedisTLS           redisurl.TLSFiles
 	LogReplicas        int
 	LogReplicasTimeout time.Duration
+	// AllowRedisEviction accepts a Redis whose maxmemory-policy can evict
+	// the log; RedisCheckInterval is how often the guard reads the policy
+	// and checks the log for a loss (guard.go).
+	AllowRedisEviction bool
+	RedisCheckInterval time.Duration
 
 	Stderr io.Writer
 	logger zerolog.Logger
@@ -106,6 +111,12 @@ type Main struct {
 	// the clock of authentication (nil: time.Now); tests change both.
 	usersPoll time.Duration
 	clock     func() time.Time
+	// secret keeps the token secret kept in Redis in place (nil: none is
+	// kept; secret.go).
+	secret *secretKeeper
+	// coordClock, if set, is the decisions' clock (nil: the system clock);
+	// tests step its wall clock apart from its monotonic one.
+	coordClock commands.Clock
 }
 
 // MaxDedupLayoutWindow bounds --dedup-layout-window (a week: seven times
@@ -275,6 +286,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	shards := redisstore.NewShards(m.rdb)
 	snaps := redisstore.NewSnapshotStore(m.rdb, m.LogStream)
+	guard := redisGuard{rdb: m.rdb, logKey: log.Key(), keys: coordinatorKeys(log, snaps, m.LogStream)}
+	if err := m.checkRedisAtStart(ctx, guard); err != nil {
+		return err
+	}
 	cfg := commands.Config{
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
@@ -284,6 +299,7 @@ func (m *Main) Run(ctx context.Context) error {
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
 		MemberChurnPerMinute: offIfZero(m.MemberChurnPerMinute), RejectionsPerMinute: offIfZero(m.RejectionsPerMinute),
+		RedisGuard: guard, GuardInterval: m.RedisCheckInterval, AllowEviction: m.AllowRedisEviction, LogReplicas: m.LogReplicas,
 	}
 	if m.CrashAfterEvent != "" {
 		target := m.CrashAfterEvent
@@ -309,7 +325,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.metrics = m.newMetrics()
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
-	m.coord = commands.New(cfg, appendLog, shards, snaps, nil)
+	m.coord = commands.New(cfg, appendLog, shards, snaps, m.coordClock)
 	parts := httpapi.PartsOf(m.coord)
 	parts.Commands = countedHeartbeats{Commands: parts.Commands, answered: m.metrics.HeartbeatAnswered}
 	m.server = httpapi.NewServer(httpapi.Config{
@@ -318,6 +334,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
 			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
 		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(), LayoutWindow: m.DedupLayoutWindow,
+		Readiness: m.secret.ready,
 	}, parts, streamReader{shards})
 	m.metrics.Watch(m.coord, shardOffsets{m.server})
 	if err := m.server.Open(); err != nil {
@@ -338,6 +355,9 @@ func (m *Main) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go m.metrics.Run(lctx)
+	if m.secret != nil {
+		go m.secret.run(lctx, secretKeepInterval)
+	}
 	if m.UsersFile != "" {
 		w := &usersWatcher{path: m.UsersFile, apply: m.server.SetUsers, log: m.logger, loaded: usersData, stamp: usersStamp}
 		go w.run(lctx, m.usersPoll, watchSIGHUP())

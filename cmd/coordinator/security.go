@@ -106,6 +106,8 @@ func (m *Main) resolveSecrets(ctx context.Context) (token, cluster string, err e
 		if kept, err = m.keptSecret(ctx); err != nil {
 			return "", "", err
 		}
+		key, _ := redisstore.TokenSecretKey(m.LogStream) // keptSecret checked it
+		m.secret = &secretKeeper{rdb: m.rdb, key: key, held: kept, log: m.logger}
 	}
 	token = m.TokenSecret
 	if !given && m.UsersFile != "" {

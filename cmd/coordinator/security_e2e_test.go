@@ -129,6 +129,8 @@ func apiRequiredRole(rt apiRoute) string {
 		return "MEMBER"
 	case rt.Method == "POST" && rt.Template == "/coord/v1/auth/login":
 		return ""
+	case rt.Method == "POST" && rt.Template == "/coord/v1/log/restore":
+		return "ADMIN"
 	case rt.Template != "/coord/v1" && !strings.HasPrefix(rt.Template, "/coord/v1/"):
 		return "" // probes, /metrics, the console
 	case strings.HasPrefix(rt.Template, "/coord/v1/monitoring/"):
@@ -144,6 +146,7 @@ var apiGrants = map[string][]string{
 	"READ":   {"READ", "WRITE", "MONITOR", "ADMIN"},
 	"WRITE":  {"WRITE", "ADMIN"},
 	"MEMBER": {"MEMBER", "ADMIN"},
+	"ADMIN":  {"ADMIN"},
 }
 
 // apiNames are path values to fill templates with: sample ones, and hostile

@@ -164,6 +164,37 @@ func TestIntegrationRscctl(t *testing.T) {
 		t.Errorf("stream frobnicate: exit %d, want %d", code, exitUsage)
 	}
 
+	// The runbook of a lost log (docs/operations.md): Redis loses the log
+	// (FLUSHALL); the coordinator keeps its state, refuses writes (LOG_LOST,
+	// exit 3) and says so on /readyz; rscctl log restore writes it back.
+	if err := rs.Client(t).FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = rscctl("create", "after", "flush", "--shards", "1")
+	if code != exitUnavailable || !strings.Contains(errOut, "LOG_LOST") {
+		t.Errorf("create after FLUSHALL: exit %d: %s", code, errOut)
+	}
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct{ Status string }
+	_ = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || ready.Status != "LOG_LOST" {
+		t.Errorf("/readyz after FLUSHALL: %d %s, want 503 LOG_LOST", resp.StatusCode, ready.Status)
+	}
+	out = mustRun("group", prefix, group)
+	wantContains(t, "group while the log is lost", out, "team/billing")
+	out = mustRun("log", "restore", "--reason", "FLUSHALL in the runbook test")
+	wantContains(t, "log restore", out, "restored the event log (it was gone)")
+	out = mustRun("create", "restored", "g", "--shards", "1")
+	wantContains(t, "create after the restore", out, "created restored / g")
+	code, _, errOut = rscctl("log", "restore", "--reason", "again")
+	if code != exitRefused || !strings.Contains(errOut, "LOG_NOT_LOST") {
+		t.Errorf("a second restore: exit %d: %s", code, errOut)
+	}
+
 	// A saved token serves later calls.
 	mustRun("login", "--save")
 	mustRun("groups")

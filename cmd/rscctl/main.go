@@ -58,6 +58,9 @@ commands:
   members <prefix> <group>       members with their current, granted, target and revoking shards
   routing <prefix> <group>       producer routing: shards, stream keys, cluster slots
   migrations <prefix> <group>    the group's reshardings
+  log restore                    write the state the coordinator holds back to an event log
+                                 that lost it (/readyz LOG_LOST; --requested-by, --reason required;
+                                 ADMIN)
   replay [args...]               run the replay tool with these arguments (it reads the event
                                  log from Redis; see "rscctl replay --help")
   help [command]                 this text, or a command's flags
@@ -128,6 +131,7 @@ func commands() []command {
 		{"members", "<prefix> <group>", "the group's members", 2, setupMembers},
 		{"routing", "<prefix> <group>", "the group's producer routing", 2, setupRouting},
 		{"migrations", "<prefix> <group>", "the group's reshardings", 2, setupReshardings},
+		{"log restore", "", "write the coordinator's state back to a lost event log", 0, setupLogRestore},
 	}
 }
 
@@ -151,8 +155,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	name, rest := rest[0], rest[1:]
-	if name == "stream" && len(rest) > 0 {
-		name, rest = "stream "+rest[0], rest[1:]
+	if (name == "stream" || name == "log") && len(rest) > 0 {
+		name, rest = name+" "+rest[0], rest[1:]
 	}
 	switch name {
 	case "help":
@@ -175,8 +179,8 @@ func (a *app) help(args []string) int {
 		return exitOK
 	}
 	name := args[0]
-	if name == "stream" && len(args) > 1 {
-		name = "stream " + args[1]
+	if (name == "stream" || name == "log") && len(args) > 1 {
+		name += " " + args[1]
 	}
 	for _, c := range commands() {
 		if c.name == name {

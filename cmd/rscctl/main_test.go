@@ -691,3 +691,27 @@ func TestShardList(t *testing.T) {
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+// TestLogRestore: rscctl log restore sends who and why to the restore route
+// and prints what was restored; --reason is required; the coordinator's
+// refusal (the log is not lost) is exit 1 with its errorCode.
+func TestLogRestore(t *testing.T) {
+	isolate(t)
+	f := newFake(t)
+	f.reply("POST", "/coord/v1/log/restore", 200, `{"eventId":"1800000000000-0","restoredFrom":"1700000000000-4","logLastId":"1700000000000-1","cause":"ENTRIES_LOST","lostEntries":3,"atLeast":false}`)
+	code, out, errOut := f.rscctl("log", "restore", "--requested-by", "alice", "--reason", "failover lost the tail")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	wantContains(t, "log restore", out, "a failover lost 3 entries", "from the state at 1700000000000-4", "log.restored 1800000000000-0")
+	if r := f.requests()[0]; r.Body["requestedBy"] != "alice" || r.Body["reason"] != "failover lost the tail" {
+		t.Errorf("body = %v", r.Body)
+	}
+	if code, _, errOut := f.rscctl("log", "restore"); code != exitUsage || !strings.Contains(errOut, "--reason") {
+		t.Errorf("without --reason: exit %d, %s", code, errOut)
+	}
+	f.reply("POST", "/coord/v1/log/restore", 409, `{"status":"CONFLICT","errorCode":"LOG_NOT_LOST","message":"The event log holds this coordinator's state: there is nothing to restore"}`)
+	if code, _, errOut := f.rscctl("log", "restore", "--reason", "again"); code != exitRefused || !strings.Contains(errOut, "LOG_NOT_LOST") {
+		t.Errorf("refused: exit %d, %s", code, errOut)
+	}
+}

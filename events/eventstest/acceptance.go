@@ -66,6 +66,49 @@ func RunLogSuite(t *testing.T, newLog func(t *testing.T) events.Log) {
 		}
 	})
 
+	t.Run("restore", func(t *testing.T) {
+		l := newLog(t)
+		rs, ok := l.(events.Restorable)
+		if !ok {
+			t.Skip("the log records no restores")
+		}
+		if id, err := rs.LastRestore(ctx); err != nil || id != "" {
+			t.Fatalf("LastRestore of a new log = %q, %v; want none", id, err)
+		}
+		ids, err := l.Append(ctx, events.ZeroID, [][]byte{payload(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.AppendRestore(ctx, events.ZeroID, "9999999999999-5", payload(2)); !errors.Is(err, events.ErrConflict) {
+			t.Fatalf("restore at a stale position: %v, want ErrConflict", err)
+		}
+		if err := rs.AppendRestore(ctx, ids[0], ids[0], payload(2)); err == nil {
+			t.Fatal("a restore entry not above the position landed")
+		}
+		const at = "9999999999999-5" // above anything the clock gives
+		if err := rs.AppendRestore(ctx, ids[0], at, payload(2)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rs.LastRestore(ctx); err != nil || got != at {
+			t.Fatalf("LastRestore = %q, %v; want %s", got, err, at)
+		}
+		if got := MustLastID(t, l); got != at {
+			t.Fatalf("LastID after the restore = %s, want %s", got, at)
+		}
+		// Appends go on from the restore entry.
+		more, err := l.Append(ctx, at, [][]byte{payload(3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := l.Read(ctx, events.ZeroID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 3 || entries[1].ID != at || string(entries[1].Data) != string(payload(2)) || entries[2].ID != more[0] {
+			t.Fatalf("entries after the restore: %v", entries)
+		}
+	})
+
 	t.Run("empty log is at ZeroID", func(t *testing.T) {
 		l := newLog(t)
 		last := MustLastID(t, l)
