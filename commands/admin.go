@@ -66,14 +66,18 @@ type groupPlan struct {
 	stream             *projection.Stream // a copy, nil when none
 }
 
-// planGroup places a new group on its prefix: on a stream with metadata it
-// takes the stream's shard count (a requested count that differs is 400)
-// and metadata version, and waits while the stream is PREPARING; otherwise
-// the requested count (or the default). It refuses a group that exists and
-// one beyond the caps.
-func planGroup(t *tx, k projection.GroupKey, requested *int, defaultCount int) (groupPlan, error) {
+// planGroup places a new group of by on its prefix: on a stream with
+// metadata it takes the stream's shard count (a requested count that differs
+// is 400) and metadata version, and waits while the stream is PREPARING;
+// otherwise the requested count (or the default). It refuses a group that
+// exists, one whose name's consumer groups are still being destroyed
+// (removal.go), and one beyond the quotas and the caps.
+func planGroup(t *tx, k projection.GroupKey, requested *int, defaultCount int, by owner) (groupPlan, error) {
 	if t.group(k) != nil {
 		return groupPlan{}, ErrGroupExists
+	}
+	if err := removalPending(t, k); err != nil {
+		return groupPlan{}, err
 	}
 	p := groupPlan{count: defaultCount, mv: 1}
 	if requested != nil {
@@ -98,7 +102,7 @@ func planGroup(t *tx, k projection.GroupKey, requested *int, defaultCount int) (
 	if st != nil {
 		p.stream = st.Clone()
 	}
-	return p, withinCaps(t, 1, p.count)
+	return p, withinQuotas(t, k.StreamPrefix, by, 1, p.count)
 }
 
 // CreateGroup creates a group: verify it does not exist, place it on its
@@ -109,6 +113,7 @@ func planGroup(t *tx, k projection.GroupKey, requested *int, defaultCount int) (
 // decision that checks everything again.
 func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix, ConsumerGroup: in.ConsumerGroup}
+	by := ownerOfCaller(meta.Actor) // the authenticated caller
 	return admin(ctx, s, meta, k, "group.create", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if err := ValidateKey(k); err != nil {
 			return projection.GroupView{}, err
@@ -126,24 +131,35 @@ func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGr
 		if s.rules.provisioning {
 			unlock := s.locks.lock(k.StreamPrefix)
 			defer unlock()
+			// The consumer groups of a deleted group of this name go first.
+			if err := s.rec.finishRemovalLocked(ctx, k); err != nil {
+				return projection.GroupView{}, err
+			}
 		}
 		var plan groupPlan
 		if err := s.peek(func(t *tx) (err error) {
-			plan, err = planGroup(t, k, in.InitialShardCount, s.rules.defaultShardCount)
+			plan, err = planGroup(t, k, in.InitialShardCount, s.rules.defaultShardCount, by)
 			return err
 		}); err != nil {
 			return projection.GroupView{}, err
 		}
-		var created []int
+		var prov provisioned
 		if s.rules.provisioning {
 			var err error
-			if created, err = s.rec.provisionGroup(ctx, k, plan); err != nil {
+			if prov, err = s.rec.provisionGroup(ctx, k, plan); err != nil {
 				return projection.GroupView{}, err
 			}
 		}
-		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
-			return createGroup(t, k, in, ordering, plan, created)
+		var refused error
+		v, err := submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
+			v, err := createGroup(t, k, in, ordering, plan, prov, by)
+			refused = err
+			return v, err
 		})
+		if refused != nil {
+			s.rec.unprovision(ctx, k, prov)
+		}
+		return v, err
 	})
 }
 
@@ -151,8 +167,8 @@ func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGr
 // checked on: the group is placed on its stream as when it was provisioned
 // (else the caller retries). The first group of a bare prefix writes the
 // stream's metadata first.
-func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, ordering string, plan groupPlan, created []int) (projection.GroupView, error) {
-	now, err := planGroup(t, k, in.InitialShardCount, t.rules.defaultShardCount)
+func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, ordering string, plan groupPlan, prov provisioned, by owner) (projection.GroupView, error) {
+	now, err := planGroup(t, k, in.InitialShardCount, t.rules.defaultShardCount, by)
 	if err != nil {
 		return projection.GroupView{}, err
 	}
@@ -160,10 +176,10 @@ func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, ordering str
 		return projection.GroupView{}, withMsg(ErrStateConflict, "stream %s changed while the group was provisioned; retry", k.StreamPrefix)
 	}
 	ev := &events.GroupCreated{ShardCount: now.count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering,
-		MetadataVersion: now.mv, KeysChecked: true, CreatedShards: created}
+		MetadataVersion: now.mv, KeysChecked: true, CreatedShards: prov.created, Principal: by.principal, Anonymous: by.anonymous, ForeignShards: prov.foreign}
 	if now.bare {
 		t.emit(projection.GroupKey{StreamPrefix: k.StreamPrefix}, &events.StreamCreated{ShardCount: now.count, Provisioned: t.rules.provisioning,
-			RequestedBy: in.RequestedBy, Reason: in.Reason, Group: k.ConsumerGroup, CreatedShards: created})
+			RequestedBy: in.RequestedBy, Reason: in.Reason, Group: k.ConsumerGroup, CreatedShards: prov.created, Principal: by.principal, Anonymous: by.anonymous})
 		ev.CreatedShards = nil // the stream's metadata records them
 	}
 	g := t.emit(k, ev)
@@ -177,8 +193,10 @@ type DeleteGroupInput struct {
 	Force       bool
 }
 
-// DeleteGroup removes a group (refused while members are live unless forced).
-// Stream keys and Redis consumer groups are left in place.
+// DeleteGroup removes a group (refused while members are live unless
+// forced) and the Redis consumer groups the coordinator provisioned for it
+// (removal.go: destroyed by the reconciler after the decision). Shard
+// streams are left in place.
 func (s *Service) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
 	v, err := admin(ctx, s, meta, k, "group.delete", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if problems := checkAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
@@ -188,6 +206,11 @@ func (s *Service) DeleteGroup(ctx context.Context, meta events.Meta, k projectio
 	})
 	if err == nil {
 		s.evidence.dropGroup(k)
+		// Its consumer groups now, best effort: the reconciler finishes
+		// what this leaves (a Redis that fails, a coordinator that stops).
+		if rerr := s.rec.finishRemoval(ctx, k); rerr != nil {
+			s.logger.Warn().Err(rerr).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("destroy the consumer groups of a deleted group (retried by the reconciler)")
+		}
 	}
 	return v, err
 }
@@ -203,7 +226,6 @@ func deleteGroup(t *tx, k projection.GroupKey, in DeleteGroupInput) (projection.
 		return projection.GroupView{}, ErrGroupHasActiveMembers
 	}
 	view := projection.ViewGroup(g)
-	t.emit(k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
-	t.rt.dropGroup(k)
+	removeGroup(t, k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
 	return view, nil
 }

@@ -35,6 +35,21 @@ type Config struct {
 	// and group (DefaultMemberChurnPerMinute; <0: none): a join or leave beyond
 	// it is refused (ErrRateLimited, with when to retry) and appends nothing.
 	MemberChurnPerMinute int
+	// Quotas per principal and per stream prefix (quota.go; the Default*
+	// constants there; <0: off): groups a principal created or registered
+	// and their shards, groups and shards of a prefix, member records that
+	// take part per principal, and joins and leaves per principal across
+	// its groups a minute.
+	MaxGroupsPerPrincipal   int
+	MaxShardsPerPrincipal   int
+	MaxGroupsPerPrefix      int
+	MaxShardsPerPrefix      int
+	MaxMembersPerPrincipal  int
+	PrincipalChurnPerMinute int
+	// EmptyGroupRetention is how long a group that registered itself by a
+	// member's first heartbeat may have no live member before it is
+	// removed with its consumer groups (7 days; <0: never; expiry.go).
+	EmptyGroupRetention time.Duration
 	// RejectionsPerMinute is how many refused admin commands are recorded
 	// (command.rejected) per principal and minute (DefaultRejectionsPerMinute;
 	// <0: every one); the next record counts those that were not.
@@ -135,6 +150,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.RejectionsPerMinute == 0 {
 		c.RejectionsPerMinute = DefaultRejectionsPerMinute
+	}
+	defaultTo(&c.MaxGroupsPerPrincipal, DefaultMaxGroupsPerPrincipal)
+	defaultTo(&c.MaxShardsPerPrincipal, DefaultMaxShardsPerPrincipal)
+	defaultTo(&c.MaxGroupsPerPrefix, DefaultMaxGroupsPerPrefix)
+	defaultTo(&c.MaxShardsPerPrefix, DefaultMaxShardsPerPrefix)
+	defaultTo(&c.MaxMembersPerPrincipal, DefaultMaxMembersPerPrincipal)
+	defaultTo(&c.PrincipalChurnPerMinute, DefaultPrincipalChurnPerMinute)
+	if c.EmptyGroupRetention == 0 {
+		c.EmptyGroupRetention = DefaultEmptyGroupRetention
 	}
 	if c.ShardCheckInterval == 0 {
 		c.ShardCheckInterval = 10 * time.Second
@@ -294,7 +318,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 		cfg: cfg, life: life, dec: dec, rec: rec,
 		auto: &autoscaler{sampler: shards, state: state, evidence: evidence, table: table, dec: dec, scale: svc.Scale,
 			now: now, logger: cfg.Logger, afterEvaluate: cfg.AfterEvaluate},
-		maint: &maintenance{state: state, table: table, dec: dec, rules: rules, now: now, timers: timers, logger: cfg.Logger},
+		maint: &maintenance{state: state, table: table, evidence: evidence, dec: dec, rules: rules, now: now, timers: timers, logger: cfg.Logger},
 	}
 }
 

@@ -11,7 +11,9 @@
 // them and only then commits the batch's runtime changes; a failed decision,
 // a conflict and a failed append drop them. The rules live in one file per
 // subject: heartbeat.go (the member protocol, CONTRACT.md §3.2),
-// maintenance.go, resharding.go, ordering.go, autoscale.go, admin.go.
+// maintenance.go, resharding.go, ordering.go, autoscale.go, admin.go,
+// quota.go (what one principal or prefix may take), removal.go (a deleted
+// group's consumer groups destroyed) and expiry.go (empty registered groups).
 //
 // Each part is built from the pieces it uses and none holds the whole:
 // Service (the commands, httpapi.Commands), the decider, the reconciler and
@@ -22,7 +24,7 @@
 //
 // It knows events, projection, routing, replay and wire, and reaches Redis
 // only through the small interfaces in store.go (one per user: Provisioner,
-// DrainReader, Retirer, Fencer, Repairer, Sampler); cmd/coordinator wires the
+// DrainReader, Retirer, Remover, Fencer, Repairer, Sampler); cmd/coordinator wires the
 // concrete implementations. A heartbeat's request and answer are the member
 // protocol itself, so they are package wire's types; every other command
 // takes its own input type and answers with projection views.

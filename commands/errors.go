@@ -92,6 +92,15 @@ var (
 	// --max-total-shards.
 	ErrGroupLimit = &Error{Kind: KindConflict, Code: "GROUP_LIMIT_REACHED", Message: "The coordinator manages as many consumer groups as --max-groups allows"}
 	ErrShardLimit = &Error{Kind: KindConflict, Code: "SHARD_LIMIT_REACHED", Message: "The coordinator manages as many shards as --max-total-shards allows"}
+	// Quotas (quota.go): a create, a registration by heartbeat, a scale-out
+	// or a join that would take a principal or a stream prefix past its
+	// quota, refused before anything is provisioned; the message names the
+	// flag and its value.
+	ErrPrincipalGroupQuota  = &Error{Kind: KindConflict, Code: "PRINCIPAL_GROUP_QUOTA_EXCEEDED", Message: "The principal has created or registered as many consumer groups as --max-groups-per-principal allows"}
+	ErrPrincipalShardQuota  = &Error{Kind: KindConflict, Code: "PRINCIPAL_SHARD_QUOTA_EXCEEDED", Message: "The principal's groups and streams have as many shards as --max-shards-per-principal allows"}
+	ErrPrefixGroupQuota     = &Error{Kind: KindConflict, Code: "PREFIX_GROUP_QUOTA_EXCEEDED", Message: "The stream prefix has as many consumer groups as --max-groups-per-prefix allows"}
+	ErrPrefixShardQuota     = &Error{Kind: KindConflict, Code: "PREFIX_SHARD_QUOTA_EXCEEDED", Message: "The stream prefix has as many shards as --max-shards-per-prefix allows"}
+	ErrPrincipalMemberQuota = &Error{Kind: KindConflict, Code: "PRINCIPAL_MEMBER_QUOTA_EXCEEDED", Message: "The principal has as many members taking part as --max-members-per-principal allows"}
 	// ErrTopologyConflict: the groups of a stream without metadata disagree
 	// on the shard count (stream-scoped routing cannot answer), or a change
 	// would leave a stream's groups on different layouts.

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,13 +42,22 @@ func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, 
 		s.issued(k, pathID, resp)
 		return resp, nil
 	}
-	reg, err := s.registration(ctx, k, req)
+	reg, unlock, err := s.registration(ctx, k, principal, req)
 	if err != nil {
 		return nil, err
 	}
+	// A registration holds its prefix's lock from its provisioning to its
+	// decision (removal.go).
+	defer unlock()
+	var refused error
 	resp, err = submitFor(ctx, s.dec, k, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
-		return registerAndBeat(t, k, pathID, principal, req, reg)
+		resp, err := registerAndBeat(t, k, pathID, principal, req, reg)
+		refused = err
+		return resp, err
 	})
+	if refused != nil && reg != nil {
+		s.rec.unprovision(ctx, k, reg.prov)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -95,20 +105,27 @@ func withDefaults(req *wire.HeartbeatRequest) *wire.HeartbeatRequest {
 
 // registration is what a first heartbeat's registration of its group was
 // decided on: the stream's layout when the consumer groups were provisioned,
-// and the shards whose streams that created.
+// the shards whose streams that created, and those where the group's
+// consumer group was someone else's.
 type registration struct {
-	count   int
-	mv      int64
-	created []int
+	count int
+	mv    int64
+	prov  provisioned
 }
 
 // registration provisions the consumer group of a heartbeat that registers
 // its group (nil when it does not: the group exists, the epoch is not 0, or
-// the stream has no metadata), refusing first what the decision would.
-func (s *Service) registration(ctx context.Context, k projection.GroupKey, req *wire.HeartbeatRequest) (*registration, error) {
+// the stream has no metadata), refusing first what the decision would: the
+// quotas of the principal and the prefix among them, before anything is
+// provisioned. With provisioning it returns holding the prefix's lock (call
+// unlock after the decision), having finished first a pending removal of
+// the consumer groups of a deleted group of this name.
+func (s *Service) registration(ctx context.Context, k projection.GroupKey, principal string, req *wire.HeartbeatRequest) (reg *registration, unlock func(), err error) {
+	unlock = func() {}
 	if *req.MemberEpoch != 0 || !s.unregistered(k) || ValidateKey(k) != nil {
-		return nil, nil // the group exists, or UNKNOWN_MEMBER_ID
+		return nil, unlock, nil // the group exists, or UNKNOWN_MEMBER_ID
 	}
+	by := ownerOfCaller(principal)
 	var plan groupPlan
 	found := false
 	check := func(t *tx) (err error) {
@@ -121,38 +138,54 @@ func (s *Service) registration(ctx context.Context, k projection.GroupKey, req *
 			return nil
 		}
 		found = true
-		if plan, err = planGroup(t, k, nil, st.ShardCount); err != nil {
+		if plan, err = planGroup(t, k, nil, st.ShardCount, by); err != nil {
 			return err
 		}
 		// The member is new to a new group: a report with more shards than
 		// the stream has is refused by the decision (checkCaller), so it is
-		// refused here, before a consumer group is provisioned for it.
+		// refused here, before a consumer group is provisioned for it; so
+		// is a join past the principal's member quota or churn budget (the
+		// peek's runtime overlay is dropped: this spends nothing).
 		if len(req.OwnedShards) > plan.count || len(req.RevokingShards) > plan.count || len(req.ShardProgress) > plan.count {
 			return overSpan(req, plan.count)
 		}
-		return nil
-	}
-	if err := s.peek(check); err != nil || !found {
-		return nil, err
+		if err := withinMemberQuota(t, principal); err != nil {
+			return err
+		}
+		return spendChurn(t, k, principal)
 	}
 	if s.rules.provisioning {
+		// Refused by the committed state: no lock taken, nothing touched.
+		if err := s.peek(func(t *tx) error {
+			if err := check(t); err != nil && !errors.Is(err, ErrStateConflict) {
+				return err
+			}
+			return nil
+		}); err != nil || !found {
+			return nil, unlock, err
+		}
 		// Again with the prefix's side effects serialised: a concurrent
 		// first heartbeat of the group may have registered it meanwhile.
-		unlock := s.locks.lock(k.StreamPrefix)
-		defer unlock()
-		if err := s.peek(check); err != nil || !found {
-			return nil, err
+		unlock = s.locks.lock(k.StreamPrefix)
+		if err := s.rec.finishRemovalLocked(ctx, k); err != nil {
+			unlock()
+			return nil, func() {}, err
 		}
 	}
-	reg := &registration{count: plan.count, mv: plan.mv}
+	if err := s.peek(check); err != nil || !found {
+		unlock()
+		return nil, func() {}, err
+	}
+	reg = &registration{count: plan.count, mv: plan.mv}
 	if s.rules.provisioning && plan.count > 0 {
-		created, err := s.rec.provisionGroup(ctx, k, plan)
+		prov, err := s.rec.provisionGroup(ctx, k, plan)
 		if err != nil {
-			return nil, err
+			unlock()
+			return nil, func() {}, err
 		}
-		reg.created = created
+		reg.prov = prov
 	}
-	return reg, nil
+	return reg, unlock, nil
 }
 
 // unregistered reports, under the read lock only, whether k does not exist
@@ -185,20 +218,21 @@ func register(t *tx, k projection.GroupKey, id, principal string, reg *registrat
 	if st == nil || !st.Metadata {
 		return nil // the heartbeat is UNKNOWN_MEMBER_ID
 	}
-	plan, err := planGroup(t, k, nil, st.ShardCount)
+	by := ownerOfCaller(principal)
+	plan, err := planGroup(t, k, nil, st.ShardCount, by)
 	if err != nil {
 		return err
 	}
 	if plan.count != reg.count || plan.mv != reg.mv {
 		return withMsg(ErrStateConflict, "stream %s changed while group %s was registered; retry", k.StreamPrefix, k.ConsumerGroup)
 	}
-	by := principal
-	if by == "" {
-		by = id
+	requestedBy := principal
+	if requestedBy == "" {
+		requestedBy = id
 	}
-	t.emit(k, &events.GroupCreated{ShardCount: plan.count, Provisioned: t.rules.provisioning, RequestedBy: truncate(by, MaxTextBytes),
+	t.emit(k, &events.GroupCreated{ShardCount: plan.count, Provisioned: t.rules.provisioning, RequestedBy: truncate(requestedBy, MaxTextBytes),
 		Reason: truncate("registered by the first heartbeat of member "+id, MaxTextBytes), MetadataVersion: plan.mv, RegisteredBy: id,
-		KeysChecked: true, CreatedShards: reg.created})
+		KeysChecked: true, CreatedShards: reg.prov.created, Principal: by.principal, Anonymous: by.anonymous, ForeignShards: reg.prov.foreign})
 	return nil
 }
 
@@ -392,6 +426,9 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 	case m == nil && epoch != 0:
 		return t.rules.rejected(req, id, wire.StatusUnknownMember), nil, nil
 	case m == nil:
+		if err := withinMemberQuota(t, hb.principal); err != nil {
+			return nil, nil, err
+		}
 		if err := spendChurn(t, k, hb.principal); err != nil {
 			return nil, nil, err
 		}
@@ -402,6 +439,11 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0 && !m.Live():
+		if !m.Active() {
+			if err := withinMemberQuota(t, hb.principal); err != nil {
+				return nil, nil, err
+			}
+		}
 		if err := spendChurn(t, k, hb.principal); err != nil {
 			return nil, nil, err
 		}
@@ -651,11 +693,22 @@ func leave(t *tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 }
 
 // spendChurn spends one of the principal's joins and leaves in the group,
-// where a join or a leave is about to be recorded (a steady heartbeat, a
-// replayed join and a repeated leave record nothing and spend nothing); the
-// refusal when none is left, saying when to retry: the heartbeat appends
-// nothing.
+// and one of its joins and leaves across all its groups, where a join or a
+// leave is about to be recorded (a steady heartbeat, a replayed join and a
+// repeated leave record nothing and spend nothing); the refusal when either
+// has none left, saying when to retry: the heartbeat appends nothing (and a
+// refused decision spends nothing).
 func spendChurn(t *tx, k projection.GroupKey, principal string) error {
+	who := principal
+	if who == "" {
+		who = "anonymous"
+	}
+	if b := t.rules.quotas.churn; b.on() {
+		if ok, wait := t.rt.takePrincipalChurn(principal, b); !ok {
+			return withMsg(ErrRateLimited, "too many member joins and leaves by %s across its groups (at most %.0f a minute, --principal-churn-per-minute); retry in %s",
+				who, b.rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
+		}
+	}
 	b := t.rules.churn
 	if !b.on() {
 		return nil
@@ -663,10 +716,6 @@ func spendChurn(t *tx, k projection.GroupKey, principal string) error {
 	ok, wait := t.rt.takeChurn(k, principal, b)
 	if ok {
 		return nil
-	}
-	who := principal
-	if who == "" {
-		who = "anonymous"
 	}
 	return withMsg(ErrRateLimited, "too many member joins and leaves by %s in group %s/%s (at most %.0f a minute, --member-churn-per-minute); retry in %s",
 		who, k.StreamPrefix, k.ConsumerGroup, b.rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)

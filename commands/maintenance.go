@@ -12,14 +12,16 @@ import (
 )
 
 // maintenance is the tick: for every group with something to do it submits
-// the maintenance decision (expiry, rebalance timeouts, overdue correction
-// rounds, pruning, the resharding steps that need no Redis), which reads
-// nothing but the projection and the runtime.
+// the maintenance decision (expiry of members and of empty registered
+// groups, rebalance timeouts, overdue correction rounds, pruning, the
+// resharding steps that need no Redis), which reads nothing but the
+// projection and the runtime.
 type maintenance struct {
-	state *projection.State
-	table *runtimeTable
-	dec   *decider
-	rules rules
+	state    *projection.State
+	table    *runtimeTable
+	evidence *evidenceTable
+	dec      *decider
+	rules    rules
 	// now is the wall-clock time (what terminal members' records are aged
 	// by), timers the reading leases and rounds are measured against (nil:
 	// now; Clock).
@@ -32,27 +34,36 @@ type maintenance struct {
 func (mt *maintenance) run(ctx context.Context) {
 	for _, k := range mt.due() {
 		k := k
-		_, err := submit(ctx, mt.dec, events.Meta{Actor: Actor}, func(t *tx) (struct{}, error) {
-			maintain(t, k)
-			return struct{}{}, nil
+		removed, err := submit(ctx, mt.dec, events.Meta{Actor: Actor}, func(t *tx) (bool, error) {
+			return maintain(t, k), nil
 		})
 		if err != nil {
 			mt.logger.Debug().Err(err).Str("group", k.ConsumerGroup).Msg("maintenance tick")
 		}
+		if removed {
+			mt.evidence.dropGroup(k)
+			mt.logger.Info().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Dur("retention", mt.rules.emptyGroupRetention).Msg("empty registered group expired: removed with its consumer groups")
+		}
 	}
 }
 
-// maintain is the maintenance decision of one group.
-func maintain(t *tx, k projection.GroupKey) {
+// maintain is the maintenance decision of one group; it reports whether it
+// removed the group (an empty registered group past its retention:
+// expiry.go).
+func maintain(t *tx, k projection.GroupKey) bool {
 	if t.group(k) == nil {
-		return
+		return false
 	}
 	expireLapsed(t, k)
+	if expireGroup(t, k) {
+		return true
+	}
 	endOverdueRound(t, k)
 	enforceRebalance(t, k)
 	prune(t, k)
 	reconcile(t, k)
 	advance(t, k)
+	return false
 }
 
 // due is a cheap scan for groups with something to do: it asks each group's
@@ -104,7 +115,7 @@ func (mt *maintenance) groupDue(g *projection.Group, now, timers time.Time, r ru
 			return true
 		}
 	}
-	return false
+	return expiredGroup(g, now, r.emptyGroupRetention)
 }
 
 // expireLapsed expires members whose lease passed: live members, and leaving

@@ -32,6 +32,7 @@ type reconciler struct {
 	retirer  Retirer
 	fencer   Fencer
 	repairer Repairer
+	remover  Remover
 }
 
 // reconcilerDeps is what the reconciler is built from.
@@ -51,7 +52,7 @@ type reconcilerDeps struct {
 func newReconciler(deps reconcilerDeps) *reconciler {
 	r := &reconciler{reconcilerDeps: deps}
 	if deps.shards != nil {
-		r.prov, r.drains, r.retirer, r.fencer, r.repairer = deps.shards, deps.shards, deps.shards, deps.shards, deps.shards
+		r.prov, r.drains, r.retirer, r.fencer, r.repairer, r.remover = deps.shards, deps.shards, deps.shards, deps.shards, deps.shards, deps.shards
 	}
 	return r
 }
@@ -91,30 +92,76 @@ func (p *prefixLocks) lock(prefix string) func() {
 	}
 }
 
+// provisioned is what a new group's provisioning did: the shards whose
+// streams it created, and those whose consumer group of the group's name it
+// found on a stream the coordinator did not create (someone else's: the
+// group's delete leaves it).
+type provisioned struct {
+	created, foreign []int
+	// made are the shards on which this provisioning created the consumer
+	// group (the others had one of the name already).
+	made []int
+}
+
 // provisionGroup provisions a new group's shard streams 0..count-1 and its
 // consumer group on each (at the stream's end), after reading what Redis
 // holds under the keys: a key the coordinator does not manage refuses it
-// (claim), nothing created. It returns the shards whose streams it created.
-func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, p groupPlan) ([]int, error) {
+// (claim), nothing created. The caller holds the prefix's lock.
+func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, p groupPlan) (provisioned, error) {
 	if r.prov == nil {
-		return nil, ErrRedisNotConfigured
+		return provisioned{}, ErrRedisNotConfigured
 	}
 	shards := shardRange(0, p.count)
 	kc, err := r.readKeys(ctx, k.StreamPrefix, shards, p.unknown)
 	if err != nil {
-		return nil, err
+		return provisioned{}, err
 	}
 	created, err := claim(p.stream, p.leftovers, kc, shards)
 	if err != nil {
-		return nil, err
+		return provisioned{}, err
 	}
-	if err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, p.count); err != nil {
-		return nil, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, p.count-1, k.ConsumerGroup)
+	existed, err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, p.count)
+	if err != nil {
+		return provisioned{}, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, p.count-1, k.ConsumerGroup)
+	}
+	out := provisioned{created: created}
+	for s := 0; s < p.count; s++ {
+		if !containsInt(existed, s) {
+			out.made = append(out.made, s)
+		}
+	}
+	for _, s := range existed {
+		// On a stream the coordinator created, a consumer group of this
+		// name is one it provisioned before (an earlier group of the name,
+		// an attempt whose decision failed): its own.
+		if !containsInt(created, s) && !p.stream.Created(s) {
+			out.foreign = append(out.foreign, s)
+		}
 	}
 	// Fences an earlier group of this name left would refuse the new
 	// group's producers (its starting metadata version).
 	r.lowerFencesTo(ctx, k, p.count, p.mv)
-	return created, nil
+	return out, nil
+}
+
+// unprovision destroys the consumer groups a provisioning made for a group
+// whose decision then refused it (a quota another decision of the batch
+// reached first, a member refused after its group's registration): nobody
+// records them, so nobody would ever remove them. The caller holds the
+// prefix's lock it provisioned under, so no group of the name uses them.
+// Best effort: the shard streams it created stay (empty).
+func (r *reconciler) unprovision(ctx context.Context, k projection.GroupKey, p provisioned) {
+	if r.remover == nil || len(p.made) == 0 {
+		return
+	}
+	if _, exists := r.metadataVersion(k); exists {
+		return // recorded after all: they are its
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.remover.DestroyGroups(rctx, k.StreamPrefix, k.ConsumerGroup, p.made); err != nil {
+		r.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("destroy the consumer groups of a refused create")
+	}
 }
 
 // provisionFor provisions a resharding's target streams 0..to-1 (idempotent).
@@ -127,13 +174,28 @@ func (r *reconciler) provisionFor(ctx context.Context, k projection.GroupKey, to
 	}
 	unlock := r.locks.lock(k.StreamPrefix)
 	defer unlock()
-	if err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, to); err != nil {
+	mv, ok := r.metadataVersion(k)
+	if !ok {
+		// Deleted meanwhile: its consumer groups are being removed
+		// (removal.go), and none is provisioned for it again.
+		return ErrGroupNotFound
+	}
+	if _, err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, to); err != nil {
 		return failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d in Redis (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, to-1)
 	}
-	if g, ok := r.state.Group(k); ok {
-		r.lowerFencesTo(ctx, k, to, g.MetadataVersion) // shards a deleted group of this name fenced
-	}
+	r.lowerFencesTo(ctx, k, to, mv) // shards a deleted group of this name fenced
 	return nil
+}
+
+// metadataVersion is k's metadata version in the committed state (false:
+// no such group).
+func (r *reconciler) metadataVersion(k projection.GroupKey) (int64, bool) {
+	r.state.RLock()
+	defer r.state.RUnlock()
+	if g := r.state.GroupLocked(k); g != nil {
+		return g.MetadataVersion, true
+	}
+	return 0, false
 }
 
 // entriesForRollback reads the entries added to the new shards of a scale-out
@@ -171,6 +233,9 @@ func (r *reconciler) pass(ctx context.Context) {
 	if !r.ready.ready.Load() || !r.lead.IsLeader() {
 		return
 	}
+	// First: a deleted group's consumer group on a removed shard holds the
+	// other groups' drain proofs.
+	r.removePass(ctx)
 	for _, g := range r.state.GroupsWhere(inPass) {
 		if !r.mayAct(ctx) {
 			return

@@ -66,8 +66,12 @@ func (r *reconciler) mayAct(ctx context.Context) bool {
 
 // repairGroup records the repair of the damaged shards that are still routed,
 // and of the lost consumer groups of removed shards not yet retired, then
-// recreates them.
+// recreates them, with the prefix's lock held from the record to the
+// recreation: a delete's removal of the group's consumer groups waits for it
+// (removal.go), so it never leaves one recreated behind.
 func (r *reconciler) repairGroup(ctx context.Context, k projection.GroupKey, damage []events.ShardRepair) int {
+	unlock := r.locks.lock(k.StreamPrefix)
+	defer unlock()
 	shards, err := submit(ctx, r.dec, events.Meta{Actor: Actor}, func(t *tx) ([]int, error) { return recordRepair(t, k, damage), nil })
 	if err != nil {
 		r.logger.Warn().Err(err).Str("group", k.ConsumerGroup).Msg("record shard repair")
@@ -76,8 +80,6 @@ func (r *reconciler) repairGroup(ctx context.Context, k projection.GroupKey, dam
 	if len(shards) == 0 {
 		return 0
 	}
-	unlock := r.locks.lock(k.StreamPrefix)
-	defer unlock()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := r.repairer.Repair(rctx, k.StreamPrefix, k.ConsumerGroup, shards); err != nil {

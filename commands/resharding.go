@@ -334,7 +334,7 @@ func prepare(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string,
 		}
 		prep.CreatedShards = created
 	}
-	if err := withinCaps(t, 0, target-groupSpan(g)); err != nil {
+	if err := withinQuotas(t, k.StreamPrefix, groupOwner(g), 0, target-groupSpan(g)); err != nil {
 		return "", err
 	}
 	id := prep.ReshardingID

@@ -27,6 +27,9 @@ type runtimeOverlay struct {
 	now     time.Time
 	members map[memberKey]*memberEdit
 	groups  map[projection.GroupKey]*groupEdit
+	// principals are the join and leave budgets across groups spent, by
+	// principal (quota.go).
+	principals map[string]bucket
 }
 
 type memberKey struct {
@@ -75,6 +78,7 @@ func (o *runtimeOverlay) child(now time.Time) *runtimeOverlay {
 
 // merge folds a decision's overlay into its parent (the decision succeeded).
 func (o *runtimeOverlay) merge() {
+	o.mergePrincipals()
 	p := o.parent
 	for k, ge := range o.groups {
 		pe := p.groupEdit(k)

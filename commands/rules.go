@@ -37,6 +37,12 @@ type rules struct {
 	// churn is the join and leave budget of a principal in a group (zero:
 	// none).
 	churn budget
+	// quotas per principal and per prefix (quota.go).
+	quotas quotas
+	// emptyGroupRetention is how long a group registered by heartbeat may
+	// stay without a live member before it is removed (<= 0: never;
+	// expiry.go).
+	emptyGroupRetention time.Duration
 }
 
 func newRules(cfg Config, streams bool) rules {
@@ -46,6 +52,12 @@ func newRules(cfg Config, streams bool) rules {
 		maxMembers: cfg.MaxMembersPerGroup, maxGroups: cfg.MaxGroups, maxTotalShards: cfg.MaxTotalShards,
 		provisioning: !cfg.DisableProvisioning, streams: streams,
 		keepRetired: cfg.KeepRetiredStreams || !streams, churn: perMinute(cfg.MemberChurnPerMinute),
+		quotas: quotas{
+			groupsPerPrincipal: max(cfg.MaxGroupsPerPrincipal, 0), shardsPerPrincipal: max(cfg.MaxShardsPerPrincipal, 0),
+			groupsPerPrefix: max(cfg.MaxGroupsPerPrefix, 0), shardsPerPrefix: max(cfg.MaxShardsPerPrefix, 0),
+			membersPerPrincipal: max(cfg.MaxMembersPerPrincipal, 0), churn: perMinute(cfg.PrincipalChurnPerMinute),
+		},
+		emptyGroupRetention: cfg.EmptyGroupRetention,
 	}
 }
 

@@ -114,6 +114,9 @@ func (g *groupRuntime) setDeadline(id string, m *memberRuntime, at time.Time) {
 type runtimeTable struct {
 	mu     sync.Mutex
 	groups map[projection.GroupKey]*groupRuntime
+	// principals is what each principal has left of its join and leave
+	// budget across its groups (quota.go).
+	principals map[string]bucket
 }
 
 func newRuntimeTable() *runtimeTable {
@@ -336,11 +339,12 @@ func (g *groupRuntime) quarantineLocked(key string, until, now time.Time) {
 // one landed meanwhile (the steady heartbeat renews without the writer), a
 // member created only when the table has none.
 func (r *runtimeTable) commit(o *runtimeOverlay) {
-	if len(o.groups) == 0 && len(o.members) == 0 {
+	if len(o.groups) == 0 && len(o.members) == 0 && len(o.principals) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.commitPrincipalsLocked(o)
 	for k, ge := range o.groups {
 		if ge.dropped {
 			delete(r.groups, k)

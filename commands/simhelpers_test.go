@@ -166,18 +166,20 @@ func streamKey(prefix string, i int) string { return fmt.Sprintf("%s:%d", prefix
 
 func (f *fakeShards) down() bool { return f.clock.Now().Before(f.downUntil) }
 
-func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, to int) error {
+func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, to int) ([]int, error) {
+	defer f.answerLate("Provision")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
 	if f.down() || f.provisionDown {
-		return errFakeRedis
+		return nil, errFakeRedis
 	}
 	for i := from; i < to; i++ {
 		if typ, ok := f.typed[streamKey(prefix, i)]; ok {
-			return fmt.Errorf("provision %s: WRONGTYPE a %s", streamKey(prefix, i), typ)
+			return nil, fmt.Errorf("provision %s: WRONGTYPE a %s", streamKey(prefix, i), typ)
 		}
 	}
+	var existed []int
 	for i := from; i < to; i++ {
 		k := streamKey(prefix, i)
 		delete(f.retired, k)
@@ -190,6 +192,23 @@ func (f *fakeShards) Provision(ctx context.Context, prefix, group string, from, 
 		if st.groups[group] == nil {
 			// XGROUP CREATE ... $ MKSTREAM ENTRIESREAD <entries-added>: known lag 0.
 			st.groups[group] = &fakeGroup{}
+		} else {
+			existed = append(existed, i)
+		}
+	}
+	return existed, nil
+}
+
+func (f *fakeShards) DestroyGroups(ctx context.Context, prefix, group string, shards []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops++
+	if f.down() {
+		return errFakeRedis
+	}
+	for _, s := range shards {
+		if st := f.streams[streamKey(prefix, s)]; st != nil {
+			delete(st.groups, group)
 		}
 	}
 	return nil

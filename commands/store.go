@@ -17,8 +17,9 @@ import (
 type Provisioner interface {
 	// Provision creates streams prefix:from..prefix:to-1 and the consumer group on
 	// each (XGROUP CREATE ... $ MKSTREAM ENTRIESREAD <entries-added>: at the
-	// stream's end; an existing group is success).
-	Provision(ctx context.Context, prefix, group string, from, to int) error
+	// stream's end; an existing group is success). It returns the shards on
+	// which the consumer group existed already.
+	Provision(ctx context.Context, prefix, group string, from, to int) (existed []int, err error)
 	// KeyTypes returns the TYPE of each key, in order ("none" when missing).
 	KeyTypes(ctx context.Context, keys []string) ([]string, error)
 	// CreateStreams creates each key as an empty stream without consumer
@@ -41,6 +42,13 @@ type Retirer interface {
 	// Delete removes shard streams, atomically refusing any stream that is not
 	// drained (an error names them; the others are deleted).
 	Delete(ctx context.Context, keys []string) error
+}
+
+// Remover destroys the Redis consumer groups of a deleted group (removal.go).
+type Remover interface {
+	// DestroyGroups destroys consumer group group on each shard stream
+	// (XGROUP DESTROY); a missing stream or consumer group is success.
+	DestroyGroups(ctx context.Context, prefix, group string, shards []int) error
 }
 
 // Fencer raises and lowers the ordering fences of a layout change and reads
@@ -80,6 +88,7 @@ type ShardStore interface {
 	Provisioner
 	DrainReader
 	Retirer
+	Remover
 	Fencer
 	Repairer
 	Sampler

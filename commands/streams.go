@@ -208,6 +208,7 @@ type CreateStreamInput struct {
 // stream has metadata, a group uses the prefix, or Redis has any of its keys.
 func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in CreateStreamInput) (projection.StreamView, error) {
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix}
+	by := ownerOfCaller(meta.Actor)
 	return admin(ctx, s, meta, k, "stream.create", in.RequestedBy, func(meta events.Meta) (projection.StreamView, error) {
 		if err := routing.ValidatePrefix(in.StreamPrefix); err != nil {
 			return projection.StreamView{}, withMsg(ErrInvalid, "%s", err.Error())
@@ -227,7 +228,7 @@ func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in CreateS
 			unlock := s.locks.lock(prefix)
 			defer unlock()
 		}
-		if err := s.peek(func(t *tx) error { return streamCreatable(t, prefix, count) }); err != nil {
+		if err := s.peek(func(t *tx) error { return streamCreatable(t, prefix, count, by) }); err != nil {
 			return projection.StreamView{}, err
 		}
 		var created []int
@@ -238,10 +239,11 @@ func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in CreateS
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *tx) (projection.StreamView, error) {
-			if err := streamCreatable(t, prefix, count); err != nil {
+			if err := streamCreatable(t, prefix, count, by); err != nil {
 				return projection.StreamView{}, err
 			}
-			t.emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamCreated{ShardCount: count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, CreatedShards: created})
+			t.emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamCreated{ShardCount: count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, CreatedShards: created,
+				Principal: by.principal, Anonymous: by.anonymous})
 			return projection.ViewStream(prefix, t.b.ov.Stream(prefix), nil), nil
 		})
 	})
@@ -262,16 +264,16 @@ func (r rules) shardCountOf(field string, n *int, least int) (int, []string) {
 	return *n, nil
 }
 
-// streamCreatable refuses a stream create (or adopt) on a prefix with
-// metadata or groups, or beyond the caps.
-func streamCreatable(t *tx, prefix string, count int) error {
+// streamCreatable refuses a stream create (or adopt) by by on a prefix with
+// metadata or groups, or beyond the quotas and the caps.
+func streamCreatable(t *tx, prefix string, count int, by owner) error {
 	if st := t.b.ov.Stream(prefix); st != nil && st.Metadata {
 		return withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata", prefix)
 	}
 	if groups := t.groupsWithPrefix(prefix); len(groups) > 0 {
 		return withMsg(ErrPrefixExists, "Stream prefix '%s' is already managed by coordinator metadata (consumer group %s)", prefix, groups[0].Key.ConsumerGroup)
 	}
-	return withinCaps(t, 0, count)
+	return withinQuotas(t, prefix, by, 0, count)
 }
 
 // createStreams creates the shard streams 0..count-1 of a new stream,
@@ -339,6 +341,7 @@ type AdoptStreamInput struct {
 // The coordinator never deletes an adopted stream.
 func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in AdoptStreamInput) (projection.StreamView, error) {
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix}
+	by := ownerOfCaller(meta.Actor)
 	return admin(ctx, s, meta, k, "stream.adopt", in.RequestedBy, func(meta events.Meta) (projection.StreamView, error) {
 		if err := routing.ValidatePrefix(in.StreamPrefix); err != nil {
 			return projection.StreamView{}, withMsg(ErrInvalid, "%s", err.Error())
@@ -358,7 +361,7 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in AdoptStr
 		prefix := in.StreamPrefix
 		unlock := s.locks.lock(prefix)
 		defer unlock()
-		if err := s.peek(func(t *tx) error { return streamCreatable(t, prefix, count) }); err != nil {
+		if err := s.peek(func(t *tx) error { return streamCreatable(t, prefix, count, by) }); err != nil {
 			return projection.StreamView{}, err
 		}
 		kc, err := s.rec.readKeys(ctx, prefix, shardRange(0, count), false)
@@ -378,10 +381,11 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in AdoptStr
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *tx) (projection.StreamView, error) {
-			if err := streamCreatable(t, prefix, count); err != nil {
+			if err := streamCreatable(t, prefix, count, by); err != nil {
 				return projection.StreamView{}, err
 			}
-			t.emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamAdopted{ShardCount: count, RequestedBy: in.RequestedBy, Reason: in.Reason})
+			t.emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamAdopted{ShardCount: count, RequestedBy: in.RequestedBy, Reason: in.Reason,
+				Principal: by.principal, Anonymous: by.anonymous})
 			return projection.ViewStream(prefix, t.b.ov.Stream(prefix), nil), nil
 		})
 	})
@@ -547,7 +551,7 @@ func bareScalable(t *tx, prefix string, target int, plan bareScale) error {
 	if target == plan.from {
 		return withMsg(ErrShardCountUnchanged, "stream %s already has %d shards", prefix, target)
 	}
-	return withinCaps(t, 0, target-plan.from)
+	return withinQuotas(t, prefix, streamOwner(t.b.ov.Stream(prefix)), 0, target-plan.from)
 }
 
 // scaleBare records stream.scaled, checking the stream is still what the

@@ -77,7 +77,8 @@ func firstErr(errs ...error) error {
 }
 
 func (e *GroupCreated) checkBounds() error {
-	return firstErr(shardCount("shardCount", e.ShardCount), shardIndexes("createdShards", e.CreatedShards))
+	return firstErr(shardCount("shardCount", e.ShardCount), shardIndexes("createdShards", e.CreatedShards),
+		shardIndexes("foreignShards", e.ForeignShards))
 }
 
 func (e *AssignmentComputed) checkBounds() error { return e.Targets.checkBounds() }

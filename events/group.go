@@ -28,14 +28,45 @@ type GroupCreated struct {
 	// counts as created.
 	KeysChecked   bool  `msgpack:"keysChecked,omitempty" json:"keysChecked,omitempty"`
 	CreatedShards []int `msgpack:"createdShards,omitempty" json:"createdShards,omitempty"`
+	// Principal is the authenticated user that created or registered the
+	// group, Anonymous set when the caller had none (a member API without
+	// authentication): the group counts against that principal's quotas
+	// (commands/quota.go). Entries written before quotas name nobody and
+	// count against no principal.
+	Principal string `msgpack:"principal,omitempty" json:"principal,omitempty"`
+	Anonymous bool   `msgpack:"anonymous,omitempty" json:"anonymous,omitempty"`
+	// ForeignShards are the shards whose consumer group of this name
+	// existed before the group's provisioning, on a shard stream the
+	// coordinator did not create (an adopted one): the consumer group is
+	// someone else's, and the group's delete or expiry leaves it in place.
+	ForeignShards []int `msgpack:"foreignShards,omitempty" json:"foreignShards,omitempty"`
 }
 
-// GroupDeleted is written when an operator deletes a group. Stream keys and Redis
-// consumer groups are left in place.
+// GroupDeleted is written when an operator deletes a group, or when the
+// coordinator removes a group that registered itself by heartbeat and had
+// no live member for --empty-group-retention (Expired; RequestedBy is the
+// coordinator). Destroy names the shard streams from which the group's Redis
+// consumer group (of the group's name) is to be destroyed: the ones the
+// coordinator provisioned it on, never one it found there (ForeignShards of
+// group.created). The reconciler destroys them outside the writer and then
+// records group.consumer_groups_destroyed; until then a group of the same
+// name cannot be created again (its consumer groups would be destroyed
+// under it). Shard streams are left in place. Entries written before this
+// record destroy nothing.
 type GroupDeleted struct {
-	RequestedBy string `msgpack:"requestedBy" json:"requestedBy"`
-	Reason      string `msgpack:"reason" json:"reason"`
-	Force       bool   `msgpack:"force" json:"force"`
+	RequestedBy string   `msgpack:"requestedBy" json:"requestedBy"`
+	Reason      string   `msgpack:"reason" json:"reason"`
+	Force       bool     `msgpack:"force" json:"force"`
+	Destroy     []string `msgpack:"destroy,omitempty" json:"destroy,omitempty"`
+	Expired     bool     `msgpack:"expired,omitempty" json:"expired,omitempty"`
+}
+
+// ConsumerGroupsDestroyed is written once the Redis consumer groups a
+// group.deleted named (Destroy) are gone: destroyed by the reconciler, or
+// already missing. StreamKeys are the group.deleted's Destroy. It ends the
+// removal; a group of the same name may be created again after it.
+type ConsumerGroupsDestroyed struct {
+	StreamKeys []string `msgpack:"streamKeys" json:"streamKeys"`
 }
 
 // CommandRejected records an admin command that was refused, so the audit trail
@@ -97,8 +128,11 @@ type ShardsRepaired struct {
 	Shards []ShardRepair `msgpack:"shards" json:"shards"`
 }
 
-func (GroupCreated) EventType() string       { return "group.created" }
-func (GroupDeleted) EventType() string       { return "group.deleted" }
+func (GroupCreated) EventType() string { return "group.created" }
+func (GroupDeleted) EventType() string { return "group.deleted" }
+func (ConsumerGroupsDestroyed) EventType() string {
+	return "group.consumer_groups_destroyed"
+}
 func (CommandRejected) EventType() string    { return "command.rejected" }
 func (AssignmentComputed) EventType() string { return "assignment.computed" }
 func (AssignmentChanged) EventType() string  { return "assignment.changed" }
@@ -107,6 +141,7 @@ func (ShardsRepaired) EventType() string     { return "group.shards_repaired" }
 func init() {
 	Register("group.created", func() Event { return &GroupCreated{} })
 	Register("group.deleted", func() Event { return &GroupDeleted{} })
+	Register("group.consumer_groups_destroyed", func() Event { return &ConsumerGroupsDestroyed{} })
 	Register("command.rejected", func() Event { return &CommandRejected{} })
 	Register("assignment.computed", func() Event { return &AssignmentComputed{} })
 	Register("assignment.changed", func() Event { return &AssignmentChanged{} })

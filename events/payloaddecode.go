@@ -36,7 +36,7 @@ func epochsField(r *reader, ep *Epochs, i, first, all int) error {
 
 // group.go
 
-var groupCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "ordering", "metadataVersion", "registeredBy", "keysChecked", "createdShards"}}
+var groupCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "ordering", "metadataVersion", "registeredBy", "keysChecked", "createdShards", "principal", "anonymous", "foreignShards"}}
 
 func (e *GroupCreated) wireFields() *fieldTable { return &groupCreatedFields }
 func (e *GroupCreated) reset()                  { *e = GroupCreated{} }
@@ -60,11 +60,17 @@ func (e *GroupCreated) decodeField(r *reader, i int) (err error) {
 		e.KeysChecked, err = r.bool()
 	case 8:
 		err = r.ints(&e.CreatedShards)
+	case 9:
+		e.Principal, err = r.string()
+	case 10:
+		e.Anonymous, err = r.bool()
+	case 11:
+		err = r.ints(&e.ForeignShards)
 	}
 	return err
 }
 
-var groupDeletedFields = fieldTable{names: []string{"requestedBy", "reason", "force"}}
+var groupDeletedFields = fieldTable{names: []string{"requestedBy", "reason", "force", "destroy", "expired"}}
 
 func (e *GroupDeleted) wireFields() *fieldTable { return &groupDeletedFields }
 func (e *GroupDeleted) reset()                  { *e = GroupDeleted{} }
@@ -76,6 +82,21 @@ func (e *GroupDeleted) decodeField(r *reader, i int) (err error) {
 		e.Reason, err = r.string()
 	case 2:
 		e.Force, err = r.bool()
+	case 3:
+		err = r.strings(&e.Destroy)
+	case 4:
+		e.Expired, err = r.bool()
+	}
+	return err
+}
+
+var consumerGroupsDestroyedFields = fieldTable{names: []string{"streamKeys"}}
+
+func (e *ConsumerGroupsDestroyed) wireFields() *fieldTable { return &consumerGroupsDestroyedFields }
+func (e *ConsumerGroupsDestroyed) reset()                  { *e = ConsumerGroupsDestroyed{} }
+func (e *ConsumerGroupsDestroyed) decodeField(r *reader, i int) (err error) {
+	if i == 0 {
+		err = r.strings(&e.StreamKeys)
 	}
 	return err
 }
@@ -580,7 +601,7 @@ func (e *ShardsRetired) decodeField(r *reader, i int) (err error) {
 
 // stream.go
 
-var streamCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "group", "createdShards"}}
+var streamCreatedFields = fieldTable{names: []string{"shardCount", "provisioned", "requestedBy", "reason", "group", "createdShards", "principal", "anonymous"}}
 
 func (e *StreamCreated) wireFields() *fieldTable { return &streamCreatedFields }
 func (e *StreamCreated) reset()                  { *e = StreamCreated{} }
@@ -598,11 +619,15 @@ func (e *StreamCreated) decodeField(r *reader, i int) (err error) {
 		e.Group, err = r.string()
 	case 5:
 		err = r.ints(&e.CreatedShards)
+	case 6:
+		e.Principal, err = r.string()
+	case 7:
+		e.Anonymous, err = r.bool()
 	}
 	return err
 }
 
-var streamAdoptedFields = fieldTable{names: []string{"shardCount", "requestedBy", "reason"}}
+var streamAdoptedFields = fieldTable{names: []string{"shardCount", "requestedBy", "reason", "principal", "anonymous"}}
 
 func (e *StreamAdopted) wireFields() *fieldTable { return &streamAdoptedFields }
 func (e *StreamAdopted) reset()                  { *e = StreamAdopted{} }
@@ -614,6 +639,10 @@ func (e *StreamAdopted) decodeField(r *reader, i int) (err error) {
 		e.RequestedBy, err = r.string()
 	case 2:
 		e.Reason, err = r.string()
+	case 3:
+		e.Principal, err = r.string()
+	case 4:
+		e.Anonymous, err = r.bool()
 	}
 	return err
 }

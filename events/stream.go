@@ -27,6 +27,11 @@ type StreamCreated struct {
 	Reason        string `msgpack:"reason,omitempty" json:"reason"`
 	Group         string `msgpack:"group,omitempty" json:"group,omitempty"`
 	CreatedShards []int  `msgpack:"createdShards" json:"createdShards"`
+	// Principal and Anonymous are who created it, as GroupCreated's: the
+	// stream's shards count against that principal's quota while it has no
+	// consumer group.
+	Principal string `msgpack:"principal,omitempty" json:"principal,omitempty"`
+	Anonymous bool   `msgpack:"anonymous,omitempty" json:"anonymous,omitempty"`
 }
 
 // StreamAdopted is written when an operator took over existing shard streams
@@ -37,6 +42,9 @@ type StreamAdopted struct {
 	ShardCount  int    `msgpack:"shardCount" json:"shardCount"`
 	RequestedBy string `msgpack:"requestedBy" json:"requestedBy"`
 	Reason      string `msgpack:"reason,omitempty" json:"reason"`
+	// Principal and Anonymous are as in StreamCreated.
+	Principal string `msgpack:"principal,omitempty" json:"principal,omitempty"`
+	Anonymous bool   `msgpack:"anonymous,omitempty" json:"anonymous,omitempty"`
 }
 
 // StreamScaled is written when the layout of a stream without consumer

@@ -19,6 +19,8 @@ const (
 	heartbeatRoute  = groupPath + "/members/{memberId}/heartbeat"
 	logRestoreRoute = apiRoot + "/log/restore"
 	unknownAPIRoute = apiRoot + "/" // the catch-all: a 404 under the API
+	// metricsRoute is where cmd mounts the metrics (Config.Mount).
+	metricsRoute = "/metrics"
 )
 
 // HeartbeatRoute is the heartbeat route's template, as RouteTemplate gives it.
@@ -78,7 +80,9 @@ func isMutation(method string) bool {
 //     are allowed;
 //   - POST /coord/v1/auth/login: public;
 //   - POST /coord/v1/log/restore: ADMIN (it writes every tenant's state);
-//   - every route outside /coord/v1 (probes, /metrics, the console): public;
+//   - GET /metrics: READ with --metrics-auth (AuthConfig.MetricsAuth), and
+//     only for a principal without a scope (wholeView), else public;
+//   - every other route outside /coord/v1 (probes, the console): public;
 //   - routes under /coord/v1/monitoring: READ;
 //   - other /coord/v1 routes: WRITE for POST, PUT, PATCH and DELETE, else READ.
 //
@@ -87,6 +91,9 @@ func isMutation(method string) bool {
 // method), so that a caller without credentials learns nothing, not even which
 // routes exist; elsewhere it is a public 404 or 405.
 func (a *authenticator) requiredRole(m routeMatch, method string) string {
+	if m.served && m.template == metricsRoute && a.cfg.MetricsAuth {
+		return RoleRead
+	}
 	if !underAPI(m.template) {
 		return ""
 	}
@@ -109,6 +116,16 @@ func (a *authenticator) requiredRole(m routeMatch, method string) string {
 		return RoleWrite
 	}
 	return RoleRead
+}
+
+// wholeView reports whether p may call a route that shows every tenant at
+// once (GET /metrics under --metrics-auth): a principal with a scope of
+// prefixes or groups may not.
+func (a *authenticator) wholeView(p *principal, m routeMatch) bool {
+	if !m.served || m.template != metricsRoute || !a.cfg.MetricsAuth {
+		return true
+	}
+	return p != nil && p.Prefixes == nil && p.Groups == nil
 }
 
 // newCatchAll is the route of every path under /coord/v1 that no route of

@@ -50,7 +50,8 @@ type assertion struct {
 	V        int      `json:"v"`
 	User     string   `json:"u,omitempty"` // "" for an anonymous request (public heartbeats)
 	Roles    []string `json:"r,omitempty"`
-	Prefixes []string `json:"p"` // null: every prefix
+	Prefixes []string `json:"p"`           // null: every prefix
+	Groups   []string `json:"g,omitempty"` // null: every group
 	Client   string   `json:"a"`
 	Expires  int64    `json:"e"` // unix ms
 	Method   string   `json:"m"`
@@ -184,5 +185,5 @@ func (s *Server) acceptForwarded(w http.ResponseWriter, r *http.Request) (*http.
 	if as.User == "" {
 		return r, nil, true
 	}
-	return r, &principal{Username: as.User, Roles: as.Roles, Prefixes: as.Prefixes}, true
+	return r, &principal{Username: as.User, Roles: as.Roles, Prefixes: as.Prefixes, Groups: as.Groups}, true
 }

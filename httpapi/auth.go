@@ -35,6 +35,12 @@ type User struct {
 	// ("pay-*"; "*" alone is every prefix). Nil covers every prefix; an
 	// empty list is refused by ValidateScope (it would cover none).
 	Prefixes []string `json:"prefixes,omitempty"`
+	// Groups scopes the user's roles to consumer groups of these names, as
+	// Prefixes does to stream prefixes and with the same patterns (a
+	// member's heartbeat for a group outside them is 403, before anything
+	// is registered). Nil covers every group; ValidateGroups refuses an
+	// empty list.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // AuthConfig configures authentication. With no Users, the admin user holds every role.
@@ -57,15 +63,21 @@ type AuthConfig struct {
 	// AuthenticateMemberAPI requires the MEMBER role for heartbeats; without
 	// it anyone who reaches the port can heartbeat as any member id.
 	AuthenticateMemberAPI bool
+	// MetricsAuth requires, for GET /metrics, a principal with the READ role
+	// (MONITOR grants it) and no scope: the scrape shows every tenant's
+	// groups. Without it /metrics is public, like the probes.
+	MetricsAuth bool
 }
 
 // principal is who a request proved to be.
 type principal struct {
 	Username string
 	Roles    []string
-	// Prefixes is the user's scope (nil: every prefix), read from the user
-	// table on every request, never from a token.
+	// Prefixes is the user's scope (nil: every prefix), Groups the consumer
+	// groups it may name (nil: every group), read from the user table on
+	// every request, never from a token.
 	Prefixes []string
+	Groups   []string
 	// expiresAt is when the bearer token that proved it stops being valid
 	// (zero after a password check): a token exchanged at /auth/login gets
 	// no later one.
@@ -137,6 +149,12 @@ func (a *authenticator) setUsers(users []User) {
 				u.Prefixes = []string{}
 			}
 		}
+		if u.Groups != nil {
+			u.Groups = append([]string{}, u.Groups...)
+			if ValidateGroups(u.Groups) != nil {
+				u.Groups = []string{}
+			}
+		}
 		t[u.Username] = &userEntry{User: u, tokenKey: a.userTokenKey(u.Username, u.Password)}
 	}
 	a.users.Store(&t)
@@ -191,7 +209,7 @@ func (a *authenticator) checkPassword(user, pass, addr string, proven *connProof
 		return nil, errBadCredentials
 	}
 	proven.add(cred)
-	return &principal{Username: u.Username, Roles: u.Roles, Prefixes: u.Prefixes}, nil
+	return &principal{Username: u.Username, Roles: u.Roles, Prefixes: u.Prefixes, Groups: u.Groups}, nil
 }
 
 // credentialDigest names a user and password without keeping the password.

@@ -131,7 +131,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, leaderURL string)
 	}
 	claim := assertion{V: assertionVersion, Client: clientAddr(r), Body: bodyDigest(body), By: s.read.Config().CoordinatorID, Prefixes: nil}
 	if p := principalOf(r); p != nil {
-		claim.User, claim.Roles, claim.Prefixes = p.Username, p.Roles, p.Prefixes
+		claim.User, claim.Roles, claim.Prefixes, claim.Groups = p.Username, p.Roles, p.Prefixes, p.Groups
 	}
 	r.Header.Set(headerForwardedBy, s.read.Config().CoordinatorID)
 	// The leader serves the request under this replica's id (it is valid) and

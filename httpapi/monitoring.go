@@ -90,7 +90,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	resp := wire.SessionResponse{Roles: []string{}}
 	if p := principalOf(r); p != nil {
 		name := p.Username
-		resp.Authenticated, resp.Username, resp.Roles, resp.Prefixes = true, &name, p.Roles, p.Prefixes
+		resp.Authenticated, resp.Username, resp.Roles, resp.Prefixes, resp.Groups = true, &name, p.Roles, p.Prefixes, p.Groups
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -11,7 +11,10 @@ import (
 )
 
 // A principal may be scoped to stream prefixes (User.Prefixes): its roles
-// then apply only to the groups of those prefixes. Which prefix a request
+// then apply only to the groups of those prefixes. It may be scoped to
+// consumer group names too (User.Groups): every route naming a
+// {consumerGroup} outside them (a heartbeat first of all: a member cannot
+// register, or join, a group it was not given) is the same empty-body 403. Which prefix a request
 // names is decided from the route it matched: its {streamPrefix} variable,
 // for every route that has one (heartbeats, group and stream routes, their
 // monitoring twins, events and replay, and any route added later under
@@ -41,30 +44,69 @@ func ValidateScope(patterns []string) error {
 	return nil
 }
 
-// covers reports whether the principal's scope includes prefix.
-func (p *principal) covers(prefix string) bool {
-	if p == nil || p.Prefixes == nil {
-		return true
+// ValidateGroups checks a users-file groups list: at least one pattern,
+// each an exact consumer group name or a name prefix followed by a single
+// trailing '*' ("orders-*", or "*" for every group), the syntax of prefixes.
+func ValidateGroups(patterns []string) error {
+	if len(patterns) == 0 {
+		return errors.New("groups must list at least one consumer group (leave it out to cover every group)")
 	}
-	for _, pat := range p.Prefixes {
+	for i, p := range patterns {
+		head, wildcard := strings.CutSuffix(p, "*")
+		if wildcard && head == "" {
+			continue
+		}
+		if err := routing.ValidateName("consumerGroup", head); err != nil {
+			return errors.New("groups[" + strconv.Itoa(i) + "] " + strconv.Quote(p) + ": " + err.Error() + " (a '*' may only end a pattern)")
+		}
+	}
+	return nil
+}
+
+// matches reports whether name matches one of patterns (exact, or a name
+// prefix ending in '*').
+func matches(patterns []string, name string) bool {
+	for _, pat := range patterns {
 		if head, wildcard := strings.CutSuffix(pat, "*"); wildcard {
-			if strings.HasPrefix(prefix, head) {
+			if strings.HasPrefix(name, head) {
 				return true
 			}
-		} else if pat == prefix {
+		} else if pat == name {
 			return true
 		}
 	}
 	return false
 }
 
+// coversGroup reports whether the principal may name consumer group group.
+func (p *principal) coversGroup(group string) bool {
+	return p == nil || p.Groups == nil || matches(p.Groups, group)
+}
+
+// covers reports whether the principal's scope includes prefix.
+func (p *principal) covers(prefix string) bool {
+	if p == nil || p.Prefixes == nil {
+		return true
+	}
+	return matches(p.Prefixes, prefix)
+}
+
 // scoped reports whether p sees only some prefixes.
 func (p *principal) scoped() bool { return p != nil && p.Prefixes != nil }
 
 // routeInScope reports whether the prefix the matched route names (if any)
-// is in p's scope. A prefix that does not percent-decode is out of every
-// scope (its handler would refuse it anyway).
+// is in p's scope, and the consumer group it names (if any) among p's
+// groups. A name that does not percent-decode is out of every scope (its
+// handler would refuse it anyway).
 func routeInScope(p *principal, m routeMatch) bool {
+	if p != nil && p.Groups != nil {
+		if raw, ok := m.vars["consumerGroup"]; ok {
+			group, err := url.PathUnescape(raw)
+			if err != nil || !p.coversGroup(group) {
+				return false
+			}
+		}
+	}
 	if !p.scoped() {
 		return true
 	}

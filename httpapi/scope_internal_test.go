@@ -31,3 +31,39 @@ func TestValidateScope(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupPatterns(t *testing.T) {
+	member := &principal{Groups: []string{"orders-*", "billing"}}
+	for group, want := range map[string]bool{
+		"orders-consumer": true, "orders-": true, "orders": false, "billing": true, "billing2": false, "orders-consumr": true, "audit": false,
+	} {
+		if got := member.coversGroup(group); got != want {
+			t.Errorf("[orders-* billing] covers group %q = %v, want %v", group, got, want)
+		}
+	}
+	if !(&principal{}).coversGroup("anything") || !(&principal{Groups: []string{"*"}}).coversGroup("anything") {
+		t.Error("no groups, or \"*\", must cover every group")
+	}
+	heartbeat := routeMatch{template: heartbeatRoute, served: true, vars: map[string]string{"streamPrefix": "orders", "consumerGroup": "audit", "memberId": "m"}}
+	if routeInScope(member, heartbeat) {
+		t.Error("a heartbeat for a group outside the user's groups is in scope")
+	}
+	heartbeat.vars["consumerGroup"] = "orders-%63onsumer" // percent-encoded: still orders-consumer
+	if !routeInScope(member, heartbeat) {
+		t.Error("a heartbeat for orders-consumer is out of scope")
+	}
+	heartbeat.vars["consumerGroup"] = "orders-%zz"
+	if routeInScope(member, heartbeat) {
+		t.Error("a group name that does not decode is in scope")
+	}
+	for _, ok := range [][]string{{"orders-*"}, {"*"}, {"billing", "a.b"}} {
+		if err := ValidateGroups(ok); err != nil {
+			t.Errorf("ValidateGroups(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range [][]string{{}, {""}, {"*orders"}, {"or*ders"}, {"orders**"}, {"a\u200b"}, {" "}} {
+		if err := ValidateGroups(bad); err == nil {
+			t.Errorf("ValidateGroups(%q) = nil, want an error", bad)
+		}
+	}
+}

@@ -209,8 +209,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !routeInScope(p, match) {
-		s.logRefusal(r, match.label(), required, p, "stream prefix outside the principal's scope")
+	if !routeInScope(p, match) || !s.auth.wholeView(p, match) {
+		s.logRefusal(r, match.label(), required, p, "stream prefix or consumer group outside the principal's scope")
 		rec.WriteHeader(http.StatusForbidden)
 		return
 	}

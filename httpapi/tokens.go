@@ -110,7 +110,7 @@ func (a *authenticator) checkToken(tok string) (*principal, error) {
 	if len(roles) == 0 {
 		return nil, errBadCredentials
 	}
-	return &principal{Username: u.Username, Roles: roles, Prefixes: u.Prefixes, expiresAt: expires}, nil
+	return &principal{Username: u.Username, Roles: roles, Prefixes: u.Prefixes, Groups: u.Groups, expiresAt: expires}, nil
 }
 
 // heldRoles is what a token's roles grant that the user's current roles grant

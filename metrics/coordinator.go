@@ -2,12 +2,12 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rscoord/rsc/commands"
-	"github.com/rscoord/rsc/projection"
 )
 
 var (
@@ -72,6 +72,11 @@ var (
 	descAutoscaleSamples = prometheus.NewDesc("rsc_autoscaling_load_samples",
 		"Load samples the autoscaler keeps in memory for the group (at most 66, whatever the evaluation window; each holds one count per shard).", groupLabels, nil)
 
+	descGroups = prometheus.NewDesc("rsc_groups",
+		"Consumer groups the coordinator manages.", nil, nil)
+	descAggregated = prometheus.NewDesc("rsc_metrics_groups_aggregated",
+		"Groups beyond --metrics-max-groups (the newest): their series are added up under stream_prefix=\"*\", consumer_group=\"*\" (their shards' with shard=\"*\").", nil, nil)
+
 	descCorrection = prometheus.NewDesc("rsc_group_metadata_correction_open",
 		"1 while a metadata-correction round is open: a member reported a metadata version newer than the coordinator's (alert on it), else 0.", groupLabels, nil)
 
@@ -99,7 +104,7 @@ func (coordinatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descReady, descLeader, descConflicts, descLogLost, descLogLostEntries, descLogLosses, descRedisEvicting, descRedisPersistence, descLogLength, descLogLastID, descApplyLag,
 		descEpoch, descAssignmentEpoch, descMetadataVersion, descShardCount, descLiveMembers,
-		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descAutoscaling, descAutoscaleMin, descAutoscaleMax, descAutoscaleRec, descAutoscaleSamples, descCorrection, descShardLag, descShardPending,
+		descRevoking, descResharding, descReshardingAge, descBarriers, descBarrierAge, descAutoscaling, descAutoscaleMin, descAutoscaleMax, descAutoscaleRec, descAutoscaleSamples, descCorrection, descShardLag, descShardPending, descGroups, descAggregated,
 	} {
 		ch <- d
 	}
@@ -146,67 +151,164 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	now := m.cfg.Now()
-	for _, g := range c.State().Groups() {
-		p, cg := labelValue(g.Key.StreamPrefix), labelValue(g.Key.ConsumerGroup)
+	var other otherGroups
+	shardBudget := m.cfg.MaxShards // shards left with series of their own (negative: no limit)
+	sums := m.summaries(c)
+	for i, g := range sums {
+		if !m.bounded(i) {
+			other.add(g, r.shards[g.key], now)
+			continue
+		}
+		p, cg := labelValue(g.key.StreamPrefix), labelValue(g.key.ConsumerGroup)
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, p, cg)
 		}
-		gauge(descEpoch, float64(g.GroupEpoch))
-		gauge(descAssignmentEpoch, float64(g.AssignmentEpoch))
-		gauge(descMetadataVersion, float64(g.MetadataVersion))
-		gauge(descShardCount, float64(g.ShardCount))
-		gauge(descLiveMembers, float64(len(g.LiveMemberIDs())))
-		gauge(descRevoking, float64(revokingShards(g)))
+		gauge(descEpoch, float64(g.epoch))
+		gauge(descAssignmentEpoch, float64(g.assignmentEpoch))
+		gauge(descMetadataVersion, float64(g.mv))
+		gauge(descShardCount, float64(g.shardCount))
+		gauge(descLiveMembers, float64(g.liveMembers))
+		gauge(descRevoking, float64(g.revoking))
 		active, age := 0.0, 0.0
-		if mig := g.Active(); mig != nil {
+		if g.resharding {
 			active = 1
-			age = max(now.Sub(mig.CreatedAt).Seconds(), 0)
+			age = max(now.Sub(g.reshardingSince).Seconds(), 0)
 		}
 		gauge(descResharding, active)
 		gauge(descReshardingAge, age)
 		oldest := 0.0
-		for _, b := range g.Barriers {
-			oldest = max(oldest, now.Sub(b.Since).Seconds())
+		if !g.oldestBarrier.IsZero() {
+			oldest = max(now.Sub(g.oldestBarrier).Seconds(), 0)
 		}
-		gauge(descBarriers, float64(len(g.ShardBarriers())))
+		gauge(descBarriers, float64(g.barriers))
 		gauge(descBarrierAge, oldest)
-		gauge(descAutoscaling, boolValue(g.AutoscalingEnabled()))
-		if a := g.Autoscaling; a != nil {
+		gauge(descAutoscaling, boolValue(g.autoscaling))
+		if a := g.policy; a != nil {
 			gauge(descAutoscaleMin, float64(a.Policy.MinShards))
 			gauge(descAutoscaleMax, float64(a.Policy.MaxShards))
-			if ev, ok := c.LastEvaluation(g.Key); ok && a.Policy.Enabled {
-				gauge(descAutoscaleRec, float64(ev.Verdict.Recommended))
+			if g.hasRecommendation {
+				gauge(descAutoscaleRec, float64(g.recommended))
 			}
 			if a.Policy.Enabled {
-				gauge(descAutoscaleSamples, float64(c.LoadSamples(g.Key)))
+				gauge(descAutoscaleSamples, float64(g.samples))
 			}
 		}
-		gauge(descCorrection, boolValue(c.CorrectionOpen(g.Key)))
+		gauge(descCorrection, boolValue(g.correction))
 
-		for _, o := range r.shards[g.Key] {
-			shard := strconv.Itoa(o.ShardIndex)
-			ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(o.Pending), p, cg, shard)
-			if o.Lag != nil {
-				ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(*o.Lag), p, cg, shard)
+		offs := r.shards[g.key]
+		if shardBudget < 0 || len(offs) <= shardBudget {
+			if shardBudget >= 0 {
+				shardBudget -= len(offs)
 			}
+			for _, o := range offs {
+				shard := strconv.Itoa(o.ShardIndex)
+				ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(o.Pending), p, cg, shard)
+				if o.Lag != nil {
+					ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(*o.Lag), p, cg, shard)
+				}
+			}
+			collectLag(ch, p, cg, offs)
+		} else if offs != nil {
+			// Past the shard budget: the group's shards added up.
+			var t shardTotals
+			t.add(offs)
+			t.collect(ch, p, cg)
 		}
-		collectLag(ch, p, cg, r.shards[g.Key])
+	}
+	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(len(sums)))
+	ch <- prometheus.MustNewConstMetric(descAggregated, prometheus.GaugeValue, float64(other.groups))
+	other.collect(ch)
+}
+
+// shardTotals adds up shards: lag and pending summed (no lag when one is
+// unknown), the lag ages the oldest, the lag status the worst.
+type shardTotals struct {
+	n                         int
+	pending, lag              int64
+	lagUnknown                bool
+	lagSeconds, oldestPending *float64
+	status                    float64
+}
+
+func maxOf(cur, v *float64) *float64 {
+	if v == nil || (cur != nil && *cur >= *v) {
+		return cur
+	}
+	x := *v
+	return &x
+}
+
+func (t *shardTotals) add(offs []ShardOffset) {
+	for _, s := range offs {
+		t.n++
+		t.pending += s.Pending
+		if s.Lag != nil {
+			t.lag += *s.Lag
+		} else {
+			t.lagUnknown = true
+		}
+		t.lagSeconds, t.oldestPending = maxOf(t.lagSeconds, s.LagSeconds), maxOf(t.oldestPending, s.OldestPendingSeconds)
+		t.status = max(t.status, lagStatusValue[s.LagStatus])
 	}
 }
 
-// revokingShards counts the distinct shards that members which may still hold
-// them list as revoking.
-func revokingShards(g *projection.Group) int {
-	seen := map[int]bool{}
-	for _, mb := range g.Members {
-		if !mb.CanHold() {
-			continue
+// collect emits the totals as one shard, shard="*", of prefix/group, and
+// the group's lag status.
+func (t *shardTotals) collect(ch chan<- prometheus.Metric, prefix, group string) {
+	if t.n > 0 {
+		ch <- prometheus.MustNewConstMetric(descShardPending, prometheus.GaugeValue, float64(t.pending), prefix, group, OtherLabel)
+		if !t.lagUnknown {
+			ch <- prometheus.MustNewConstMetric(descShardLag, prometheus.GaugeValue, float64(t.lag), prefix, group, OtherLabel)
 		}
-		for _, s := range mb.Revoking {
-			seen[s] = true
+		if t.lagSeconds != nil {
+			ch <- prometheus.MustNewConstMetric(descShardLagSeconds, prometheus.GaugeValue, *t.lagSeconds, prefix, group, OtherLabel)
+		}
+		if t.oldestPending != nil {
+			ch <- prometheus.MustNewConstMetric(descShardOldestPending, prometheus.GaugeValue, *t.oldestPending, prefix, group, OtherLabel)
 		}
 	}
-	return len(seen)
+	ch <- prometheus.MustNewConstMetric(descGroupLagStatus, prometheus.GaugeValue, t.status, prefix, group)
+}
+
+// otherGroups adds up the groups beyond Config.MaxGroups.
+type otherGroups struct {
+	groups, liveMembers, revoking, reshardings, barriers int
+	reshardingAge, barrierAge                            float64
+	shards                                               shardTotals
+}
+
+func (o *otherGroups) add(g groupSummary, shards []ShardOffset, now time.Time) {
+	o.groups++
+	o.liveMembers += g.liveMembers
+	o.revoking += g.revoking
+	o.barriers += g.barriers
+	if g.resharding {
+		o.reshardings++
+		o.reshardingAge = max(o.reshardingAge, now.Sub(g.reshardingSince).Seconds())
+	}
+	if !g.oldestBarrier.IsZero() {
+		o.barrierAge = max(o.barrierAge, now.Sub(g.oldestBarrier).Seconds())
+	}
+	o.shards.add(shards)
+}
+
+// collect emits the added-up series (none when no group is beyond the
+// bound): the additive gauges summed, the ages the oldest, and their shards
+// added up (shardTotals).
+func (o *otherGroups) collect(ch chan<- prometheus.Metric) {
+	if o.groups == 0 {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, OtherLabel, OtherLabel)
+	}
+	gauge(descLiveMembers, float64(o.liveMembers))
+	gauge(descRevoking, float64(o.revoking))
+	gauge(descResharding, float64(o.reshardings))
+	gauge(descReshardingAge, o.reshardingAge)
+	gauge(descBarriers, float64(o.barriers))
+	gauge(descBarrierAge, o.barrierAge)
+	o.shards.collect(ch, OtherLabel, OtherLabel)
 }
 
 func boolValue(b bool) float64 {

@@ -20,6 +20,10 @@
 // It knows commands, projection, events and wire, and reaches Redis only through
 // the OffsetReader interface it defines; it must not import httpapi, redisstore
 // or cmd.
-// /metrics is public (no authentication), like /healthz and /readyz: it shows
-// stream prefixes and consumer-group names but no payloads or credentials.
+// /metrics is public (no authentication) by default, like /healthz and
+// /readyz: it shows stream prefixes and consumer-group names but no payloads
+// or credentials; --metrics-auth requires a principal (httpapi decides).
+// What a scrape costs is bounded whatever the tenants register (groups.go):
+// per-group values come from the projection's indexes, cached for a second,
+// and only the oldest Config.MaxGroups groups have series of their own.
 package metrics

@@ -33,6 +33,17 @@ type Config struct {
 	Logger         zerolog.Logger
 	// Now is the clock for resharding ages (time.Now).
 	Now func() time.Time
+	// MaxGroups is how many groups (the oldest) get series of their own
+	// (DefaultMaxGroups; negative: every group); the others are added up
+	// (groups.go).
+	MaxGroups int
+	// MaxShards is how many shards, of those groups (oldest first), get
+	// series of their own (DefaultMaxShards; negative: every shard); the
+	// shards of a group past it are added up under shard="*".
+	MaxShards int
+	// CacheFor is how long a scrape's per-group values are reused
+	// (DefaultCacheFor; negative: read at every scrape).
+	CacheFor time.Duration
 }
 
 // Metrics owns a registry with every rsc_* metric and the Go runtime and
@@ -54,6 +65,9 @@ type Metrics struct {
 	coord   *commands.Coordinator
 	offsets OffsetReader
 	redis   redisValues
+
+	cacheMu sync.Mutex
+	cache   summaryCache
 }
 
 // New builds the metrics that need nothing but hooks. Watch adds the ones that
@@ -68,6 +82,15 @@ func New(cfg Config) *Metrics {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxGroups == 0 {
+		cfg.MaxGroups = DefaultMaxGroups
+	}
+	if cfg.MaxShards == 0 {
+		cfg.MaxShards = DefaultMaxShards
+	}
+	if cfg.CacheFor == 0 {
+		cfg.CacheFor = DefaultCacheFor
 	}
 	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry()}
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{

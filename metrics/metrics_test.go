@@ -71,7 +71,7 @@ type fixture struct {
 
 func mustFixture(t *testing.T) *fixture {
 	t.Helper()
-	met := metrics.New(metrics.Config{Interval: -1, Logger: zerolog.Nop()})
+	met := metrics.New(metrics.Config{Interval: -1, Logger: zerolog.Nop(), CacheFor: -1})
 	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), AfterAppend: met.AfterAppend}, events.NewMemLog(), nil, nil, nil)
 	offs := &fakeOffsets{}
 	met.Watch(coord, offs)

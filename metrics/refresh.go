@@ -82,25 +82,20 @@ func (m *Metrics) Refresh(ctx context.Context) {
 	defer cancel()
 
 	logLen, lastIDMs, applyLag, logErr := readLog(ctx, coord.Log(), coord.State().LastID())
-	groups := coord.State().Groups()
 	shards := map[projection.GroupKey][]ShardOffset{}
 	shardErrs := map[projection.GroupKey]error{}
 	if offsets != nil {
-		for _, g := range groups {
-			n := max(g.ShardCount, g.AssignableCount)
-			if n <= 0 {
-				continue
-			}
-			idx := make([]int, n)
+		for _, g := range spans(coord.State()) {
+			idx := make([]int, g.n)
 			for i := range idx {
 				idx[i] = i
 			}
-			offs, err := offsets.Offsets(ctx, g.Key.StreamPrefix, g.Key.ConsumerGroup, idx)
+			offs, err := offsets.Offsets(ctx, g.key.StreamPrefix, g.key.ConsumerGroup, idx)
 			if err != nil {
-				shardErrs[g.Key] = err
+				shardErrs[g.key] = err
 				continue
 			}
-			shards[g.Key] = offs
+			shards[g.key] = offs
 		}
 	}
 	if parent.Err() != nil {
@@ -134,6 +129,28 @@ func (m *Metrics) Refresh(ctx context.Context) {
 	}
 	r.failing = failing
 	r.shards = shards
+}
+
+// groupSpan is a group and how many shards it routes or assigns.
+type groupSpan struct {
+	key projection.GroupKey
+	n   int
+}
+
+// spans lists every group with shards, in creation order, read under the
+// projection's read lock without copying any group.
+func spans(st *projection.State) []groupSpan {
+	st.RLock()
+	defer st.RUnlock()
+	keys := st.GroupKeysLocked()
+	out := make([]groupSpan, 0, len(keys))
+	for _, k := range keys {
+		g := st.GroupLocked(k)
+		if n := max(g.ShardCount, g.AssignableCount); n > 0 {
+			out = append(out, groupSpan{key: k, n: n})
+		}
+	}
+	return out
 }
 
 // readLog returns the log's length, the millisecond part of its last id and how

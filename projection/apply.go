@@ -3,6 +3,7 @@ package projection
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/rscoord/rsc/events"
 )
@@ -30,7 +31,9 @@ func (s *State) apply(rec events.Record) {
 	if touchesStream(rec) {
 		s.streams[rec.StreamPrefix] = foldStream(s.streams[rec.StreamPrefix], rec, old)
 	}
+	d := beforeFold(old, rec)
 	g := foldGroup(old, k, rec)
+	s.settleCounts(old, g, d)
 	switch {
 	case g == nil && old != nil:
 		delete(s.groups, k)
@@ -67,7 +70,12 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		return g
 	}
 	g.UpdatedAt = rec.Time
-	defer g.settle()
+	ids := memberIDsOf(rec.Event)
+	was := liveness(g, ids)
+	defer func() {
+		g.settle()
+		g.noteEmpty(rec.Time, ids, was)
+	}()
 	switch ev := rec.Event.(type) {
 	case *events.GroupDeleted:
 		return nil
@@ -139,13 +147,67 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 	if mv < 1 {
 		mv = 1
 	}
-	return &Group{
+	g := &Group{
 		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
 		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv, LayoutSince: mv,
 		Members: map[string]*Member{}, Targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
 		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
+		Provisioned: ev.Provisioned, Registered: ev.RegisteredBy != "", Owner: ev.Principal, OwnerAnonymous: ev.Anonymous,
+		EmptySince: rec.Time,
 	}
+	if len(ev.ForeignShards) > 0 {
+		g.ForeignShards = SortedInts(ev.ForeignShards)
+	}
+	return g
+}
+
+// liveness is, for each member id, whether it is live.
+func liveness(g *Group, ids []string) []bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		m := g.Member(id)
+		out[i] = m != nil && m.Live()
+	}
+	return out
+}
+
+// noteEmpty keeps EmptySince after a record that changed members ids (was:
+// whether each was live before it): cleared when one of them is live, set
+// at the record when one stopped being live and no member is live any more.
+// Only a member event can change it, and the group is looked at whole only
+// when a live member stopped being live (anyLive stops at the first live
+// member it finds), so a fold does not scan the group per event.
+func (g *Group) noteEmpty(at time.Time, ids []string, was []bool) {
+	stopped := false
+	for i, id := range ids {
+		m := g.Member(id)
+		if m != nil && m.Live() {
+			g.EmptySince = time.Time{}
+			return
+		}
+		stopped = stopped || was[i]
+	}
+	if stopped && g.EmptySince.IsZero() && !g.anyLive() {
+		g.EmptySince = at
+	}
+}
+
+// anyLive reports whether a member is live, from the index when the group
+// has one, else stopping at the first live member.
+func (g *Group) anyLive() bool {
+	if g.lay != nil || g.ix != nil {
+		return g.LiveCount() > 0
+	}
+	for _, m := range g.Members {
+		if m.Live() {
+			return true
+		}
+	}
+	return false
 }
 
 func setEpochs(g *Group, e events.Epochs) {

@@ -43,6 +43,7 @@ type genGroup struct {
 	unretired                   []string // finished scale-ins whose streams are not retired yet
 	ordered                     bool
 	barriers                    []genBarrier // unreleased
+	removing                    bool         // its group.deleted named consumer groups to destroy
 }
 
 type genBarrier struct {
@@ -225,6 +226,13 @@ func (gr *genGroup) copyTargets() map[string][]int {
 func (g *generator) step() {
 	gr := g.groups[g.r.IntN(len(g.groups))]
 	if !gr.exists {
+		if gr.removing {
+			// A group of the name is created again only once its old
+			// consumer groups are destroyed.
+			gr.removing = false
+			g.emit(gr.key, "coordinator", &events.ConsumerGroupsDestroyed{StreamKeys: []string{gr.key.StreamPrefix + ":0"}})
+			return
+		}
 		gr.exists = true
 		gr.shardCount = 1 + g.r.IntN(8)
 		gr.assignable = gr.shardCount
@@ -232,6 +240,12 @@ func (g *generator) step() {
 		gr.members, gr.targets, gr.rsh, gr.unretired = map[string]*genMember{}, map[string][]int{}, nil, nil
 		gr.ordered, gr.barriers = g.r.IntN(2) == 0, nil
 		created := &events.GroupCreated{ShardCount: gr.shardCount, Provisioned: true, RequestedBy: "alice", Reason: "generated"}
+		switch g.r.IntN(3) {
+		case 0:
+			created.Principal = "alice"
+		case 1:
+			created.Anonymous, created.ForeignShards = true, []int{0}
+		}
 		if gr.ordered {
 			created.Ordering = events.OrderingKey
 		}
@@ -397,7 +411,11 @@ func (g *generator) step() {
 		}
 	case x < 97:
 		gr.exists = false
-		g.emit(gr.key, "alice", &events.GroupDeleted{RequestedBy: "alice", Reason: "generated", Force: g.r.IntN(2) == 0})
+		del := &events.GroupDeleted{RequestedBy: "alice", Reason: "generated", Force: g.r.IntN(2) == 0}
+		if g.r.IntN(2) == 0 {
+			del.Destroy, del.Expired, gr.removing = []string{gr.key.StreamPrefix + ":0", gr.key.StreamPrefix + ":1"}, g.r.IntN(2) == 0, true
+		}
+		g.emit(gr.key, "alice", del)
 	case x < 98:
 		g.emit(gr.key, "coordinator", &events.ShardsRepaired{Shards: []events.ShardRepair{
 			{ShardIndex: 0, StreamKey: gr.key.StreamPrefix + ":0", StreamMissing: g.r.IntN(2) == 0, GroupMissing: true},
@@ -436,7 +454,7 @@ func (g *generator) join(gr *genGroup, id string) {
 		id = fmt.Sprintf("m-%d", gr.nextMember)
 	}
 	gr.members[id] = &genMember{state: projection.MemberActive}
-	g.emit(gr.key, id, &events.MemberJoined{MemberID: id, MemberName: "worker-" + id, MaxConcurrency: 1 + g.r.IntN(8), Rejoin: rejoin, Epochs: g.bump(gr)})
+	g.emit(gr.key, id, &events.MemberJoined{MemberID: id, MemberName: "worker-" + id, MaxConcurrency: 1 + g.r.IntN(8), Rejoin: rejoin, Principal: []string{"", "svc-a", "svc-b"}[int(id[len(id)-1])%3], Epochs: g.bump(gr)})
 	g.assign(gr)
 }
 

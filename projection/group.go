@@ -173,6 +173,25 @@ type Group struct {
 	// replaces the list whole on every change: a clone may share it.
 	LayoutSince     int64    `msgpack:"layoutSince,omitempty"`
 	PreviousLayouts []Layout `msgpack:"previousLayouts,omitempty"`
+	// Provisioned: the coordinator provisioned the group's consumer groups
+	// (its delete destroys them, except on ForeignShards: shards where one
+	// of the group's name was there before, on a stream the coordinator did
+	// not create). Registered: a member's first heartbeat created the group
+	// (it expires once empty for --empty-group-retention; an operator's
+	// never does). Owner is the principal the group counts against
+	// (OwnerAnonymous: a caller without one; neither: a group of a build
+	// before quotas, counted against nobody). All three are false or empty
+	// in a snapshot written before they were recorded (the log's fold has
+	// them).
+	Provisioned    bool   `msgpack:"provisioned,omitempty"`
+	Registered     bool   `msgpack:"registered,omitempty"`
+	Owner          string `msgpack:"owner,omitempty"`
+	OwnerAnonymous bool   `msgpack:"ownerAnonymous,omitempty"`
+	ForeignShards  []int  `msgpack:"foreignShards,omitempty"`
+	// EmptySince is the time of the record after which the group had no
+	// live member (zero while it has one): the creation for a group nobody
+	// joined yet.
+	EmptySince time.Time `msgpack:"emptySince,omitempty"`
 
 	// ix indexes the members of a flat group (index.go); nil in a group
 	// built outside this package, whose questions are answered by scanning.
@@ -408,6 +427,7 @@ func (g *Group) deepCopy() *Group {
 	// Barriers are never changed in place (a release builds a new slice), so
 	// the clone shares them.
 	c.Barriers = append([]*Barrier(nil), g.Barriers...)
+	c.ForeignShards = cloneInts(g.ForeignShards)
 	return &c
 }
 

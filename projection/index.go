@@ -23,7 +23,11 @@ type memberIndex struct {
 	active  map[string]struct{}
 	outside map[string]struct{}
 	holders map[int]map[string]struct{}
-	targets targetIndex
+	// activeBy is the active members by the principal that joined them
+	// (ActiveCountOf), principalOf the principal each was added under.
+	activeBy    map[string]map[string]struct{}
+	principalOf map[string]string
+	targets     targetIndex
 	// terminal is the terminal records (not Active), oldest first: by
 	// UpdatedAt, then id (pruning and making room take them in this order).
 	terminal []terminalRecord
@@ -35,7 +39,7 @@ type memberIndex struct {
 
 func newMemberIndex() *memberIndex {
 	return &memberIndex{live: map[string]struct{}{}, active: map[string]struct{}{}, outside: map[string]struct{}{}, holders: map[int]map[string]struct{}{},
-		targets: newTargetIndex()}
+		activeBy: map[string]map[string]struct{}{}, principalOf: map[string]string{}, targets: newTargetIndex()}
 }
 
 // buildIndex indexes every member and target entry of a flat group.
@@ -110,6 +114,13 @@ func (ix *memberIndex) add(id string, m *Member, target []int, has bool) {
 	}
 	if m.Active() {
 		ix.active[id] = struct{}{}
+		set := ix.activeBy[m.Principal]
+		if set == nil {
+			set = map[string]struct{}{}
+			ix.activeBy[m.Principal] = set
+		}
+		set[id] = struct{}{}
+		ix.principalOf[id] = m.Principal
 	} else {
 		r := terminalRecord{m.UpdatedAt, id}
 		if ix.bulk {
@@ -143,6 +154,15 @@ func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
 	delete(ix.live, id)
 	delete(ix.active, id)
 	delete(ix.outside, id)
+	if p, ok := ix.principalOf[id]; ok {
+		delete(ix.principalOf, id)
+		if set := ix.activeBy[p]; set != nil {
+			delete(set, id)
+			if len(set) == 0 {
+				delete(ix.activeBy, p)
+			}
+		}
+	}
 	if m == nil {
 		return
 	}
@@ -373,4 +393,28 @@ func (g *Group) TerminalCount() int {
 		return len(g.ix.terminal)
 	}
 	return g.MemberCount() - len(g.ActiveMemberIDs())
+}
+
+// RevokingShardCount is how many distinct shards members that can still hold
+// them list as revoking, from the members that take part (a terminal record
+// holds nothing): without copying or listing the group's members.
+func (g *Group) RevokingShardCount() int {
+	seen := map[int]struct{}{}
+	count := func(m *Member) {
+		if m != nil && m.CanHold() {
+			for _, s := range m.Revoking {
+				seen[s] = struct{}{}
+			}
+		}
+	}
+	if g.lay == nil && g.ix != nil {
+		for id := range g.ix.active {
+			count(g.Members[id])
+		}
+		return len(seen)
+	}
+	for m := range g.EachMember() {
+		count(m)
+	}
+	return len(seen)
 }

@@ -41,6 +41,7 @@ func (s *State) quarantine(rec events.Record, q *events.Quarantined) {
 	kept := s.order[:0:0]
 	for _, k := range s.order {
 		if k.StreamPrefix == p {
+			countMembers(s.principals, s.groups[k], -1)
 			delete(s.groups, k)
 			continue
 		}

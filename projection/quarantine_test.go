@@ -33,13 +33,14 @@ func quarantineLog(t *testing.T, raw []byte) (*events.MemLog, string) {
 	add(payments, &events.GroupCreated{ShardCount: 2, RequestedBy: "ops"})
 	add(orders, &events.GroupCreated{ShardCount: 4, RequestedBy: "ops"})
 	add(projection.GroupKey{StreamPrefix: "orders"}, &events.StreamAdopted{ShardCount: 4, RequestedBy: "ops"})
+	add(orders, &events.MemberJoined{MemberID: "o-0", MemberName: "o-0", MaxConcurrency: 1, Principal: "ops", Epochs: events.Epochs{GroupEpoch: 2, MetadataVersion: 2}})
 	last, _ := log.LastID(ctx)
 	ids, err := log.Append(ctx, last, [][]byte{raw})
 	if err != nil {
 		t.Fatal(err)
 	}
 	add(orders, &events.MemberJoined{MemberID: "o-1", MemberName: "o-1", MaxConcurrency: 1, Epochs: events.Epochs{GroupEpoch: 2, MetadataVersion: 2}})
-	add(payments, &events.MemberJoined{MemberID: "p-1", MemberName: "p-1", MaxConcurrency: 1, Epochs: events.Epochs{GroupEpoch: 2, MetadataVersion: 2}})
+	add(payments, &events.MemberJoined{MemberID: "p-1", MemberName: "p-1", MaxConcurrency: 1, Principal: "ops", Epochs: events.Epochs{GroupEpoch: 2, MetadataVersion: 2}})
 	return log, ids[0]
 }
 
@@ -81,8 +82,8 @@ func TestFoldQuarantinesOnePrefix(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Fold: %v; want orders quarantined and the fold to go on", err)
 			}
-			if n != 6 {
-				t.Errorf("applied %d entries, want all 6", n)
+			if n != 7 {
+				t.Errorf("applied %d entries, want all 7", n)
 			}
 			q, ok := st.Quarantined("orders")
 			if !ok || q.EntryID != bad || q.Type != tc.typ || !strings.Contains(q.Reason, tc.reason) || q.Skipped != 1 {
@@ -99,6 +100,14 @@ func TestFoldQuarantinesOnePrefix(t *testing.T) {
 			}
 			if g := MustGroup(t, st, payments); g.MemberCount() != 1 {
 				t.Errorf("payments has %d members, want its join after the bad entry applied", g.MemberCount())
+			}
+			// The quarantined prefix's members no longer count for their
+			// principal (as after a restore, which counts the groups kept).
+			st.RLock()
+			active := st.ActiveMembersOfLocked("ops")
+			st.RUnlock()
+			if active != 1 {
+				t.Errorf("principal ops has %d active members, want payments' one", active)
 			}
 			if last, _ := log.LastID(context.Background()); st.LastID() != last {
 				t.Errorf("position %s, want %s (the last entry)", st.LastID(), last)

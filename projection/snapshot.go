@@ -119,6 +119,11 @@ func Restore(data []byte) (*State, error) {
 			g.PreviousLayouts, g.LayoutSince = derivedLayouts(g)
 		}
 		g.buildIndex()
+		if g.EmptySince.IsZero() && g.LiveCount() == 0 {
+			// A snapshot from before EmptySince was kept: empty since its
+			// last change at the latest.
+			g.EmptySince = g.UpdatedAt
+		}
 		s.groups[g.Key] = g
 		s.order = append(s.order, g.Key)
 	}
@@ -140,6 +145,7 @@ func Restore(data []byte) (*State, error) {
 			st.CreatedShards = union(st.CreatedShards, shardRange(0, legacySpan(g))...)
 		}
 	}
+	s.recountPrincipals()
 	for _, h := range snap.History {
 		for _, it := range h.Items {
 			if it.Type == "group.created" {
@@ -160,6 +166,7 @@ func (s *State) Swap(other *State) {
 	s.groups, s.order, s.streams, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.streams, other.prefixes, other.lastID, other.applied
 	s.quarantined = other.quarantined
 	s.restored = other.restored
+	s.principals = other.principals
 }
 
 // checkBounds refuses a snapshot whose shard counts are outside the

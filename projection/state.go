@@ -24,8 +24,11 @@ type State struct {
 	// quarantined are the prefixes an entry that could not be read
 	// quarantined (quarantine.go).
 	quarantined map[string]*Quarantine
-	lastID      string
-	applied     int64
+	// principals is, by principal, the member records that take part across
+	// every group (principals.go).
+	principals map[string]int
+	lastID     string
+	applied    int64
 	// restored is the last log.restored applied (zero: none).
 	restored RestoreMark
 	// pos is lastID parsed, when posOf is lastID (ApplyLocked parses each
@@ -36,7 +39,7 @@ type State struct {
 
 // New returns an empty projection.
 func New() *State {
-	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, quarantined: map[string]*Quarantine{}, lastID: events.ZeroID}
+	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, quarantined: map[string]*Quarantine{}, principals: map[string]int{}, lastID: events.ZeroID}
 }
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.

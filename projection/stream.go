@@ -36,6 +36,34 @@ type Stream struct {
 	// stream metadata versions; only with metadata).
 	LayoutSince     int64    `msgpack:"layoutSince,omitempty"`
 	PreviousLayouts []Layout `msgpack:"previousLayouts,omitempty"`
+	// Removing are the consumer groups of deleted (or expired) groups the
+	// coordinator still has to destroy, by group name, oldest first
+	// (group.deleted adds one, group.consumer_groups_destroyed ends it).
+	Removing []Removal `msgpack:"removing,omitempty"`
+	// Owner and OwnerAnonymous are who created or adopted the stream (as a
+	// group's: commands/quota.go).
+	Owner          string `msgpack:"owner,omitempty"`
+	OwnerAnonymous bool   `msgpack:"ownerAnonymous,omitempty"`
+}
+
+// Removal is a deleted group's Redis consumer groups still to destroy: the
+// consumer group named Group on the shard streams Shards.
+type Removal struct {
+	Group  string `msgpack:"group"`
+	Shards []int  `msgpack:"shards"`
+}
+
+// RemovalOf is the pending removal of group's consumer groups (nil: none).
+func (st *Stream) RemovalOf(group string) *Removal {
+	if st == nil {
+		return nil
+	}
+	for i := range st.Removing {
+		if st.Removing[i].Group == group {
+			return &st.Removing[i]
+		}
+	}
+	return nil
 }
 
 // Owns reports whether the coordinator created or adopted shard i's stream.
@@ -52,6 +80,12 @@ func (st *Stream) Clone() *Stream {
 	c := *st
 	c.CreatedShards = cloneInts(st.CreatedShards)
 	c.AdoptedShards = cloneInts(st.AdoptedShards)
+	if st.Removing != nil {
+		c.Removing = make([]Removal, len(st.Removing))
+		for i, r := range st.Removing {
+			c.Removing[i] = Removal{Group: r.Group, Shards: cloneInts(r.Shards)}
+		}
+	}
 	return &c
 }
 
@@ -126,6 +160,10 @@ func touchesStream(rec events.Record) bool {
 				return true
 			}
 		}
+	case *events.GroupDeleted:
+		return len(ev.Destroy) > 0 && rec.StreamPrefix != ""
+	case *events.ConsumerGroupsDestroyed:
+		return rec.StreamPrefix != ""
 	}
 	return false
 }
@@ -149,7 +187,9 @@ func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
 		}
 		st.CreatedAt, st.UpdatedAt, st.CreatedBy = rec.Time, rec.Time, ev.RequestedBy
 		st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+		st.Owner, st.OwnerAnonymous = ev.Principal, ev.Anonymous
 	case *events.StreamAdopted:
+		st.Owner, st.OwnerAnonymous = ev.Principal, ev.Anonymous
 		st.Metadata, st.ShardCount, st.MetadataVersion = true, ev.ShardCount, 1
 		st.LayoutSince, st.PreviousLayouts = 1, nil
 		st.Origin = events.StreamOriginAdopted
@@ -207,8 +247,30 @@ func foldStream(st *Stream, rec events.Record, g *Group) *Stream {
 		}
 		st.CreatedShards = union(st.CreatedShards, made...)
 		st.AdoptedShards = without(st.AdoptedShards, made...)
+	case *events.GroupDeleted:
+		var shards []int
+		for _, key := range ev.Destroy {
+			if i := shardIndexOf(rec.StreamPrefix, key); i >= 0 {
+				shards = append(shards, i)
+			}
+		}
+		st.Removing = append(withoutRemoval(st.Removing, rec.ConsumerGroup), Removal{Group: rec.ConsumerGroup, Shards: SortedInts(shards)})
+	case *events.ConsumerGroupsDestroyed:
+		st.Removing = withoutRemoval(st.Removing, rec.ConsumerGroup)
 	}
 	return st
+}
+
+// withoutRemoval is the removals without group's (a new slice: a clone
+// shares the old one's elements).
+func withoutRemoval(rs []Removal, group string) []Removal {
+	var out []Removal
+	for _, r := range rs {
+		if r.Group != group {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // streamLayout records a change of a stream's shard count to count at
@@ -306,4 +368,34 @@ func cloneNonNil(s []int) []int {
 		return []int{}
 	}
 	return append([]int(nil), s...)
+}
+
+// PendingRemoval is a deleted group's consumer groups still to destroy.
+type PendingRemoval struct {
+	Key    GroupKey
+	Shards []int
+}
+
+// Removals lists every pending removal of consumer groups (copies), by
+// prefix, oldest first within one.
+func (s *State) Removals() []PendingRemoval {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []PendingRemoval
+	for _, p := range sortedKeys(s.streams) {
+		for _, r := range s.streams[p].Removing {
+			out = append(out, PendingRemoval{Key: GroupKey{StreamPrefix: p, ConsumerGroup: r.Group}, Shards: cloneInts(r.Shards)})
+		}
+	}
+	return out
+}
+
+// Removal is the pending removal of k's consumer groups (false: none).
+func (s *State) Removal(k GroupKey) (PendingRemoval, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if r := s.streams[k.StreamPrefix].RemovalOf(k.ConsumerGroup); r != nil {
+		return PendingRemoval{Key: k, Shards: cloneInts(r.Shards)}, true
+	}
+	return PendingRemoval{}, false
 }

@@ -160,6 +160,9 @@ type ShardDrainRow struct {
 	MemberAckedID  *string
 	Drained        bool
 	EvidenceSource string // "none", "log", or "redis@<time>" for live evidence
+	// WaitingFor names the consumer groups the drain waits for on this
+	// shard: those with entries pending, left to read, or an unknown lag.
+	WaitingFor []string
 }
 
 // GroupDrain is one Redis consumer group on a removed shard; a nil Lag is unknown.
@@ -256,7 +259,7 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 		evidence[e.ShardIndex] = e
 	}
 	for _, s := range removed {
-		row := ShardDrainRow{Shard: s, StreamKey: g.Key.StreamPrefix + ":" + itoa(s), Owners: []string{}, Groups: []GroupDrain{}, EvidenceSource: "none"}
+		row := ShardDrainRow{Shard: s, StreamKey: g.Key.StreamPrefix + ":" + itoa(s), Owners: []string{}, Groups: []GroupDrain{}, EvidenceSource: "none", WaitingFor: []string{}}
 		if e, ok := evidence[s]; ok {
 			FillDrainRow(&row, e)
 			row.EvidenceSource = "log"
@@ -289,10 +292,14 @@ func ViewResharding(g *Group, m *Resharding) ReshardingView {
 func FillDrainRow(row *ShardDrainRow, e events.ShardDrain) {
 	row.Exists = e.Exists
 	row.Groups = []GroupDrain{}
+	row.WaitingFor = []string{}
 	var pending, lag int64
 	lagKnown := true
 	for _, gd := range e.Groups {
 		gv := GroupDrain{Name: gd.Name, Pending: gd.Pending}
+		if e.Exists && (gd.Pending != 0 || gd.Lag != 0) {
+			row.WaitingFor = append(row.WaitingFor, gd.Name)
+		}
 		pending += gd.Pending
 		if gd.Lag >= 0 {
 			l := gd.Lag

@@ -40,7 +40,7 @@ func WireResharding(v ReshardingView) wire.Resharding {
 		row := wire.ShardDrainRow{
 			Shard: wire.ShardRef{ShardIndex: d.Shard}, StreamKey: d.StreamKey, Exists: d.Exists, RedisPending: d.RedisPending, RedisLag: d.RedisLag,
 			Groups: make([]wire.GroupDrain, 0, len(d.Groups)), Owners: d.Owners, MemberPending: d.MemberPending, MemberAckedID: d.MemberAckedID,
-			Drained: d.Drained, EvidenceSource: d.EvidenceSource,
+			Drained: d.Drained, EvidenceSource: d.EvidenceSource, WaitingFor: append([]string{}, d.WaitingFor...),
 		}
 		for _, gd := range d.Groups {
 			row.Groups = append(row.Groups, wire.GroupDrain{Name: gd.Name, Pending: gd.Pending, Lag: gd.Lag})

@@ -177,7 +177,8 @@ func TestIntegrationShardsOnCluster(t *testing.T) {
 		lost := byMaster[victim]
 		// Provisioning reaches the promoted master (which may lack the script).
 		retry(t, 10*time.Second, "provision after the failover", func() error {
-			return sh.Provision(ctx, prefix, group, shards, shards+8)
+			_, err := sh.Provision(ctx, prefix, group, shards, shards+8)
+			return err
 		})
 		for i := range shards + 8 {
 			key := routing.StreamKey(prefix, i)

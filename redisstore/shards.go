@@ -43,18 +43,48 @@ if string.find(msg, 'BUSYGROUP', 1, true) then return 0 end
 return redis.error_reply(msg)
 `)
 
-// Provision creates prefix:from..prefix:to-1 with the consumer group on each.
-func (s *Shards) Provision(ctx context.Context, prefix, group string, from, to int) error {
+// Provision creates prefix:from..prefix:to-1 with the consumer group on each,
+// and returns the shards on which the consumer group existed already.
+func (s *Shards) Provision(ctx context.Context, prefix, group string, from, to int) ([]int, error) {
 	if to <= from {
-		return nil
+		return nil, nil
 	}
 	keys := make([]string, 0, to-from)
 	for i := from; i < to; i++ {
 		keys = append(keys, routing.StreamKey(prefix, i))
 	}
+	var existed []int
 	for i, c := range s.runEach(ctx, provisionScript, keys, group) {
+		n, err := c.Int()
+		if err != nil {
+			return nil, fmt.Errorf("provision %s group %s: %w", keys[i], group, err)
+		}
+		if n == 0 {
+			existed = append(existed, from+i)
+		}
+	}
+	return existed, nil
+}
+
+// destroyScript destroys consumer group ARGV[1] of KEYS[1]: 1 when it did, 0
+// when the stream or the consumer group was missing.
+var destroyScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return 0 end
+return redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
+`)
+
+// DestroyGroups destroys consumer group group on each shard stream (one
+// pipelined script per key: cluster-safe); a missing stream or consumer
+// group is success.
+func (s *Shards) DestroyGroups(ctx context.Context, prefix, group string, shards []int) error {
+	keys := make([]string, len(shards))
+	for i, sh := range shards {
+		keys[i] = routing.StreamKey(prefix, sh)
+	}
+	for i, c := range s.runEach(ctx, destroyScript, keys, group) {
 		if err := c.Err(); err != nil {
-			return fmt.Errorf("provision %s group %s: %w", keys[i], group, err)
+			return fmt.Errorf("destroy consumer group %s of %s: %w", group, keys[i], err)
 		}
 	}
 	return nil

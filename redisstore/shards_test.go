@@ -128,7 +128,7 @@ func groupDrain(tb testing.TB, d events.ShardDrain, name string) events.GroupDra
 
 func MustProvision(tb testing.TB, sh *redisstore.Shards, prefix, group string, from, to int) {
 	tb.Helper()
-	if err := sh.Provision(context.Background(), prefix, group, from, to); err != nil {
+	if _, err := sh.Provision(context.Background(), prefix, group, from, to); err != nil {
 		tb.Fatalf("Provision %s %s [%d, %d): %v", prefix, group, from, to, err)
 	}
 }
@@ -193,6 +193,39 @@ func TestIntegrationShards(t *testing.T) {
 		}
 	})
 
+	t.Run("provision names the consumer groups it found; destroy removes only the named one", func(t *testing.T) {
+		prefix := uniqueKey("orders")
+		MustProvision(t, sh, prefix, group, 1, 2)
+		MustProvision(t, sh, prefix, "stranger", 0, 2)
+		existed, err := sh.Provision(ctx, prefix, group, 0, 3)
+		if err != nil || !reflect.DeepEqual(existed, []int{1}) {
+			t.Fatalf("Provision found %v (%v), want [1]", existed, err)
+		}
+		MustXAdd(t, rdb, prefix+":0", 2)
+		// Shard 3 has no stream, shard 2 no other group: both are success.
+		if err := sh.DestroyGroups(ctx, prefix, group, []int{0, 1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			groups := MustXInfoGroups(t, rdb, fmt.Sprintf("%s:%d", prefix, i))
+			if _, ok := groups[group]; ok {
+				t.Errorf("shard %d still has %s", i, group)
+			}
+			if _, ok := groups["stranger"]; ok != (i < 2) {
+				t.Errorf("shard %d: stranger's consumer group present %v", i, ok)
+			}
+		}
+		if n, _ := rdb.XLen(ctx, prefix+":0").Result(); n != 2 {
+			t.Errorf("the stream lost entries: %d", n)
+		}
+		if n, _ := rdb.Exists(ctx, prefix+":3").Result(); n != 0 {
+			t.Error("destroy created a stream")
+		}
+		if err := sh.DestroyGroups(ctx, prefix, group, []int{0, 1}); err != nil {
+			t.Fatalf("destroying again: %v", err)
+		}
+	})
+
 	t.Run("a second consumer group joins the first", func(t *testing.T) {
 		prefix := uniqueKey("orders")
 		MustProvision(t, sh, prefix, group, 0, 1)
@@ -208,7 +241,7 @@ func TestIntegrationShards(t *testing.T) {
 		if err := rdb.Set(ctx, prefix+":1", "not a stream", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		err := sh.Provision(ctx, prefix, group, 0, 2)
+		_, err := sh.Provision(ctx, prefix, group, 0, 2)
 		if err == nil {
 			t.Fatal("Provision over a string key succeeded")
 		}

@@ -22,6 +22,9 @@ type LoginResponse struct {
 // Its fields are in the order the answer has always had them (alphabetical).
 type SessionResponse struct {
 	Authenticated bool `json:"authenticated"`
+	// Groups are the consumer groups (exact, or a name prefix ending in
+	// '*') the principal's roles apply to; null for every group.
+	Groups []string `json:"groups"`
 	// Prefixes is the principal's scope: the stream prefixes (exact, or a
 	// name prefix ending in '*') its roles apply to; null for every prefix.
 	Prefixes []string `json:"prefixes"`

@@ -105,6 +105,10 @@ type ShardDrainRow struct {
 	MemberAckedID  *string      `json:"memberReportedLastAckedId"`
 	Drained        bool         `json:"drained"`
 	EvidenceSource string       `json:"evidenceSource"`
+	// WaitingFor names the consumer groups the drain waits for on this
+	// shard (entries pending, left to read, or an unknown lag); empty once
+	// it is drained.
+	WaitingFor []string `json:"waitingFor"`
 }
 
 // GroupDrain is one Redis consumer group on a removed shard; a null lag is unknown.

@@ -1361,7 +1361,7 @@ func TestIntegrationAPIMonitoring(t *testing.T) {
 	})
 	t.Run("session", func(t *testing.T) {
 		r := apiDo(t, tc, "GET", "/coord/v1/monitoring/session", nil).apiWant(t, 200)
-		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"admin","roles":["ADMIN","MEMBER","MONITOR","READ","WRITE"],"prefixes":null}`)
+		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"admin","roles":["ADMIN","MEMBER","MONITOR","READ","WRITE"],"prefixes":null,"groups":null}`)
 	})
 	t.Run("compatibility", func(t *testing.T) {
 		r := apiDo(t, tc, "GET", "/coord/v1/monitoring/compatibility", nil).apiWant(t, 200)

@@ -605,7 +605,7 @@ func TestIntegrationJoinLogGrowthFlat(t *testing.T) {
 	// must not expire the first members.
 	// No churn budget: 1,000 joins of one principal in one group are what is
 	// measured here (TestIntegrationChurnLoopIsBudgeted tests the budget).
-	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MemberLease, m.MemberChurnPerMinute = 10*time.Minute, 0 })
+	tc := startCoordinator(t, redistest.StartProcess(t), func(m *Main) { m.MemberLease, m.MemberChurnPerMinute, m.PrincipalChurnPerMinute = 10*time.Minute, 0, 0 })
 	rdb := apiRedis(t, tc)
 	ctx := context.Background()
 	apiCreate(t, tc, "joins", "g", 128).apiWant(t, 201)

@@ -274,7 +274,7 @@ func TestIntegrationAutoscalingSamplesForALongWindow(t *testing.T) {
 // of 10. Latency ratios are rscbench noisy's (README, Benchmarks).
 func TestIntegrationJoinCostDoesNotGrowWithRecords(t *testing.T) {
 	rs := redistest.StartProcess(t)
-	tc := startCoordinator(t, rs, func(m *Main) { m.MemberChurnPerMinute = 0 }) // no budget: this measures the cost
+	tc := startCoordinator(t, rs, func(m *Main) { m.MemberChurnPerMinute, m.PrincipalChurnPerMinute = 0, 0 }) // no budget: this measures the cost
 	apiCreate(t, tc, "big", "g", 128)
 	apiCreate(t, tc, "small", "g", 128)
 	for i := 0; i < 3000; i++ {

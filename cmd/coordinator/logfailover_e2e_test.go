@@ -395,10 +395,12 @@ func killAmidCreates(t *testing.T, start func(*testing.T, string) failoverTopolo
 	// Three creators without pause make hundreds of groups a second once the
 	// new primary has its replica again, and a failover on a loaded machine
 	// can take long enough for them to reach --max-groups (1024 by default)
-	// and the admin rate limit before the wait below looks: every create is
-	// then refused (409 GROUP_LIMIT_REACHED, 429) and none is answered 201.
-	// Neither limit is what this test is about.
-	limits := []string{"--max-groups", "1000000", "--rate-limit-per-minute", "0"}
+	// and the admin rate limit (and the admin's quotas) before the wait below
+	// looks: every create is then refused (409 GROUP_LIMIT_REACHED,
+	// PRINCIPAL_GROUP_QUOTA_EXCEEDED, 429) and none is answered 201. None of
+	// these limits is what this test is about.
+	limits := []string{"--max-groups", "1000000", "--rate-limit-per-minute", "0", "--max-groups-per-principal", "0", "--max-groups-per-prefix", "0",
+		"--max-shards-per-principal", "0", "--max-shards-per-prefix", "0"}
 	tc := startOnURL(t, topo.url(), append(append([]string{"--log-stream", logKey}, replicaFlags(true)...), limits...)...)
 	var mu sync.Mutex
 	answered := map[string]int{}

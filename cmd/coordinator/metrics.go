@@ -11,10 +11,12 @@ import (
 	"github.com/rscoord/rsc/wire"
 )
 
-// newMetrics builds the Prometheus metrics (served at GET /metrics, without
-// authentication) refreshed from Redis every --metrics-interval.
+// newMetrics builds the Prometheus metrics (served at GET /metrics, public
+// unless --metrics-auth) refreshed from Redis every --metrics-interval, with
+// series of their own for at most --metrics-max-groups groups and
+// --metrics-max-shards of their shards.
 func (m *Main) newMetrics() *metrics.Metrics {
-	return metrics.New(metrics.Config{Interval: m.MetricsInterval, Logger: m.logger})
+	return metrics.New(metrics.Config{Interval: m.MetricsInterval, Logger: m.logger, MaxGroups: offIfZero(m.MetricsMaxGroups), MaxShards: offIfZero(m.MetricsMaxShards)})
 }
 
 // thenAlso returns a hook that runs first and then next (either may be nil).

@@ -66,6 +66,20 @@ type Main struct {
 	// reaches the log (0: off).
 	MemberChurnPerMinute int
 	RejectionsPerMinute  int
+	// Quotas per principal and per stream prefix (0: off), and how long a
+	// group registered by heartbeat may stay empty (0: for ever).
+	MaxGroupsPerPrincipal   int
+	MaxShardsPerPrincipal   int
+	MaxGroupsPerPrefix      int
+	MaxShardsPerPrefix      int
+	MaxMembersPerPrincipal  int
+	PrincipalChurnPerMinute int
+	EmptyGroupRetention     time.Duration
+	// MetricsAuth requires a principal (READ, no scope) for /metrics;
+	// MetricsMaxGroups bounds the groups with series of their own.
+	MetricsAuth      bool
+	MetricsMaxGroups int
+	MetricsMaxShards int
 	// AllowedHosts are Host names answered besides loopback ones; with a
 	// loopback --listen (or any AllowedHosts) other Host headers are refused.
 	AllowedHosts  string
@@ -164,6 +178,16 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
 	fs.IntVar(&m.RateLimitPerMinute, "rate-limit-per-minute", DefaultRateLimitPerMinute, "admin mutations per principal per minute, over every group and prefix (429 with Retry-After beyond; 0: off)")
 	fs.IntVar(&m.MemberChurnPerMinute, "member-churn-per-minute", commands.DefaultMemberChurnPerMinute, "member joins and leaves per principal and group per minute, a quarter of them at once (429 with Retry-After beyond, nothing appended; steady heartbeats are never limited; 0: off)")
+	fs.IntVar(&m.MaxGroupsPerPrincipal, "max-groups-per-principal", commands.DefaultMaxGroupsPerPrincipal, "most consumer groups one principal may create or register by heartbeat (409 PRINCIPAL_GROUP_QUOTA_EXCEEDED beyond; 0: off)")
+	fs.IntVar(&m.MaxShardsPerPrincipal, "max-shards-per-principal", commands.DefaultMaxShardsPerPrincipal, "most shards the groups (and streams without groups) one principal created may span, counted as --max-total-shards counts them; a scale-out counts against the group's owner (409 PRINCIPAL_SHARD_QUOTA_EXCEEDED beyond; 0: off)")
+	fs.IntVar(&m.MaxGroupsPerPrefix, "max-groups-per-prefix", commands.DefaultMaxGroupsPerPrefix, "most consumer groups on one stream prefix (409 PREFIX_GROUP_QUOTA_EXCEEDED beyond; 0: off)")
+	fs.IntVar(&m.MaxShardsPerPrefix, "max-shards-per-prefix", commands.DefaultMaxShardsPerPrefix, "most shards on one stream prefix, every group's counted as --max-total-shards counts them (409 PREFIX_SHARD_QUOTA_EXCEEDED beyond; 0: off)")
+	fs.IntVar(&m.MaxMembersPerPrincipal, "max-members-per-principal", commands.DefaultMaxMembersPerPrincipal, "most members one principal may have taking part (live, or leaving with shards) across every group (409 PRINCIPAL_MEMBER_QUOTA_EXCEEDED beyond; 0: off)")
+	fs.IntVar(&m.PrincipalChurnPerMinute, "principal-churn-per-minute", commands.DefaultPrincipalChurnPerMinute, "member joins and leaves per principal per minute across all its groups, a quarter of them at once, besides --member-churn-per-minute per group (429 with Retry-After beyond, nothing appended; 0: off)")
+	fs.DurationVar(&m.EmptyGroupRetention, "empty-group-retention", commands.DefaultEmptyGroupRetention, "how long a group registered by a member's heartbeat may have no live member before it is removed with its consumer groups (operator-created groups never are; 0: never)")
+	fs.BoolVar(&m.MetricsAuth, "metrics-auth", false, "require credentials for GET /metrics: a principal with the READ or MONITOR role and no prefixes or groups scope (the scrape shows every tenant's groups)")
+	fs.IntVar(&m.MetricsMaxGroups, "metrics-max-groups", metrics.DefaultMaxGroups, "most groups with /metrics series of their own (the oldest groups); the others are added up under stream_prefix=\"*\", consumer_group=\"*\" (0: no limit)")
+	fs.IntVar(&m.MetricsMaxShards, "metrics-max-shards", metrics.DefaultMaxShards, "most shards, of those groups (the oldest groups' first), with /metrics series of their own; a group past it shows its shards added up under shard=\"*\" (0: no limit)")
 	fs.IntVar(&m.RejectionsPerMinute, "rejections-per-minute", commands.DefaultRejectionsPerMinute, "refused admin commands recorded in the log (command.rejected) per principal per minute, a quarter of them at once; the next record counts those left out (0: record every one)")
 	fs.StringVar(&m.AllowedHosts, "allowed-hosts", "", "comma-separated Host names answered besides localhost and loopback addresses (\".example.com\" also allows its subdomains); with a loopback --listen, or when given, requests for any other Host are refused (DNS rebinding)")
 	fs.StringVar(&m.CoordinatorID, "coordinator-id", "local-coordinator", "name of this coordinator in health output")
@@ -238,6 +262,12 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.MemberChurnPerMinute < 0 || m.RejectionsPerMinute < 0 {
 		return fmt.Errorf("--member-churn-per-minute and --rejections-per-minute must be 0 (off) or positive")
 	}
+	if err := m.checkQuotaFlags(); err != nil {
+		return err
+	}
+	if given["admin-password"] && m.UsersFile == "" && blankPassword(m.AdminPassword) {
+		return fmt.Errorf("--admin-password: must not be empty or white space (an unset template variable?): give a real password, or leave the flag out for the default on a loopback --listen")
+	}
 	if err := checkAllowedHosts(m.AllowedHosts); err != nil {
 		return err
 	}
@@ -271,6 +301,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := m.checkUsersExposure(users); err != nil {
+		return err
+	}
 	rdb, err := m.connectRedis(ctx)
 	if err != nil {
 		return err
@@ -300,6 +333,10 @@ func (m *Main) Run(ctx context.Context) error {
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
 		MemberChurnPerMinute: offIfZero(m.MemberChurnPerMinute), RejectionsPerMinute: offIfZero(m.RejectionsPerMinute),
 		RedisGuard: guard, GuardInterval: m.RedisCheckInterval, AllowEviction: m.AllowRedisEviction, LogReplicas: m.LogReplicas,
+		MaxGroupsPerPrincipal: offIfZero(m.MaxGroupsPerPrincipal), MaxShardsPerPrincipal: offIfZero(m.MaxShardsPerPrincipal),
+		MaxGroupsPerPrefix: offIfZero(m.MaxGroupsPerPrefix), MaxShardsPerPrefix: offIfZero(m.MaxShardsPerPrefix),
+		MaxMembersPerPrincipal: offIfZero(m.MaxMembersPerPrincipal), PrincipalChurnPerMinute: offIfZero(m.PrincipalChurnPerMinute),
+		EmptyGroupRetention: offIfZeroDuration(m.EmptyGroupRetention),
 	}
 	if m.CrashAfterEvent != "" {
 		target := m.CrashAfterEvent
@@ -332,7 +369,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Addr: m.Listen, Logger: m.logger, RateLimitPerMinute: m.RateLimitPerMinute, Hosts: m.hostPolicy(),
 		Observe: m.metrics.Observe, Mount: m.metrics.Mount,
 		Auth: httpapi.AuthConfig{AdminUser: m.AdminUser, AdminPassword: m.AdminPassword, TokenSecret: tokenSecret, Users: users,
-			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret},
+			TokenTTL: m.TokenTTL, AuthenticateMemberAPI: m.memberAuth(), ClusterSecret: clusterSecret, MetricsAuth: m.MetricsAuth},
 		Now: m.clock, OffsetsRefresh: m.offsetsRefresh(), LayoutWindow: m.DedupLayoutWindow,
 		Readiness: m.secret.ready,
 	}, parts, streamReader{shards})
@@ -340,7 +377,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.server.Open(); err != nil {
 		return err
 	}
-	m.warnInsecure()
+	m.warnInsecure(users)
 	if lease != nil {
 		if m.AdvertiseURL == "" {
 			m.AdvertiseURL = m.server.URL()
@@ -359,7 +396,7 @@ func (m *Main) Run(ctx context.Context) error {
 		go m.secret.run(lctx, secretKeepInterval)
 	}
 	if m.UsersFile != "" {
-		w := &usersWatcher{path: m.UsersFile, apply: m.server.SetUsers, log: m.logger, loaded: usersData, stamp: usersStamp}
+		w := &usersWatcher{path: m.UsersFile, apply: m.server.SetUsers, check: m.checkUsersExposure, log: m.logger, loaded: usersData, stamp: usersStamp}
 		go w.run(lctx, m.usersPoll, watchSIGHUP())
 	}
 	loaded := make(chan error, 1)
@@ -454,4 +491,33 @@ func offIfZero(n int) int {
 		return -1
 	}
 	return n
+}
+
+// offIfZeroDuration is offIfZero for a duration.
+func offIfZeroDuration(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// checkQuotaFlags refuses a negative quota or retention (0 turns one off).
+func (m *Main) checkQuotaFlags() error {
+	for _, q := range []struct {
+		flag string
+		v    int
+	}{
+		{"--max-groups-per-principal", m.MaxGroupsPerPrincipal}, {"--max-shards-per-principal", m.MaxShardsPerPrincipal},
+		{"--max-groups-per-prefix", m.MaxGroupsPerPrefix}, {"--max-shards-per-prefix", m.MaxShardsPerPrefix},
+		{"--max-members-per-principal", m.MaxMembersPerPrincipal}, {"--principal-churn-per-minute", m.PrincipalChurnPerMinute},
+		{"--metrics-max-groups", m.MetricsMaxGroups}, {"--metrics-max-shards", m.MetricsMaxShards},
+	} {
+		if q.v < 0 {
+			return fmt.Errorf("%s must be 0 (off) or positive", q.flag)
+		}
+	}
+	if m.EmptyGroupRetention < 0 {
+		return fmt.Errorf("--empty-group-retention must be 0 (never) or positive")
+	}
+	return nil
 }

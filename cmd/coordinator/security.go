@@ -36,7 +36,8 @@ const usersPollInterval = 2 * time.Second
 const tokenSecretWait = 10 * time.Second
 
 // checkExposure refuses the default admin password on an address other hosts
-// can reach: anyone there could log in as admin and mint tokens.
+// can reach: anyone there could log in as admin and mint tokens. A users
+// file's ADMINs are checked once it is read (checkUsersExposure).
 func (m *Main) checkExposure() error {
 	if m.UsersFile != "" || !m.defaultPassword() || m.InsecureDefaultCredentials || loopbackListen(m.Listen) {
 		return nil
@@ -46,9 +47,17 @@ func (m *Main) checkExposure() error {
 		"or, for a throwaway setup only, accept the risk with --insecure-default-credentials", m.Listen)
 }
 
-// exposedWithDefaults reports the combination --insecure-default-credentials lets through.
-func (m *Main) exposedWithDefaults() bool {
-	return m.UsersFile == "" && m.defaultPassword() && !loopbackListen(m.Listen)
+// exposedWithDefaults reports the combination --insecure-default-credentials
+// lets through: a password anyone knows for an admin (users: the users file
+// loaded) on an address other hosts can reach.
+func (m *Main) exposedWithDefaults(users []httpapi.User) bool {
+	if loopbackListen(m.Listen) {
+		return false
+	}
+	if m.UsersFile != "" {
+		return len(weakAdmins(users)) > 0
+	}
+	return m.defaultPassword()
 }
 
 // defaultPassword reports an admin password that is the default one: the
@@ -76,11 +85,11 @@ func loopbackListen(listen string) bool {
 func (m *Main) memberAuth() bool { return m.AuthenticateMembers && !m.AllowAnonymousMembers }
 
 // warnInsecure logs what the escape hatches opened.
-func (m *Main) warnInsecure() {
+func (m *Main) warnInsecure(users []httpapi.User) {
 	if !m.memberAuth() {
 		m.logger.Warn().Msg("--allow-anonymous-members: heartbeats need no credentials; anyone who can reach the port can heartbeat as any member id (join, take shards, leave)")
 	}
-	if m.InsecureDefaultCredentials && m.exposedWithDefaults() {
+	if m.InsecureDefaultCredentials && m.exposedWithDefaults(users) {
 		m.logger.Warn().Str("listen", m.Listen).Msg("INSECURE: --insecure-default-credentials: the default admin password is accepted on an address other hosts can reach; anyone there is admin and can sign tokens. Set --admin-password or --users-file")
 	}
 }
@@ -187,7 +196,8 @@ func splitList(s string) []string {
 }
 
 // readUsers reads and checks a users file: a JSON array of at least one user,
-// each named once, each scope (prefixes) valid when given.
+// each named once, with a real password and known roles, each scope
+// (prefixes, groups) valid when given (checkUser).
 func readUsers(path string) ([]httpapi.User, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -209,10 +219,8 @@ func readUsers(path string) ([]httpapi.User, []byte, error) {
 			return nil, nil, fmt.Errorf("user %q is listed twice", u.Username)
 		}
 		seen[u.Username] = true
-		if u.Prefixes != nil {
-			if err := httpapi.ValidateScope(u.Prefixes); err != nil {
-				return nil, nil, fmt.Errorf("user %q: %w", u.Username, err)
-			}
+		if err := checkUser(u); err != nil {
+			return nil, nil, err
 		}
 	}
 	return users, data, nil
@@ -222,8 +230,10 @@ func readUsers(path string) ([]httpapi.User, []byte, error) {
 // the file when its modification time or size changes (polled) and on
 // SIGHUP. A file that does not parse keeps the users loaded before.
 type usersWatcher struct {
-	path   string
-	apply  func([]httpapi.User)
+	path  string
+	apply func([]httpapi.User)
+	// check refuses a file the start would have refused (nil: none).
+	check  func([]httpapi.User) error
 	log    zerolog.Logger
 	loaded []byte // the content applied last
 	stamp  fileStamp
@@ -282,6 +292,9 @@ func (w *usersWatcher) reload(force bool) {
 	}
 	w.stamp = st
 	users, data, err := readUsers(w.path)
+	if err == nil && w.check != nil {
+		err = w.check(users)
+	}
 	if err != nil {
 		w.log.Error().Err(err).Str("file", w.path).Msg("users file not reloaded; keeping the users loaded before")
 		return

@@ -467,7 +467,7 @@ func TestIntegrationAuthRoles(t *testing.T) {
 	})
 	t.Run("session and login show the user's roles", func(t *testing.T) {
 		r := apiSend(t, tc, reader, "GET", "/coord/v1/monitoring/session", nil, nil).apiWant(t, 200)
-		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"],"prefixes":null}`)
+		apiJSONEqual(t, r.Body, `{"authenticated":true,"username":"reader","roles":["READ"],"prefixes":null,"groups":null}`)
 		l := apiSend(t, tc, apiNoAuth, "POST", "/coord/v1/auth/login", map[string]any{"username": "member", "password": "m-pw"}, nil).apiWant(t, 200)
 		if got := apiArr(t, l.JSON, "roles"); len(got) != 1 || got[0] != "MEMBER" {
 			t.Errorf("member roles %v", got)

@@ -192,7 +192,7 @@ func TestIntegrationScopedPrincipals(t *testing.T) {
 		}
 		apiJSONEqual(t, as(other, "GET", gfPath("/options/streams"), nil).apiWant(t, 200).Body, `[{"__text":"other","__value":"other"}]`)
 		s := as(orders, "GET", "/coord/v1/monitoring/session", nil).apiWant(t, 200)
-		apiJSONEqual(t, s.Body, `{"authenticated":true,"username":"orders-svc","roles":["MEMBER","WRITE"],"prefixes":["orders","pay-*"]}`)
+		apiJSONEqual(t, s.Body, `{"authenticated":true,"username":"orders-svc","roles":["MEMBER","WRITE"],"prefixes":["orders","pay-*"],"groups":null}`)
 		if n := len(apiArr(t, apiDo(t, tc, "GET", "/coord/v1/monitoring/groups", nil).apiWant(t, 200).JSON, "groups")); n != 4 {
 			t.Fatalf("the unscoped admin sees %d groups, want 4", n)
 		}

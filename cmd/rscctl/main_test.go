@@ -715,3 +715,13 @@ func TestLogRestore(t *testing.T) {
 		t.Errorf("refused: exit %d, %s", code, errOut)
 	}
 }
+
+// TestDrainTextNamesTheGroupsItWaitsFor: a drain row that waits for
+// consumer groups says which (a typo'd group nobody reads, say).
+func TestDrainTextNamesTheGroupsItWaitsFor(t *testing.T) {
+	lag := int64(5)
+	row := wire.ShardDrainRow{StreamKey: "orders:2", RedisPending: new(int64), RedisLag: &lag, Owners: []string{}, WaitingFor: []string{"orders-consumr"}}
+	wantContains(t, "drain row", drainText(row), "orders:2 pending=0 lag=5 owners=none draining, waiting for consumer groups [orders-consumr]")
+	row.WaitingFor, row.Drained = []string{}, true
+	wantContains(t, "drained row", drainText(row), "owners=none drained")
+}

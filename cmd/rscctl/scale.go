@@ -225,8 +225,11 @@ func convergedText(p progress) string {
 
 func drainText(d wire.ShardDrainRow) string {
 	status := "draining"
-	if d.Drained {
+	switch {
+	case d.Drained:
 		status = "drained"
+	case len(d.WaitingFor) > 0:
+		status = fmt.Sprintf("draining, waiting for consumer groups %v", d.WaitingFor)
 	}
 	owners := "none"
 	if len(d.Owners) > 0 {

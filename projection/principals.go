@@ -1,0 +1,180 @@
+package projection
+
+import "github.com/rscoord/rsc/events"
+
+// What each principal holds across every group, for the quotas per
+// principal (commands/quota.go): the member records that take part
+// (Member.Active) by the principal that joined them. The State keeps the
+// totals current as it applies each record, so a join asks one map, not
+// every group; an Overlay answers from the State's totals and the groups its
+// own records changed.
+
+// memberIDsOf lists the members a record may change the record of: the
+// member events name them. Every other event leaves member records alone
+// (assignment events change targets, resharding events shard counts), except
+// group.created and group.deleted, which start and end every record of the
+// group (apply handles those whole).
+func memberIDsOf(ev events.Event) []string {
+	switch e := ev.(type) {
+	case *events.MemberJoined:
+		return []string{e.MemberID}
+	case *events.MemberUpdated:
+		return []string{e.MemberID}
+	case *events.MemberSynced:
+		return []string{e.MemberID}
+	case *events.OwnershipReported:
+		return []string{e.MemberID}
+	case *events.MemberLeft:
+		return []string{e.MemberID}
+	case *events.MemberFenced:
+		return []string{e.MemberID}
+	case *events.MembersExpired:
+		return e.MemberIDs
+	case *events.MembersPruned:
+		return e.MemberIDs
+	}
+	return nil
+}
+
+// activeOf is the principal a member record counts for, and whether it
+// counts (nil and terminal records do not).
+func activeOf(m *Member) (string, bool) {
+	if m == nil || !m.Active() {
+		return "", false
+	}
+	return m.Principal, true
+}
+
+// countMembers adds sign times every active member record of g to counts.
+func countMembers(counts map[string]int, g *Group, sign int) {
+	if g == nil {
+		return
+	}
+	for m := range g.EachMember() {
+		if p, ok := activeOf(m); ok {
+			counts[p] += sign
+			if counts[p] == 0 {
+				delete(counts, p)
+			}
+		}
+	}
+}
+
+// principalDelta is what applying one record to a group does to the
+// totals: taken before the fold (the fold changes the group in place), then
+// settled with the group after it.
+type principalDelta struct {
+	ids    []string
+	before []*Member // copies: the fold changes members in place
+}
+
+func beforeFold(g *Group, rec events.Record) principalDelta {
+	var d principalDelta
+	seen := map[string]bool{}
+	for _, id := range memberIDsOf(rec.Event) {
+		if !seen[id] {
+			seen[id] = true
+			d.ids = append(d.ids, id)
+		}
+	}
+	if g == nil {
+		return d
+	}
+	d.before = make([]*Member, len(d.ids))
+	for i, id := range d.ids {
+		if m := g.Member(id); m != nil {
+			c := *m
+			d.before[i] = &c
+		}
+	}
+	return d
+}
+
+// settleCounts brings the totals from old (before the record) to g (after
+// it): a group replaced or removed counts whole, else its changed members.
+func (s *State) settleCounts(old, g *Group, d principalDelta) {
+	if old != g {
+		countMembers(s.principals, old, -1)
+		countMembers(s.principals, g, +1)
+		return
+	}
+	if g == nil {
+		return
+	}
+	for i := range d.ids {
+		var was *Member
+		if d.before != nil {
+			was = d.before[i]
+		}
+		if p, ok := activeOf(was); ok {
+			s.principals[p]--
+			if s.principals[p] == 0 {
+				delete(s.principals, p)
+			}
+		}
+	}
+	for _, id := range d.ids {
+		if p, ok := activeOf(g.Member(id)); ok {
+			s.principals[p]++
+		}
+	}
+}
+
+// recountPrincipals computes the totals from every group (a restored state).
+func (s *State) recountPrincipals() {
+	s.principals = map[string]int{}
+	for _, g := range s.groups {
+		countMembers(s.principals, g, +1)
+	}
+}
+
+// ActiveMembersOfLocked is how many member records that take part the
+// principal has across every group; the caller holds the lock.
+func (s *State) ActiveMembersOfLocked(principal string) int { return s.principals[principal] }
+
+// ActiveMembersOf is how many member records that take part principal has
+// across every group, as the overlay sees them.
+func (o *Overlay) ActiveMembersOf(principal string) int {
+	n := o.base.principals[principal]
+	for k, g := range o.groups {
+		n += g.ActiveCountOf(principal)
+		if b := o.base.groups[k]; b != nil {
+			n -= b.ActiveCountOf(principal)
+		}
+	}
+	for k := range o.deleted {
+		if b := o.base.groups[k]; b != nil {
+			n -= b.ActiveCountOf(principal)
+		}
+	}
+	return n
+}
+
+// ActiveCountOf is how many of the group's member records that take part
+// the principal joined: from the index of a flat group that has one, for a
+// layered group the base's count corrected by the members the layer wrote,
+// else by scanning.
+func (g *Group) ActiveCountOf(principal string) int {
+	if l := g.lay; l != nil {
+		n := l.base.ActiveCountOf(principal)
+		for id, m := range l.members {
+			if p, ok := activeOf(l.base.Members[id]); ok && p == principal {
+				n--
+			}
+			if p, ok := activeOf(m); ok && p == principal {
+				n++
+			}
+		}
+		return n
+	}
+	if g.ix != nil {
+		return len(g.ix.activeBy[principal])
+	}
+	n := 0
+	for _, m := range g.Members {
+		if p, ok := activeOf(m); ok && p == principal {
+			n++
+		}
+	}
+	return n
+}
