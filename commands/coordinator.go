@@ -147,6 +147,8 @@ func (c *Config) setDefaults() {
 	if c.MaxShardCount <= 0 {
 		c.MaxShardCount = 1024
 	}
+	// What the API accepts, every fold must accept (events/bounds.go).
+	c.MaxShardCount = min(c.MaxShardCount, events.MaxShardCount)
 	if c.MaxMembersPerGroup <= 0 {
 		c.MaxMembersPerGroup = 4096
 	}
@@ -296,7 +298,7 @@ func (l *lifecycle) markCorrupt(err error) bool {
 	if !errors.As(err, &de) {
 		return false
 	}
-	l.corrupt.Store(withMsg(ErrMetadataCorrupt, "%s: log entry %s cannot be decoded (%v); nothing is answered from a state built around it (README, Runbook: restoring from the log)", ErrMetadataCorrupt.Message, de.ID, de.Err))
+	l.corrupt.Store(withMsg(ErrMetadataCorrupt, "%s: log entry %s cannot be decoded (%v); nothing is answered from a state built around it (docs/operations.md, Runbook: a corrupt log)", ErrMetadataCorrupt.Message, de.ID, de.Err))
 	return true
 }
 

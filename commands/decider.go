@@ -44,7 +44,17 @@ type decider struct {
 	// unresolved is the last batch whose append answered an error that does
 	// not say it was refused: it may have landed (resolve).
 	unresolved *unresolvedBatch
+	// gap is where appends go when the log's last entries were deleted
+	// (findTailGap).
+	gap tailGap
 }
+
+// tailGap: the log has no entry after at, the projection's position, up to
+// to, its last generated id (the entries there were deleted: an XDEL of the
+// log's last entries, or skipped by a repair). Compare-and-append checks the
+// last generated id, so the writer appends after to while its projection is
+// at at, and the gap stays behind.
+type tailGap struct{ at, to string }
 
 // deciderDeps is what the writer is built from.
 type deciderDeps struct {
@@ -352,6 +362,9 @@ func (d *decider) runBatch(batch []*request) {
 			t.meta.Time = t.now
 			n := len(b.recs)
 			err, p := runSafely(r.decide, t)
+			if err == nil && p == nil {
+				err = d.refuseQuarantined(b, n)
+			}
 			if p != nil {
 				d.logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
 				panicked = i
@@ -390,6 +403,7 @@ func (d *decider) runBatch(batch []*request) {
 			if cerr := d.catchUp(); cerr != nil {
 				err = cerr
 			} else if attempt+1 < maxConflictRetries {
+				d.findTailGap()
 				continue
 			} else {
 				for _, r := range batch {
@@ -407,6 +421,21 @@ func (d *decider) runBatch(batch []*request) {
 		}
 		return
 	}
+}
+
+// refuseQuarantined refuses a decision that emitted records of a quarantined
+// prefix (from record n of the batch on): nothing of such a prefix is
+// appended until a repair lifts its quarantine.
+func (d *decider) refuseQuarantined(b *batchCtx, n int) error {
+	for _, rec := range b.recs[n:] {
+		if rec.StreamPrefix == "" {
+			continue
+		}
+		if q, ok := d.state.QuarantinedLocked(rec.StreamPrefix); ok {
+			return quarantineError(q)
+		}
+	}
+	return nil
 }
 
 func runSafely(fn func(t *tx) error, t *tx) (err error, p any) {
@@ -434,7 +463,7 @@ func (d *decider) commit(b *batchCtx) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	after := d.state.LastIDLocked()
+	after := d.appendPosition()
 	ids, err := d.appendBatch(ctx, after, b)
 	if err == nil {
 		d.unresolved = nil // nothing else can land at after now
@@ -465,6 +494,44 @@ func (d *decider) commit(b *batchCtx) error {
 	}
 	d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
 	return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+}
+
+// appendPosition is the position a batch is appended after: the
+// projection's, or the end of the gap after it (tailGap).
+func (d *decider) appendPosition() string {
+	at := d.state.LastIDLocked()
+	if d.gap.to != "" && d.gap.at == at {
+		return d.gap.to
+	}
+	return at
+}
+
+// findTailGap notes a gap at the end of the log: its last generated id is
+// past the projection's position and no entry follows that position. The
+// last generated id is read first, so every entry up to it that was not
+// deleted would be read after the position.
+// It runs after a conflict that a catch-up did not explain.
+func (d *decider) findTailGap() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	at := d.state.LastIDLocked()
+	last, err := d.log.LastID(ctx)
+	if err != nil {
+		return
+	}
+	if cmp, err := events.CompareIDs(last, at); err != nil || cmp <= 0 {
+		d.gap = tailGap{}
+		return
+	}
+	entries, err := d.log.Read(ctx, at, 1)
+	if err != nil || len(entries) > 0 {
+		return
+	}
+	if d.gap != (tailGap{at: at, to: last}) {
+		d.logger.Warn().Str("lastId", at).Str("lastGeneratedId", last).
+			Msg("the log's last entries after this projection's position were deleted (XDEL, or skipped by replay repair): the gap is skipped and appends go after it")
+	}
+	d.gap = tailGap{at: at, to: last}
 }
 
 // applied applies a batch that landed with ids, commits its runtime changes
@@ -573,6 +640,8 @@ func (d *decider) catchUp() error {
 		d.life.healthy.Store(false)
 		return err
 	}
+	known := d.state.NumQuarantined()
+	defer func() { noteQuarantines(d.logger, d.state, known) }()
 	for attempt := 1; ; attempt++ {
 		if err := d.reload(ctx); err != nil {
 			if errors.Is(err, ErrLogLost) {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/replay"
@@ -80,6 +82,34 @@ func (r *Replica) Corrupt() error {
 		return e
 	}
 	return nil
+}
+
+// Quarantined is COORDINATOR_METADATA_CORRUPT naming the entry while prefix
+// is quarantined (an entry of it cannot be read: see
+// projection.Quarantine); nil otherwise. Every other prefix is served.
+func (r *Replica) Quarantined(prefix string) error {
+	q, ok := r.state.Quarantined(prefix)
+	if !ok {
+		return nil
+	}
+	return quarantineError(q)
+}
+
+// quarantineError is COORDINATOR_METADATA_CORRUPT for a quarantined prefix.
+func quarantineError(q projection.Quarantine) *Error {
+	return withMsg(ErrMetadataCorrupt, "%s: stream prefix %q is quarantined: log entry %s (type %q) cannot be read (%s); every other prefix is served (docs/operations.md, Runbook: a corrupt log)",
+		ErrMetadataCorrupt.Message, q.StreamPrefix, q.EntryID, q.Type, q.Reason)
+}
+
+// noteQuarantines logs the quarantines of st when it holds more than known.
+func noteQuarantines(logger zerolog.Logger, st *projection.State, known int) {
+	if st.NumQuarantined() <= known {
+		return
+	}
+	for _, q := range st.Quarantines() {
+		logger.Error().Str("streamPrefix", q.StreamPrefix).Str("entry", q.EntryID).Str("type", q.Type).Str("reason", q.Reason).Int64("skipped", q.Skipped).
+			Msg("stream prefix quarantined: a log entry of it cannot be read; the prefix answers 409 COORDINATOR_METADATA_CORRUPT naming the entry, every other prefix is served (docs/operations.md, Runbook: a corrupt log)")
+	}
 }
 
 // Log growth. Every snapshot makes the entries before it unnecessary for
@@ -197,9 +227,12 @@ func (r *Replica) HistoryLog() events.Log {
 }
 
 // restoreSnapshot restores the newest kept snapshot that can start a fold of
-// the log: it decodes, it is not ahead of the log (a log that was reset), and
-// it is not behind the trim point (the log holds its whole tail). Snapshots
-// that cannot are logged and the next older one is tried. nil when none can.
+// the log: it decodes, it is not ahead of the log (a log that was reset), it
+// is not behind the trim point (the log holds its whole tail), and it holds
+// no quarantine whose entry was removed from the log since (a repair lifts a
+// quarantine: the prefix must be folded again from before the entry).
+// Snapshots that cannot are logged and the next older one is tried. nil when
+// none can.
 func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*projection.State, error) {
 	st, _, err := r.restoreSnapshotNoting(ctx, trimmed)
 	return st, err
@@ -209,6 +242,7 @@ func (r *Replica) restoreSnapshot(ctx context.Context, trimmed string) (*project
 // snapshot could not be decoded, if one could not ("" when none).
 func (r *Replica) restoreSnapshotNoting(ctx context.Context, trimmed string) (*projection.State, string, error) {
 	var undecodable string
+	var lifted *projection.State // the newest snapshot whose quarantine the log lifted
 	c := r
 	last, err := c.log.LastID(ctx)
 	if err != nil {
@@ -267,9 +301,49 @@ func (r *Replica) restoreSnapshotNoting(ctx context.Context, trimmed string) (*p
 				continue
 			}
 		}
+		gone, err := r.liftedQuarantine(ctx, restored, trimmed)
+		if err != nil {
+			return nil, "", err
+		}
+		if gone != nil {
+			c.cfg.Logger.Warn().Str("snapshot", at).Str("streamPrefix", gone.StreamPrefix).Str("entry", gone.EntryID).
+				Msg("ignoring snapshot that holds a quarantine whose entry the log no longer holds (repaired, or deleted by hand); trying an older one, so the prefix is folded again")
+			if lifted == nil {
+				lifted = restored
+			}
+			continue
+		}
 		return restored, undecodable, nil
 	}
+	if lifted != nil && trimmed != events.ZeroID {
+		// No older snapshot can start the fold, and the log cannot be folded
+		// from zero: the quarantine stays until a snapshot from before its
+		// entry is put back.
+		c.cfg.Logger.Warn().Str("snapshot", lifted.LastID()).Str("trimmedTo", trimmed).
+			Msg("no kept snapshot from before the quarantining entry can start the fold of this trimmed log; restoring the one that holds the quarantine (the prefix stays quarantined)")
+		return lifted, undecodable, nil
+	}
 	return nil, undecodable, nil
+}
+
+// liftedQuarantine returns a quarantine of st whose entry the log no longer
+// holds (nil when there is none): the entry was removed after the trim point
+// (replay repair, or XDEL), and a fold from a point before it lifts the
+// quarantine.
+func (r *Replica) liftedQuarantine(ctx context.Context, st *projection.State, trimmed string) (*projection.Quarantine, error) {
+	for _, q := range st.Quarantines() {
+		if cmp, _ := events.CompareIDs(q.EntryID, trimmed); cmp <= 0 {
+			continue // trimmed away: nothing can fold the prefix again
+		}
+		held, err := r.log.Get(ctx, []string{q.EntryID})
+		if err != nil {
+			return nil, fmt.Errorf("check the log holds quarantining entry %s: %w", q.EntryID, err)
+		}
+		if len(held) == 0 {
+			return &q, nil
+		}
+	}
+	return nil, nil
 }
 
 func orNewest(id string) string {
@@ -482,10 +556,11 @@ func (r *Replica) reloadIfTrimmedPast(ctx context.Context) error {
 // naming its id.
 func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 	c := r
-	trimmed, err := c.TrimmedTo(ctx)
+	trimmed, err := r.adoptTrimRecord(ctx)
 	if err != nil {
 		return fmt.Errorf("read log trim point: %w", err)
 	}
+	r.reportGaps(ctx)
 	var st *projection.State
 	var restored bool
 	var n int
@@ -536,7 +611,55 @@ func (r *Replica) Load(ctx context.Context, fromSnapshot bool) error {
 	r.life.healthy.Store(true)
 	r.life.ready.Store(true)
 	c.cfg.Logger.Info().Str("lastId", c.state.LastID()).Int("tail", n).Bool("fromSnapshot", restored).Msg("projection loaded")
+	noteQuarantines(c.cfg.Logger, c.state, 0)
 	return nil
+}
+
+// trimRecorder is a trimmer that records its trim point beside the log
+// (redisstore.Log).
+type trimRecorder interface {
+	// AdoptTrimRecord writes the trim record of a log that has none (never
+	// trimmed, or trimmed by a build without the record) and returns the trim
+	// point and whether it wrote it.
+	AdoptTrimRecord(ctx context.Context) (string, bool, error)
+	// Gaps reports the entries missing after the trim point: how many (-1:
+	// unknown) and the highest ("" when none).
+	Gaps(ctx context.Context) (deleted int64, maxDeleted string, err error)
+}
+
+// adoptTrimRecord is the log's trim point, recorded from now on if it was
+// not (so that an entry deleted later is never taken for a trim).
+func (r *Replica) adoptTrimRecord(ctx context.Context) (string, error) {
+	tr, ok := r.cfg.Trimmer.(trimRecorder)
+	if !ok {
+		return r.TrimmedTo(ctx)
+	}
+	to, adopted, err := tr.AdoptTrimRecord(ctx)
+	if err != nil {
+		return "", err
+	}
+	if adopted && to != events.ZeroID {
+		r.cfg.Logger.Info().Str("trimmedTo", to).Msg("the log was trimmed by an earlier build (it has an archive): its trim point is recorded from now on")
+	}
+	return to, nil
+}
+
+// reportGaps logs the entries deleted from the log after its trim point:
+// they are skipped, and start-up goes on.
+func (r *Replica) reportGaps(ctx context.Context) {
+	tr, ok := r.cfg.Trimmer.(trimRecorder)
+	if !ok {
+		return
+	}
+	n, maxDeleted, err := tr.Gaps(ctx)
+	if err != nil {
+		r.cfg.Logger.Warn().Err(err).Msg("read the log's gaps")
+		return
+	}
+	if maxDeleted != "" {
+		r.cfg.Logger.Warn().Int64("deleted", n).Str("maxDeletedId", maxDeleted).
+			Msg("the log has gaps: entries after its trim point were deleted (XDEL, or skipped by replay repair); they are not a trim and are skipped")
+	}
 }
 
 // follow tails the log so entries appended by another coordinator process reach

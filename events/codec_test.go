@@ -47,6 +47,8 @@ func sampleEvents() map[string]events.Event {
 		"group.deleted":                   &events.GroupDeleted{RequestedBy: "alice", Reason: "decommissioned", Force: true},
 		"group.consumer_groups_destroyed": &events.ConsumerGroupsDestroyed{StreamKeys: []string{"orders:0", "orders:1"}},
 		"coordinator.term_started":        &events.TermStarted{Term: 3, Holder: "replica-b#00ff", URL: "http://10.0.0.2:8080"},
+		"log.repaired": &events.LogRepaired{RequestedBy: "alice@ops-1", Reason: "entry of a newer build", Skipped: []string{"1714564800000-0"}, SkippedCount: 1,
+			Through: "1714564700000-3", PreviousLog: "{coordinator:events}:before-repair:1714564900000", SnapshotsSetAside: []string{"1714564800001-0"}, LeaseIgnored: true},
 		"command.rejected": &events.CommandRejected{
 			Command: "resharding.create", ErrorCode: "RESHARDING_IN_PROGRESS", Message: "a resharding is active",
 			RequestedBy: "bob", Detail: "rsh-1",

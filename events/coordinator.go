@@ -18,6 +18,40 @@ func init() {
 	Register("coordinator.term_started", func() Event { return &TermStarted{} })
 }
 
+// LogRepaired is written by `replay repair` as the last entry of the log it
+// rewrote: every entry of the log before the repair kept its id, except the
+// ones left out (Skipped; with Through, every entry after it as well, to
+// start again from the kept snapshot taken there). The log before the repair
+// is kept under PreviousLog, and the kept snapshots taken at or after the
+// first entry left out were set aside (SnapshotsSetAside), so the next start
+// folds the repaired log from before it. It belongs to no group and changes
+// no state: it tells a reader of the log who removed what, when and why.
+type LogRepaired struct {
+	RequestedBy string `msgpack:"requestedBy" json:"requestedBy"`
+	Reason      string `msgpack:"reason" json:"reason"`
+	// Skipped lists the ids left out, at most MaxRepairIDs of them;
+	// SkippedCount counts them all.
+	Skipped      []string `msgpack:"skipped" json:"skipped"`
+	SkippedCount int64    `msgpack:"skippedCount" json:"skippedCount"`
+	// Through is the last entry kept by a repair that starts again from the
+	// snapshot taken at it ("" when only Skipped were left out).
+	Through           string   `msgpack:"through,omitempty" json:"through,omitempty"`
+	PreviousLog       string   `msgpack:"previousLog" json:"previousLog"`
+	SnapshotsSetAside []string `msgpack:"snapshotsSetAside,omitempty" json:"snapshotsSetAside,omitempty"`
+	// LeaseIgnored: a coordinator held the log's lease, and the repair was
+	// told to go on (replay repair --ignore-lease).
+	LeaseIgnored bool `msgpack:"leaseIgnored,omitempty" json:"leaseIgnored,omitempty"`
+}
+
+// MaxRepairIDs bounds the ids a log.repaired entry lists.
+const MaxRepairIDs = 1000
+
+func (LogRepaired) EventType() string { return "log.repaired" }
+
+func init() {
+	Register("log.repaired", func() Event { return &LogRepaired{} })
+}
+
 // LogRestored is written by the coordinator when an operator restores a log
 // that lost entries the coordinator had applied (a Redis restart without
 // persistence, FLUSHALL, eviction, a failover that lost acknowledged

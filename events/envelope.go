@@ -70,6 +70,10 @@ func Encode(m Meta, ev Event) ([]byte, error) {
 	if _, ok := registry[typ]; !ok {
 		return nil, fmt.Errorf("encode event %q: %w", typ, ErrUnknownType)
 	}
+	// What Decode would refuse is never written.
+	if err := checkBounds(ev); err != nil {
+		return nil, fmt.Errorf("encode event %q: %w: %v", typ, ErrOutOfBounds, err)
+	}
 	p := getEncoder()
 	defer putEncoder(p)
 	if err := p.enc.Encode(ev); err != nil {
@@ -105,6 +109,12 @@ func Decode(id string, data []byte) (rec Record, err error) {
 type DecodeError struct {
 	ID   string
 	Type string
+	// Meta is what the entry's envelope says (stream prefix, group, time,
+	// actor, request) when the envelope was read and only its event could
+	// not be (an unknown type, a newer schema, a payload that does not
+	// decode or is out of bounds); nil when the envelope itself could not
+	// be read.
+	Meta *Meta
 	Err  error
 }
 

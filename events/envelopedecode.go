@@ -33,13 +33,13 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope has no type", ErrCorrupt)}
 	}
 	if env.schema > SchemaVersion || env.schema < 1 {
-		return Record{}, &DecodeError{ID: id, Type: string(env.typ), Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.schema, SchemaVersion)}
+		return Record{}, env.eventError(id, string(env.typ), fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.schema, SchemaVersion))
 	}
 	ev := env.ev
 	if ev == nil || string(env.evType) != string(env.typ) {
 		ctor, ok := registry[string(env.typ)]
 		if !ok {
-			return Record{}, &DecodeError{ID: id, Type: string(env.typ), Err: ErrUnknownType}
+			return Record{}, env.eventError(id, string(env.typ), ErrUnknownType)
 		}
 		ev = ctor()
 		if !env.metaSet {
@@ -47,8 +47,11 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 		}
 		*r = reader{b: env.payload, actor: env.meta.Actor}
 		if err := decodePayload(r, ev); err != nil {
-			return Record{}, &DecodeError{ID: id, Type: ev.EventType(), Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
+			return Record{}, env.eventError(id, ev.EventType(), fmt.Errorf("%w: payload: %v", ErrCorrupt, err))
 		}
+	}
+	if err := checkBounds(ev); err != nil {
+		return Record{}, env.eventError(id, ev.EventType(), fmt.Errorf("%w: %v", ErrOutOfBounds, err))
 	}
 	if !env.metaSet {
 		env.metaStrings()
@@ -71,6 +74,19 @@ func decodePayload(r *reader, ev Event) error {
 		return r.decodeStruct(s)
 	}
 	return msgpack.Unmarshal(r.b, ev)
+}
+
+// eventError is the DecodeError of an entry whose envelope was read but whose
+// event was not: it carries what the envelope says (see Confine).
+func (e *wireEnvelope) eventError(id, typ string, err error) *DecodeError {
+	if !e.metaSet {
+		e.metaStrings()
+	}
+	m := e.meta
+	if e.timeNanos != 0 {
+		m.Time = time.Unix(0, e.timeNanos).UTC()
+	}
+	return &DecodeError{ID: id, Type: typ, Meta: &m, Err: err}
 }
 
 // wireEnvelope is the envelope as the fast path reads it: the strings stay views

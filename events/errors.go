@@ -23,6 +23,9 @@ var (
 	ErrCorrupt = errors.New("corrupt log entry")
 	// ErrUnknownType: an entry names an event type this build does not know.
 	ErrUnknownType = errors.New("unknown event type")
+	// ErrOutOfBounds: an entry decodes, but a number in it (a shard count or
+	// index) is outside the structural maxima (bounds.go).
+	ErrOutOfBounds = errors.New("log entry out of bounds")
 	// ErrUnsupportedSchema: an entry was written by a newer schema.
 	ErrUnsupportedSchema = errors.New("unsupported event schema")
 	// ErrBadID: a stream id is not of the form <ms>-<seq>.

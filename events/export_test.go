@@ -41,26 +41,25 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 	if env.Type == "" {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope has no type", ErrCorrupt)}
 	}
+	m := Meta{StreamPrefix: env.StreamPrefix, ConsumerGroup: env.ConsumerGroup, Actor: env.Actor, RequestID: env.RequestID}
+	if env.TimeNanos != 0 {
+		m.Time = time.Unix(0, env.TimeNanos).UTC()
+	}
 	if env.Schema > SchemaVersion || env.Schema < 1 {
-		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.Schema, SchemaVersion)}
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.Schema, SchemaVersion)}
 	}
 	ctor, ok := registry[env.Type]
 	if !ok {
-		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: ErrUnknownType}
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: ErrUnknownType}
 	}
 	ev := ctor()
 	if err := unmarshal(env.Payload, ev); err != nil {
-		return Record{}, &DecodeError{ID: id, Type: env.Type, Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
 	}
-	rec = Record{ID: id, Type: env.Type, Schema: env.Schema, Event: ev}
-	rec.StreamPrefix = env.StreamPrefix
-	rec.ConsumerGroup = env.ConsumerGroup
-	if env.TimeNanos != 0 {
-		rec.Time = time.Unix(0, env.TimeNanos).UTC()
+	if err := checkBounds(ev); err != nil {
+		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: %v", ErrOutOfBounds, err)}
 	}
-	rec.Actor = env.Actor
-	rec.RequestID = env.RequestID
-	return rec, nil
+	return Record{ID: id, Type: env.Type, Schema: env.Schema, Meta: m, Event: ev}, nil
 }
 
 // HasFastDecoder reports whether the named type decodes without reflection.

@@ -272,7 +272,11 @@ func leniencyCases() []leniencyCase {
 		{"int as int32", synced(fixmap(1), "memberEpoch", []byte{0xd2, 0xff, 0xff, 0xff, 0x00}), &events.MemberSynced{MemberEpoch: -256}, false},
 		{"int as int64", synced(fixmap(1), "memberEpoch", []byte{0xd3, 0, 0, 0, 1, 0, 0, 0, 0}), &events.MemberSynced{MemberEpoch: 1 << 32}, false},
 		{"int as nil", synced(fixmap(1), "memberEpoch", nilv), &events.MemberSynced{}, false},
-		{"int slice element widths and nil", synced(fixmap(1), "granted", fixarray(4), byte(3), []byte{0xcd, 0x01, 0x00}, byte(0xff), nilv), &events.MemberSynced{Granted: []int{3, 256, -1, 0}}, false},
+		{"int slice element widths and nil", synced(fixmap(1), "granted", fixarray(4), byte(3), []byte{0xcd, 0x01, 0x00}, []byte{0xd0, 0x07}, nilv), &events.MemberSynced{Granted: []int{3, 256, 7, 0}}, false},
+		// A shard index outside 0..MaxShardCount-1 is out of bounds, not a value.
+		{"shard index negative", synced(fixmap(1), "granted", fixarray(1), byte(0xff)), nil, true},
+		{"shard index at the maximum", synced(fixmap(1), "granted", fixarray(1), []byte{0xce, 0x00, 0x01, 0x00, 0x00}), nil, true},
+		{"shard index below the maximum", synced(fixmap(1), "granted", fixarray(1), []byte{0xcd, 0xff, 0xff}), &events.MemberSynced{Granted: []int{65535}}, false},
 		{"int as float32", synced(fixmap(1), "memberEpoch", []byte{0xca, 0x3f, 0x80, 0, 0}), nil, true},
 		{"int as float64", synced(fixmap(1), "memberEpoch", []byte{0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0}), nil, true},
 		{"int as string", synced(fixmap(1), "memberEpoch", "7"), nil, true},

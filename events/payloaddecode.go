@@ -348,6 +348,32 @@ func (e *TermStarted) decodeField(r *reader, i int) (err error) {
 	return err
 }
 
+var logRepairedFields = fieldTable{names: []string{"requestedBy", "reason", "skipped", "skippedCount", "through", "previousLog", "snapshotsSetAside", "leaseIgnored"}}
+
+func (e *LogRepaired) wireFields() *fieldTable { return &logRepairedFields }
+func (e *LogRepaired) reset()                  { *e = LogRepaired{} }
+func (e *LogRepaired) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		e.RequestedBy, err = r.string()
+	case 1:
+		e.Reason, err = r.string()
+	case 2:
+		err = r.strings(&e.Skipped)
+	case 3:
+		e.SkippedCount, err = r.int64()
+	case 4:
+		e.Through, err = r.string()
+	case 5:
+		e.PreviousLog, err = r.string()
+	case 6:
+		err = r.strings(&e.SnapshotsSetAside)
+	case 7:
+		e.LeaseIgnored, err = r.bool()
+	}
+	return err
+}
+
 var logRestoredFields = fieldTable{names: []string{"restoredFrom", "logLastId", "cause", "lostEntries", "requestedBy", "reason", "coordinator"}}
 
 func (e *LogRestored) wireFields() *fieldTable { return &logRestoredFields }

@@ -18,7 +18,24 @@ func (s *Server) registerAuditRoutes() {
 }
 
 func toAudit(rec events.Record) wire.AuditEvent {
-	return wire.AuditEvent{ID: rec.ID, Type: rec.Type, Time: rec.Time.UTC(), Actor: rec.Actor, RequestID: rec.RequestID, StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, Payload: rec.Event}
+	a := wire.AuditEvent{ID: rec.ID, Type: rec.Type, Time: rec.Time.UTC(), Actor: rec.Actor, RequestID: rec.RequestID, StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup, Payload: rec.Event}
+	if q, ok := rec.Event.(*events.Quarantined); ok {
+		a.Payload, a.Unreadable = nil, q.Reason
+	}
+	return a
+}
+
+// decodeAudit decodes an entry for the audit history: an entry whose event
+// cannot be read but whose envelope names its prefix is listed as
+// unreadable (one bad entry does not hide the rest of the history).
+func decodeAudit(e events.Entry) (events.Record, error) {
+	rec, err := events.Decode(e.ID, e.Data)
+	if err != nil {
+		if q, ok := events.Confine(err); ok {
+			return q, nil
+		}
+	}
+	return rec, err
 }
 
 func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int, bool) {
@@ -51,7 +68,7 @@ func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int
 func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, next string) {
 	page := wire.AuditPage{Events: []wire.AuditEvent{}}
 	for _, e := range entries {
-		rec, err := events.Decode(e.ID, e.Data)
+		rec, err := decodeAudit(e)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -102,7 +119,7 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		full := false
 		for _, e := range entries {
-			rec, err := events.Decode(e.ID, e.Data)
+			rec, err := decodeAudit(e)
 			if err != nil {
 				s.writeError(w, r, err)
 				return

@@ -56,6 +56,10 @@ type Reader interface {
 	// snapshot start-up needs) holds what this build cannot decode; nil
 	// otherwise.
 	Corrupt() error
+	// Quarantined is COORDINATOR_METADATA_CORRUPT naming the entry while a
+	// stream prefix is quarantined (an entry of it cannot be read); nil
+	// otherwise.
+	Quarantined(prefix string) error
 	// Config is the coordinator's effective configuration (its id and timings).
 	Config() commands.Config
 	// LogLoss is the loss of the log this replica is in (nil: none);

@@ -23,11 +23,12 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // handleReadyz serves GET /readyz: 200 once the log is loaded and appends work;
 // 503 while loading, while Redis is unreachable, while shutting down, with
 // status METADATA_CORRUPT (errorCode, message) while the log holds an entry
-// this build cannot decode, with status LOG_LOST (and logLost) while the log
-// no longer holds what this coordinator applied, and NOT_READY with an
-// errorCode while Redis may evict the log or the kept token secret differs
-// (no auth). The redis field says what the last check of Redis read
-// (eviction policy, persistence).
+// whose envelope this build cannot read, with status LOG_LOST (and logLost)
+// while the log no longer holds what this coordinator applied, and NOT_READY
+// with an errorCode while Redis may evict the log or the kept token secret
+// differs (no auth). The redis field says what the last check of Redis read
+// (eviction policy, persistence). Prefixes quarantined by an entry of theirs
+// are counted (quarantinedPrefixes).
 // A follower is ready too: it serves reads and forwards writes.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	resp := wire.Readiness{Status: "READY", LastEventID: s.read.State().LastID()}
@@ -67,6 +68,10 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A quarantined prefix does not make the coordinator unready: every
+	// other prefix is served. /readyz is public: it counts them, the
+	// authenticated health names them.
+	resp.QuarantinedPrefixes = s.read.State().NumQuarantined()
 	writeJSON(w, http.StatusOK, resp)
 }
 

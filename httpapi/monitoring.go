@@ -77,6 +77,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !s.read.Healthy() {
 		resp.Status, resp.Redis = "DEGRADED", "DOWN"
 	}
+	for _, q := range s.read.State().Quarantines() {
+		if visible(r, q.StreamPrefix) {
+			resp.Quarantined = append(resp.Quarantined, wire.Quarantine{StreamPrefix: q.StreamPrefix, EntryID: q.EntryID, Type: q.Type, Reason: q.Reason, SkippedEntries: q.Skipped})
+		}
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 

@@ -118,6 +118,20 @@ func routeInScope(p *principal, m routeMatch) bool {
 	return err == nil && p.covers(prefix)
 }
 
+// quarantined is COORDINATOR_METADATA_CORRUPT when the route names a stream
+// prefix ({streamPrefix}) that is quarantined; nil otherwise.
+func (s *Server) quarantined(m routeMatch) error {
+	raw, ok := m.vars["streamPrefix"]
+	if !ok {
+		return nil
+	}
+	prefix, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil // the handler refuses the name
+	}
+	return s.read.Quarantined(prefix)
+}
+
 // visible reports whether r's principal may see the groups of prefix (list
 // and aggregate routes filter with it).
 func visible(r *http.Request, prefix string) bool { return principalOf(r).covers(prefix) }

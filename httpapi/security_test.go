@@ -719,6 +719,11 @@ func TestReplaysAreBounded(t *testing.T) {
 	if msg, _ := a.json["message"].(string); !strings.Contains(msg, "did not exist at 1-0") {
 		t.Errorf("replay before the group: message %q, want it to name until=1-0", msg)
 	}
+	// The stream replay names the point it was asked at too (it said 0-0).
+	a = s.call(t, "GET", "/coord/v1/monitoring/streams/p/replay?until=1-0", admin, "", nil).want(t, 404, "a stream replay before the stream")
+	if msg, _ := a.json["message"].(string); !strings.Contains(msg, "at 1-0") {
+		t.Errorf("stream replay before the stream: message %q, want it to name until=1-0", msg)
+	}
 }
 
 // blockingStreams is countingStreams whose Messages waits for release once

@@ -229,8 +229,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if underAPI(match.template) && match.template != loginRoute {
 		// The state cannot be built without guessing: every API route
-		// refuses until the log decodes again (README, Runbook).
+		// refuses until the log decodes again (docs/operations.md, Runbook).
 		if err := s.read.Corrupt(); err != nil {
+			s.writeError(rec, r, err)
+			return
+		}
+		// An entry of one prefix cannot be read: every route of that
+		// prefix refuses, naming it; the others are served.
+		if err := s.quarantined(match); err != nil {
 			s.writeError(rec, r, err)
 			return
 		}

@@ -229,7 +229,11 @@ func (s *Server) handleStreamReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	stream, groups := st.StreamWithGroups(prefix)
 	if (stream == nil || !stream.Metadata) && len(groups) == 0 {
-		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+st.LastID()))
+		at := r.URL.Query().Get("until")
+		if at == "" {
+			at = st.LastID()
+		}
+		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+at+" (the log up to it ends at "+st.LastID()+")"))
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.StreamReplay{AsOf: st.LastID(), Stream: projection.WireStream(projection.ViewStream(prefix, stream, groups))})

@@ -10,6 +10,13 @@ import (
 
 // apply folds one record into the state.
 func (s *State) apply(rec events.Record) {
+	if q, ok := rec.Event.(*events.Quarantined); ok {
+		s.quarantine(rec, q)
+		return
+	}
+	if s.skipQuarantined(rec) {
+		return
+	}
 	if ev, ok := rec.Event.(*events.LogRestored); ok {
 		// The state goes on as it is: the restore wrote it back as the
 		// snapshot at this entry.

@@ -350,6 +350,10 @@ func (g *generator) step() {
 			// A new leader's term marker belongs to no group.
 			g.terms++
 			g.emit(projection.GroupKey{}, "coordinator", &events.TermStarted{Term: g.terms, Holder: fmt.Sprintf("replica-%d#00ff", g.terms%3), URL: "http://replica:8080"})
+			if g.terms%5 == 0 {
+				// A repair's record belongs to no group either.
+				g.emit(projection.GroupKey{}, "ops", &events.LogRepaired{RequestedBy: "ops", Reason: "generated", Skipped: []string{"1-0"}, SkippedCount: 1, PreviousLog: "{log}:before-repair:1"})
+			}
 			if g.terms%4 == 0 {
 				// A restore continues the state before it: the previous
 				// record's id (MustGeneratedLog numbers them from 1).

@@ -48,9 +48,12 @@ func (e *RestoredError) Error() string {
 // Fold is the one fold of the log: start-up, catch-up, the follower, the
 // replay library and tools all bring a projection up to date through it. It
 // applies every entry of log after st's last id, in order, with State.Apply,
-// and returns how many it applied; an undecodable entry stops it with the
-// *events.DecodeError naming the entry, and a log.restored entry that does not
-// continue the state before it with a *RestoredError.
+// and returns how many it applied. An entry whose event cannot be read but
+// whose envelope names a stream prefix quarantines that prefix
+// (events.Confine, quarantine.go) and the fold goes on; any other
+// undecodable entry stops it with the *events.DecodeError naming the entry,
+// and a log.restored entry that does not continue the state before it with a
+// *RestoredError.
 //
 // Reading, decoding and applying overlap: one goroutine reads the next page
 // while a second decodes the previous one and the caller's goroutine applies,
@@ -149,6 +152,11 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 					err = &RestoredError{ID: e.ID, From: r.RestoredFrom, At: prev}
 				}
 				if err != nil {
+					if q, ok := events.Confine(err); ok {
+						recs = append(recs, q)
+						prev = e.ID
+						continue
+					}
 					if len(recs) > 0 && !send(foldBatch{recs: recs}) {
 						return
 					}

@@ -26,6 +26,9 @@ type snapshot struct {
 	Groups   []*Group  `msgpack:"groups"`
 	Streams  []*Stream `msgpack:"streams,omitempty"`
 	Prefixes []string  `msgpack:"prefixes"`
+	// Quarantined are the quarantined prefixes (none: left out, so a
+	// snapshot without any is byte for byte what earlier builds wrote).
+	Quarantined []Quarantine `msgpack:"quarantined,omitempty"`
 	// Restored is the last log.restored the state applied (absent: none).
 	Restored *RestoreMark `msgpack:"restored,omitempty"`
 	// History is what version 1 kept (read only: which prefixes were ever
@@ -67,6 +70,9 @@ func (s *State) CaptureLocked() *Capture {
 	for _, p := range sortedKeys(s.streams) {
 		c.snap.Streams = append(c.snap.Streams, s.streams[p].Clone())
 	}
+	if len(s.quarantined) > 0 {
+		c.snap.Quarantined = s.quarantinesLocked()
+	}
 	return c
 }
 
@@ -91,8 +97,14 @@ func Restore(data []byte) (*State, error) {
 	if _, err := events.ParseID(snap.LastID); err != nil {
 		return nil, fmt.Errorf("restore snapshot: %w", err)
 	}
+	if err := snap.checkBounds(); err != nil {
+		return nil, fmt.Errorf("restore snapshot: %w", err)
+	}
 	s := New()
 	s.lastID = snap.LastID
+	for _, q := range snap.Quarantined {
+		s.quarantined[q.StreamPrefix] = &q
+	}
 	if snap.Restored != nil {
 		s.restored = *snap.Restored
 	}
@@ -152,8 +164,52 @@ func (s *State) Swap(other *State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups, s.order, s.streams, s.prefixes, s.lastID, s.applied = other.groups, other.order, other.streams, other.prefixes, other.lastID, other.applied
+	s.quarantined = other.quarantined
 	s.restored = other.restored
 	s.principals = other.principals
+}
+
+// checkBounds refuses a snapshot whose shard counts are outside the
+// structural maxima (events.MaxShardCount), as Decode refuses such an entry:
+// restoring a version 2 snapshot sizes a slice by them.
+func (snap *snapshot) checkBounds() error {
+	count := func(what string, n int) error {
+		if n < 0 || n > events.MaxShardCount {
+			return fmt.Errorf("%w: %s %d is outside 0..%d", events.ErrOutOfBounds, what, n, events.MaxShardCount)
+		}
+		return nil
+	}
+	for _, g := range snap.Groups {
+		if g == nil {
+			return fmt.Errorf("a group is missing")
+		}
+		if err := count("group shardCount", g.ShardCount); err != nil {
+			return err
+		}
+		if err := count("group assignableCount", g.AssignableCount); err != nil {
+			return err
+		}
+		for _, m := range g.Reshardings {
+			if m == nil {
+				return fmt.Errorf("a resharding of %s/%s is missing", g.Key.StreamPrefix, g.Key.ConsumerGroup)
+			}
+			if err := count("resharding from", m.From); err != nil {
+				return err
+			}
+			if err := count("resharding to", m.To); err != nil {
+				return err
+			}
+		}
+	}
+	for _, st := range snap.Streams {
+		if st == nil {
+			return fmt.Errorf("a stream is missing")
+		}
+		if err := count("stream shardCount", st.ShardCount); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

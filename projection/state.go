@@ -21,6 +21,9 @@ type State struct {
 	order    []GroupKey // creation order, for listing
 	streams  map[string]*Stream
 	prefixes map[string]bool // every prefix a group was created with
+	// quarantined are the prefixes an entry that could not be read
+	// quarantined (quarantine.go).
+	quarantined map[string]*Quarantine
 	// principals is, by principal, the member records that take part across
 	// every group (principals.go).
 	principals map[string]int
@@ -36,7 +39,7 @@ type State struct {
 
 // New returns an empty projection.
 func New() *State {
-	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, principals: map[string]int{}, lastID: events.ZeroID}
+	return &State{groups: map[GroupKey]*Group{}, streams: map[string]*Stream{}, prefixes: map[string]bool{}, quarantined: map[string]*Quarantine{}, principals: map[string]int{}, lastID: events.ZeroID}
 }
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.

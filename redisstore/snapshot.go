@@ -191,3 +191,84 @@ func toAny(ss []string) []any {
 	}
 	return out
 }
+
+// SetAside moves the kept snapshots that drop selects (by the last id they
+// were taken at) out of the store, to SameSlotKey(newest, "set-aside:<tag>:<id>"),
+// and keeps the others, the newest of them where the newest lives: a repair
+// sets aside the snapshots that hold what it left out of the log, so the next
+// start folds the repaired log from before it. Nothing is deleted. A
+// snapshot written by a build that kept only one has no id in the list: give
+// its id (legacyID, read from the snapshot itself) to have it considered. It
+// returns the ids set aside, newest first.
+func (s *SnapshotStore) SetAside(ctx context.Context, drop func(lastID string) bool, legacyID, tag string) ([]string, error) {
+	var gone []string
+	for attempt := 0; attempt < 10; attempt++ {
+		gone = nil
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			kept, err := tx.LRange(ctx, s.ids, 0, -1).Result()
+			if err != nil {
+				return err
+			}
+			newest, err := tx.Exists(ctx, s.key).Result()
+			if err != nil {
+				return err
+			}
+			legacy := len(kept) == 0 && newest == 1 && legacyID != ""
+			if legacy {
+				kept = []string{legacyID}
+			}
+			var stay []string
+			keyOf := func(i int, id string) string {
+				if i == 0 && newest == 1 {
+					return s.key
+				}
+				return s.olderKey(id)
+			}
+			type move struct{ from, to string }
+			var moves []move
+			for i, id := range kept {
+				if !drop(id) {
+					stay = append(stay, id)
+					continue
+				}
+				gone = append(gone, id)
+				from := keyOf(i, id)
+				if n, err := tx.Exists(ctx, from).Result(); err != nil {
+					return err
+				} else if n == 1 {
+					moves = append(moves, move{from, s.sideKey("set-aside:" + tag + ":" + id)})
+				}
+			}
+			if len(gone) == 0 {
+				return nil
+			}
+			// The newest kept one moves where the newest lives.
+			if len(stay) > 0 && len(kept) > 0 && stay[0] != kept[0] {
+				if n, err := tx.Exists(ctx, s.olderKey(stay[0])).Result(); err != nil {
+					return err
+				} else if n == 1 {
+					moves = append(moves, move{s.olderKey(stay[0]), s.key})
+				}
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, m := range moves {
+					p.Rename(ctx, m.from, m.to)
+				}
+				p.Del(ctx, s.ids)
+				if !legacy && len(stay) > 0 {
+					p.RPush(ctx, s.ids, toAny(stay)...)
+				}
+				return nil
+			})
+			return err
+		}, s.key, s.ids)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set snapshots of %s aside: %w", s.key, err)
+		}
+		return gone, nil
+	}
+	return nil, fmt.Errorf("set snapshots of %s aside: %w: the snapshot list kept changing", s.key, events.ErrConflict)
+}

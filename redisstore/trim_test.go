@@ -170,3 +170,104 @@ func TestIntegrationTrimBefore(t *testing.T) {
 		}
 	})
 }
+
+// TestIntegrationDeletedEntryIsNotATrim: an entry an operator deleted with
+// XDEL is a gap, never a trim point (it was: XINFO's max-deleted-entry-id was
+// taken for one, and start-up without a snapshot reaching it stopped for
+// good). A trim is recorded, and a gap after it is still a gap.
+func TestIntegrationDeletedEntryIsNotATrim(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := MustStartRedis(t)
+	l, ids := trimFixture(t, rdb)
+	if err := rdb.XDel(ctx, l.Key(), ids[3]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.TrimmedTo(ctx); err != nil || got != events.ZeroID {
+		t.Fatalf("TrimmedTo after an XDEL = %q, %v; want 0-0 (the log was never trimmed)", got, err)
+	}
+	n, maxDeleted, err := l.Gaps(ctx)
+	if err != nil || n != 1 || maxDeleted != ids[3] {
+		t.Fatalf("Gaps = %d, %q, %v; want 1 entry, the last %s", n, maxDeleted, err, ids[3])
+	}
+
+	// A trim is recorded where it trimmed; the XDEL'd entry after it is
+	// still a gap.
+	if _, _, err := l.TrimBefore(ctx, ids[2], keepHistory); err != nil {
+		t.Fatal(err)
+	}
+	to, err := l.TrimmedTo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := events.CompareIDs(to, ids[1]); c < 0 {
+		t.Errorf("TrimmedTo = %s, before the trimmed %s", to, ids[1])
+	}
+	if c, _ := events.CompareIDs(to, ids[2]); c >= 0 {
+		t.Errorf("TrimmedTo = %s, not before the kept %s", to, ids[2])
+	}
+	if n, maxDeleted, err := l.Gaps(ctx); err != nil || n != 1 || maxDeleted != ids[3] {
+		t.Errorf("Gaps after the trim = %d, %q, %v; want the one XDEL'd entry %s", n, maxDeleted, err, ids[3])
+	}
+	// A trim that removes nothing moves nothing.
+	if _, _, err := l.TrimBefore(ctx, ids[2], keepHistory); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := l.TrimmedTo(ctx); again != to {
+		t.Errorf("TrimmedTo moved from %s to %s on a trim that removed nothing", to, again)
+	}
+}
+
+// TestIntegrationLegacyTrimmedLog: a log trimmed by a build that recorded
+// nothing (an archive, no record) is recognised as trimmed up to the entry
+// before its first one, also after an XDEL further on; AdoptTrimRecord writes
+// that once, and a log with no archive is adopted as never trimmed.
+func TestIntegrationLegacyTrimmedLog(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := MustStartRedis(t)
+
+	l, ids := trimFixture(t, rdb)
+	// What an earlier build's trim left: archived copies, XTRIM, no record.
+	for _, i := range []int{0, 2} {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: l.ArchiveKey(), ID: ids[i], Values: []any{"e", "history"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.XTrimMinID(ctx, l.Key(), ids[4]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XDel(ctx, l.Key(), ids[6]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	to, err := l.TrimmedTo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := events.CompareIDs(to, ids[3]); c < 0 {
+		t.Fatalf("legacy TrimmedTo = %s, before the trimmed %s", to, ids[3])
+	}
+	if c, _ := events.CompareIDs(to, ids[4]); c >= 0 {
+		t.Fatalf("legacy TrimmedTo = %s, not before the first entry %s (the XDEL of %s is not a trim)", to, ids[4], ids[6])
+	}
+	adopted, set, err := l.AdoptTrimRecord(ctx)
+	if err != nil || !set || adopted != to {
+		t.Fatalf("AdoptTrimRecord = %s, %v, %v; want %s written", adopted, set, err, to)
+	}
+	// From now on the record decides: deleting the first entry is a gap.
+	if err := rdb.XDel(ctx, l.Key(), ids[4]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := l.TrimmedTo(ctx); again != to {
+		t.Errorf("TrimmedTo after an XDEL of the first entry = %s, want the recorded %s", again, to)
+	}
+	if _, set, _ := l.AdoptTrimRecord(ctx); set {
+		t.Error("AdoptTrimRecord wrote a second time")
+	}
+
+	fresh, fids := trimFixture(t, rdb)
+	if err := rdb.XDel(ctx, fresh.Key(), fids[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if adopted, set, err := fresh.AdoptTrimRecord(ctx); err != nil || !set || adopted != events.ZeroID {
+		t.Fatalf("AdoptTrimRecord of a never trimmed log with its first entry deleted = %s, %v, %v; want 0-0", adopted, set, err)
+	}
+}

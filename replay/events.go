@@ -37,12 +37,24 @@ type EventRecord struct {
 	RequestID     string    `json:"requestId"`
 	// Event is the event struct (*events.GroupCreated, ...).
 	Event events.Event `json:"-"`
-	// Payload is Event as JSON, under the event's pinned field names.
+	// Payload is Event as JSON, under the event's pinned field names (null
+	// for an entry that is Unreadable).
 	Payload json.RawMessage `json:"payload"`
+	// Unreadable says why the entry's event cannot be read although its
+	// envelope names a stream prefix (it quarantines that prefix; see
+	// events.Confine); "" for every readable entry.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // NewEventRecord renders a decoded record.
 func NewEventRecord(rec events.Record) (EventRecord, error) {
+	if q, ok := rec.Event.(*events.Quarantined); ok {
+		return EventRecord{
+			ID: rec.ID, Type: rec.Type, Time: rec.Time.UTC(),
+			StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup,
+			Actor: rec.Actor, RequestID: rec.RequestID, Event: rec.Event, Payload: json.RawMessage("null"), Unreadable: q.Reason,
+		}, nil
+	}
 	p, err := payloadJSON(rec.Event)
 	if err != nil {
 		return EventRecord{}, fmt.Errorf("log entry %s: %w", rec.ID, err)
@@ -56,8 +68,10 @@ func NewEventRecord(rec events.Record) (EventRecord, error) {
 
 // Events iterates the entries of the log that match f, decoded, in log order.
 // The log is read up to its last entry at the time iteration starts. An entry
-// that does not decode ends the iteration with an error naming its id (whether
-// or not it would have matched: its type and group are unknown); an invalid
+// whose event cannot be read but whose envelope names a stream prefix is
+// yielded as Unreadable; an entry whose envelope cannot be read ends the
+// iteration with an error naming its id (whether or not it would have
+// matched: its type and group are unknown); an invalid
 // filter ends it at once with ErrInvalidArgument. After an error the iterator
 // yields nothing more.
 func Events(ctx context.Context, log events.Log, f Filter) iter.Seq2[EventRecord, error] {
@@ -80,7 +94,11 @@ func Events(ctx context.Context, log events.Log, f Filter) iter.Seq2[EventRecord
 		err = scan(ctx, log, m.after, end, func(e events.Entry) (bool, error) {
 			rec, err := events.Decode(e.ID, e.Data)
 			if err != nil {
-				return false, err
+				q, confined := events.Confine(err)
+				if !confined {
+					return false, err
+				}
+				rec = q
 			}
 			if !m.match(rec) {
 				return true, nil

@@ -28,10 +28,23 @@ type VerifyResult struct {
 	// snapshot at FromSnapshot (Entries counts the entries after it).
 	TrimmedTo    string `json:"trimmedTo,omitempty"`
 	FromSnapshot string `json:"fromSnapshot,omitempty"`
+	// Quarantining lists every entry whose event cannot be read although its
+	// envelope names a stream prefix: each quarantines its prefix (the
+	// coordinator answers 409 COORDINATOR_METADATA_CORRUPT for it and serves
+	// every other prefix) until a repair leaves it out of the log.
+	Quarantining []QuarantiningEntry `json:"quarantining"`
 	// Snapshot is the snapshot check; nil when no snapshot was given.
 	Snapshot *SnapshotCheck `json:"snapshot"`
 	// Problems says, in words, what did not match.
 	Problems []string `json:"problems"`
+}
+
+// QuarantiningEntry is an entry that quarantines its stream prefix.
+type QuarantiningEntry struct {
+	ID           string `json:"id"`
+	StreamPrefix string `json:"streamPrefix"`
+	Type         string `json:"type"`
+	Reason       string `json:"reason"`
 }
 
 // SnapshotCheck compares a snapshot plus the log after it with the full fold.
@@ -59,8 +72,9 @@ type GroupDifference struct {
 // also restores the snapshot, folds the log after it, and compares the two
 // encodings byte for byte, naming the groups that differ. Encodings are
 // compared in canonical form (see CanonicalEncode): same content, map entries
-// sorted. A mismatch is a result (Match false), not an error; an entry that
-// does not decode is an error naming its id. The log is read to its last entry
+// sorted. A mismatch is a result (Match false), not an error, and so is an
+// entry that quarantines its prefix (Quarantining names each); an entry
+// whose envelope cannot be read is an error naming its id. The log is read to its last entry
 // at the start, so load the snapshot before calling Verify on a live log.
 //
 // A TrimmedLog cannot be folded from zero: the fold starts from its base
@@ -73,7 +87,11 @@ func Verify(ctx context.Context, log events.Log, snapshot []byte) (*VerifyResult
 	}
 	keys := map[projection.GroupKey]bool{}
 	var keyOrder []projection.GroupKey
+	quarantining := []QuarantiningEntry{}
 	err = full.fold(ctx, foldOptions{after: func(rec events.Record) {
+		if q, ok := rec.Event.(*events.Quarantined); ok {
+			quarantining = append(quarantining, QuarantiningEntry{ID: rec.ID, StreamPrefix: rec.StreamPrefix, Type: rec.Type, Reason: q.Reason})
+		}
 		if k := projection.KeyOf(rec); (k.StreamPrefix != "" || k.ConsumerGroup != "") && !keys[k] {
 			keys[k] = true
 			keyOrder = append(keyOrder, k)
@@ -87,10 +105,13 @@ func Verify(ctx context.Context, log events.Log, snapshot []byte) (*VerifyResult
 		return nil, err
 	}
 	sum := sha256.Sum256(enc)
-	res := &VerifyResult{Entries: full.n, LastID: full.st.LastID(), Digest: "sha256:" + hex.EncodeToString(sum[:]), Match: true, Problems: []string{}}
+	res := &VerifyResult{Entries: full.n, LastID: full.st.LastID(), Digest: "sha256:" + hex.EncodeToString(sum[:]), Match: true, Quarantining: quarantining, Problems: []string{}}
 	fail := func(format string, args ...any) {
 		res.Match = false
 		res.Problems = append(res.Problems, fmt.Sprintf(format, args...))
+	}
+	for _, q := range quarantining {
+		fail("entry %s (type %q) quarantines stream prefix %q: %s (replay repair --skip %s leaves it out)", q.ID, q.Type, q.StreamPrefix, q.Reason, q.ID)
 	}
 	trimmed, isTrimmed := log.(*TrimmedLog)
 	if isTrimmed {
@@ -220,6 +241,9 @@ func (r *VerifyResult) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "the log was trimmed up to %s: it cannot be folded from zero, so the check starts from the oldest kept snapshot\n", r.TrimmedTo)
 	} else {
 		fmt.Fprintf(&b, "%s: folded %d entries from zero to %s (%s)\n", verdict, r.Entries, r.LastID, r.Digest)
+	}
+	for _, q := range r.Quarantining {
+		fmt.Fprintf(&b, "quarantining: %s %s %q: %s\n", q.ID, q.StreamPrefix, q.Type, q.Reason)
 	}
 	if s := r.Snapshot; s == nil {
 		b.WriteString("snapshot: none checked\n")

@@ -13,6 +13,10 @@ type AuditEvent struct {
 	StreamPrefix  string    `json:"streamPrefix"`
 	ConsumerGroup string    `json:"consumerGroup"`
 	Payload       any       `json:"payload"`
+	// Unreadable says why the entry's event cannot be read (its payload is
+	// null): it quarantines its stream prefix. Omitted for every readable
+	// entry.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // AuditPage is a page of events; pass nextAfter as after to continue.

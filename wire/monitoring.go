@@ -23,11 +23,30 @@ type Readiness struct {
 	// TOKEN_SECRET_MISMATCH.
 	ErrorCode string `json:"errorCode,omitempty"`
 	Message   string `json:"message,omitempty"`
+	// QuarantinedPrefixes counts the stream prefixes quarantined by a log
+	// entry that cannot be read (omitted when none): the coordinator is
+	// READY and serves every other prefix. Which ones, and why, is in the
+	// authenticated /coord/v1/monitoring/health.
+	QuarantinedPrefixes int `json:"quarantinedPrefixes,omitempty"`
 	// LogLost describes the loss while the status is LOG_LOST.
 	LogLost *LogLoss `json:"logLost,omitempty"`
 	// Redis is the last reading of the Redis holding the log (absent
 	// before the first).
 	Redis *RedisDurability `json:"redis,omitempty"`
+}
+
+// Quarantine is a stream prefix quarantined by a log entry that cannot be
+// read: every route of the prefix answers 409 COORDINATOR_METADATA_CORRUPT
+// naming the entry.
+type Quarantine struct {
+	StreamPrefix string `json:"streamPrefix"`
+	// EntryID and Type are the entry and the event type it names; Reason
+	// why it cannot be read.
+	EntryID string `json:"entryId"`
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
+	// SkippedEntries counts the prefix's later entries not applied.
+	SkippedEntries int64 `json:"skippedEntries"`
 }
 
 // LogLoss is what a coordinator found when the event log no longer held
@@ -105,6 +124,9 @@ type HealthResponse struct {
 	Role      string `json:"role"`
 	Leader    string `json:"leader"`
 	LeaderURL string `json:"leaderUrl"`
+	// Quarantined are the quarantined stream prefixes the caller may see
+	// (omitted when none).
+	Quarantined []Quarantine `json:"quarantined,omitempty"`
 }
 
 // CompatibilityResponse answers GET /coord/v1/monitoring/compatibility. This

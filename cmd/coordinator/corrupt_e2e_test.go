@@ -32,21 +32,24 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestIntegrationUndecodableLogRefusesStart: a corrupt entry, or one of an event
-// type this build does not know, stops the load with a message naming the entry
-// id; the coordinator never becomes ready and never skips the entry: it answers
-// every API route (but login) with 409 COORDINATOR_METADATA_CORRUPT naming it,
-// and /readyz with 503 METADATA_CORRUPT.
+// TestIntegrationUndecodableLogRefusesStart: an entry whose envelope cannot
+// be read, or one of an event type this build does not know that names no
+// stream prefix (nothing confines it to one), stops the load with a message
+// naming the entry id; the coordinator never becomes ready and never skips
+// the entry: it answers every API route (but login) with 409
+// COORDINATOR_METADATA_CORRUPT naming it, and /readyz with 503
+// METADATA_CORRUPT. (An unknown type naming a prefix quarantines that prefix
+// alone: TestIntegrationUnknownEntryQuarantinesOnePrefix.)
 func TestIntegrationUndecodableLogRefusesStart(t *testing.T) {
 	parallel(t)
-	future, _ := msgpack.Marshal(map[string]any{"type": "group.teleported", "v": 1, "prefix": "p", "group": "g", "time": 1, "payload": []byte{0x80}})
+	future, _ := msgpack.Marshal(map[string]any{"type": "log.teleported", "v": 1, "time": 1, "payload": []byte{0x80}})
 	cases := []struct {
 		name string
 		data any
 		want string
 	}{
 		{"corrupt bytes", "\xc1\xff not msgpack", "corrupt log entry"},
-		{"future event type", future, "unknown event type"},
+		{"future event type of no prefix", future, "unknown event type"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

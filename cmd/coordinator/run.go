@@ -165,7 +165,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.InsecureDefaultCredentials, "insecure-default-credentials", false, "allow the default admin password on a --listen address other hosts can reach (throwaway setups only)")
 	fs.DurationVar(&m.TokenTTL, "token-ttl", httpapi.DefaultTokenTTL, "bearer token lifetime; a token exchanged for a fresh one never outlives the first")
 	fs.IntVar(&m.DefaultShardCount, "default-shard-count", 12, "shard count of a group created without initialShardCount")
-	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted")
+	fs.IntVar(&m.MaxShardCount, "max-shard-count", 1024, "largest shard count accepted (at most 65536)")
 	fs.IntVar(&m.MaxMembersPerGroup, "max-members-per-group", 4096, "most member records a group keeps: a join into a full group prunes left/expired/fenced records first, else is refused (409 GROUP_MAX_SIZE_REACHED)")
 	fs.IntVar(&m.MaxGroups, "max-groups", 1024, "most consumer groups the coordinator manages: a create or a registration by heartbeat beyond is refused (409 GROUP_LIMIT_REACHED)")
 	fs.IntVar(&m.MaxTotalShards, "max-total-shards", 65536, "most shards the coordinator manages, every group's and every stream's without groups added up: a create, registration or scale-out beyond is refused (409 SHARD_LIMIT_REACHED)")
@@ -255,6 +255,11 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if m.DefaultShardCount < 1 || m.MaxShardCount < 1 || m.DefaultShardCount > m.MaxShardCount {
 		return fmt.Errorf("--default-shard-count must be between 1 and --max-shard-count")
+	}
+	if m.MaxShardCount > events.MaxShardCount {
+		// The fold refuses a log entry beyond it: what the API accepts, the
+		// fold must accept on every replica.
+		return fmt.Errorf("--max-shard-count must be at most %d (the largest shard count a log entry may carry)", events.MaxShardCount)
 	}
 	if m.SnapshotKeep < 1 {
 		return fmt.Errorf("--snapshot-keep must be at least 1")
@@ -446,7 +451,7 @@ func (m *Main) load(ctx context.Context) error {
 		}
 		var de *events.DecodeError
 		if errors.As(err, &de) {
-			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode: nothing is decided or answered (API 409 COORDINATOR_METADATA_CORRUPT, /readyz 503); see README, Runbook: restoring from the log")
+			m.logger.Error().Err(err).Str("entry", de.ID).Msg("the event log holds an entry this build cannot decode: nothing is decided or answered (API 409 COORDINATOR_METADATA_CORRUPT, /readyz 503); see docs/operations.md, Runbook: a corrupt log")
 			return nil
 		}
 		m.logger.Warn().Err(err).Msg("loading the event log; retrying")

@@ -17,8 +17,9 @@ import (
 
 // TestIntegrationReadmeWalkthrough runs the README's walk-through as a reader
 // would: its shell block, on a fresh Redis and a coordinator it builds itself.
-// Only the ports change (6379 and 8080 may be taken here) and the one
-// placeholder, <event id>, is given a real id. Every curl fails the run on an
+// Only the ports change (6379 and 8080 may be taken here), it runs in a
+// folder of its own (go builds from the checkout, into that folder), and the
+// one placeholder, <event id>, is given a real id. Every curl fails the run on an
 // HTTP error (--fail-with-body), so a command the README shows that no longer
 // works fails this test.
 func TestIntegrationReadmeWalkthrough(t *testing.T) {
@@ -46,7 +47,8 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 		"6379", fmt.Sprint(redisPort),
 		"8080", fmt.Sprint(httpPort),
 		// The built binaries go to a temporary folder, not the checkout's bin/.
-		"go build -o bin/", "go build -o "+tmp+"/bin/",
+		"go build -o bin/", "go build -C "+root+" -o "+tmp+"/bin/",
+		"go run ./cmd/", "go run -C "+root+" ./cmd/",
 		"./bin/", tmp+"/bin/",
 		"<event id>", `'"$EVENT_ID"'`,
 	).Replace(block)
@@ -58,8 +60,9 @@ func TestIntegrationReadmeWalkthrough(t *testing.T) {
 	if !strings.Contains(script, "EVENT_ID=$(") {
 		t.Fatal("the walk-through no longer replays a group at an event id: update this test with it")
 	}
+	// It runs in a folder of its own, so that what Redis writes there goes
+	// with it; go builds and runs in the checkout (-C).
 	prelude := `set -euo pipefail
-cd "$ROOT"
 # Every curl of the walk-through fails on an HTTP error, and waits for a
 # coordinator that is still starting.
 curl() { command curl --fail-with-body --retry 600 --retry-connrefused --retry-delay 1 --retry-max-time 600 "$@"; echo; }
@@ -67,7 +70,7 @@ curl() { command curl --fail-with-body --retry 600 --retry-connrefused --retry-d
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", prelude+script)
-	cmd.Env = append(os.Environ(), "ROOT="+root, "RSC_REDIS=")
+	cmd.Env = append(os.Environ(), "RSC_REDIS=")
 	cmd.Dir = tmp
 	// Its own process group, so the coordinator it leaves in the background
 	// goes with it.

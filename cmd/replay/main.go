@@ -2,7 +2,8 @@
 // Redis or from a file written by `replay export`: the events themselves, the
 // state at a point, a group's resharding history, what changed between two
 // points, what rolling back a resharding would undo, and whether the stored
-// snapshot still agrees with the log. It only reads; it never appends.
+// snapshot still agrees with the log. Every command but repair only reads;
+// repair rewrites the log without the entries it is told to leave out.
 //
 // The questions are answered by package replay; this command parses flags,
 // builds the Redis client and prints.
@@ -34,7 +35,7 @@ import (
 // Exit statuses.
 const (
 	exitOK     = 0 // the question was answered
-	exitFailed = 1 // verification failed, or the group or resharding does not exist
+	exitFailed = 1 // verification failed, the group or resharding does not exist, or a repair was refused
 	exitUsage  = 2 // bad flags or arguments
 	exitSource = 3 // the log could not be read: Redis unreachable, bad file, undecodable entry
 )
@@ -44,7 +45,8 @@ const defaultRedisURL = "redis://127.0.0.1:6379/0"
 const usage = `usage: replay [global flags] <command> [flags] [args]
 
 Reads the coordinator's event log from Redis (or from a file written by
-"replay export") and answers questions about the past. It never writes to Redis.
+"replay export") and answers questions about the past. Only repair writes to
+Redis.
 
 commands:
   events          log entries as JSON lines
@@ -57,8 +59,15 @@ commands:
   rollback-plan   rollback-plan <reshardingId>: what undoing a resharding of a group involves
   verify          fold the log from zero and compare the snapshot at <log-stream>:snapshot
                   (--snapshot FILE instead, --no-snapshot to skip); a trimmed log is
-                  folded from its oldest kept snapshot instead of zero
+                  folded from its oldest kept snapshot instead of zero; names every
+                  entry that quarantines a stream prefix (exit 1)
   export          write the log as JSON lines to --out FILE (default stdout)
+  repair          rewrite the log without entries: --skip ID (repeatable), or
+                  --from-snapshot ID (keep the entries up to that kept snapshot, leave out
+                  every later one); --reason TEXT required, --requested-by NAME; every other
+                  entry keeps its id, the old log is kept aside, snapshots holding what is
+                  left out are set aside, and log.repaired records it. Refused while a
+                  coordinator holds the log's lease, unless --ignore-lease
 
 global flags (accepted before or after the command):
   --from-file FILE  read the log from an export file ("-": stdin) instead of Redis
@@ -71,8 +80,9 @@ global flags (accepted before or after the command):
   --log-stream KEY  stream of the event log (default ` + redisstore.DefaultLogStream + `)
   -o FORMAT         json (default) or text, for events, history, diff, rollback-plan and verify
 
-exit status: 0 answered; 1 verification failed, or the group or resharding does not
-exist; 2 usage error; 3 source error (Redis unreachable, bad file, undecodable entry).
+exit status: 0 answered; 1 verification failed, the group or resharding does not
+exist, or a repair was refused (lease held, entry not in the log, the log changed);
+2 usage error; 3 source error (Redis unreachable, bad file, undecodable entry).
 Run "replay <command> -h" for a command's flags.
 
 A log trimmed by the coordinator (--trim-log) is read with its archive
@@ -130,6 +140,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"rollback-plan": c.rollbackPlan,
 		"verify":        c.verify,
 		"export":        c.export,
+		"repair":        c.repair,
 	}
 	if rest[0] == "help" {
 		fmt.Fprint(stdout, usage)
@@ -186,7 +197,7 @@ func (c *cli) exit(err error) int {
 	case errors.As(err, &ue), errors.Is(err, replay.ErrInvalidArgument):
 		fmt.Fprintf(c.stderr, "replay: %v\n", err)
 		return exitUsage
-	case errors.Is(err, replay.ErrGroupNotFound), errors.Is(err, replay.ErrReshardingNotFound), errors.Is(err, replay.ErrTrimmed):
+	case errors.Is(err, replay.ErrGroupNotFound), errors.Is(err, replay.ErrReshardingNotFound), errors.Is(err, replay.ErrTrimmed), errorsIsRepairRefusal(err):
 		fmt.Fprintf(c.stderr, "replay: %v\n", err)
 		return exitFailed
 	default:
