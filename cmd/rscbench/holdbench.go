@@ -30,7 +30,8 @@ func (b *bench) runHoldMemory(ctx context.Context, rep *Report) error {
 	n := b.o.heldRequests
 	coord := commands.New(commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true, SnapshotEvery: -1,
-		ShardCheckInterval: -1, MemberChurnPerMinute: -1, MaxHeartbeatHold: benchLease, HeartbeatDropGrace: -1,
+		ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, MaxMembersPerPrincipal: -1,
+		MaxHeartbeatHold: benchLease, HeartbeatDropGrace: -1,
 		MaxHeldHeartbeats: n, MaxHeldHeartbeatsPerPrincipal: n, Logger: zerolog.Nop(),
 	}, events.NewMemLog(), nil, nil, nil)
 	if err := coord.Load(ctx, false); err != nil {
