@@ -1663,6 +1663,12 @@ func TestIntegrationAPIAuditEventsAndReplay(t *testing.T) {
 	apiDo(t, tc, "POST", apiGroupPath("au", "g"), map[string]any{"initialShardCount": 4, "requestedBy": "mallory"}).apiWantError(t, 409, "GROUP_ALREADY_EXISTS")
 	apiDo(t, tc, "POST", apiGroupPath("au", "g2"), map[string]any{"initialShardCount": 0, "requestedBy": "mallory"}).apiWantError(t, 400, "INVALID_REQUEST")
 	apiScale(t, tc, "au", "g", 8).apiWant(t, 202)
+	// A scale-out without members completes in a decision of its own, which
+	// may come after the answer: the pages below must not see it land between
+	// them.
+	eventually(t, 20*time.Second, "the scale-out completes", func() bool {
+		return apiDo(t, tc, "GET", apiGroupPath("au", "g", "migrations"), nil).apiWant(t, 200).JSON["activeReshardingId"] == nil
+	})
 
 	groupEvents := apiAllEvents(t, tc, apiMonPath("au", "g", "events"))
 	allEvents := apiAllEvents(t, tc, "/coord/v1/monitoring/events")

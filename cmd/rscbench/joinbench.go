@@ -36,7 +36,7 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 	c := commands.New(commands.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1, ShardCheckInterval: -1,
 		MaxMembersPerGroup: total + 1, Logger: zerolog.Nop(),
-		MemberChurnPerMinute: -1, // joins on a virtual clock: the budget is not measured here
+		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here
 	}, rlog, nil, nil, clock)
 	if err := c.Load(ctx, false); err != nil {
 		return err

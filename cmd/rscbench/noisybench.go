@@ -38,7 +38,7 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 	b.st.trackLog(rlog)
 	coord := commands.New(commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true,
-		SnapshotEvery: -1, ShardCheckInterval: -1, MemberChurnPerMinute: -1, Logger: zerolog.Nop(),
+		SnapshotEvery: -1, ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, Logger: zerolog.Nop(),
 	}, rlog, nil, nil, nil)
 	if err := coord.Load(ctx, false); err != nil {
 		return err

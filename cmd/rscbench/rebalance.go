@@ -56,7 +56,7 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 	sim.c = commands.New(commands.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1,
 		MaxShardCount: max(1024, o.rbShards), Logger: zerolog.Nop(),
-		MemberChurnPerMinute: -1, // joins on a virtual clock: the budget is not measured here
+		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here
 	}, sim.log, nil, nil, sim.clock)
 	if err := sim.c.Load(ctx, false); err != nil {
 		return err

@@ -213,8 +213,12 @@ func (s *store) key(name string) string {
 
 func (s *store) track(keys ...string) { s.keys = append(s.keys, keys...) }
 
-// trackLog remembers a log whose history index must go with it.
-func (s *store) trackLog(l *redisstore.Log) { s.logs = append(s.logs, l) }
+// trackLog remembers a log whose history index and trim record must go
+// with it.
+func (s *store) trackLog(l *redisstore.Log) {
+	s.logs = append(s.logs, l)
+	s.track(l.TrimKey())
+}
 
 // indexKeys lists the history index keys of every tracked log.
 func (s *store) indexKeys(ctx context.Context) []string {
