@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -149,6 +150,32 @@ func (c *Client) Heartbeat(ctx context.Context, streamPrefix, consumerGroup stri
 	return &resp, nil
 }
 
+// HeldHeartbeat is Heartbeat asking the coordinator to hold the heartbeat
+// for up to hold while its answer would tell the member nothing new
+// (X-Rsc-Hold-Ms): it is answered at once when a change concerns the
+// member, else when hold passes. It returns how the heartbeat was answered
+// (HoldWoken, HoldElapsed, ...; "" from a coordinator that does not hold
+// heartbeats, which answered at once). ctx bounds the call; with the
+// Client's own HTTPClient, its Timeout must exceed hold.
+func (c *Client) HeldHeartbeat(ctx context.Context, streamPrefix, consumerGroup string, req *HeartbeatRequest, hold time.Duration) (*HeartbeatResponse, string, error) {
+	h := &heldCall{ms: strconv.FormatInt(max(hold.Milliseconds(), 0), 10)}
+	resp, err := c.Heartbeat(context.WithValue(ctx, heldKey{}, h), streamPrefix, consumerGroup, req)
+	return resp, h.outcome, err
+}
+
+// heldKey carries a held heartbeat's header and outcome through send.
+type heldKey struct{}
+
+type heldCall struct {
+	ms      string // X-Rsc-Hold-Ms
+	outcome string // X-Rsc-Hold of the answer
+}
+
+// heldHTTPClient sends held heartbeats when the Client has no HTTPClient of
+// its own: without a timeout of its own (a hold outlasts DefaultTimeout);
+// the caller's context bounds the call.
+var heldHTTPClient = &http.Client{}
+
 // Login exchanges a user name and password for a bearer token:
 // POST /coord/v1/auth/login.
 func (c *Client) Login(ctx context.Context, username, password string) (BearerToken, time.Time, error) {
@@ -205,6 +232,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, rep
 	}
 	start := c.first(eps)
 	var failures []string
+	var errs []error
 	var err error
 	for i := range eps {
 		ep := eps[(start+i)%len(eps)]
@@ -214,6 +242,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, rep
 		}
 		c.failed(eps, ep, eps[(start+i+1)%len(eps)])
 		failures = append(failures, ep+": "+err.Error())
+		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -221,7 +250,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any, rep
 	if len(failures) == 1 {
 		return err
 	}
-	return &endpointsError{failures: failures, last: err}
+	return &endpointsError{failures: failures, errs: errs, last: err}
 }
 
 // send makes one attempt at ep. next reports that the call may go on to the
@@ -257,11 +286,21 @@ func (c *Client) send(ctx context.Context, ep, method, path string, data []byte,
 	if hc == nil {
 		hc = defaultHTTPClient
 	}
+	held, _ := ctx.Value(heldKey{}).(*heldCall)
+	if held != nil {
+		req.Header.Set(wire.HeaderHold, held.ms)
+		if c.HTTPClient == nil {
+			hc = heldHTTPClient
+		}
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return prog.failover(err, replayable), err
 	}
 	defer resp.Body.Close()
+	if held != nil {
+		held.outcome = resp.Header.Get(wire.HeaderHoldOutcome)
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
 		return false, fmt.Errorf("%s %s: read answer: %w", method, path, err)

@@ -144,6 +144,7 @@ func (p *progress) failover(err error, replayable bool) bool {
 // (an *APIError for a 503, a *url.Error for a transport failure).
 type endpointsError struct {
 	failures []string // "<endpoint>: <error>", in the order tried
+	errs     []error  // the same errors
 	last     error
 }
 

@@ -99,6 +99,9 @@ type cluster struct {
 	addr     string
 	logPath  string
 	logf     *os.File
+	// args are flags given to the coordinator after the harness's own
+	// (a flag given twice takes the later value).
+	args []string
 
 	mu   sync.Mutex
 	proc *exec.Cmd // the coordinator process running now
@@ -107,16 +110,22 @@ type cluster struct {
 
 func startCluster(tb testing.TB) *cluster {
 	tb.Helper()
+	return startClusterWith(tb)
+}
+
+// startClusterWith is startCluster with more coordinator flags.
+func startClusterWith(tb testing.TB, args ...string) *cluster {
+	tb.Helper()
 	rs := redistest.StartProcess(tb)
 	rdb := rs.Client(tb)
-	c := bootCluster(tb, rs.URL(), rdb)
+	c := bootCluster(tb, rs.URL(), rdb, args...)
 	c.Redis, c.RDB = rs, rdb
 	return c
 }
 
 // bootCluster starts a coordinator on redisURL (a redis:// or
-// redis+cluster:// URL) whose shard streams kv reaches.
-func bootCluster(tb testing.TB, redisURL string, kv redis.UniversalClient) *cluster {
+// redis+cluster:// URL) whose shard streams kv reaches, with more flags.
+func bootCluster(tb testing.TB, redisURL string, kv redis.UniversalClient, args ...string) *cluster {
 	tb.Helper()
 	coordinatorBinary(tb)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(tb))
@@ -125,7 +134,7 @@ func bootCluster(tb testing.TB, redisURL string, kv redis.UniversalClient) *clus
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &cluster{tb: tb, URL: "http://" + addr, KV: kv, redisURL: redisURL, addr: addr, logPath: logPath, logf: logf,
+	c := &cluster{tb: tb, URL: "http://" + addr, KV: kv, redisURL: redisURL, addr: addr, logPath: logPath, logf: logf, args: args,
 		Admin: client.New("http://"+addr, client.BasicAuth{Username: "admin", Password: "password"})}
 	tb.Cleanup(func() {
 		c.mu.Lock()
@@ -151,9 +160,10 @@ func bootCluster(tb testing.TB, redisURL string, kv redis.UniversalClient) *clus
 // is ready.
 func (c *cluster) startCoordinator() {
 	c.tb.Helper()
-	cmd := exec.Command(coordinatorBinary(c.tb), "--listen", c.addr, "--redis", c.redisURL,
+	args := append([]string{"--listen", c.addr, "--redis", c.redisURL,
 		"--member-lease", "3s", "--tick-interval", "200ms", "--heartbeat-interval", "500ms",
-		"--rebalance-timeout", "20s", "--log-level", "info")
+		"--rebalance-timeout", "20s", "--log-level", "info"}, c.args...)
+	cmd := exec.Command(coordinatorBinary(c.tb), args...)
 	cmd.Stdout, cmd.Stderr = c.logf, c.logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -427,6 +437,7 @@ func runHelperMember() int {
 		StreamPrefix: os.Getenv("RSC_T_PREFIX"), ConsumerGroup: os.Getenv("RSC_T_GROUP"),
 		MemberIDBase: os.Getenv("RSC_T_BASE"), Concurrency: conc, MemberLease: 2500 * time.Millisecond,
 		Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: retry,
+		PlainHeartbeats: os.Getenv("RSC_T_PLAIN") == "1",
 	}
 	h := recordingHandler(rdb, os.Getenv("RSC_T_CONSUMED"), sleep)
 	if name := os.Getenv("RSC_T_CHECK"); name != "" {
@@ -449,9 +460,9 @@ func startHelperMember(tb testing.TB, c *cluster, prefix, group, base string, co
 
 // startCheckedMember runs runHelperMember in a child process whose handler
 // is the seqChecker called check.
-func startCheckedMember(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep, retry time.Duration, check string) *exec.Cmd {
+func startCheckedMember(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep, retry time.Duration, check string, env ...string) *exec.Cmd {
 	tb.Helper()
-	return startHelper(tb, c, prefix, group, base, concurrency, sleep, "RSC_T_CHECK="+check, "RSC_T_RETRY="+retry.String())
+	return startHelper(tb, c, prefix, group, base, concurrency, sleep, append([]string{"RSC_T_CHECK=" + check, "RSC_T_RETRY=" + retry.String()}, env...)...)
 }
 
 func startHelper(tb testing.TB, c *cluster, prefix, group, base string, concurrency int, sleep time.Duration, env ...string) *exec.Cmd {

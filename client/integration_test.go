@@ -67,6 +67,17 @@ func TestIntegrationEveryMessageConsumedThroughReshardingCrashAndLeave(t *testin
 		n, _ := c.RDB.HGet(ctx, consumed+":by-member", "c-m0").Int()
 		return n > 20
 	})
+	// Its members keep up with the load (no backlog: they are granted the
+	// new shards as the scale-out activates them), so wait for a batch in
+	// flight.
+	c.waitFor(10*time.Second, "the crasher mid-batch", func() bool {
+		for i := 0; i < 8; i++ {
+			if _, byConsumer := c.pendingOn(routing.StreamKey(prefix, i), group); byConsumer["c-m0"]+byConsumer["c-m1"] > 0 {
+				return true
+			}
+		}
+		return false
+	})
 	if err := crasher.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

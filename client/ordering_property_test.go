@@ -84,7 +84,7 @@ func TestIntegrationOrderingPropertyUnderReshardingCrashAndRestart(t *testing.T)
 		c.waitStable(g.name, g.name, g.members...)
 	}
 	for _, g := range groups {
-		g.helper = startCheckedMember(t, c, g.name, g.name, "b2", 2, propHelperSleep, propRetry, g.name)
+		g.helper = startCheckedMember(t, c, g.name, g.name, "b2", 2, propHelperSleep, propRetry, g.name, g.helperEnv()...)
 		g.members = []string{"a-m0", "a-m1", "b2-m0", "b2-m1"}
 	}
 	for _, g := range groups {
@@ -178,6 +178,22 @@ type propGroup struct {
 	members   []string // the live logical members
 }
 
+// plainHeartbeats: the group without ordering has its members heartbeat
+// plainly (as the reference clients), so that its scale-out is still ACTIVE
+// when the rollback comes: held heartbeats complete it within milliseconds.
+// The ordered group's members hold theirs (the SDK's default); its barriers
+// keep the scale-out ACTIVE until its backlog was handled.
+func (g *propGroup) plainHeartbeats() bool { return g.ordering == client.OrderingNone }
+
+// helperEnv is the environment that makes a member process heartbeat as
+// plainHeartbeats says.
+func (g *propGroup) helperEnv() []string {
+	if g.plainHeartbeats() {
+		return []string{"RSC_T_PLAIN=1"}
+	}
+	return nil
+}
+
 // startPropGroup creates a group of 4 shards with its producers and 4
 // logical members: 2 in this process (member ids a-m0, a-m1) and 2 in a
 // child process (b-m0, b-m1), or without childProcess in this one too.
@@ -202,6 +218,7 @@ func startPropGroup(t *testing.T, c *cluster, name, ordering string, childProces
 			Coordinator: c.Member(), Redis: c.KV, StreamPrefix: name, ConsumerGroup: name,
 			MemberIDBase: base, Concurrency: 2, MemberLease: 2500 * time.Millisecond,
 			Block: 100 * time.Millisecond, ClaimMinIdle: time.Second, RetryBackoff: propRetry,
+			PlainHeartbeats: g.plainHeartbeats(),
 		}, g.chk.handler(sleep))
 		if err != nil {
 			t.Fatal(err)
@@ -211,7 +228,7 @@ func startPropGroup(t *testing.T, c *cluster, name, ordering string, childProces
 	}
 	g.local = startMembers("a", propLocalSleep)
 	if childProcess {
-		g.helper = startCheckedMember(t, c, name, name, "b", 2, propHelperSleep, propRetry, name)
+		g.helper = startCheckedMember(t, c, name, name, "b", 2, propHelperSleep, propRetry, name, g.helperEnv()...)
 	} else {
 		startMembers("b", propHelperSleep)
 	}

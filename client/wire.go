@@ -28,6 +28,16 @@ const (
 	OrderingNone = "NONE"
 )
 
+// How a held heartbeat was answered (Client.HeldHeartbeat), as on the wire.
+const (
+	HoldAnswered = wire.HoldAnswered
+	HoldWoken    = wire.HoldWoken
+	HoldElapsed  = wire.HoldElapsed
+	HoldLimit    = wire.HoldLimit
+	HoldReleased = wire.HoldReleased
+	HoldOff      = wire.HoldOff
+)
+
 // Revoke report states.
 const (
 	RevokeDraining = wire.RevokeDraining

@@ -97,6 +97,19 @@ type Config struct {
 	// Trimmer trims the log and reads its archive (the unfenced redisstore.Log);
 	// nil: the log is never trimmed and has no archive.
 	Trimmer LogTrimmer
+	// MaxHeartbeatHold bounds how long a heartbeat that asks to be held is
+	// held (30s; never more than half the member lease: hold.go).
+	MaxHeartbeatHold time.Duration
+	// MaxHeldHeartbeats bounds the heartbeats held at once (10000), and
+	// MaxHeldHeartbeatsPerPrincipal those of one principal (2500;
+	// anonymous members count as one principal); past either a heartbeat
+	// is answered at once. Negative: no heartbeat is held.
+	MaxHeldHeartbeats             int
+	MaxHeldHeartbeatsPerPrincipal int
+	// HeartbeatDropGrace is how long a member whose held heartbeat's
+	// connection closed without an answer has to heartbeat again before it
+	// is expired (1s; negative: the lease alone applies).
+	HeartbeatDropGrace time.Duration
 	// RedisGuard, if set, tells whether Redis can evict the log (guard.go);
 	// GuardInterval is how often it is asked and the log is checked for a
 	// loss (5s; <0: never). AllowEviction accepts an evicting policy
@@ -187,10 +200,30 @@ func (c *Config) setDefaults() {
 	if c.SnapshotKeep <= 0 {
 		c.SnapshotKeep = 2
 	}
+	if c.MaxHeartbeatHold <= 0 {
+		c.MaxHeartbeatHold = DefaultMaxHeartbeatHold
+	}
+	if c.MaxHeldHeartbeats == 0 {
+		c.MaxHeldHeartbeats = DefaultMaxHeldHeartbeats
+	}
+	if c.MaxHeldHeartbeatsPerPrincipal == 0 {
+		c.MaxHeldHeartbeatsPerPrincipal = DefaultMaxHeldHeartbeatsPerPrincipal
+	}
+	if c.HeartbeatDropGrace == 0 {
+		c.HeartbeatDropGrace = DefaultHeartbeatDropGrace
+	}
 	if c.GuardInterval == 0 {
 		c.GuardInterval = 5 * time.Second
 	}
 }
+
+// Defaults of held heartbeats (Config).
+const (
+	DefaultMaxHeartbeatHold              = 30 * time.Second
+	DefaultMaxHeldHeartbeats             = 10000
+	DefaultMaxHeldHeartbeatsPerPrincipal = 2500
+	DefaultHeartbeatDropGrace            = time.Second
+)
 
 // Coordinator wires the parts of the coordinator and runs their loops. Each
 // part is built from the pieces it uses and none holds the Coordinator:
@@ -288,18 +321,20 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	life.stop = life.ctx.Done()
 	rules := newRules(cfg, shards != nil)
 	table := newRuntimeTable()
+	holds := newWaiters(cfg.MaxHeldHeartbeats, cfg.MaxHeldHeartbeatsPerPrincipal)
 	evidence := newEvidenceTable(shards != nil)
 	rearm := func() {
 		table.rearm(state, timers(), cfg.MemberLease)
 		evidence.reset()
 	}
 	rep := newReplica(replicaDeps{cfg: cfg, log: log, snaps: snaps, state: state, life: life, rearm: rearm, recent: &recentIDs{}})
-	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID})
+	lead := newLeadership(leadershipDeps{lease: cfg.Lease, ttl: cfg.LeaseTTL, id: cfg.CoordinatorID, life: life, logger: cfg.Logger, position: state.LastID,
+		steppedDown: func() { holds.releaseAll(false) }})
 	dec := newDecider(deciderDeps{
 		log: log, state: state, table: table, life: life, lead: lead, clock: clock, rules: rules, logger: cfg.Logger,
 		maxBatch: cfg.MaxBatch, snapshotEvery: cfg.SnapshotEvery, snapshotMinInterval: cfg.SnapshotMinInterval,
 		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
-		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.noteAppended,
+		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.noteAppended, holds: holds,
 	})
 	rep.writer = dec
 	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}
@@ -311,7 +346,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	svc := newService(serviceDeps{
 		rules: rules, state: state, dec: dec, rec: rec, locks: locks, table: table, evidence: evidence,
 		lead: lead, life: life, now: now, timers: timers, logger: cfg.Logger, rejections: newRejectionLog(perMinute(cfg.RejectionsPerMinute)),
-		restore: rep.restoreLog,
+		restore: rep.restoreLog, holds: holds, hold: holdRules{maxBound: cfg.MaxHeartbeatHold, grace: cfg.HeartbeatDropGrace},
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
@@ -400,6 +435,7 @@ func (c *Coordinator) Close() {
 	if c.life.closing.Swap(true) {
 		return
 	}
+	c.Service.holds.releaseAll(true) // held heartbeats are answered at once
 	c.life.cancel()
 	// Once the writer finished the batch in progress nothing more is decided:
 	// snapshot and hand the lease over before waiting for the other loops (the

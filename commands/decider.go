@@ -81,6 +81,8 @@ type deciderDeps struct {
 	// gap, when a trim passed it while it read (Replica.foldLog).
 	reload func(ctx context.Context) error
 	fold   func(ctx context.Context, st *projection.State) (int, error)
+	// holds are the held heartbeats, told what each batch changed.
+	holds *waiters
 	// reloadRestored reloads the projection from the newest kept snapshot:
 	// a fold met a restore of another state (projection.RestoredError).
 	reloadRestored func(ctx context.Context) error
@@ -454,6 +456,9 @@ func runSafely(fn func(t *tx) error, t *tx) (err error, p any) {
 func (d *decider) commit(b *batchCtx) error {
 	if len(b.data) == 0 {
 		d.table.commit(b.rt)
+		if rounds := b.rt.roundsChanged(); len(rounds) > 0 {
+			d.holds.changed(d.state, nil, rounds)
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -548,6 +553,7 @@ func (d *decider) applied(b *batchCtx, ids []string, answered bool) error {
 		return err
 	}
 	d.table.commit(b.rt)
+	d.holds.changed(d.state, b.recs, b.rt.roundsChanged())
 	if d.afterAppend != nil {
 		for _, rec := range b.recs {
 			d.afterAppend(rec)
@@ -624,6 +630,12 @@ func (d *decider) appendBatch(ctx context.Context, after string, b *batchCtx) ([
 func (d *decider) catchUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// What the writer did not decide may change any held heartbeat's answer.
+	defer func(at string) {
+		if d.state.LastIDLocked() != at {
+			d.holds.wakeAll()
+		}
+	}(d.state.LastIDLocked())
 	if _, err := d.resolve(ctx); err != nil {
 		d.life.healthy.Store(false)
 		return err

@@ -58,6 +58,8 @@ type leadershipDeps struct {
 	// position is the projection's last id (logged when a term begins).
 	position func() string
 	term     termStart
+	// steppedDown, if set, is called when this replica's term ends.
+	steppedDown func()
 }
 
 // termStart is what a replica that won the lease does before it decides,
@@ -261,6 +263,9 @@ func (l *Leadership) stepDown(why string) {
 	l.mu.Unlock()
 	if was {
 		l.logger.Warn().Str("reason", why).Msg("following: lost the leader lease")
+		if l.steppedDown != nil {
+			l.steppedDown()
+		}
 	}
 }
 

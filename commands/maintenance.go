@@ -139,10 +139,16 @@ func expireLapsed(t *tx, k projection.GroupKey) {
 		}
 	}
 	t.rt.setLeaseFloor(k, floor)
-	if len(expired) == 0 {
+	expire(t, k, expired, "")
+}
+
+// expire records that members expired (reason "": their lease passed) and
+// reconciles the assignment: their shards become reassignable.
+func expire(t *tx, k projection.GroupKey, ids []string, reason string) {
+	if len(ids) == 0 {
 		return
 	}
-	t.emitAs(Actor, k, &events.MembersExpired{MemberIDs: expired, Epochs: bump(g)})
+	t.emitAs(Actor, k, &events.MembersExpired{MemberIDs: ids, Epochs: bump(t.group(k)), Reason: reason})
 	reconcile(t, k)
 }
 

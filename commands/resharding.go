@@ -381,7 +381,35 @@ func activate(t *tx, k projection.GroupKey, id string, co cutovers) error {
 	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g),
 		StreamMetadataVersion: streamVersionAfter(t, k.StreamPrefix, m.To)})
 	reconcile(t, k)
+	grantNewShards(t, k, m.From, m.To)
 	return nil
+}
+
+// grantNewShards grants the shards a scale-out added (from to to-1) to the
+// live members whose target holds them, in the decision that activates
+// them: nobody ever held them, so nobody has to release them first, and a
+// member's next heartbeat (a held one: at once) is answered with them
+// without another decision. Only a grant that adds such shards and takes
+// nothing away is made here; anything else is its member's heartbeat's to
+// decide. The member's epoch stays: the heartbeat in flight that reports it
+// is not fenced by the grant.
+func grantNewShards(t *tx, k projection.GroupKey, from, to int) {
+	if to <= from || t.rt.round(k).open {
+		return
+	}
+	g := t.group(k)
+	for _, id := range g.LiveMemberIDs() {
+		m := g.Member(id)
+		if m.Epoch < 1 {
+			continue // never granted anything: its heartbeat decides
+		}
+		assigned, _ := g.Grantable(id)
+		added := minus(assigned, m.Granted)
+		if len(added) == 0 || len(minus(m.Granted, assigned)) > 0 || added[0] < from || added[len(added)-1] >= to {
+			continue
+		}
+		g = t.emitAs(Actor, k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: assigned})
+	}
 }
 
 // RollbackInput is an operator's rollback request.

@@ -34,6 +34,9 @@ type memberRuntime struct {
 	available         int
 	progress          []wire.ShardProgress
 	epoch             int64 // the member epoch the last accepted heartbeat was answered with
+	// beats counts the renewals: a held heartbeat whose caller went away
+	// expires its member only if none came after it (hold.go).
+	beats uint64
 }
 
 // renewal is the in-memory part of an accepted heartbeat.
@@ -51,6 +54,7 @@ func (m *memberRuntime) renew(r renewal) {
 	m.reportedMV = r.reportedMV
 	m.available = r.available
 	m.progress = r.progress
+	m.beats++
 }
 
 type correctionRound struct {
@@ -229,6 +233,17 @@ func (r *runtimeTable) issued(k projection.GroupKey, id string, epoch int64) {
 	}
 }
 
+// beatsOf is the number of renewals of the member's lease in this term (0:
+// never seen).
+func (r *runtimeTable) beatsOf(k projection.GroupKey, id string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[k]; g != nil && g.members[id] != nil {
+		return g.members[id].beats
+	}
+	return 0
+}
+
 // needsTick reports whether the member's lease passed or it has a deadline.
 func (r *runtimeTable) needsTick(k projection.GroupKey, id string, now time.Time, lease time.Duration) bool {
 	r.mu.Lock()
@@ -392,6 +407,9 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 			cur.leaseExpiresAt, cur.lastHeartbeatAt = e.m.leaseExpiresAt, e.m.lastHeartbeatAt
 			cur.reportedMV, cur.available, cur.progress = e.m.reportedMV, e.m.available, e.m.progress
 			g.lowerFloor(cur.leaseExpiresAt)
+		}
+		if e.changed&fieldRenewed != 0 {
+			cur.beats++ // counted even when a later steady renewal landed first
 		}
 		if e.changed&fieldDeadline != 0 {
 			g.setDeadline(mk.id, cur, e.m.rebalanceDeadline)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +21,8 @@ import (
 // writer), submits the decision and answers with what it decided.
 type Service struct {
 	serviceDeps
+	// graces counts the graces of dropped held heartbeats running (hold.go).
+	graces atomic.Int64
 }
 
 // serviceDeps is what the Service is built from.
@@ -40,6 +43,9 @@ type serviceDeps struct {
 	logger zerolog.Logger
 	// rejections bounds the refusals recorded per principal.
 	rejections *rejectionLog
+	// holds are the held heartbeats and hold their tunables (hold.go).
+	holds *waiters
+	hold  holdRules
 	// restore restores the log from the projection (in the writer;
 	// Replica.restoreLog).
 	restore func(ctx context.Context, meta events.Meta, in RestoreLogInput, now time.Time) (RestoreResult, error)

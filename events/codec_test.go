@@ -122,6 +122,7 @@ func sampleEvents() map[string]events.Event {
 func sampleVariants() map[string]events.Event {
 	epochs := events.Epochs{GroupEpoch: 7, MetadataVersion: 9}
 	return map[string]events.Event{
+		"member.expired.dropped":  &events.MembersExpired{MemberIDs: []string{"m-2"}, Epochs: epochs, Reason: "the connection of its held heartbeat closed"},
 		"member.joined.principal": &events.MemberJoined{MemberID: "m-1", MemberName: "worker-1", MaxConcurrency: 8, Rejoin: true, Principal: "svc-orders", Epochs: epochs},
 		"group.created.ordering":  &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "alice", Reason: "launch", Ordering: "KEY"},
 		"group.created.registered": &events.GroupCreated{ShardCount: 4, Provisioned: true, RequestedBy: "svc-orders", Reason: "registered by the first heartbeat of member m-1",

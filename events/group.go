@@ -107,6 +107,16 @@ type AssignmentChanged struct {
 	Removed         []string `msgpack:"removed" json:"removed"`
 }
 
+// MemberIDs lists, in no particular order, the members whose target the
+// event sets or removes.
+func (e *AssignmentChanged) MemberIDs() []string {
+	ids := make([]string, 0, len(e.Targets)+len(e.Removed))
+	for id := range e.Targets {
+		ids = append(ids, id)
+	}
+	return append(ids, e.Removed...)
+}
+
 // ShardRepair is one routed shard that Redis had lost: its stream, or the
 // group's consumer group on it.
 type ShardRepair struct {

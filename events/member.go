@@ -55,9 +55,13 @@ type MemberLeft struct {
 
 // MembersExpired is written when members stopped heartbeating past their lease.
 // Each expired member's epoch goes up by one and its shards become reassignable.
+// Reason says why when it was not the lease: the connection of a member's
+// held heartbeat closed and it did not heartbeat again within the grace
+// ("" in entries written for a lease, and in older entries).
 type MembersExpired struct {
 	MemberIDs []string `msgpack:"memberIds" json:"memberIds"`
 	Epochs
+	Reason string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
 // MemberFenced is written when a member reported shards it may not hold, or did not

@@ -282,15 +282,20 @@ func (e *MemberLeft) decodeField(r *reader, i int) (err error) {
 	return epochsField(r, &e.Epochs, i, 1, 3)
 }
 
-var membersExpiredFields = fieldTable{names: []string{"memberIds", "groupEpoch", "metadataVersion"}, epochs: true}
+var membersExpiredFields = fieldTable{names: []string{"memberIds", "groupEpoch", "metadataVersion", "reason"}, epochs: true}
 
 func (e *MembersExpired) wireFields() *fieldTable { return &membersExpiredFields }
 func (e *MembersExpired) reset()                  { *e = MembersExpired{} }
-func (e *MembersExpired) decodeField(r *reader, i int) error {
-	if i == 0 {
-		return r.strings(&e.MemberIDs)
+func (e *MembersExpired) decodeField(r *reader, i int) (err error) {
+	switch i {
+	case 0:
+		err = r.strings(&e.MemberIDs)
+	case 3:
+		e.Reason, err = r.string()
+	default:
+		err = epochsField(r, &e.Epochs, i, 1, 4)
 	}
-	return epochsField(r, &e.Epochs, i, 1, 3)
+	return err
 }
 
 var memberFencedFields = fieldTable{names: []string{"memberId", "reason", "memberEpoch", "groupEpoch", "metadataVersion"}, epochs: true}

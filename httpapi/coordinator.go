@@ -29,6 +29,9 @@ type Commands interface {
 	SetAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.AutoscalingInput) (*projection.Autoscaling, error)
 	DisableAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error)
 	Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error)
+	// HeldHeartbeat is Heartbeat for a member that asked to be held until
+	// its answer changes (hold.go).
+	HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h commands.HoldRequest) (*wire.HeartbeatResponse, commands.HoldOutcome, error)
 	// RestoreLog writes the state this coordinator holds back to a log that
 	// lost it (LOG_LOST).
 	RestoreLog(ctx context.Context, meta events.Meta, in commands.RestoreLogInput) (commands.RestoreResult, error)

@@ -134,6 +134,10 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, leaderURL string)
 		claim.User, claim.Roles, claim.Prefixes, claim.Groups = p.Username, p.Roles, p.Prefixes, p.Groups
 	}
 	r.Header.Set(headerForwardedBy, s.read.Config().CoordinatorID)
+	if ctx, cancel, held := holdDeadline(r); held {
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	// The leader serves the request under this replica's id (it is valid) and
 	// answers with it: one id in both logs and in the answer.
 	r.Header.Set(headerRequestID, requestIDOf(r))
@@ -163,6 +167,20 @@ func (s *Server) signOutgoing(pr *httputil.ProxyRequest) {
 	}
 }
 
+// forwardTransport is the transport requests are forwarded to the leader
+// with; responseHeader 0: no timeout of its own (held heartbeats, which
+// their context bounds).
+func forwardTransport(responseHeader time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: ForwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   ForwardTLSHandshakeTimeout,
+		ResponseHeaderTimeout: responseHeader,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       30 * time.Second,
+	}
+}
+
 func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -180,14 +198,7 @@ func (f *forwarder) proxy(leaderURL string, s *Server) (*httputil.ReverseProxy, 
 			pr.SetXForwarded()
 			s.signOutgoing(pr)
 		},
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: ForwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			TLSHandshakeTimeout:   ForwardTLSHandshakeTimeout,
-			ResponseHeaderTimeout: ForwardResponseHeaderTimeout,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       30 * time.Second,
-		},
+		Transport: heldAwareTransport{plain: forwardTransport(ForwardResponseHeaderTimeout), held: forwardTransport(0)},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set(headerForwardedTo, leaderName)
 			if pos := resp.Header.Get(headerLogPosition); pos != "" && resp.Request != nil {

@@ -27,6 +27,11 @@ const (
 	IdleTimeout       = 120 * time.Second // keep-alive between requests
 )
 
+// MaxHeartbeatHold is the longest a heartbeat may be held (the
+// coordinator's --max-heartbeat-hold at most): its answer, decided again at
+// the hold's end, must be written within WriteTimeout.
+const MaxHeartbeatHold = WriteTimeout - 10*time.Second
+
 // Forwarding to the leader (--ha): a leader that does not accept, handshake or
 // answer in time fails the request with 503 and Retry-After instead of holding
 // the follower's goroutine and the caller's connection.

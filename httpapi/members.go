@@ -14,7 +14,8 @@ func (s *Server) registerMemberRoutes() {
 
 // handleHeartbeat serves POST .../groups/{consumerGroup}/members/{memberId}/heartbeat.
 // Every protocol outcome is HTTP 200 with a status; a malformed body, or a
-// prefix or group name no group can have, is a 400 naming the field.
+// prefix or group name no group can have, is a 400 naming the field. With
+// X-Rsc-Hold-Ms the heartbeat may be held until its answer changes (hold.go).
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	p, err1 := pathVar(r, "streamPrefix")
 	g, err2 := pathVar(r, "consumerGroup")
@@ -36,7 +37,26 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if pr := principalOf(r); pr != nil {
 		principal = pr.Username
 	}
-	resp, err := s.dec.Heartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req)
+	hold, problem := holdOf(r)
+	if problem != "" {
+		s.badRequest(w, r, problem)
+		return
+	}
+	var resp *wire.HeartbeatResponse
+	var err error
+	if hold > 0 {
+		var why commands.HoldOutcome
+		resp, why, err = s.dec.HeldHeartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req, commands.HoldRequest{Bound: hold, Release: s.releasing})
+		if why == commands.HoldDropped {
+			// Nobody to answer; the status is for the access log and
+			// metrics only (nginx's "client closed request").
+			w.WriteHeader(statusClientClosed)
+			return
+		}
+		w.Header().Set(headerHoldOutcome, string(why))
+	} else {
+		resp, err = s.dec.Heartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

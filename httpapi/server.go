@@ -75,6 +75,11 @@ type Server struct {
 	refusals everySecond   // rate of the refused-request log lines
 	stateAt  func(ctx context.Context, until string) (*projection.State, error)
 
+	// releasing is closed when Close begins: held heartbeats are answered
+	// at once (hold.go).
+	releasing   chan struct{}
+	releaseOnce sync.Once
+
 	ln         net.Listener
 	srv        *http.Server
 	done       chan struct{}
@@ -90,7 +95,7 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 	}
 	s := &Server{cfg: cfg, dec: parts.Commands, read: parts.Reader, rt: parts.Runtime, lead: parts.Leadership, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
 		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays),
-		messages: make(chan struct{}, MaxConcurrentMessageReads), stateAt: cfg.StateAt}
+		messages: make(chan struct{}, MaxConcurrentMessageReads), stateAt: cfg.StateAt, releasing: make(chan struct{})}
 	if s.stateAt == nil {
 		s.stateAt = parts.Reader.StateAt
 	}
@@ -335,8 +340,10 @@ func (s *Server) URL() string {
 	return fmt.Sprintf("http://%s", net.JoinHostPort(host, fmt.Sprint(addr.Port)))
 }
 
-// Close stops accepting connections and waits for requests in flight.
+// Close stops accepting connections, answers the held heartbeats at once
+// and waits for the requests in flight.
 func (s *Server) Close(ctx context.Context) error {
+	s.releaseOnce.Do(func() { close(s.releasing) })
 	s.mu.Lock()
 	srv, stop := s.srv, s.stopOffset
 	s.mu.Unlock()

@@ -94,6 +94,7 @@ func (m *Metrics) Watch(c *commands.Coordinator, offsets OffsetReader) {
 	m.coord, m.offsets = c, offsets
 	m.mu.Unlock()
 	m.reg.MustRegister(coordinatorCollector{m})
+	m.watchHeld(c)
 }
 
 // coordinatorCollector builds its metrics at scrape time from the projection and

@@ -106,6 +106,20 @@ type Config struct {
 	// their release is seen quickly (default DefaultHoldHeartbeatInterval;
 	// never slower than the coordinator's interval).
 	HoldHeartbeatInterval time.Duration
+	// PlainHeartbeats turns held heartbeats off: the member heartbeats every
+	// interval and learns of a change at its next heartbeat, as the
+	// reference clients do. By default each heartbeat asks the coordinator
+	// to hold it until its answer changes (a shard to start or to revoke, a
+	// new metadata version, a fence) or HeartbeatHold passes, and the member
+	// heartbeats again as soon as it is answered: a change reaches it in a
+	// round trip, and it heartbeats as often as with plain heartbeats while
+	// nothing changes. A coordinator that does not hold heartbeats answers
+	// at once, and the member heartbeats every interval.
+	PlainHeartbeats bool
+	// HeartbeatHold is how long each held heartbeat may wait for a change
+	// (default: the heartbeat interval the coordinator tells; never more
+	// than a third of MemberLease, so the lease is renewed in time).
+	HeartbeatHold time.Duration
 	// MemberLease is the local assignment lease: when heartbeats have failed
 	// for this long, the member stops reading all shards until one succeeds.
 	// Keep it below the coordinator's --member-lease (default: 5 heartbeat

@@ -148,6 +148,8 @@ func (e env) config(mutate func(*member.Config)) member.Config {
 		StreamPrefix: prefix, ConsumerGroup: group, MemberIDBase: "w",
 		Block: 50 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		ClaimMinIdle: 100 * time.Millisecond, RetryBackoff: 100 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
+		// The fake answers every heartbeat at once, as the reference does.
+		PlainHeartbeats: true,
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -54,6 +54,23 @@ type member struct {
 	lapsed   bool
 	joined   bool
 
+	// unheld counts the answers in a row that came at once although the
+	// member had nothing to report (held heartbeats): after a few it waits
+	// its interval, so a coordinator that keeps answering at once (a
+	// correction round, say) is not asked in a loop.
+	unheld int
+	// graceRisk: a held heartbeat of this member ended without an answer
+	// (it failed, or the member abandoned it). The coordinator that held it
+	// expires the member after its drop grace (--heartbeat-drop-grace, 1 s)
+	// unless a heartbeat gets through meanwhile: the next is sent at once
+	// (once: retried), and while none got through the member reads nothing
+	// (pausedLease is the lease it had), unless no coordinator listens at
+	// all (every endpoint refused: none runs a grace), when the lease it had
+	// applies again.
+	graceRisk   bool
+	retried     bool
+	pausedLease int64
+
 	leaseUntil atomic.Int64  // monotonic nanos since leaseEpoch; readers read only before it
 	wake       chan struct{} // a reader exited or holds entries back: heartbeat now
 	// gate is what the last applied answer said about ordering: the
@@ -228,29 +245,145 @@ func (m *member) available() int {
 	return 1
 }
 
-// heartbeat sends one heartbeat, applies the answer, and returns the delay
-// until the next one.
+// heartbeat sends one heartbeat (held, when it may be), applies the answer,
+// and returns the delay until the next one.
 func (m *member) heartbeat(ctx context.Context) time.Duration {
 	req := m.buildRequest(m.epoch, m.available())
 	sent := time.Now()
-	hctx, cancel := context.WithTimeout(ctx, m.callTimeout())
-	resp, err := m.rt.cfg.Coordinator.Heartbeat(hctx, m.rt.cfg.StreamPrefix, m.rt.cfg.ConsumerGroup, req)
-	cancel()
+	hold := m.holdFor(req)
+	var resp *client.HeartbeatResponse
+	var outcome string
+	var err error
+	woke := false
+	if hold > 0 {
+		resp, outcome, woke, err = m.held(ctx, req, hold)
+	} else {
+		hctx, cancel := context.WithTimeout(ctx, m.callTimeout())
+		resp, err = m.rt.cfg.Coordinator.Heartbeat(hctx, m.rt.cfg.StreamPrefix, m.rt.cfg.ConsumerGroup, req)
+		cancel()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0
+			return 0 // stopping
+		}
+		if hold > 0 && client.Unanswered(err) {
+			m.graceRisk = true
+		}
+		if woke {
+			return 0 // a reader has news: heartbeat again at once
 		}
 		m.rt.stats.heartbeatFailures.Add(1)
 		m.log.Warn("heartbeat failed; keeping the assignment while the lease lasts", "err", err, "leaseValid", m.leaseValid())
+		m.graceLease(err)
 		m.checkLease()
 		m.publishStatus("")
+		if m.graceRisk && !m.retried {
+			m.retried = true
+			return 0
+		}
 		return min(m.interval, time.Second)
 	}
+	m.graceRisk, m.retried, m.pausedLease = false, false, 0
 	m.rt.stats.heartbeats.Add(1)
+	if outcome == client.HoldWoken || outcome == client.HoldElapsed {
+		m.rt.stats.heldHeartbeats.Add(1)
+	}
 	m.apply(req, resp, sent)
 	m.checkLease()
+	if woke {
+		return 0
+	}
+	return m.nextDelay(hold > 0, outcome)
+}
+
+// graceLease pauses reading after a failed heartbeat while the coordinator
+// may expire the member at the end of its drop grace (graceRisk), and
+// gives the lease back when the failure shows no coordinator listens.
+func (m *member) graceLease(err error) {
+	switch {
+	case !m.graceRisk:
+	case client.Refused(err):
+		if m.pausedLease != 0 {
+			m.leaseUntil.Store(m.pausedLease)
+			m.pausedLease = 0
+		}
+	case m.pausedLease == 0 && m.leaseValid():
+		m.pausedLease = m.leaseUntil.Swap(int64(time.Since(leaseEpoch)))
+	}
+}
+
+// holdFor is how long the heartbeat req may be held (0: send it plain):
+// held heartbeats are on, the member has joined and reports nothing the
+// coordinator must act on (a revoke report is answered at once anyway), and
+// its lease is valid (the answer that renews it must come at once).
+func (m *member) holdFor(req *client.HeartbeatRequest) time.Duration {
+	if m.rt.cfg.PlainHeartbeats || !m.joined || *req.MemberEpoch <= 0 || len(req.RevokingShards) > 0 || !m.leaseValid() {
+		return 0
+	}
+	hold := m.rt.cfg.HeartbeatHold
+	if hold <= 0 {
+		hold = m.interval
+	}
+	return min(hold, m.lease()/3)
+}
+
+// held sends req as a held heartbeat. A reader's news (a drained shard,
+// entries held back) ends the wait: the call is abandoned (the coordinator
+// sees its connection close; the heartbeat that follows at once keeps the
+// member), and woke is true.
+func (m *member) held(ctx context.Context, req *client.HeartbeatRequest, hold time.Duration) (resp *client.HeartbeatResponse, outcome string, woke bool, err error) {
+	hctx, cancel := context.WithTimeout(ctx, hold+m.callTimeout())
+	defer cancel()
+	type answer struct {
+		resp    *client.HeartbeatResponse
+		outcome string
+		err     error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		r, o, e := m.rt.cfg.Coordinator.HeldHeartbeat(hctx, m.rt.cfg.StreamPrefix, m.rt.cfg.ConsumerGroup, req, hold)
+		ch <- answer{r, o, e}
+	}()
+	select {
+	case a := <-ch:
+		return a.resp, a.outcome, false, a.err
+	case <-m.wake:
+		cancel()
+		a := <-ch // an answer that came meanwhile is applied
+		return a.resp, a.outcome, true, a.err
+	}
+}
+
+// nextDelay is the wait before the next heartbeat after an answer: none
+// after a held one (the next is held in turn), nor after one that came at
+// once with news while the member has nothing to report (a few in a row at
+// most); the interval otherwise: plain heartbeats, a coordinator that holds
+// none, a member with revoke reports to make (its readers wake it).
+func (m *member) nextDelay(askedHold bool, outcome string) time.Duration {
+	if m.rt.cfg.PlainHeartbeats {
+		return m.interval
+	}
+	switch {
+	case outcome == client.HoldWoken || outcome == client.HoldElapsed:
+		m.unheld = 0
+		return 0
+	case outcome == client.HoldReleased:
+		return min(m.interval, time.Second) // the coordinator stops or lost the lead
+	case askedHold && outcome != client.HoldAnswered:
+		return m.interval // limit, off, or a coordinator that holds no heartbeat
+	case len(m.statesOf(shardDraining, shardRevoked)) > 0:
+		return m.interval
+	}
+	m.unheld++
+	if m.unheld <= maxUnheld {
+		return 0
+	}
 	return m.interval
 }
+
+// maxUnheld is how many answers in a row may come at once before the member
+// waits its interval (see member.unheld).
+const maxUnheld = 3
 
 func (m *member) callTimeout() time.Duration {
 	return min(max(2*m.interval, time.Second), client.DefaultTimeout)
@@ -265,7 +398,7 @@ func (m *member) checkLease() {
 	switch {
 	case !valid && !m.lapsed:
 		m.lapsed = true
-		m.log.Warn("assignment lease lapsed: heartbeats failed for longer than the member lease; reading of all shards paused", "lease", m.lease())
+		m.log.Warn("assignment lease lapsed: heartbeats failed for longer than the member lease, or a held heartbeat went unanswered (the coordinator may expire the member after its drop grace); reading of all shards paused", "lease", m.lease())
 		m.rt.emit(Event{MemberID: m.id, Kind: EventLeaseLapsed, Shards: m.statesOf(shardReading)})
 	case valid && m.lapsed:
 		m.lapsed = false

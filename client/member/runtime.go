@@ -26,8 +26,9 @@ const (
 	// EventFenced: the coordinator fenced the member or forgot it (Detail has
 	// the status); it stopped every shard and rejoins.
 	EventFenced EventKind = "fenced"
-	// EventLeaseLapsed: heartbeats failed for longer than the member lease;
-	// reading is paused.
+	// EventLeaseLapsed: heartbeats failed for longer than the member lease,
+	// or a held heartbeat went unanswered (the coordinator may expire the
+	// member after its drop grace); reading is paused.
 	EventLeaseLapsed EventKind = "lease-lapsed"
 	// EventLeaseRestored: a heartbeat succeeded again after a lapse.
 	EventLeaseRestored EventKind = "lease-restored"
@@ -64,10 +65,13 @@ type Stats struct {
 	HeartbeatFailures int64 // heartbeats that got no answer
 	// Holds counts the times a shard's entries were held back (EventHeld).
 	Holds int64
+	// HeldHeartbeats counts the heartbeats the coordinator held before it
+	// answered them (a change concerned the member, or the hold passed).
+	HeldHeartbeats int64
 }
 
 type counters struct {
-	delivered, handled, failed, acked, claimed, deadLettered, heartbeats, heartbeatFailures, holds atomic.Int64
+	delivered, handled, failed, acked, claimed, deadLettered, heartbeats, heartbeatFailures, holds, heldHeartbeats atomic.Int64
 }
 
 // MemberStatus is a logical member's state as its heartbeat loop last saw it.
@@ -181,6 +185,7 @@ func (r *Runtime) Stats() Stats {
 		Delivered: s.delivered.Load(), Handled: s.handled.Load(), Failed: s.failed.Load(), Acked: s.acked.Load(),
 		Claimed: s.claimed.Load(), DeadLettered: s.deadLettered.Load(),
 		Heartbeats: s.heartbeats.Load(), HeartbeatFailures: s.heartbeatFailures.Load(), Holds: s.holds.Load(),
+		HeldHeartbeats: s.heldHeartbeats.Load(),
 	}
 }
 

@@ -29,6 +29,9 @@ type reader struct {
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+	// blockID is the Redis client id of the reader's own connection while
+	// it reads on one (0: it reads through the pool); unblock.go.
+	blockID atomic.Int64
 
 	// inFlight is the number of read entries not acked yet (held back ones
 	// excluded).
@@ -56,8 +59,14 @@ func newReader(m *member, index int) *reader {
 	}
 }
 
-// stop asks the reader to stop after its current batch.
-func (r *reader) stop() { r.stopOnce.Do(func() { close(r.stopCh) }) }
+// stop asks the reader to stop after its current batch, ending a blocked
+// read at once where it can (unblock.go).
+func (r *reader) stop() {
+	r.stopOnce.Do(func() {
+		close(r.stopCh)
+		r.unblock()
+	})
+}
 
 func (r *reader) stopped() bool {
 	select {
@@ -140,6 +149,29 @@ func (r *reader) read(ctx context.Context) bool {
 		Group: cfg.ConsumerGroup, Consumer: r.m.id, Streams: []string{r.key, ">"},
 		Count: cfg.BatchSize, Block: cfg.Block,
 	}
+	var own *blockingConn
+	readGroup := cfg.Redis.XReadGroup
+	// connect takes a connection of the reader's own (a fresh one after a
+	// failure: a failed connection stays failed, and a failover client's
+	// next one reaches the new primary), or reads through the pool.
+	connect := func() {
+		if own != nil {
+			r.blockID.Store(0)
+			_ = own.conn.Close()
+		}
+		readGroup = cfg.Redis.XReadGroup
+		if own = ownConn(ctx, cfg.Redis); own != nil {
+			readGroup = own.conn.XReadGroup
+			r.blockID.Store(own.id)
+		}
+	}
+	connect()
+	defer func() {
+		if own != nil {
+			r.blockID.Store(0)
+			_ = own.conn.Close()
+		}
+	}()
 	for !r.stopped() && ctx.Err() == nil {
 		if !r.m.leaseValid() {
 			// Another member may own the shard by now: read nothing until a
@@ -149,7 +181,7 @@ func (r *reader) read(ctx context.Context) bool {
 			}
 			continue
 		}
-		streams, err := r.rt.cfg.Redis.XReadGroup(ctx, args).Result()
+		streams, err := readGroup(ctx, args).Result()
 		switch {
 		case err == nil:
 			backoff = 0
@@ -163,6 +195,9 @@ func (r *reader) read(ctx context.Context) bool {
 		case ctx.Err() != nil:
 			return false
 		default:
+			if own != nil && !isReply(err) {
+				connect() // the connection failed, not the command
+			}
 			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
 			if isNoGroup(err) {
 				// The stream or its consumer group is gone: a retired shard,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/metrics"
@@ -74,4 +75,14 @@ func (c countedHeartbeats) Heartbeat(ctx context.Context, k projection.GroupKey,
 	resp, err := c.Commands.Heartbeat(ctx, k, memberID, principal, req)
 	c.answered(resp, err)
 	return resp, err
+}
+
+// HeldHeartbeat counts the answer a held heartbeat got (none when its caller
+// went away).
+func (c countedHeartbeats) HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h commands.HoldRequest) (*wire.HeartbeatResponse, commands.HoldOutcome, error) {
+	resp, why, err := c.Commands.HeldHeartbeat(ctx, k, memberID, principal, req, h)
+	if why != commands.HoldDropped {
+		c.answered(resp, err)
+	}
+	return resp, why, err
 }

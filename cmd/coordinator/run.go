@@ -107,6 +107,13 @@ type Main struct {
 	RedisTLS           redisurl.TLSFiles
 	LogReplicas        int
 	LogReplicasTimeout time.Duration
+	// Held heartbeats (commands/hold.go): the longest hold, how many are
+	// held at once in total and per principal, and the grace of a member
+	// whose held heartbeat's connection closed.
+	MaxHeartbeatHold              time.Duration
+	MaxHeldHeartbeats             int
+	MaxHeldHeartbeatsPerPrincipal int
+	HeartbeatDropGrace            time.Duration
 	// AllowRedisEviction accepts a Redis whose maxmemory-policy can evict
 	// the log; RedisCheckInterval is how often the guard reads the policy
 	// and checks the log for a loss (guard.go).
@@ -168,6 +175,10 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
 	fs.DurationVar(&m.MemberLease, "member-lease", 15*time.Second, "member lease: a member silent this long expires")
 	fs.DurationVar(&m.RebalanceTimeout, "rebalance-timeout", 60*time.Second, "time a member has to release a revoked shard before it is fenced")
+	fs.DurationVar(&m.MaxHeartbeatHold, "max-heartbeat-hold", commands.DefaultMaxHeartbeatHold, "longest a heartbeat that asks to be held (X-Rsc-Hold-Ms) waits for news; never more than half the member lease")
+	fs.IntVar(&m.MaxHeldHeartbeats, "max-held-heartbeats", commands.DefaultMaxHeldHeartbeats, "heartbeats held at once, in total; past it a heartbeat is answered at once (negative: none is held)")
+	fs.IntVar(&m.MaxHeldHeartbeatsPerPrincipal, "max-held-heartbeats-per-principal", commands.DefaultMaxHeldHeartbeatsPerPrincipal, "heartbeats held at once per principal (anonymous members count as one); past it a heartbeat is answered at once (negative: none is held)")
+	fs.DurationVar(&m.HeartbeatDropGrace, "heartbeat-drop-grace", commands.DefaultHeartbeatDropGrace, "a member whose held heartbeat's connection closed without an answer is expired unless it heartbeats again within this (negative: only the member lease expires members)")
 	fs.DurationVar(&m.TickInterval, "tick-interval", time.Second, "maintenance interval (expiry, timeouts, resharding progress)")
 	fs.DurationVar(&m.StaleMemberRetention, "stale-member-retention", 10*time.Minute, "how long expired/fenced/left members stay visible (negative: forever)")
 	fs.BoolVar(&m.DisableProvisioning, "disable-provisioning", false, "do not create shard streams and consumer groups")
@@ -271,6 +282,12 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := checkAllowedHosts(m.AllowedHosts); err != nil {
 		return err
 	}
+	if m.MaxHeartbeatHold <= 0 || m.MaxHeartbeatHold > httpapi.MaxHeartbeatHold {
+		return fmt.Errorf("--max-heartbeat-hold must be positive and at most %s (the server answers within its write timeout, %s)", httpapi.MaxHeartbeatHold, httpapi.WriteTimeout)
+	}
+	if m.MaxHeldHeartbeats == 0 || m.MaxHeldHeartbeatsPerPrincipal == 0 || m.HeartbeatDropGrace == 0 {
+		return fmt.Errorf("--max-held-heartbeats, --max-held-heartbeats-per-principal and --heartbeat-drop-grace must not be 0 (negative turns them off)")
+	}
 	if m.HA && m.LeaderLease < 30*time.Millisecond {
 		return fmt.Errorf("--leader-lease must be at least 30ms")
 	}
@@ -332,7 +349,9 @@ func (m *Main) Run(ctx context.Context) error {
 		SnapshotEvery: m.SnapshotEvery, SnapshotMinInterval: m.SnapshotMinInterval, CoordinatorID: m.CoordinatorID, Logger: m.logger,
 		SnapshotKeep: m.SnapshotKeep, TrimLog: m.TrimLog, Trimmer: log,
 		MemberChurnPerMinute: offIfZero(m.MemberChurnPerMinute), RejectionsPerMinute: offIfZero(m.RejectionsPerMinute),
-		RedisGuard: guard, GuardInterval: m.RedisCheckInterval, AllowEviction: m.AllowRedisEviction, LogReplicas: m.LogReplicas,
+		MaxHeartbeatHold: m.MaxHeartbeatHold, MaxHeldHeartbeats: m.MaxHeldHeartbeats, MaxHeldHeartbeatsPerPrincipal: m.MaxHeldHeartbeatsPerPrincipal,
+		HeartbeatDropGrace: m.HeartbeatDropGrace,
+		RedisGuard:         guard, GuardInterval: m.RedisCheckInterval, AllowEviction: m.AllowRedisEviction, LogReplicas: m.LogReplicas,
 		MaxGroupsPerPrincipal: offIfZero(m.MaxGroupsPerPrincipal), MaxShardsPerPrincipal: offIfZero(m.MaxShardsPerPrincipal),
 		MaxGroupsPerPrefix: offIfZero(m.MaxGroupsPerPrefix), MaxShardsPerPrefix: offIfZero(m.MaxShardsPerPrefix),
 		MaxMembersPerPrincipal: offIfZero(m.MaxMembersPerPrincipal), PrincipalChurnPerMinute: offIfZero(m.PrincipalChurnPerMinute),

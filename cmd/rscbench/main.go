@@ -20,7 +20,11 @@
 //	rscbench noisy      a join's latency in a quiet group while other
 //	                    connections flood a group of many member records
 //	                    with joins and leaves, vs the same joins alone
-//	rscbench all        everything
+//	rscbench latency    publish-to-handle latency through the SDK in steady
+//	                    state and through a scale-out, a scale-in, a rolling
+//	                    restart and a killed member process, with held and
+//	                    with plain heartbeats; the memory of a held heartbeat
+//	rscbench all        everything but latency (it takes minutes)
 //
 // It starts a throwaway redis-server (--save "" --appendonly no) on a free
 // loopback port unless --redis names a server, and removes what it wrote.
@@ -39,6 +43,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,7 +73,12 @@ commands:
   noisy      a join's latency (p50, p99) in a quiet group while --churners
              connections flood a group of --noisy-records member records
              with joins and leaves, vs the same joins with no flood
-  all        everything
+  latency    publish-to-handle latency (p50, p99, max) through the SDK,
+             steady and through a scale-out, a scale-in, a rolling restart
+             and a member process killed, with held heartbeats and with
+             plain ones (p99 vs the steady p99 of the same mode); and the
+             memory of a held heartbeat vs an idle connection
+  all        everything but latency
 
 common flags: --quick (smaller sizes), -json, --redis URL (instead of a
 throwaway redis-server). Run "rscbench <command> -h" for a command's flags.
@@ -77,6 +87,9 @@ throwaway redis-server). Run "rscbench <command> -h" for a command's flags.
 func main() {
 	// go-redis logs every failed dial; the errors we return say it once.
 	redis.SetLogger(quietLogger{})
+	if os.Getenv(latencyMemberEnv) != "" {
+		os.Exit(runLatencyMember())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -131,15 +144,28 @@ type options struct {
 	churners     int
 	noisyJoins   int
 	noisyPasses  int
+
+	// latency
+	latRate        int
+	latKeys        int
+	latMembers     int
+	fromShards     int
+	toShards       int
+	phase          time.Duration
+	restartSpacing time.Duration
+	latRounds      int
+	heldRequests   int
+	latModes       string
 }
 
-var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "publish", "noisy", "all"}
+var commandNames = []string{"log", "heartbeat", "rebalance", "joins", "ordering", "publish", "noisy", "latency", "all"}
 
 // newOptions returns the defaults that do not depend on --quick; a command's
 // flags start from them, and the flags it does not have keep them.
 func newOptions() *options {
 	return &options{seed: 1, appendRounds: 3, reps: 3, shards: 128, concurrency: 64, passes: 2, rbMembers: 100, rbShards: 256, rbLeavers: 10,
-		joins: 1000, joinsEarly: 100, joinShards: 128, orderingLoad: 500, churners: 2}
+		joins: 1000, joinsEarly: 100, joinShards: 128, orderingLoad: 500, churners: 2,
+		latKeys: 10000, latMembers: 4, fromShards: 4, toShards: 8, restartSpacing: 3 * time.Second, latRounds: 1, latModes: "held,plain"}
 }
 
 func (o *options) register(fs *flag.FlagSet, cmd string) {
@@ -188,6 +214,18 @@ func (o *options) register(fs *flag.FlagSet, cmd string) {
 			fs.IntVar(&o.noisyPasses, "passes", 0, "alternating alone/flooded phases the joins are split into (default 10; quick 2)")
 		}
 	}
+	if cmd == "latency" {
+		fs.IntVar(&o.latRate, "rate", 0, "messages published a second (default 500; quick 200)")
+		fs.IntVar(&o.latKeys, "keys", o.latKeys, "partition keys the messages are spread over")
+		fs.IntVar(&o.latMembers, "lat-members", o.latMembers, "member processes")
+		fs.IntVar(&o.fromShards, "from-shards", o.fromShards, "shards of the group, scaled out to --to-shards and back")
+		fs.IntVar(&o.toShards, "to-shards", o.toShards, "shards of the scale-out")
+		fs.DurationVar(&o.phase, "phase", 0, "length of each phase; a message counts in the phase it was published in (default 15s; quick 5s)")
+		fs.DurationVar(&o.restartSpacing, "restart-spacing", o.restartSpacing, "time between two members' restarts in the rolling restart")
+		fs.IntVar(&o.latRounds, "rounds", o.latRounds, "rounds of both modes, alternating which runs first; the phases' figures pool every round")
+		fs.IntVar(&o.heldRequests, "held-requests", 0, "held heartbeats whose memory is measured (default 2000; quick 200)")
+		fs.StringVar(&o.latModes, "modes", o.latModes, "heartbeat modes measured, comma-separated: held (the SDK's default), plain")
+	}
 	if cmd == "heartbeat" || cmd == "rebalance" || cmd == "all" {
 		fs.IntVar(&o.rbMembers, "rebalance-members", o.rbMembers, "members joining the rebalance group")
 		fs.IntVar(&o.rbShards, "rebalance-shards", o.rbShards, "shards of the rebalance group")
@@ -214,6 +252,14 @@ func (o *options) resolve() error {
 	pick(&o.noisyRecords, 3000, 500)
 	pick(&o.noisyJoins, 2000, 60)
 	pick(&o.noisyPasses, 10, 2)
+	pick(&o.latRate, 500, 200)
+	pick(&o.heldRequests, 2000, 200)
+	if o.phase == 0 {
+		o.phase = 15 * time.Second
+		if o.quick {
+			o.phase = 5 * time.Second
+		}
+	}
 	if o.publishSlice == 0 {
 		o.publishSlice = 500 * time.Millisecond
 		if o.quick {
@@ -251,6 +297,12 @@ func (o *options) resolve() error {
 	}
 	check(o.noisyRecords >= 0 && o.churners > 0 && o.noisyPasses > 0 && o.noisyJoins >= o.noisyPasses, "--noisy-records must not be negative, --churners and the noisy --passes positive and --noisy-joins at least --passes")
 	check(o.orderingLoad >= 0 && o.orderingReps > 0 && o.publishSlice > 0 && o.publishRounds > 0, "--ordering-load must not be negative, --ordering-reps, --publish-slice and --publish-rounds must be positive")
+	check(o.latRate > 0 && o.latKeys > 0 && o.latMembers > 0 && o.latRounds > 0 && o.heldRequests > 0, "--rate, --keys, --lat-members, --rounds and --held-requests must be positive")
+	check(o.fromShards > 0 && o.toShards > o.fromShards, "--to-shards must exceed --from-shards, both positive")
+	for _, m := range strings.Split(o.latModes, ",") {
+		check(m == "held" || m == "plain", "--modes lists held or plain, not %q", m)
+	}
+	check(o.phase >= time.Second && o.restartSpacing >= 0, "--phase must be at least 1s and --restart-spacing not negative")
 	return errors.Join(problems...)
 }
 
@@ -305,7 +357,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Started: time.Now().UTC(),
 	}}
-	b := &bench{o: o, progress: stderr}
+	b := &bench{o: o, progress: &lockedWriter{w: stderr}}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
@@ -364,6 +416,8 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runPublish(ctx, rep)
 	case "noisy":
 		return b.runNoisy(ctx, rep)
+	case "latency":
+		return b.runLatency(ctx, rep)
 	case "all":
 		if err := b.runLog(ctx, rep); err != nil {
 			return err
@@ -386,6 +440,19 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		return b.runRebalance(ctx, rep)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// lockedWriter serializes writes to w: the latency benchmark's member
+// processes write their stderr to the progress writer at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // intList is a comma-separated list of integers (a flag).

@@ -157,6 +157,7 @@ type store struct {
 	rdb     *redis.Client
 	proc    *redisProcess // nil with --redis
 	version string
+	url     string // the server's URL (member processes connect to it)
 	ns      string // key namespace, "rscbench:<run>"
 	prefix  string // stream-prefix namespace, "rscbench-<run>"
 	keys    []string
@@ -177,6 +178,7 @@ func openStore(ctx context.Context, url string) (*store, error) {
 		s.close(ctx)
 		return nil, fmt.Errorf("--redis: %w", err)
 	}
+	s.url = url
 	s.rdb = redis.NewClient(opts)
 	info, err := s.rdb.Info(ctx, "server").Result()
 	if err != nil {
