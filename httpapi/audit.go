@@ -7,6 +7,7 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
@@ -95,8 +96,8 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p := principalOf(r)
-	if !p.scoped() {
+	p := guard.PrincipalOf(r)
+	if !p.Scoped() {
 		entries, err := s.read.HistoryLog().Read(r.Context(), after, limit)
 		if err != nil {
 			s.writeError(w, r, logUnavailable(err))
@@ -126,7 +127,7 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			cursor = e.ID
 			scanned++
-			if rec.StreamPrefix != "" && p.covers(rec.StreamPrefix) {
+			if rec.StreamPrefix != "" && p.Covers(rec.StreamPrefix) {
 				page.Events = append(page.Events, toAudit(rec))
 				if full = len(page.Events) == limit; full {
 					break

@@ -47,7 +47,7 @@ func (s *Server) handleDeleteAutoscaling(w http.ResponseWriter, r *http.Request)
 	if !s.decodeBody(w, r, &req, false) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !s.limit.Allow(w, r) {
 		return
 	}
 	if req.RequestedBy == "" {
@@ -63,10 +63,10 @@ func (s *Server) handleDeleteAutoscaling(w http.ResponseWriter, r *http.Request)
 // handleGetAutoscaling serves GET .../groups/{consumerGroup}/autoscaling: the
 // policy, and the leader's latest evaluation (a follower asks the leader).
 func (s *Server) handleGetAutoscaling(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
-	if !ok {
+	if s.fwd.ToLeader(w, r) {
 		return
 	}
+	rt := s.rt
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return

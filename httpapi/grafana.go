@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
@@ -17,7 +18,7 @@ import (
 // The Grafana endpoints (contract §2.10) flatten the monitoring views into
 // top-level JSON arrays of rows, the shape Grafana's JSON/Infinity data sources
 // turn into tables and variables. A principal scoped to some prefixes
-// (scope.go) sees only their rows and options. They reuse the monitoring computations
+// (guard/principal.go) sees only their rows and options. They reuse the monitoring computations
 // (MembersOf, readOffsets, readPage); what they add is the rows (package
 // wire), the owner strings, merged paging across shards and the per-shard rates.
 
@@ -56,7 +57,7 @@ const (
 func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaGroupRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if !visible(r, g.Key.StreamPrefix) {
+		if !guard.Visible(r, g.Key.StreamPrefix) {
 			continue
 		}
 		offs, rates, err := a.s.readOffsets(r.Context(), g)
@@ -99,7 +100,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if p := g.Key.StreamPrefix; visible(r, p) && (len(out) == 0 || out[len(out)-1].Value != p) {
+		if p := g.Key.StreamPrefix; guard.Visible(r, p) && (len(out) == 0 || out[len(out)-1].Value != p) {
 			out = append(out, wire.GrafanaOptionRow{Text: p, Value: p})
 		}
 	}
@@ -111,12 +112,12 @@ func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request)
 // group, sorted by prefix then group.
 func (a *grafanaAPI) handleGroupOptions(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("streamPrefix")
-	if !a.s.namedPrefixAllowed(w, r, prefix) {
+	if !a.s.guard.NamedPrefix(w, r, prefix) {
 		return
 	}
 	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if !visible(r, g.Key.StreamPrefix) {
+		if !guard.Visible(r, g.Key.StreamPrefix) {
 			continue
 		}
 		if blank(prefix) || g.Key.StreamPrefix == prefix {
@@ -143,10 +144,10 @@ func (a *grafanaAPI) handleShardOptions(w http.ResponseWriter, r *http.Request) 
 // handleMembers serves GET /coord/v1/monitoring/grafana/members: the group's
 // members sorted by id; [] when either parameter is blank.
 func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
-	rt, ok := a.s.leaderMemory(w, r)
-	if !ok {
+	if a.s.fwd.ToLeader(w, r) {
 		return
 	}
+	rt := a.s.rt
 	g, ok := a.oneGroup(w, r)
 	if !ok || g == nil {
 		return
@@ -170,13 +171,13 @@ func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 // any; both blank select every group.
 func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
-	if !ok || !a.s.namedPrefixAllowed(w, r, vals[0]) {
+	if !ok || !a.s.guard.NamedPrefix(w, r, vals[0]) {
 		return
 	}
 	var groups []*projection.Group
 	if blank(vals[0]) || blank(vals[1]) {
 		for _, g := range sortedGroups(a.s.read.State().Groups()) {
-			if !visible(r, g.Key.StreamPrefix) {
+			if !guard.Visible(r, g.Key.StreamPrefix) {
 				continue
 			}
 			if (blank(vals[0]) || g.Key.StreamPrefix == vals[0]) && (blank(vals[1]) || g.Key.ConsumerGroup == vals[1]) {
@@ -241,7 +242,7 @@ func (a *grafanaAPI) handleAssignments(w http.ResponseWriter, r *http.Request) {
 // error when a parameter is missing or the group is unknown; false means it answered.
 func (a *grafanaAPI) oneGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
 	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
-	if !ok || !a.s.namedPrefixAllowed(w, r, vals[0]) {
+	if !ok || !a.s.guard.NamedPrefix(w, r, vals[0]) {
 		return nil, false
 	}
 	if blank(vals[0]) || blank(vals[1]) {

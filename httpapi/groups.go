@@ -44,7 +44,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !s.limit.Allow(w, r) {
 		return
 	}
 	view, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
@@ -100,7 +100,7 @@ func groupMutation[T any](s *Server, w http.ResponseWriter, r *http.Request, sta
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !s.limit.Allow(w, r) {
 		return
 	}
 	v, err := do(k, &req)
@@ -165,10 +165,10 @@ func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 // handleListReshardings serves GET .../groups/{consumerGroup}/migrations (and
 // the monitoring twin): the group's reshardings, oldest first.
 func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
-	if !ok {
+	if s.fwd.ToLeader(w, r) {
 		return
 	}
+	rt := s.rt
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
@@ -186,10 +186,10 @@ func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
 
 // handleGetResharding serves GET .../groups/{consumerGroup}/migrations/{reshardingId}.
 func (s *Server) handleGetResharding(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
-	if !ok {
+	if s.fwd.ToLeader(w, r) {
 		return
 	}
+	rt := s.rt
 	k, ok := s.groupKey(w, r)
 	if !ok {
 		return

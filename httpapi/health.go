@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -96,33 +95,15 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, false) {
 		return
 	}
-	var p *principal
-	var err error
-	if req.Username != "" {
-		p, err = s.auth.checkPassword(req.Username, req.Password, clientAddr(r), proofOf(r))
-	} else {
-		p, err = s.auth.authenticate(r, clientAddr(r)) // login is public: ServeHTTP read no credentials
-	}
-	var te *throttledError
-	if errors.As(err, &te) {
-		s.tooManyFailures(w, r, te)
+	tok, err := s.guard.Login(r, req.Username, req.Password)
+	if s.guard.Throttled(w, r, err) {
 		return
 	}
-	if err != nil || p == nil {
-		loginFailed(w, r)
-		return
-	}
-	now := s.auth.now()
-	tok, exp, err := s.auth.issueToken(p, now)
 	if err != nil {
 		loginFailed(w, r)
 		return
 	}
-	ttl := int64(s.auth.cfg.TokenTTL.Seconds())
-	if left := exp.Unix() - now.Unix(); left < ttl {
-		ttl = max(left, 0) // an exchanged token, capped by the one presented
-	}
-	writeJSON(w, http.StatusOK, wire.LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: ttl, Roles: p.Roles})
+	writeJSON(w, http.StatusOK, wire.LoginResponse{AccessToken: tok.Token, TokenType: "Bearer", ExpiresAt: tok.ExpiresAt.UTC(), ExpiresInSeconds: tok.TTL, Roles: tok.Roles})
 }
 
 // loginFailed is the reference's 401 for a failed login (Spring's error body).

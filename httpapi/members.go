@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 
 	"github.com/rscoord/rsc/wire"
 )
@@ -34,7 +35,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	principal := ""
-	if pr := principalOf(r); pr != nil {
+	if pr := guard.PrincipalOf(r); pr != nil {
 		principal = pr.Username
 	}
 	hold, problem := holdOf(r)

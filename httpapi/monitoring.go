@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -78,7 +79,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		resp.Status, resp.Redis = "DEGRADED", "DOWN"
 	}
 	for _, q := range s.read.State().Quarantines() {
-		if visible(r, q.StreamPrefix) {
+		if guard.Visible(r, q.StreamPrefix) {
 			resp.Quarantined = append(resp.Quarantined, wire.Quarantine{StreamPrefix: q.StreamPrefix, EntryID: q.EntryID, Type: q.Type, Reason: q.Reason, SkippedEntries: q.Skipped})
 		}
 	}
@@ -88,7 +89,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // handleSession serves GET /coord/v1/monitoring/session.
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	resp := wire.SessionResponse{Roles: []string{}}
-	if p := principalOf(r); p != nil {
+	if p := guard.PrincipalOf(r); p != nil {
 		name := p.Username
 		resp.Authenticated, resp.Username, resp.Roles, resp.Prefixes, resp.Groups = true, &name, p.Roles, p.Prefixes, p.Groups
 	}
@@ -127,7 +128,7 @@ func isoDuration(d time.Duration) string {
 func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	out := wire.GroupsResponse{Groups: []wire.Group{}}
 	for _, g := range s.read.State().Groups() {
-		if visible(r, g.Key.StreamPrefix) {
+		if guard.Visible(r, g.Key.StreamPrefix) {
 			out.Groups = append(out.Groups, GroupOf(g))
 		}
 	}
@@ -175,10 +176,10 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 
 // handleMembers serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/members.
 func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
-	if !ok {
+	if s.fwd.ToLeader(w, r) {
 		return
 	}
+	rt := s.rt
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return
@@ -197,10 +198,10 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.
 func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
-	memory, ok := s.leaderMemory(w, r)
-	if !ok {
+	if s.fwd.ToLeader(w, r) {
 		return
 	}
+	memory := s.rt
 	g, ok := s.loadGroup(w, r)
 	if !ok {
 		return

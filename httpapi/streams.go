@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -56,7 +57,7 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !s.limit.Allow(w, r) {
 		return
 	}
 	v, err := s.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
@@ -81,7 +82,7 @@ func (s *Server) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !s.limit.Allow(w, r) {
 		return
 	}
 	v, err := s.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
@@ -105,7 +106,7 @@ func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !s.limit.Allow(w, r) {
 		return
 	}
 	res, err := s.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
@@ -188,7 +189,7 @@ func (s *Server) handleGetStream(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleListStreams(w http.ResponseWriter, r *http.Request) {
 	out := wire.StreamsResponse{Streams: []wire.Stream{}}
 	for _, v := range projection.StreamViews(s.read.State()) {
-		if visible(r, v.StreamPrefix) {
+		if guard.Visible(r, v.StreamPrefix) {
 			out.Streams = append(out.Streams, projection.WireStream(v))
 		}
 	}
