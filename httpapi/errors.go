@@ -90,8 +90,8 @@ func logUnavailable(err error) error { return errLogUnavailable.WithCause(err) }
 
 // writeError answers err with the contract's error body. What the caller sees
 // is public's choice; the status follows the kind (statusOf).
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	ce := s.public(r, err)
+func (h *kit) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ce := h.public(r, err)
 	st, ok := statusOf[ce.Kind]
 	if !ok {
 		st = statusOf[kindInternal]
@@ -107,7 +107,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // are logged with the request's id, and the caller gets a generic message
 // naming that id; an error that is the end of the request's own context is
 // COORDINATOR_TERMINATING; a body beyond MaxBodyBytes is 413.
-func (s *Server) public(r *http.Request, err error) *commands.Error {
+func (h *kit) public(r *http.Request, err error) *commands.Error {
 	seeLog := "; see the coordinator log for request " + requestIDOf(r)
 	var ce *commands.Error
 	var mbe *http.MaxBytesError
@@ -117,11 +117,11 @@ func (s *Server) public(r *http.Request, err error) *commands.Error {
 	case errors.As(err, &mbe):
 		return errBodyTooLarge
 	case !errors.As(err, &ce):
-		log := s.logFor(r)
+		log := h.logFor(r)
 		log.Error().Err(err).Str("path", r.URL.Path).Msg("internal error")
 		return errInternal.WithMessage(errInternal.Message + seeLog)
 	case ce.Cause != nil:
-		log := s.logFor(r)
+		log := h.logFor(r)
 		log.Warn().Err(ce.Cause).Str("path", r.URL.Path).Str("errorCode", ce.Code).Msg(ce.Message)
 		return ce.WithMessage(ce.Message + seeLog)
 	}
@@ -129,6 +129,6 @@ func (s *Server) public(r *http.Request, err error) *commands.Error {
 }
 
 // badRequest answers 400 INVALID_REQUEST with a message that says what was wrong.
-func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
-	s.writeError(w, r, commands.ErrInvalid.WithMessage(msg))
+func (h *kit) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
+	h.writeError(w, r, commands.ErrInvalid.WithMessage(msg))
 }

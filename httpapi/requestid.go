@@ -70,7 +70,7 @@ func RouteTemplate(r *http.Request) string {
 func requestIDOf(r *http.Request) string { return guard.RequestID(r) }
 
 // logFor is the server's logger with the request's id, route and method.
-func (s *Server) logFor(r *http.Request) zerolog.Logger { return guard.Logger(s.log, r) }
+func (h *kit) logFor(r *http.Request) zerolog.Logger { return guard.Logger(h.log, r) }
 
 // headerBytes is the size of the request line and headers as sent (near
 // enough: net/http has already parsed them).

@@ -55,27 +55,24 @@ type Config struct {
 	Readiness func() *commands.Error
 }
 
-// Server owns the router and the listener, and its handlers' dependencies.
-// Security is the guard's middleware, composed once with the router.
+// Server owns the router and the listener. NewServer gives each resource's
+// handlers (memberAPI, groupAPI, ...) the parts they use, and composes the
+// middleware (security is package guard's) once with the router.
 type Server struct {
-	cfg     Config
-	dec     Commands
-	read    Reader
-	rt      Runtime // only when fwd.ToLeader did not relay
-	lead    Leadership
-	streams StreamReader
-	router  *mux.Router
-	log     zerolog.Logger
+	cfg Config
+	// kit answers the server's own refusals (404, 405, the bounds of a
+	// request, a log it cannot read) as the handlers answer theirs.
+	kit    kit
+	read   Reader
+	router *mux.Router
+	log    zerolog.Logger
 	// guard authenticates and authorizes (its middleware run before every
 	// handler); fwd relays what only the leader serves; limit is the rate
 	// of admin mutations per principal (nil: unlimited).
-	guard    *guard.Guard
-	fwd      *guard.Forwarder
-	limit    *guard.RateLimiter
-	offsets  *offsetCache
-	replays  chan struct{} // a slot per replay in flight
-	messages chan struct{} // a slot per messages page in flight
-	stateAt  func(ctx context.Context, until string) (*projection.State, error)
+	guard   *guard.Guard
+	fwd     *guard.Forwarder
+	limit   *guard.RateLimiter
+	offsets *offsetCache
 
 	// releasing is closed when Close begins: held heartbeats are answered
 	// at once (hold.go).
@@ -92,19 +89,19 @@ type Server struct {
 // NewServer builds the server over a coordinator's parts (PartsOf);
 // streams may be nil (offsets and messages then answer 503).
 func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
-	s := &Server{cfg: cfg, dec: parts.Commands, read: parts.Reader, rt: parts.Runtime, lead: parts.Leadership, streams: streams, log: cfg.Logger,
-		router: mux.NewRouter().UseEncodedPath().SkipClean(true), replays: make(chan struct{}, MaxConcurrentReplays),
-		messages: make(chan struct{}, MaxConcurrentMessageReads), stateAt: cfg.StateAt, releasing: make(chan struct{})}
-	if s.stateAt == nil {
-		s.stateAt = parts.Reader.StateAt
+	s := &Server{cfg: cfg, read: parts.Reader, log: cfg.Logger, router: mux.NewRouter().UseEncodedPath().SkipClean(true), releasing: make(chan struct{})}
+	stateAt := cfg.StateAt
+	if stateAt == nil {
+		stateAt = parts.Reader.StateAt
 	}
+	s.kit = kit{log: cfg.Logger, read: parts.Reader}
 	if streams != nil {
 		s.offsets = newOffsetCache(streams, parts.Reader.State, cfg.OffsetsRefresh, cfg.Logger)
 	}
-	s.guard = guard.New(guard.Config{Auth: cfg.Auth, Hosts: cfg.Hosts, Now: cfg.Now, Log: cfg.Logger, WriteError: s.writeError,
+	s.guard = guard.New(guard.Config{Auth: cfg.Auth, Hosts: cfg.Hosts, Now: cfg.Now, Log: cfg.Logger, WriteError: s.kit.writeError,
 		Position: func() string { return parts.Reader.State().LastID() }})
 	s.fwd = s.guard.NewForwarder(parts.Leadership, func() string { return parts.Reader.Config().CoordinatorID })
-	s.limit = guard.NewRateLimiter(cfg.RateLimitPerMinute, s.writeError)
+	s.limit = guard.NewRateLimiter(cfg.RateLimitPerMinute, s.kit.writeError)
 
 	// The middleware, in order: the route and what it asks for, the bounds
 	// of a request, the Host policy and cross-site mutations, who the caller
@@ -117,24 +114,30 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 		s.guard.Authenticate, s.guard.Authorize, s.guard.ContentType, s.fwd.Writes, s.readable}
 	s.router.Use(chain...)
 	s.router.NotFoundHandler = through(chain, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errNoRoute.WithMessage("no route for "+r.Method+" "+r.URL.Path))
+		s.kit.writeError(w, r, errNoRoute.WithMessage("no route for "+r.Method+" "+r.URL.Path))
 	}))
 	s.router.MethodNotAllowedHandler = through(chain, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if allow := s.allowedMethods(r); allow != "" {
 			w.Header().Set("Allow", allow) // RFC 9110 §15.5.6
 		}
-		s.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
+		s.kit.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
 	}))
-	// The heartbeat route first: the router tries routes in order, and
-	// heartbeats are most of the traffic (no other route matches its paths).
-	s.registerMemberRoutes()
-	s.registerHealthRoutes()
-	s.registerAuthRoutes()
-	s.registerGroupRoutes()
-	s.registerAutoscalingRoutes()
-	s.registerMonitoringRoutes()
-	s.registerAuditRoutes()
-	s.registerLogRoutes()
+	// Each resource's handlers get the parts they use. The heartbeat route
+	// first: the router tries routes in order, and heartbeats are most of
+	// the traffic (no other route matches its paths).
+	k, dec, rt, lead := s.kit, parts.Commands, parts.Runtime, parts.Leadership
+	s.registerMemberRoutes(&memberAPI{kit: k, dec: dec, releasing: s.releasing})
+	s.registerHealthRoutes(&healthAPI{kit: k, lead: lead, readiness: cfg.Readiness})
+	s.registerAuthRoutes(&authAPI{kit: k, guard: s.guard})
+	history := &historyAPI{kit: k, replays: make(chan struct{}, MaxConcurrentReplays), stateAt: stateAt}
+	s.registerStreamRoutes(&streamAPI{kit: k, dec: dec, limit: s.limit, layoutWindow: cfg.LayoutWindow}, history)
+	groups := &groupAPI{kit: k, dec: dec, rt: rt, fwd: s.fwd, limit: s.limit, layoutWindow: cfg.LayoutWindow}
+	s.registerGroupRoutes(groups)
+	s.registerAutoscalingRoutes(&autoscalingAPI{kit: k, dec: dec, rt: rt, fwd: s.fwd, limit: s.limit})
+	s.registerMonitoringRoutes(&monitoringAPI{kit: k, rt: rt, fwd: s.fwd, lead: lead, streams: streams, offsets: s.offsets,
+		messages: make(chan struct{}, MaxConcurrentMessageReads)}, groups)
+	s.registerAuditRoutes(history)
+	s.registerLogRoutes(&logAPI{kit: k, dec: dec, limit: s.limit})
 	s.registerOpenAPIRoute()
 	s.registerConsoleRoutes()
 	if cfg.Mount != nil {
@@ -186,11 +189,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if headerBytes(r) > MaxHeaderBytes {
-			s.writeError(w, r, errHeaderTooLarge)
+			s.kit.writeError(w, r, errHeaderTooLarge)
 			return
 		}
 		if h := badTraceHeader(r); h != "" {
-			s.badRequest(w, r, fmt.Sprintf("header %s: must be at most %d bytes without control characters", h, MaxTraceHeaderBytes))
+			s.kit.badRequest(w, r, fmt.Sprintf("header %s: must be at most %d bytes without control characters", h, MaxTraceHeaderBytes))
 			return
 		}
 		if r.Body != nil {
@@ -208,11 +211,11 @@ func (s *Server) readable(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m := guard.Of(r).Route; underAPI(m.Template) && m.Template != loginRoute {
 			if err := s.read.Corrupt(); err != nil {
-				s.writeError(w, r, err)
+				s.kit.writeError(w, r, err)
 				return
 			}
 			if err := quarantined(s.read, m); err != nil {
-				s.writeError(w, r, err)
+				s.kit.writeError(w, r, err)
 				return
 			}
 		}
@@ -311,6 +314,14 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
+// kit is what every handler answers with: the one table of error kinds
+// (errors.go), strict request bodies, and the group or stream prefix its path
+// names, looked up in this replica's projection.
+type kit struct {
+	log  zerolog.Logger
+	read Reader
+}
+
 // pathVar returns a percent-decoded path parameter.
 func pathVar(r *http.Request, name string) (string, error) {
 	raw := mux.Vars(r)[name]
@@ -336,39 +347,39 @@ func (s *Server) allowedMethods(r *http.Request) string {
 	return strings.Join(allow, ", ")
 }
 
-func (s *Server) groupKey(w http.ResponseWriter, r *http.Request) (projection.GroupKey, bool) {
+func (h *kit) groupKey(w http.ResponseWriter, r *http.Request) (projection.GroupKey, bool) {
 	p, err := pathVar(r, "streamPrefix")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return projection.GroupKey{}, false
 	}
 	g, err := pathVar(r, "consumerGroup")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return projection.GroupKey{}, false
 	}
 	k := projection.GroupKey{StreamPrefix: p, ConsumerGroup: g}
 	if err := commands.ValidateKey(k); err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return k, false
 	}
 	return k, true
 }
 
 // loadGroup resolves the path's group (a copy of it); false means it answered.
-func (s *Server) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
-	k, ok := s.groupKey(w, r)
+func (h *kit) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return nil, false
 	}
-	return s.findGroup(w, r, k)
+	return h.findGroup(w, r, k)
 }
 
 // findGroup looks a valid key up (a copy of the group); false means it answered 404.
-func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.GroupKey) (*projection.Group, bool) {
-	g, found := s.read.State().Group(k)
+func (h *kit) findGroup(w http.ResponseWriter, r *http.Request, k projection.GroupKey) (*projection.Group, bool) {
+	g, found := h.read.State().Group(k)
 	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
+		h.writeError(w, r, commands.ErrGroupNotFound)
 		return nil, false
 	}
 	return g, true
@@ -378,30 +389,30 @@ func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.
 // reference does); malformed JSON, wrong types, a key given twice in one
 // object and a key that differs from the contract's only by case
 // (strictjson.go) are a 400 that says what was wrong.
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
+func (h *kit) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.writeError(w, r, errBodyTooLarge)
+			h.writeError(w, r, errBodyTooLarge)
 			return false
 		}
-		s.badRequest(w, r, "cannot read request body")
+		h.badRequest(w, r, "cannot read request body")
 		return false
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if required {
-			s.badRequest(w, r, "Required request body is missing")
+			h.badRequest(w, r, "Required request body is missing")
 			return false
 		}
 		return true
 	}
 	if err := checkKeys(data, v); err != nil {
-		s.badRequest(w, r, "malformed JSON request body: "+err.Error())
+		h.badRequest(w, r, "malformed JSON request body: "+err.Error())
 		return false
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		s.badRequest(w, r, "malformed JSON request body: "+describeJSONError(err))
+		h.badRequest(w, r, "malformed JSON request body: "+describeJSONError(err))
 		return false
 	}
 	return true

@@ -29,7 +29,7 @@ import (
 //
 // A few reads show what only the leader holds in memory (Runtime): members'
 // leases, last heartbeats and reported progress, and the drain evidence of its
-// last tick. The handlers that show it reach it through leaderMemory only,
+// last tick. The handlers that show it ask Forwarder.ToLeader first,
 // which on a follower forwards the request to the leader instead, and serves
 // it from the follower's own memory (with X-Rsc-Leader-Unreachable) when the
 // leader does not answer.
