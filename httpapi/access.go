@@ -34,12 +34,15 @@ const HeartbeatRoute = heartbeatRoute
 // of the request, for the guard's middleware that follow.
 type access struct {
 	auth guard.AuthConfig
-	// catchAll holds the API's catch-all route.
-	catchAll *mux.Router
+	// catchAll holds the API's catch-all route; login the login route's
+	// path with any method.
+	catchAll, login *mux.Router
 }
 
 func newAccess(auth guard.AuthConfig) *access {
-	return &access{auth: auth, catchAll: newCatchAll()}
+	login := mux.NewRouter().UseEncodedPath().SkipClean(true)
+	login.Path(loginRoute).Handler(http.NotFoundHandler())
+	return &access{auth: auth, catchAll: newCatchAll(), login: login}
 }
 
 // resolve records the route r matched and what it asks for. A request no
@@ -50,6 +53,11 @@ func (a *access) resolve(next http.Handler) http.Handler {
 		info := guard.Of(r)
 		info.Route = a.route(r)
 		info.Access = a.of(info.Route, r.Method)
+		if info.Access.Write && !info.Route.Served && a.login.Match(r, &mux.RouteMatch{}) {
+			// The login route's path with another method (a 405) is
+			// answered here, as login is.
+			info.Access.Write, info.Access.Stamp = false, false
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -95,8 +103,9 @@ func underAPI(tpl string) bool { return tpl == apiRoot || strings.HasPrefix(tpl,
 //
 // The heartbeat's route reads credentials even when public (a member that
 // joined with credentials stays bound to them). Writes under /coord/v1
-// (login and the API's root excepted) go to the leader, and the answer to
-// one a follower forwarded, heartbeats excepted, names the log position.
+// (to the login route's path, with any method, and the API's root excepted:
+// resolve) go to the leader, and the answer to one a follower forwarded,
+// heartbeats excepted, names the log position.
 func (a *access) of(m guard.Route, method string) guard.Access {
 	api := underAPI(m.Template)
 	write := api && guard.IsWrite(method) && m.Template != loginRoute && m.Template != apiRoot
