@@ -34,7 +34,10 @@ type Config struct {
 	Logger             zerolog.Logger
 	// Observe, if set, is called after every request (metrics).
 	Observe func(route, method string, status int, elapsed time.Duration)
-	// Extra routes (metrics, console) registered by cmd.
+	// Extra routes (metrics, console) registered by cmd. They are served
+	// behind the server's middleware like its own; Mount adds routes only
+	// (the router's one middleware is the server's chain, which ends in the
+	// matched route's own handler).
 	Mount func(r *mux.Router)
 	// OffsetsRefresh is how often the cache of Redis's view of shard streams
 	// is refreshed (offsetcache.go; DefaultOffsetsRefresh when 0).
