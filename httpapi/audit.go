@@ -1,20 +1,32 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
 
-func (s *Server) registerAuditRoutes() {
-	s.router.HandleFunc("/coord/v1/monitoring/events", s.handleAllEvents).Methods(http.MethodGet)
-	s.router.HandleFunc(monitoringGroupPath+"/events", s.handleGroupEvents).Methods(http.MethodGet)
-	s.router.HandleFunc(monitoringGroupPath+"/replay", s.handleReplay).Methods(http.MethodGet)
+// historyAPI serves the audit history (the log's events, of every group, a
+// group or a stream) and replays (the state as of an event).
+type historyAPI struct {
+	kit
+	// replays holds a slot per replay in flight.
+	replays chan struct{}
+	// stateAt folds the log up to an event (Config.StateAt, or the Reader's).
+	stateAt func(ctx context.Context, until string) (*projection.State, error)
+}
+
+func (s *Server) registerAuditRoutes(h *historyAPI) {
+	s.router.HandleFunc("/coord/v1/monitoring/events", h.handleAllEvents).Methods(http.MethodGet)
+	s.router.HandleFunc(monitoringGroupPath+"/events", h.handleGroupEvents).Methods(http.MethodGet)
+	s.router.HandleFunc(monitoringGroupPath+"/replay", h.handleReplay).Methods(http.MethodGet)
 }
 
 func toAudit(rec events.Record) wire.AuditEvent {
@@ -38,24 +50,24 @@ func decodeAudit(e events.Entry) (events.Record, error) {
 	return rec, err
 }
 
-func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int, bool) {
+func (h *historyAPI) pageParams(w http.ResponseWriter, r *http.Request) (string, int, bool) {
 	after := r.URL.Query().Get("after")
 	if after == "" {
 		after = events.ZeroID
 	}
 	if _, err := events.ParseID(after); err != nil {
-		s.badRequest(w, r, "after: must be a stream id like 1700000000000-0")
+		h.badRequest(w, r, "after: must be a stream id like 1700000000000-0")
 		return "", 0, false
 	}
 	if msg := exclusiveBoundProblem(after, true); msg != "" {
-		s.badRequest(w, r, "after: "+msg)
+		h.badRequest(w, r, "after: "+msg)
 		return "", 0, false
 	}
 	limit := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
 		if err != nil || l < 1 || l > 1000 {
-			s.badRequest(w, r, "limit: must be an integer between 1 and 1000")
+			h.badRequest(w, r, "limit: must be an integer between 1 and 1000")
 			return "", 0, false
 		}
 		limit = l
@@ -65,12 +77,12 @@ func (s *Server) pageParams(w http.ResponseWriter, r *http.Request) (string, int
 
 // decodeEntries answers a page of entries; next, when not empty, is the
 // nextAfter of a full page.
-func (s *Server) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, next string) {
+func (h *historyAPI) decodeEntries(w http.ResponseWriter, r *http.Request, entries []events.Entry, next string) {
 	page := wire.AuditPage{Events: []wire.AuditEvent{}}
 	for _, e := range entries {
 		rec, err := decodeAudit(e)
 		if err != nil {
-			s.writeError(w, r, err)
+			h.writeError(w, r, err)
 			return
 		}
 		page.Events = append(page.Events, toAudit(rec))
@@ -90,43 +102,43 @@ const maxScopedScan = 10000
 // log, paged by event id; on a trimmed log (--trim-log) the archived resharding
 // and admin events before its first entry, then the log. A principal scoped
 // to some prefixes sees only the events of their groups.
-func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
-	after, limit, ok := s.pageParams(w, r)
+func (h *historyAPI) handleAllEvents(w http.ResponseWriter, r *http.Request) {
+	after, limit, ok := h.pageParams(w, r)
 	if !ok {
 		return
 	}
-	p := principalOf(r)
-	if !p.scoped() {
-		entries, err := s.read.HistoryLog().Read(r.Context(), after, limit)
+	p := guard.PrincipalOf(r)
+	if !p.Scoped() {
+		entries, err := h.read.HistoryLog().Read(r.Context(), after, limit)
 		if err != nil {
-			s.writeError(w, r, logUnavailable(err))
+			h.writeError(w, r, logUnavailable(err))
 			return
 		}
 		next := ""
 		if len(entries) == limit {
 			next = entries[len(entries)-1].ID
 		}
-		s.decodeEntries(w, r, entries, next)
+		h.decodeEntries(w, r, entries, next)
 		return
 	}
 	page := wire.AuditPage{Events: []wire.AuditEvent{}}
 	cursor, scanned := after, 0
 	for {
-		entries, err := s.read.HistoryLog().Read(r.Context(), cursor, limit)
+		entries, err := h.read.HistoryLog().Read(r.Context(), cursor, limit)
 		if err != nil {
-			s.writeError(w, r, logUnavailable(err))
+			h.writeError(w, r, logUnavailable(err))
 			return
 		}
 		full := false
 		for _, e := range entries {
 			rec, err := decodeAudit(e)
 			if err != nil {
-				s.writeError(w, r, err)
+				h.writeError(w, r, err)
 				return
 			}
 			cursor = e.ID
 			scanned++
-			if rec.StreamPrefix != "" && p.covers(rec.StreamPrefix) {
+			if rec.StreamPrefix != "" && p.Covers(rec.StreamPrefix) {
 				page.Events = append(page.Events, toAudit(rec))
 				if full = len(page.Events) == limit; full {
 					break
@@ -147,31 +159,31 @@ func (s *Server) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 // replayState is the state after the request's until (the latest without
 // it), folded from the nearest kept snapshot; false when it answered. At
 // most MaxConcurrentReplays run at once (429 beyond).
-func (s *Server) replayState(w http.ResponseWriter, r *http.Request) (*projection.State, bool) {
+func (h *historyAPI) replayState(w http.ResponseWriter, r *http.Request) (*projection.State, bool) {
 	select {
-	case s.replays <- struct{}{}:
-		defer func() { <-s.replays }()
+	case h.replays <- struct{}{}:
+		defer func() { <-h.replays }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		s.writeError(w, r, errTooManyReplays)
+		h.writeError(w, r, errTooManyReplays)
 		return nil, false
 	}
 	until := r.URL.Query().Get("until")
 	if until == "" {
-		until = s.read.State().LastID()
+		until = h.read.State().LastID()
 	}
 	if _, err := events.ParseID(until); err != nil {
-		s.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
+		h.badRequest(w, r, "until: must be a stream id like 1700000000000-0")
 		return nil, false
 	}
-	st, err := s.stateAt(r.Context(), until)
+	st, err := h.stateAt(r.Context(), until)
 	if err != nil {
 		var ce *commands.Error
 		var de *events.DecodeError
 		if !errors.As(err, &ce) && !errors.As(err, &de) {
 			err = logUnavailable(err) // Redis failed the fold
 		}
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return nil, false
 	}
 	return st, true
@@ -181,27 +193,27 @@ func (s *Server) replayState(w http.ResponseWriter, r *http.Request) (*projectio
 // a group's audit history (including refused commands), also after deletion. On
 // a trimmed log the membership events before the trim point are gone; the page
 // skips them (nextAfter still pages on by the history index).
-func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+func (h *historyAPI) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return
 	}
-	after, limit, ok := s.pageParams(w, r)
+	after, limit, ok := h.pageParams(w, r)
 	if !ok {
 		return
 	}
-	entries, next, err := s.read.GroupHistory(r.Context(), k, after, limit)
+	entries, next, err := h.read.GroupHistory(r.Context(), k, after, limit)
 	if err != nil {
-		s.writeError(w, r, logUnavailable(err))
+		h.writeError(w, r, logUnavailable(err))
 		return
 	}
 	if len(entries) == 0 && next == "" && after == events.ZeroID {
-		if _, exists := s.read.State().Group(k); !exists {
-			s.writeError(w, r, commands.ErrGroupNotFound)
+		if _, exists := h.read.State().Group(k); !exists {
+			h.writeError(w, r, commands.ErrGroupNotFound)
 			return
 		}
 	}
-	s.decodeEntries(w, r, entries, next)
+	h.decodeEntries(w, r, entries, next)
 }
 
 // handleReplay serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/replay?until=<id>:
@@ -209,12 +221,12 @@ func (s *Server) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 // newest kept snapshot before it; 422 LOG_TRIMMED before the oldest one). A
 // fold reads the log from its start (or a snapshot), so at most
 // MaxConcurrentReplays run at once; more answer 429 with Retry-After: 1.
-func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+func (h *historyAPI) handleReplay(w http.ResponseWriter, r *http.Request) {
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return
 	}
-	st, ok := s.replayState(w, r)
+	st, ok := h.replayState(w, r)
 	if !ok {
 		return
 	}
@@ -224,10 +236,10 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		if at == "" {
 			at = st.LastID()
 		}
-		s.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+at+" (the log up to it ends at "+st.LastID()+")"))
+		h.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+at+" (the log up to it ends at "+st.LastID()+")"))
 		return
 	}
-	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, s.read.Config().RebalanceTimeout),
+	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, h.read.Config().RebalanceTimeout),
 		Assignments: projection.WireAssignments(projection.ViewAssignments(g)), Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
 		resp.Migrations = append(resp.Migrations, projection.WireResharding(projection.ViewResharding(g, m)))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/rscoord/rsc/httpapi/guard"
 	"net/http"
 
 	"github.com/rscoord/rsc/commands"
@@ -12,17 +13,28 @@ import (
 // On-demand groups: a group's autoscaling policy, the load the leader's
 // autoscaler sees and what it decided (commands/autoscale.go).
 
-func (s *Server) registerAutoscalingRoutes() {
+// autoscalingAPI serves a group's autoscaling policy and the autoscaler's
+// latest evaluation.
+type autoscalingAPI struct {
+	kit
+	dec Commands
+	// rt is the leader's memory, read when fwd.ToLeader did not relay.
+	rt    Runtime
+	fwd   *guard.Forwarder
+	limit *guard.RateLimiter
+}
+
+func (s *Server) registerAutoscalingRoutes(h *autoscalingAPI) {
 	r := s.router
-	r.HandleFunc(groupPath+"/autoscaling", s.handleGetAutoscaling).Methods(http.MethodGet)
-	r.HandleFunc(groupPath+"/autoscaling", s.handleSetAutoscaling).Methods(http.MethodPut)
-	r.HandleFunc(groupPath+"/autoscaling", s.handleDeleteAutoscaling).Methods(http.MethodDelete)
+	r.HandleFunc(groupPath+"/autoscaling", h.handleGetAutoscaling).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/autoscaling", h.handleSetAutoscaling).Methods(http.MethodPut)
+	r.HandleFunc(groupPath+"/autoscaling", h.handleDeleteAutoscaling).Methods(http.MethodDelete)
 }
 
 // handleSetAutoscaling serves PUT .../groups/{consumerGroup}/autoscaling.
-func (s *Server) handleSetAutoscaling(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.AutoscalingRequest) (any, error) {
-		_, err := s.dec.SetAutoscaling(r.Context(), meta(r), k, commands.AutoscalingInput{
+func (h *autoscalingAPI) handleSetAutoscaling(w http.ResponseWriter, r *http.Request) {
+	groupMutation(&h.kit, h.limit, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.AutoscalingRequest) (any, error) {
+		_, err := h.dec.SetAutoscaling(r.Context(), meta(r), k, commands.AutoscalingInput{
 			Enabled: req.Enabled, MinShards: req.MinShards, MaxShards: req.MaxShards, TargetRate: req.TargetEntriesPerSecondPerShard,
 			MaxLagSeconds: req.MaxLagSecondsPerShard, ScaleOutCooldown: req.ScaleOutCooldownSeconds, ScaleInCooldown: req.ScaleInCooldownSeconds,
 			EvaluationWindow: req.EvaluationWindowSeconds, MaxStepFactor: req.MaxStepFactor, DryRun: req.DryRun,
@@ -31,54 +43,54 @@ func (s *Server) handleSetAutoscaling(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return s.autoscalingBody(k, s.rt), nil
+		return h.autoscalingBody(k, h.rt), nil
 	})
 }
 
 // handleDeleteAutoscaling serves DELETE .../groups/{consumerGroup}/autoscaling:
 // autoscaling off (the body, optional, names who and why; requestedBy
 // defaults to the caller).
-func (s *Server) handleDeleteAutoscaling(w http.ResponseWriter, r *http.Request) {
-	k, ok := s.groupKey(w, r)
+func (h *autoscalingAPI) handleDeleteAutoscaling(w http.ResponseWriter, r *http.Request) {
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return
 	}
 	var req wire.AutoscalingDeleteRequest
-	if !s.decodeBody(w, r, &req, false) {
+	if !h.decodeBody(w, r, &req, false) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !h.limit.Allow(w, r) {
 		return
 	}
 	if req.RequestedBy == "" {
 		req.RequestedBy = meta(r).Actor
 	}
-	if _, err := s.dec.DisableAutoscaling(r.Context(), meta(r), k, req.RequestedBy, req.Reason); err != nil {
-		s.writeError(w, r, err)
+	if _, err := h.dec.DisableAutoscaling(r.Context(), meta(r), k, req.RequestedBy, req.Reason); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.autoscalingBody(k, s.rt))
+	writeJSON(w, http.StatusOK, h.autoscalingBody(k, h.rt))
 }
 
 // handleGetAutoscaling serves GET .../groups/{consumerGroup}/autoscaling: the
 // policy, and the leader's latest evaluation (a follower asks the leader).
-func (s *Server) handleGetAutoscaling(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
+func (h *autoscalingAPI) handleGetAutoscaling(w http.ResponseWriter, r *http.Request) {
+	if h.fwd.ToLeader(w, r) {
+		return
+	}
+	rt := h.rt
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	g, ok := s.loadGroup(w, r)
-	if !ok {
-		return
-	}
-	writeJSON(w, http.StatusOK, s.autoscalingBody(g.Key, rt))
+	writeJSON(w, http.StatusOK, h.autoscalingBody(g.Key, rt))
 }
 
 // autoscalingBody renders a group's autoscaling from the projection and the
 // runtime's latest evaluation.
-func (s *Server) autoscalingBody(k projection.GroupKey, rt Runtime) wire.AutoscalingResponse {
+func (h *autoscalingAPI) autoscalingBody(k projection.GroupKey, rt Runtime) wire.AutoscalingResponse {
 	out := wire.AutoscalingResponse{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup}
-	g, ok := s.read.State().Group(k)
+	g, ok := h.read.State().Group(k)
 	if !ok {
 		return out
 	}

@@ -27,13 +27,13 @@ func (s *Server) registerConsoleRoutes() {
 		panic("httpapi: embedded console: " + err.Error()) // the embed pattern above guarantees the directory
 	}
 	files := http.StripPrefix("/console/", http.FileServerFS(sub))
-	s.router.HandleFunc("/console", s.handleConsoleRedirect).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/console", handleConsoleRedirect).Methods(http.MethodGet, http.MethodHead)
 	s.router.PathPrefix("/console/").Handler(consoleHeaders(files)).Methods(http.MethodGet, http.MethodHead)
 }
 
 // handleConsoleRedirect serves GET /console: the page lives at /console/ so
 // that its relative asset links resolve under it.
-func (s *Server) handleConsoleRedirect(w http.ResponseWriter, r *http.Request) {
+func handleConsoleRedirect(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/console/", http.StatusMovedPermanently)
 }
 

@@ -73,7 +73,8 @@ type Reader interface {
 
 // Runtime is what the leader holds only in memory: members' leases, last
 // heartbeats and reported progress, and the Redis evidence of its last
-// reconciler pass. Handlers reach it through Server.leaderMemory only.
+// reconciler pass. Handlers read it only when Server.fwd.ToLeader did not
+// relay the request to the leader (guard/forward.go).
 type Runtime interface {
 	MemberRuntimes(k projection.GroupKey) map[string]commands.MemberRuntime
 	DrainEvidence(k projection.GroupKey) ([]events.ShardDrain, time.Time)

@@ -9,5 +9,8 @@
 // entries for the audit and replay endpoints), routing (stream keys) and docs
 // (the OpenAPI description it serves). It reaches Redis for read-only monitoring
 // (offsets, messages) only through the StreamReader interface it defines. It
-// must not import redisstore or cmd.
+// must not import redisstore or cmd. Its security (authentication, tokens,
+// assertions, scope, browser checks, throttling, rate limits, forwarding to
+// the leader) is middleware of its subpackage guard, composed once with the
+// router in server.go.
 package httpapi

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/wire"
 )
 
@@ -19,11 +20,11 @@ import (
 
 // Kinds only the HTTP layer produces (commands' kinds are positive).
 const (
-	kindMethodNotAllowed commands.Kind = -1 - iota // 405
-	kindBodyTooLarge                               // 413
-	kindUnsupportedMedia                           // 415
-	kindHeaderTooLarge                             // 431
-	kindInternal                                   // 500
+	kindMethodNotAllowed commands.Kind = -1                         // 405
+	kindBodyTooLarge     commands.Kind = -2                         // 413
+	kindUnsupportedMedia               = guard.KindUnsupportedMedia // 415 (-3)
+	kindHeaderTooLarge   commands.Kind = -4                         // 431
+	kindInternal         commands.Kind = -5                         // 500
 )
 
 // statusOf is the one table from error kind to HTTP status and status name.
@@ -61,8 +62,6 @@ var (
 	errRedisUnavailable = &commands.Error{Kind: commands.KindUnavailable, Code: "REDIS_UNAVAILABLE", Message: "Redis is unavailable"}
 	// errLogUnavailable: the event log (or the history index) cannot be read.
 	errLogUnavailable = commands.ErrUnavailable.WithMessage("The event log cannot be read")
-	// errTooManyLogins: password checks for this user or address are throttled.
-	errTooManyLogins = commands.ErrRateLimited.WithMessage("Too many failed logins for this user or from this address; retry later")
 	// errReadBudget: a messages page would read more than MaxEntriesPerRequest entries.
 	errReadBudget = commands.ErrInvalid.WithMessage("this page would read more than " + strconv.Itoa(MaxEntriesPerRequest) + " entries from Redis; select one shard, or page from the start with cursors")
 	// errTooManyReplays: MaxConcurrentReplays replays are running.
@@ -74,9 +73,6 @@ var (
 	// errInternal: anything that is not a *commands.Error (a bug, or an error
 	// nobody classified); the log has it.
 	errInternal = &commands.Error{Kind: kindInternal, Code: "INTERNAL_ERROR", Message: "Internal server error"}
-	// errBadCredentials: the Authorization header or the login body proved
-	// nothing; the answer is the bodiless 401 (or the failed login's body).
-	errBadCredentials = errors.New("bad credentials")
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -94,14 +90,14 @@ func logUnavailable(err error) error { return errLogUnavailable.WithCause(err) }
 
 // writeError answers err with the contract's error body. What the caller sees
 // is public's choice; the status follows the kind (statusOf).
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	ce := s.public(r, err)
+func (h *kit) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ce := h.public(r, err)
 	st, ok := statusOf[ce.Kind]
 	if !ok {
 		st = statusOf[kindInternal]
 	}
 	if ce.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(ce.RetryAfter)))
+		w.Header().Set("Retry-After", strconv.Itoa(guard.RetryAfterSeconds(ce.RetryAfter)))
 	}
 	writeJSON(w, st.code, wire.ErrorResponse{Status: st.name, ErrorCode: ce.Code, Message: ce.Message, Timestamp: time.Now().UTC(), Path: r.URL.Path})
 }
@@ -110,19 +106,22 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // Redis error naming addresses or ACL users) and an error nobody classified
 // are logged with the request's id, and the caller gets a generic message
 // naming that id; an error that is the end of the request's own context is
-// COORDINATOR_TERMINATING.
-func (s *Server) public(r *http.Request, err error) *commands.Error {
+// COORDINATOR_TERMINATING; a body beyond MaxBodyBytes is 413.
+func (h *kit) public(r *http.Request, err error) *commands.Error {
 	seeLog := "; see the coordinator log for request " + requestIDOf(r)
 	var ce *commands.Error
+	var mbe *http.MaxBytesError
 	switch ended := r.Context().Err(); {
 	case ended != nil && errors.Is(err, ended):
 		return errCancelled
+	case errors.As(err, &mbe):
+		return errBodyTooLarge
 	case !errors.As(err, &ce):
-		log := s.logFor(r)
+		log := h.logFor(r)
 		log.Error().Err(err).Str("path", r.URL.Path).Msg("internal error")
 		return errInternal.WithMessage(errInternal.Message + seeLog)
 	case ce.Cause != nil:
-		log := s.logFor(r)
+		log := h.logFor(r)
 		log.Warn().Err(ce.Cause).Str("path", r.URL.Path).Str("errorCode", ce.Code).Msg(ce.Message)
 		return ce.WithMessage(ce.Message + seeLog)
 	}
@@ -130,6 +129,6 @@ func (s *Server) public(r *http.Request, err error) *commands.Error {
 }
 
 // badRequest answers 400 INVALID_REQUEST with a message that says what was wrong.
-func (s *Server) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
-	s.writeError(w, r, commands.ErrInvalid.WithMessage(msg))
+func (h *kit) badRequest(w http.ResponseWriter, r *http.Request, msg string) {
+	h.writeError(w, r, commands.ErrInvalid.WithMessage(msg))
 }

@@ -136,6 +136,12 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 		{"group (local)", http.MethodGet, "/coord/v1/monitoring/streams/p/groups/g", false},
 		{"audit (local)", http.MethodGet, "/coord/v1/monitoring/events", false},
 		{"login (local)", http.MethodPost, "/coord/v1/auth/login", false},
+		// Which writes go to the leader is decided from the matched route:
+		// the login route's path with another method is answered here (405),
+		// an unknown route's write by the leader (404), the API's root here.
+		{"login, another method (local)", http.MethodPut, "/coord/v1/auth/login", false},
+		{"unknown route (forwarded)", http.MethodPost, "/coord/v1/streams/p/nothing", true},
+		{"API root (local)", http.MethodPost, "/coord/v1", false},
 		{"readyz (local)", http.MethodGet, "/readyz", false},
 	}
 	for _, tc := range cases {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
@@ -17,7 +18,7 @@ import (
 // The Grafana endpoints (contract §2.10) flatten the monitoring views into
 // top-level JSON arrays of rows, the shape Grafana's JSON/Infinity data sources
 // turn into tables and variables. A principal scoped to some prefixes
-// (scope.go) sees only their rows and options. They reuse the monitoring computations
+// (guard/principal.go) sees only their rows and options. They reuse the monitoring computations
 // (MembersOf, readOffsets, readPage); what they add is the rows (package
 // wire), the owner strings, merged paging across shards and the per-shard rates.
 
@@ -27,11 +28,11 @@ const grafanaPath = "/coord/v1/monitoring/grafana"
 // grafanaAPI serves the Grafana routes of one Server. Their Redis columns and
 // rates come from the offsets cache (offsetcache.go).
 type grafanaAPI struct {
-	s *Server
+	s     *monitoringAPI
+	guard *guard.Guard
 }
 
-func (s *Server) registerGrafanaRoutes() {
-	a := &grafanaAPI{s: s}
+func (s *Server) registerGrafanaRoutes(a *grafanaAPI) {
 	r := s.router
 	r.HandleFunc(grafanaPath+"/groups", a.handleGroups).Methods(http.MethodGet)
 	r.HandleFunc(grafanaPath+"/options/streams", a.handleStreamOptions).Methods(http.MethodGet)
@@ -56,7 +57,7 @@ const (
 func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaGroupRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if !visible(r, g.Key.StreamPrefix) {
+		if !guard.Visible(r, g.Key.StreamPrefix) {
 			continue
 		}
 		offs, rates, err := a.s.readOffsets(r.Context(), g)
@@ -99,7 +100,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request) {
 	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if p := g.Key.StreamPrefix; visible(r, p) && (len(out) == 0 || out[len(out)-1].Value != p) {
+		if p := g.Key.StreamPrefix; guard.Visible(r, p) && (len(out) == 0 || out[len(out)-1].Value != p) {
 			out = append(out, wire.GrafanaOptionRow{Text: p, Value: p})
 		}
 	}
@@ -111,12 +112,12 @@ func (a *grafanaAPI) handleStreamOptions(w http.ResponseWriter, r *http.Request)
 // group, sorted by prefix then group.
 func (a *grafanaAPI) handleGroupOptions(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("streamPrefix")
-	if !a.s.namedPrefixAllowed(w, r, prefix) {
+	if !a.guard.NamedPrefix(w, r, prefix) {
 		return
 	}
 	out := []wire.GrafanaOptionRow{}
 	for _, g := range sortedGroups(a.s.read.State().Groups()) {
-		if !visible(r, g.Key.StreamPrefix) {
+		if !guard.Visible(r, g.Key.StreamPrefix) {
 			continue
 		}
 		if blank(prefix) || g.Key.StreamPrefix == prefix {
@@ -143,10 +144,10 @@ func (a *grafanaAPI) handleShardOptions(w http.ResponseWriter, r *http.Request) 
 // handleMembers serves GET /coord/v1/monitoring/grafana/members: the group's
 // members sorted by id; [] when either parameter is blank.
 func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
-	rt, ok := a.s.leaderMemory(w, r)
-	if !ok {
+	if a.s.fwd.ToLeader(w, r) {
 		return
 	}
+	rt := a.s.rt
 	g, ok := a.oneGroup(w, r)
 	if !ok || g == nil {
 		return
@@ -169,14 +170,14 @@ func (a *grafanaAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
 // stream of the selected groups. A blank streamPrefix or consumerGroup matches
 // any; both blank select every group.
 func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
-	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
-	if !ok || !a.s.namedPrefixAllowed(w, r, vals[0]) {
+	vals, ok := a.requiredParams(w, r, "streamPrefix", "consumerGroup")
+	if !ok || !a.guard.NamedPrefix(w, r, vals[0]) {
 		return
 	}
 	var groups []*projection.Group
 	if blank(vals[0]) || blank(vals[1]) {
 		for _, g := range sortedGroups(a.s.read.State().Groups()) {
-			if !visible(r, g.Key.StreamPrefix) {
+			if !guard.Visible(r, g.Key.StreamPrefix) {
 				continue
 			}
 			if (blank(vals[0]) || g.Key.StreamPrefix == vals[0]) && (blank(vals[1]) || g.Key.ConsumerGroup == vals[1]) {
@@ -184,7 +185,7 @@ func (a *grafanaAPI) handleShards(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else {
-		g, ok := a.s.groupNamed(w, r, vals[0], vals[1])
+		g, ok := a.groupNamed(w, r, vals[0], vals[1])
 		if !ok {
 			return
 		}
@@ -240,25 +241,25 @@ func (a *grafanaAPI) handleAssignments(w http.ResponseWriter, r *http.Request) {
 // It answers [] itself (and returns a nil group) when either is blank, and the
 // error when a parameter is missing or the group is unknown; false means it answered.
 func (a *grafanaAPI) oneGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
-	vals, ok := a.s.requiredParams(w, r, "streamPrefix", "consumerGroup")
-	if !ok || !a.s.namedPrefixAllowed(w, r, vals[0]) {
+	vals, ok := a.requiredParams(w, r, "streamPrefix", "consumerGroup")
+	if !ok || !a.guard.NamedPrefix(w, r, vals[0]) {
 		return nil, false
 	}
 	if blank(vals[0]) || blank(vals[1]) {
 		writeJSON(w, http.StatusOK, []any{})
 		return nil, true
 	}
-	return a.s.groupNamed(w, r, vals[0], vals[1])
+	return a.groupNamed(w, r, vals[0], vals[1])
 }
 
 // requiredParams reads query parameters that must be present (they may be
 // blank); a missing one is a 400.
-func (s *Server) requiredParams(w http.ResponseWriter, r *http.Request, names ...string) ([]string, bool) {
+func (a *grafanaAPI) requiredParams(w http.ResponseWriter, r *http.Request, names ...string) ([]string, bool) {
 	q := r.URL.Query()
 	out := make([]string, len(names))
 	for i, n := range names {
 		if !q.Has(n) {
-			s.badRequest(w, r, "Required request parameter '"+n+"' is not present")
+			a.s.badRequest(w, r, "Required request parameter '"+n+"' is not present")
 			return nil, false
 		}
 		out[i] = q.Get(n)
@@ -268,13 +269,13 @@ func (s *Server) requiredParams(w http.ResponseWriter, r *http.Request, names ..
 
 // groupNamed resolves a group named by query parameters; false means it
 // answered (400 for an invalid key, 404 for an unknown group).
-func (s *Server) groupNamed(w http.ResponseWriter, r *http.Request, prefix, group string) (*projection.Group, bool) {
+func (a *grafanaAPI) groupNamed(w http.ResponseWriter, r *http.Request, prefix, group string) (*projection.Group, bool) {
 	k := projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: group}
 	if err := commands.ValidateKey(k); err != nil {
-		s.writeError(w, r, err)
+		a.s.writeError(w, r, err)
 		return nil, false
 	}
-	return s.findGroup(w, r, k)
+	return a.s.findGroup(w, r, k)
 }
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }

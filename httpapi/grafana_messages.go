@@ -127,11 +127,11 @@ func selectShards(g *projection.Group, selector string) ([]int, error) {
 }
 
 // totalLength is the sum of the shards' stream lengths.
-func (s *Server) totalLength(ctx context.Context, k projection.GroupKey, shards []int) (int64, error) {
-	if s.streams == nil {
+func (h *monitoringAPI) totalLength(ctx context.Context, k projection.GroupKey, shards []int) (int64, error) {
+	if h.streams == nil {
 		return 0, commands.ErrRedisNotConfigured
 	}
-	offs, err := s.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, shards)
+	offs, err := h.streams.Offsets(ctx, k.StreamPrefix, k.ConsumerGroup, shards)
 	if err != nil {
 		return 0, streamsUnavailable(err)
 	}
@@ -166,7 +166,7 @@ const (
 // pageRead reads a page of messages of one or more shards of a group, within
 // the request's entry budget and the answer's byte budget.
 type pageRead struct {
-	s       *Server
+	s       *monitoringAPI
 	k       projection.GroupKey
 	shards  []int
 	forward bool

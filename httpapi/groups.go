@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"net/http"
 	"time"
 
@@ -18,49 +19,61 @@ const (
 	monitoringGroupPath = "/coord/v1/monitoring/streams/{streamPrefix}/groups/{consumerGroup}"
 )
 
-func (s *Server) registerGroupRoutes() {
+// groupAPI serves the consumer groups: create, read, delete, ordering,
+// producer routing, scaling and its reshardings.
+type groupAPI struct {
+	kit
+	dec Commands
+	// rt is the leader's memory, read when fwd.ToLeader did not relay.
+	rt    Runtime
+	fwd   *guard.Forwarder
+	limit *guard.RateLimiter
+	// layoutWindow is Config.LayoutWindow.
+	layoutWindow time.Duration
+}
+
+func (s *Server) registerGroupRoutes(h *groupAPI) {
 	r := s.router
-	s.registerStreamRoutes()
-	r.HandleFunc(groupPath, s.handleCreateGroup).Methods(http.MethodPost)
-	r.HandleFunc(groupPath, s.handleGetGroup).Methods(http.MethodGet)
-	r.HandleFunc(groupPath, s.handleDeleteGroup).Methods(http.MethodDelete)
-	r.HandleFunc(groupPath+"/producer-routing", s.handleProducerRouting).Methods(http.MethodGet)
-	r.HandleFunc(groupPath+"/ordering", s.handleSetOrdering).Methods(http.MethodPut)
-	r.HandleFunc(groupPath+"/scale", s.handleScaleGroup).Methods(http.MethodPost)
-	r.HandleFunc(groupPath+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
-	r.HandleFunc(groupPath+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
-	r.HandleFunc(groupPath+"/migrations/{reshardingId}/rollback", s.handleRollback).Methods(http.MethodPost)
+	r.HandleFunc(groupPath, h.handleCreateGroup).Methods(http.MethodPost)
+	r.HandleFunc(groupPath, h.handleGetGroup).Methods(http.MethodGet)
+	r.HandleFunc(groupPath, h.handleDeleteGroup).Methods(http.MethodDelete)
+	r.HandleFunc(groupPath+"/producer-routing", h.handleProducerRouting).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/ordering", h.handleSetOrdering).Methods(http.MethodPut)
+	r.HandleFunc(groupPath+"/scale", h.handleScaleGroup).Methods(http.MethodPost)
+	r.HandleFunc(groupPath+"/migrations", h.handleListReshardings).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/migrations/{reshardingId}", h.handleGetResharding).Methods(http.MethodGet)
+	r.HandleFunc(groupPath+"/migrations/{reshardingId}/rollback", h.handleRollback).Methods(http.MethodPost)
 }
 
 // handleCreateGroup serves POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
-func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
+func (h *groupAPI) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 	p, err1 := pathVar(r, "streamPrefix")
 	g, err2 := pathVar(r, "consumerGroup")
 	if err1 != nil || err2 != nil {
-		s.badRequest(w, r, "invalid percent-encoding in path")
+		h.badRequest(w, r, "invalid percent-encoding in path")
 		return
 	}
 	var req wire.CreateRequest
-	if !s.decodeBody(w, r, &req, true) {
+	if !h.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !h.limit.Allow(w, r) {
 		return
 	}
-	view, err := s.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
+	view, err := h.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
 		StreamPrefix: p, ConsumerGroup: g, InitialShardCount: req.InitialShardCount,
 		RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
 	})
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, projection.WireGroup(view))
 }
 
 // handleGetGroup serves GET /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
-func (s *Server) handleGetGroup(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.loadGroup(w, r)
+func (h *groupAPI) handleGetGroup(w http.ResponseWriter, r *http.Request) {
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
@@ -68,9 +81,9 @@ func (s *Server) handleGetGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDeleteGroup serves DELETE /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
-func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.DeleteRequest) (any, error) {
-		v, err := s.dec.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
+func (h *groupAPI) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
+	groupMutation(&h.kit, h.limit, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.DeleteRequest) (any, error) {
+		v, err := h.dec.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
 		if err != nil {
 			return nil, err
 		}
@@ -79,9 +92,9 @@ func (s *Server) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleSetOrdering serves PUT .../groups/{consumerGroup}/ordering.
-func (s *Server) handleSetOrdering(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.OrderingRequest) (any, error) {
-		v, err := s.dec.SetOrdering(r.Context(), meta(r), k, commands.OrderingInput{Ordering: req.Ordering, RequestedBy: req.RequestedBy, Reason: req.Reason})
+func (h *groupAPI) handleSetOrdering(w http.ResponseWriter, r *http.Request) {
+	groupMutation(&h.kit, h.limit, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.OrderingRequest) (any, error) {
+		v, err := h.dec.SetOrdering(r.Context(), meta(r), k, commands.OrderingInput{Ordering: req.Ordering, RequestedBy: req.RequestedBy, Reason: req.Reason})
 		if err != nil {
 			return nil, err
 		}
@@ -91,21 +104,21 @@ func (s *Server) handleSetOrdering(w http.ResponseWriter, r *http.Request) {
 
 // groupMutation is the shape of every mutation on one group: resolve the path's
 // group key, decode the required body, apply the rate limit, decide, answer.
-func groupMutation[T any](s *Server, w http.ResponseWriter, r *http.Request, status int, do func(k projection.GroupKey, req *T) (any, error)) {
-	k, ok := s.groupKey(w, r)
+func groupMutation[T any](h *kit, limit *guard.RateLimiter, w http.ResponseWriter, r *http.Request, status int, do func(k projection.GroupKey, req *T) (any, error)) {
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return
 	}
 	var req T
-	if !s.decodeBody(w, r, &req, true) {
+	if !h.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !limit.Allow(w, r) {
 		return
 	}
 	v, err := do(k, &req)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, status, v)
@@ -143,18 +156,18 @@ func routingLayouts(prev []projection.Layout, now time.Time, window time.Duratio
 
 // handleProducerRouting serves GET .../groups/{consumerGroup}/producer-routing.
 // During a scale-in the removed shards are already gone from it.
-func (s *Server) handleProducerRouting(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.loadGroup(w, r)
+func (h *groupAPI) handleProducerRouting(w http.ResponseWriter, r *http.Request) {
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, RoutingOf(g, time.Now(), s.cfg.LayoutWindow))
+	writeJSON(w, http.StatusOK, RoutingOf(g, time.Now(), h.layoutWindow))
 }
 
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.
-func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.ScaleRequest) (any, error) {
-		v, err := s.dec.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+func (h *groupAPI) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
+	groupMutation(&h.kit, h.limit, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.ScaleRequest) (any, error) {
+		v, err := h.dec.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
 		if err != nil {
 			return nil, err
 		}
@@ -164,12 +177,12 @@ func (s *Server) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 
 // handleListReshardings serves GET .../groups/{consumerGroup}/migrations (and
 // the monitoring twin): the group's reshardings, oldest first.
-func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
-	if !ok {
+func (h *groupAPI) handleListReshardings(w http.ResponseWriter, r *http.Request) {
+	if h.fwd.ToLeader(w, r) {
 		return
 	}
-	g, ok := s.loadGroup(w, r)
+	rt := h.rt
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
@@ -185,28 +198,28 @@ func (s *Server) handleListReshardings(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleGetResharding serves GET .../groups/{consumerGroup}/migrations/{reshardingId}.
-func (s *Server) handleGetResharding(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
-	if !ok {
+func (h *groupAPI) handleGetResharding(w http.ResponseWriter, r *http.Request) {
+	if h.fwd.ToLeader(w, r) {
 		return
 	}
-	k, ok := s.groupKey(w, r)
+	rt := h.rt
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return
 	}
 	id, err := pathVar(r, "reshardingId")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return
 	}
-	g, found := s.read.State().Group(k)
+	g, found := h.read.State().Group(k)
 	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
+		h.writeError(w, r, commands.ErrGroupNotFound)
 		return
 	}
 	m := g.Resharding(id)
 	if m == nil {
-		s.writeError(w, r, commands.ErrReshardingNotFound)
+		h.writeError(w, r, commands.ErrReshardingNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, reshardingLive(r.Context(), rt, g, m))
@@ -264,13 +277,13 @@ func fillBarrierReads(bs []projection.BarrierView, reads map[string]commands.Bar
 }
 
 // handleRollback serves POST .../migrations/{reshardingId}/rollback.
-func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
-	groupMutation(s, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.RollbackRequest) (any, error) {
+func (h *groupAPI) handleRollback(w http.ResponseWriter, r *http.Request) {
+	groupMutation(&h.kit, h.limit, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.RollbackRequest) (any, error) {
 		id, err := pathVar(r, "reshardingId")
 		if err != nil {
 			return nil, commands.ErrInvalid.WithMessage(err.Error())
 		}
-		v, err := s.dec.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
+		v, err := h.dec.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
 		if err != nil {
 			return nil, err
 		}

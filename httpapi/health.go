@@ -1,22 +1,30 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/wire"
 )
 
-func (s *Server) registerHealthRoutes() {
-	s.router.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet, http.MethodHead)
-	s.router.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet, http.MethodHead)
+// healthAPI serves the probes.
+type healthAPI struct {
+	kit
+	lead Leadership
+	// readiness is Config.Readiness.
+	readiness func() *commands.Error
+}
+
+func (s *Server) registerHealthRoutes(h *healthAPI) {
+	s.router.HandleFunc("/healthz", handleHealthz).Methods(http.MethodGet, http.MethodHead)
+	s.router.HandleFunc("/readyz", h.handleReadyz).Methods(http.MethodGet, http.MethodHead)
 }
 
 // handleHealthz serves GET /healthz: the process is up (no auth).
-func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+func handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.Liveness{Status: "UP"})
 }
 
@@ -30,39 +38,39 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 // (eviction policy, persistence). Prefixes quarantined by an entry of theirs
 // are counted (quarantinedPrefixes).
 // A follower is ready too: it serves reads and forwards writes.
-func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	resp := wire.Readiness{Status: "READY", LastEventID: s.read.State().LastID()}
-	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
-	if rs, ok := s.read.RedisSafety(); ok {
+func (h *healthAPI) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	resp := wire.Readiness{Status: "READY", LastEventID: h.read.State().LastID()}
+	resp.Role, resp.Leader, resp.LeaderURL = leadershipOf(h.lead)
+	if rs, ok := h.read.RedisSafety(); ok {
 		resp.Redis = &wire.RedisDurability{MaxmemoryPolicy: rs.Policy, Node: rs.Node, Evicts: rs.Evicts, EvictionAllowed: rs.Allowed,
 			Persistence: rs.Persistence, CheckedAt: rs.CheckedAt.UTC()}
 	}
-	if err := s.read.Corrupt(); err != nil {
-		ce := s.public(r, err)
+	if err := h.read.Corrupt(); err != nil {
+		ce := h.public(r, err)
 		resp.Status, resp.ErrorCode, resp.Message = "METADATA_CORRUPT", ce.Code, ce.Message
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	if l := s.read.LogLoss(); l != nil {
+	if l := h.read.LogLoss(); l != nil {
 		resp.Status, resp.ErrorCode, resp.Message = "LOG_LOST", commands.ErrLogLost.Code, l.Message()
 		resp.LogLost = &wire.LogLoss{Cause: l.Cause, ProjectionLastID: l.ProjectionLastID, LogLastID: l.LogLastID, LogLength: l.LogLength,
 			LostEntries: l.LostEntries, AtLeast: l.AtLeast, Since: l.Since.UTC(), RestoredAt: l.RestoredAt, RestoredFrom: l.RestoredFrom, LongerThanRestore: l.Longer}
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	if err := s.read.Refusal(); err != nil {
-		ce := s.public(r, err)
+	if err := h.read.Refusal(); err != nil {
+		ce := h.public(r, err)
 		resp.Status, resp.ErrorCode, resp.Message = "NOT_READY", ce.Code, ce.Message
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	if !s.read.Ready() {
+	if !h.read.Ready() {
 		resp.Status = "NOT_READY"
 		writeJSON(w, http.StatusServiceUnavailable, resp)
 		return
 	}
-	if s.cfg.Readiness != nil {
-		if ce := s.cfg.Readiness(); ce != nil {
+	if h.readiness != nil {
+		if ce := h.readiness(); ce != nil {
 			resp.Status, resp.ErrorCode, resp.Message = "NOT_READY", ce.Code, ce.Message
 			writeJSON(w, http.StatusServiceUnavailable, resp)
 			return
@@ -71,19 +79,26 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	// A quarantined prefix does not make the coordinator unready: every
 	// other prefix is served. /readyz is public: it counts them, the
 	// authenticated health names them.
-	resp.QuarantinedPrefixes = s.read.State().NumQuarantined()
+	resp.QuarantinedPrefixes = h.read.State().NumQuarantined()
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// leadership is this replica's role and the leader it knows.
-func (s *Server) leadership() (role, leader, leaderURL string) {
-	l := s.lead.Leader()
+// leadershipOf is a replica's role and the leader it knows.
+func leadershipOf(lead Leadership) (role, leader, leaderURL string) {
+	l := lead.Leader()
 	id, _, _ := strings.Cut(l.Holder, "#")
-	return s.lead.Role(), id, l.URL
+	return lead.Role(), id, l.URL
 }
 
-func (s *Server) registerAuthRoutes() {
-	s.router.HandleFunc("/coord/v1/auth/login", s.handleLogin).Methods(http.MethodPost)
+// authAPI serves logins: the guard checks the credentials and issues the
+// tokens.
+type authAPI struct {
+	kit
+	guard *guard.Guard
+}
+
+func (s *Server) registerAuthRoutes(h *authAPI) {
+	s.router.HandleFunc(loginRoute, h.handleLogin).Methods(http.MethodPost)
 }
 
 // handleLogin serves POST /coord/v1/auth/login: credentials from the body, or
@@ -91,38 +106,20 @@ func (s *Server) registerAuthRoutes() {
 // expires no later than it does). Password checks are throttled: a user from
 // an address, or an address, that failed too often gets 429 until its bucket
 // refills.
-func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+func (h *authAPI) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var req wire.LoginRequest
-	if !s.decodeBody(w, r, &req, false) {
+	if !h.decodeBody(w, r, &req, false) {
 		return
 	}
-	var p *principal
-	var err error
-	if req.Username != "" {
-		p, err = s.auth.checkPassword(req.Username, req.Password, clientAddr(r), proofOf(r))
-	} else {
-		p, err = s.auth.authenticate(r, clientAddr(r)) // login is public: ServeHTTP read no credentials
-	}
-	var te *throttledError
-	if errors.As(err, &te) {
-		s.tooManyFailures(w, r, te)
+	tok, err := h.guard.Login(r, req.Username, req.Password)
+	if h.guard.Throttled(w, r, err) {
 		return
 	}
-	if err != nil || p == nil {
-		loginFailed(w, r)
-		return
-	}
-	now := s.auth.now()
-	tok, exp, err := s.auth.issueToken(p, now)
 	if err != nil {
 		loginFailed(w, r)
 		return
 	}
-	ttl := int64(s.auth.cfg.TokenTTL.Seconds())
-	if left := exp.Unix() - now.Unix(); left < ttl {
-		ttl = max(left, 0) // an exchanged token, capped by the one presented
-	}
-	writeJSON(w, http.StatusOK, wire.LoginResponse{AccessToken: tok, TokenType: "Bearer", ExpiresAt: exp.UTC(), ExpiresInSeconds: ttl, Roles: p.Roles})
+	writeJSON(w, http.StatusOK, wire.LoginResponse{AccessToken: tok.Token, TokenType: "Bearer", ExpiresAt: tok.ExpiresAt.UTC(), ExpiresInSeconds: tok.TTL, Roles: tok.Roles})
 }
 
 // loginFailed is the reference's 401 for a failed login (Spring's error body).

@@ -1,6 +1,10 @@
 package httpapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/rscoord/rsc/httpapi/guard"
+)
 
 // Every bound the HTTP transport puts on a caller, in one place. A caller that
 // can reach the port is not trusted to be kind: each request has a size, a time
@@ -11,7 +15,8 @@ const (
 	// MaxBodyBytes bounds every request body (413 beyond).
 	MaxBodyBytes = 1 << 20
 	// MaxHeaderBytes bounds the request line and headers together (431 beyond).
-	// net/http enforces it with a few KiB of slack; ServeHTTP enforces it exactly.
+	// net/http enforces it with a few KiB of slack; the server's first
+	// middleware (Server.bounded) enforces it exactly.
 	MaxHeaderBytes = 32 << 10
 	// MaxTraceHeaderBytes bounds X-Request-Id, X-Correlation-Id and
 	// X-Amzn-Trace-Id, which end up in the audit log (400 beyond).
@@ -35,15 +40,12 @@ const MaxHeartbeatHold = WriteTimeout - 10*time.Second
 // Forwarding to the leader (--ha): a leader that does not accept, handshake or
 // answer in time fails the request with 503 and Retry-After instead of holding
 // the follower's goroutine and the caller's connection.
+// (guard/forward.go has the details).
 const (
-	ForwardDialTimeout           = 2 * time.Second
-	ForwardTLSHandshakeTimeout   = 5 * time.Second
-	ForwardResponseHeaderTimeout = 15 * time.Second
-	// ForwardCatchUpWait bounds how long a follower holds a forwarded write's
-	// answer until its own projection reached the leader's position at the
-	// answer (X-Rsc-Log-Position), so that a read sent to it next reflects
-	// the write; past it the answer is relayed anyway.
-	ForwardCatchUpWait = 2 * time.Second
+	ForwardDialTimeout           = guard.ForwardDialTimeout
+	ForwardTLSHandshakeTimeout   = guard.ForwardTLSHandshakeTimeout
+	ForwardResponseHeaderTimeout = guard.ForwardResponseHeaderTimeout
+	ForwardCatchUpWait           = guard.ForwardCatchUpWait
 )
 
 // Expensive reads.
@@ -85,20 +87,5 @@ const (
 	answerEnvelopeBytes = 4 << 10
 )
 
-// Failed logins (loginThrottle): token buckets, spent by failures only.
-// A username from one client address gets loginUserBurst failed password
-// checks, then one more every loginUserRefill; a client address (the TCP
-// peer, not X-Forwarded-For; for a request a --ha follower forwarded, the
-// client's address at the follower) loginAddrBurst failed password or bearer
-// checks, then one more every loginAddrRefill. While a bucket is empty,
-// password checks for its key are refused before the password is looked at
-// (429, Retry-After), except on a connection that already proved the same
-// credentials. At most loginMaxKeys buckets are kept: full ones are dropped
-// first, then the least recently used.
-const (
-	loginUserBurst  = 10
-	loginUserRefill = 6 * time.Second
-	loginAddrBurst  = 30
-	loginAddrRefill = 2 * time.Second
-	loginMaxKeys    = 10000
-)
+// Failed logins are throttled by token buckets: guard/throttle.go has the
+// numbers.

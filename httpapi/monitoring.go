@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -53,32 +54,51 @@ type StreamPage struct {
 	BytesCut bool
 }
 
-func (s *Server) registerMonitoringRoutes() {
+// monitoringAPI serves the monitoring views: health, session, groups, their
+// members, assignments, consumption, offsets and messages (and, through
+// grafanaAPI, Grafana's rows).
+type monitoringAPI struct {
+	kit
+	// rt is the leader's memory, read when fwd.ToLeader did not relay.
+	rt   Runtime
+	fwd  *guard.Forwarder
+	lead Leadership
+	// streams reads shard streams (nil: offsets and messages answer 503);
+	// offsets is its cache.
+	streams StreamReader
+	offsets *offsetCache
+	// messages holds a slot per messages page in flight.
+	messages chan struct{}
+}
+
+// registerMonitoringRoutes registers the monitoring routes, the monitoring
+// twins of the group routes (served by groups) and the Grafana routes.
+func (s *Server) registerMonitoringRoutes(h *monitoringAPI, groups *groupAPI) {
 	r := s.router
-	r.HandleFunc("/coord/v1/monitoring/health", s.handleHealth).Methods(http.MethodGet)
-	r.HandleFunc("/coord/v1/monitoring/session", s.handleSession).Methods(http.MethodGet)
-	r.HandleFunc("/coord/v1/monitoring/compatibility", s.handleCompatibility).Methods(http.MethodGet)
-	r.HandleFunc("/coord/v1/monitoring/groups", s.handleListGroups).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath, s.handleGetGroup).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/members", s.handleMembers).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/assignments", s.handleAssignments).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/consumption", s.handleConsumption).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/migrations", s.handleListReshardings).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/migrations/{reshardingId}", s.handleGetResharding).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/offsets", s.handleOffsets).Methods(http.MethodGet)
-	r.HandleFunc(monitoringGroupPath+"/shards/{shardIndex}/messages", s.handleMessages).Methods(http.MethodGet)
-	s.registerGrafanaRoutes()
+	r.HandleFunc("/coord/v1/monitoring/health", h.handleHealth).Methods(http.MethodGet)
+	r.HandleFunc("/coord/v1/monitoring/session", h.handleSession).Methods(http.MethodGet)
+	r.HandleFunc("/coord/v1/monitoring/compatibility", h.handleCompatibility).Methods(http.MethodGet)
+	r.HandleFunc("/coord/v1/monitoring/groups", h.handleListGroups).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath, groups.handleGetGroup).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/members", h.handleMembers).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/assignments", h.handleAssignments).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/consumption", h.handleConsumption).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/migrations", groups.handleListReshardings).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/migrations/{reshardingId}", groups.handleGetResharding).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/offsets", h.handleOffsets).Methods(http.MethodGet)
+	r.HandleFunc(monitoringGroupPath+"/shards/{shardIndex}/messages", h.handleMessages).Methods(http.MethodGet)
+	s.registerGrafanaRoutes(&grafanaAPI{s: h, guard: s.guard})
 }
 
 // handleHealth serves GET /coord/v1/monitoring/health.
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	resp := wire.HealthResponse{Status: "UP", CoordinatorID: s.read.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: s.read.Ready(), LastEventID: s.read.State().LastID()}
-	resp.Role, resp.Leader, resp.LeaderURL = s.leadership()
-	if !s.read.Healthy() {
+func (h *monitoringAPI) handleHealth(w http.ResponseWriter, r *http.Request) {
+	resp := wire.HealthResponse{Status: "UP", CoordinatorID: h.read.Config().CoordinatorID, Redis: "UP", Loop: "UP", Ready: h.read.Ready(), LastEventID: h.read.State().LastID()}
+	resp.Role, resp.Leader, resp.LeaderURL = leadershipOf(h.lead)
+	if !h.read.Healthy() {
 		resp.Status, resp.Redis = "DEGRADED", "DOWN"
 	}
-	for _, q := range s.read.State().Quarantines() {
-		if visible(r, q.StreamPrefix) {
+	for _, q := range h.read.State().Quarantines() {
+		if guard.Visible(r, q.StreamPrefix) {
 			resp.Quarantined = append(resp.Quarantined, wire.Quarantine{StreamPrefix: q.StreamPrefix, EntryID: q.EntryID, Type: q.Type, Reason: q.Reason, SkippedEntries: q.Skipped})
 		}
 	}
@@ -86,9 +106,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleSession serves GET /coord/v1/monitoring/session.
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+func (h *monitoringAPI) handleSession(w http.ResponseWriter, r *http.Request) {
 	resp := wire.SessionResponse{Roles: []string{}}
-	if p := principalOf(r); p != nil {
+	if p := guard.PrincipalOf(r); p != nil {
 		name := p.Username
 		resp.Authenticated, resp.Username, resp.Roles, resp.Prefixes, resp.Groups = true, &name, p.Roles, p.Prefixes, p.Groups
 	}
@@ -96,8 +116,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleCompatibility serves GET /coord/v1/monitoring/compatibility.
-func (s *Server) handleCompatibility(w http.ResponseWriter, r *http.Request) {
-	cfg := s.read.Config()
+func (h *monitoringAPI) handleCompatibility(w http.ResponseWriter, r *http.Request) {
+	cfg := h.read.Config()
 	writeJSON(w, http.StatusOK, wire.CompatibilityResponse{
 		CurrentCoordinationVersion:    wire.ProtocolVersion,
 		SupportedCoordinationVersions: wire.VersionRange{Min: wire.ProtocolVersion, Max: wire.ProtocolVersion},
@@ -124,10 +144,10 @@ func isoDuration(d time.Duration) string {
 
 // handleListGroups serves GET /coord/v1/monitoring/groups: every group the
 // principal's scope covers.
-func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
+func (h *monitoringAPI) handleListGroups(w http.ResponseWriter, r *http.Request) {
 	out := wire.GroupsResponse{Groups: []wire.Group{}}
-	for _, g := range s.read.State().Groups() {
-		if visible(r, g.Key.StreamPrefix) {
+	for _, g := range h.read.State().Groups() {
+		if guard.Visible(r, g.Key.StreamPrefix) {
 			out.Groups = append(out.Groups, GroupOf(g))
 		}
 	}
@@ -174,21 +194,21 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 }
 
 // handleMembers serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/members.
-func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
-	rt, ok := s.leaderMemory(w, r)
+func (h *monitoringAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
+	if h.fwd.ToLeader(w, r) {
+		return
+	}
+	rt := h.rt
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	g, ok := s.loadGroup(w, r)
-	if !ok {
-		return
-	}
-	writeJSON(w, http.StatusOK, wire.MembersResponse{Members: MembersOf(g, rt.MemberRuntimes(g.Key), s.read.Config().RebalanceTimeout)})
+	writeJSON(w, http.StatusOK, wire.MembersResponse{Members: MembersOf(g, rt.MemberRuntimes(g.Key), h.read.Config().RebalanceTimeout)})
 }
 
 // handleAssignments serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/assignments.
-func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.loadGroup(w, r)
+func (h *monitoringAPI) handleAssignments(w http.ResponseWriter, r *http.Request) {
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
@@ -196,12 +216,12 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.
-func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
-	memory, ok := s.leaderMemory(w, r)
-	if !ok {
+func (h *monitoringAPI) handleConsumption(w http.ResponseWriter, r *http.Request) {
+	if h.fwd.ToLeader(w, r) {
 		return
 	}
-	g, ok := s.loadGroup(w, r)
+	memory := h.rt
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
@@ -226,14 +246,14 @@ func (s *Server) handleConsumption(w http.ResponseWriter, r *http.Request) {
 // handleOffsets serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/offsets:
 // every routed or still-assigned shard with Redis's view of it, as the
 // offsets cache last read it (asOf).
-func (s *Server) handleOffsets(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.loadGroup(w, r)
+func (h *monitoringAPI) handleOffsets(w http.ResponseWriter, r *http.Request) {
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
-	offs, _, err := s.readOffsets(r.Context(), g)
+	offs, _, err := h.readOffsets(r.Context(), g)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, offs)
@@ -248,12 +268,12 @@ func shardSpan(g *projection.Group) int {
 // readOffsets is every shard of shardSpan as the offsets cache last read it
 // from Redis (offsetcache.go), with its live owners (from the projection, as
 // of now) and the group's totals, and each shard's rates since the read before.
-func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, []shardRate, error) {
-	if s.offsets == nil {
+func (h *monitoringAPI) readOffsets(ctx context.Context, g *projection.Group) (wire.OffsetsResponse, []shardRate, error) {
+	if h.offsets == nil {
 		return wire.OffsetsResponse{}, nil, commands.ErrRedisNotConfigured
 	}
 	k := g.Key
-	read, err := s.offsets.get(ctx, g)
+	read, err := h.offsets.get(ctx, g)
 	if err != nil {
 		if ctx.Err() != nil {
 			return wire.OffsetsResponse{}, nil, err
@@ -299,8 +319,8 @@ func (s *Server) readOffsets(ctx context.Context, g *projection.Group) (wire.Off
 
 // handleMessages serves GET .../shards/{shardIndex}/messages: a read-only page of
 // a shard stream (XRANGE forward, XREVRANGE backward).
-func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.loadGroup(w, r)
+func (h *monitoringAPI) handleMessages(w http.ResponseWriter, r *http.Request) {
+	g, ok := h.loadGroup(w, r)
 	if !ok {
 		return
 	}
@@ -308,31 +328,31 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	rawIdx, _ := pathVar(r, "shardIndex")
 	idx, err := parseShardIndex(g, rawIdx)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	direction, limit, err := parsePaging(r.URL.Query())
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	cursor := r.URL.Query().Get("cursor")
 	if cursor != "" && !validStreamID(cursor) {
-		s.writeError(w, r, badCursor(cursor, routing.StreamKey(k.StreamPrefix, idx), "a record id <ms>-<seq> or <ms>"))
+		h.writeError(w, r, badCursor(cursor, routing.StreamKey(k.StreamPrefix, idx), "a record id <ms>-<seq> or <ms>"))
 		return
 	}
 	if msg := exclusiveBoundProblem(cursor, direction == "FORWARD"); cursor != "" && msg != "" {
-		s.badRequest(w, r, "cursor: "+msg)
+		h.badRequest(w, r, "cursor: "+msg)
 		return
 	}
-	release, ok := s.messagesSlot(w, r)
+	release, ok := h.messagesSlot(w, r)
 	if !ok {
 		return
 	}
 	defer release()
-	page, err := s.readPage(r.Context(), k, idx, answerQuery(direction == "FORWARD", cursor, limit))
+	page, err := h.readPage(r.Context(), k, idx, answerQuery(direction == "FORWARD", cursor, limit))
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	recs := page.Records
@@ -354,13 +374,13 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 // messagesSlot takes one of the MaxConcurrentMessageReads slots of messages
 // pages for the rest of the request (release gives it back); false when
 // every slot is taken and it answered 429.
-func (s *Server) messagesSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+func (h *monitoringAPI) messagesSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	select {
-	case s.messages <- struct{}{}:
-		return func() { <-s.messages }, true
+	case h.messages <- struct{}{}:
+		return func() { <-h.messages }, true
 	default:
 		w.Header().Set("Retry-After", "1")
-		s.writeError(w, r, errTooManyMessageReads)
+		h.writeError(w, r, errTooManyMessageReads)
 		return nil, false
 	}
 }
@@ -424,12 +444,12 @@ func parsePaging(q url.Values) (direction string, limit int, err error) {
 // readPage reads records of shard idx as q says (its cursor is exclusive,
 // "" from the end the direction starts at; the caller checked its syntax).
 // Any error of Redis is a 503 that does not show it.
-func (s *Server) readPage(ctx context.Context, k projection.GroupKey, idx int, q MessagesQuery) (StreamPage, error) {
-	if s.streams == nil {
+func (h *monitoringAPI) readPage(ctx context.Context, k projection.GroupKey, idx int, q MessagesQuery) (StreamPage, error) {
+	if h.streams == nil {
 		return StreamPage{}, commands.ErrRedisNotConfigured
 	}
 	key := routing.StreamKey(k.StreamPrefix, idx)
-	page, err := s.streams.Messages(ctx, key, q)
+	page, err := h.streams.Messages(ctx, key, q)
 	if err != nil {
 		return StreamPage{}, streamsUnavailable(fmt.Errorf("read %s: %w", key, err))
 	}

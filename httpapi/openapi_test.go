@@ -611,7 +611,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		enum[e.(string)] = true
 	}
 	produced := map[string]string{}
-	for _, dir := range []string{".", filepath.Join("..", "commands")} {
+	for _, dir := range []string{".", "guard", filepath.Join("..", "commands")} {
 		for code, where := range errorCodesIn(t, dir) {
 			produced[code] = where
 		}

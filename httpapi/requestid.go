@@ -1,12 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
 
 	"github.com/rs/zerolog"
+
+	"github.com/rscoord/rsc/httpapi/guard"
 )
 
 // Every request has an id: the caller's X-Request-Id when it is a plain token,
@@ -17,25 +18,6 @@ const headerRequestID = "X-Request-Id"
 
 // traceHeaders are recorded in the audit log (meta): each is bounded.
 var traceHeaders = []string{headerRequestID, "X-Correlation-Id", "X-Amzn-Trace-Id"}
-
-type requestKey struct{}
-
-// requestInfo is what the middleware learnt about a request.
-type requestInfo struct {
-	id    string
-	route string // metrics label of the matched route
-	// client is the client's address as a --ha follower asserted it for a
-	// request it forwarded ("" otherwise: the TCP peer is the client).
-	client string
-}
-
-func infoOf(r *http.Request) requestInfo {
-	v, _ := r.Context().Value(requestKey{}).(requestInfo)
-	return v
-}
-
-// requestIDOf is the request's id ("" outside ServeHTTP).
-func requestIDOf(r *http.Request) string { return infoOf(r).id }
 
 // badTraceHeader names a trace header that is too long or holds control
 // characters ("" when all are fine).
@@ -75,27 +57,20 @@ func printableToken(v string) bool {
 	return true
 }
 
-// withRequestInfo returns r carrying info.
 // RouteTemplate is the template of the route the server matched r to, for
-// the handlers and middleware it runs ("" when no route serves r). The
-// server matches each request once and calls the route's handler itself, so
-// mux.CurrentRoute does not know it.
+// the handlers and middleware it runs ("" when no route serves r).
 func RouteTemplate(r *http.Request) string {
-	if route := infoOf(r).route; route != "unmatched" {
-		return route
+	if m := guard.Of(r).Route; m.Served {
+		return m.Template
 	}
 	return ""
 }
 
-func withRequestInfo(r *http.Request, info requestInfo) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), requestKey{}, info))
-}
+// requestIDOf is the request's id ("" outside ServeHTTP).
+func requestIDOf(r *http.Request) string { return guard.RequestID(r) }
 
 // logFor is the server's logger with the request's id, route and method.
-func (s *Server) logFor(r *http.Request) zerolog.Logger {
-	info := infoOf(r)
-	return s.log.With().Str("requestId", info.id).Str("route", info.route).Str("method", r.Method).Logger()
-}
+func (h *kit) logFor(r *http.Request) zerolog.Logger { return guard.Logger(h.log, r) }
 
 // headerBytes is the size of the request line and headers as sent (near
 // enough: net/http has already parsed them).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 )
 
@@ -26,14 +27,17 @@ import (
 type Config struct {
 	Addr string
 	Auth AuthConfig
-	// Hosts is which Host headers are answered (browser.go).
+	// Hosts is which Host headers are answered (guard/browser.go).
 	Hosts HostPolicy
 	// RateLimitPerMinute limits admin mutations per principal (0: off).
 	RateLimitPerMinute int
 	Logger             zerolog.Logger
 	// Observe, if set, is called after every request (metrics).
 	Observe func(route, method string, status int, elapsed time.Duration)
-	// Extra routes (metrics, console) registered by cmd.
+	// Extra routes (metrics, console) registered by cmd. They are served
+	// behind the server's middleware like its own; Mount adds routes only
+	// (the router's one middleware is the server's chain, which ends in the
+	// matched route's own handler).
 	Mount func(r *mux.Router)
 	// OffsetsRefresh is how often the cache of Redis's view of shard streams
 	// is refreshed (offsetcache.go; DefaultOffsetsRefresh when 0).
@@ -54,26 +58,24 @@ type Config struct {
 	Readiness func() *commands.Error
 }
 
-// Server owns the router and the listener.
+// Server owns the router and the listener. NewServer gives each resource's
+// handlers (memberAPI, groupAPI, ...) the parts they use, and composes the
+// middleware (security is package guard's) once with the router.
 type Server struct {
-	cfg     Config
-	dec     Commands
-	read    Reader
-	rt      Runtime // only through leaderMemory
-	lead    Leadership
-	streams StreamReader
-	auth    *authenticator
-	router  *mux.Router
-	// catchAll holds the API's catch-all route (access.go).
-	catchAll *mux.Router
-	log      zerolog.Logger
-	limiter  *rateLimiter
-	fwd      forwarder
-	offsets  *offsetCache
-	replays  chan struct{} // a slot per replay in flight
-	messages chan struct{} // a slot per messages page in flight
-	refusals everySecond   // rate of the refused-request log lines
-	stateAt  func(ctx context.Context, until string) (*projection.State, error)
+	cfg Config
+	// kit answers the server's own refusals (404, 405, the bounds of a
+	// request, a log it cannot read) as the handlers answer theirs.
+	kit    kit
+	read   Reader
+	router *mux.Router
+	log    zerolog.Logger
+	// guard authenticates and authorizes (its middleware run before every
+	// handler); fwd relays what only the leader serves; limit is the rate
+	// of admin mutations per principal (nil: unlimited).
+	guard   *guard.Guard
+	fwd     *guard.Forwarder
+	limit   *guard.RateLimiter
+	offsets *offsetCache
 
 	// releasing is closed when Close begins: held heartbeats are answered
 	// at once (hold.go).
@@ -90,40 +92,61 @@ type Server struct {
 // NewServer builds the server over a coordinator's parts (PartsOf);
 // streams may be nil (offsets and messages then answer 503).
 func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	s := &Server{cfg: cfg, read: parts.Reader, log: cfg.Logger, router: mux.NewRouter().UseEncodedPath().SkipClean(true), releasing: make(chan struct{})}
+	stateAt := cfg.StateAt
+	if stateAt == nil {
+		stateAt = parts.Reader.StateAt
 	}
-	s := &Server{cfg: cfg, dec: parts.Commands, read: parts.Reader, rt: parts.Runtime, lead: parts.Leadership, streams: streams, auth: newAuthenticator(cfg.Auth, cfg.Now), log: cfg.Logger,
-		router: mux.NewRouter().UseEncodedPath().SkipClean(true), catchAll: newCatchAll(), replays: make(chan struct{}, MaxConcurrentReplays),
-		messages: make(chan struct{}, MaxConcurrentMessageReads), stateAt: cfg.StateAt, releasing: make(chan struct{})}
-	if s.stateAt == nil {
-		s.stateAt = parts.Reader.StateAt
-	}
+	s.kit = kit{log: cfg.Logger, read: parts.Reader}
 	if streams != nil {
 		s.offsets = newOffsetCache(streams, parts.Reader.State, cfg.OffsetsRefresh, cfg.Logger)
 	}
-	if cfg.RateLimitPerMinute != 0 {
-		s.limiter = newRateLimiter(cfg.RateLimitPerMinute)
-	}
-	s.router.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errNoRoute.WithMessage("no route for "+r.Method+" "+r.URL.Path))
-	})
-	s.router.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.guard = guard.New(guard.Config{Auth: cfg.Auth, Hosts: cfg.Hosts, Now: cfg.Now, Log: cfg.Logger, WriteError: s.kit.writeError,
+		Position: func() string { return parts.Reader.State().LastID() }})
+	s.fwd = s.guard.NewForwarder(parts.Leadership, func() string { return parts.Reader.Config().CoordinatorID })
+	s.limit = guard.NewRateLimiter(cfg.RateLimitPerMinute, s.kit.writeError)
+
+	// The middleware, in order: the route and what it asks for, the bounds
+	// of a request, the Host policy and cross-site mutations, who the caller
+	// is (credentials, or a follower's assertion) and what it may call (role,
+	// then scope), the content type of mutations, forwarding to the leader,
+	// and a log this replica can read. The router runs them for the route it
+	// matched; its 404 and 405 answers go through them too, so that a caller
+	// without credentials learns nothing of the API.
+	//
+	// The chain is composed once, here, and ends in the handler of the route
+	// the router matched: the router's own per-request wrapping (one
+	// closure per middleware per request) would cost every heartbeat nine
+	// allocations more.
+	chain := []mux.MiddlewareFunc{newAccess(cfg.Auth).resolve, s.bounded, s.guard.Hosts, s.guard.CrossSite,
+		s.guard.Authenticate, s.guard.Authorize, s.guard.ContentType, s.fwd.Writes, s.readable}
+	secured := through(chain, http.HandlerFunc(serveRoute))
+	s.router.Use(func(http.Handler) http.Handler { return secured })
+	s.router.NotFoundHandler = through(chain, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.kit.writeError(w, r, errNoRoute.WithMessage("no route for "+r.Method+" "+r.URL.Path))
+	}))
+	s.router.MethodNotAllowedHandler = through(chain, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if allow := s.allowedMethods(r); allow != "" {
 			w.Header().Set("Allow", allow) // RFC 9110 §15.5.6
 		}
-		s.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
-	})
-	// The heartbeat route first: the router tries routes in order, and
-	// heartbeats are most of the traffic (no other route matches its paths).
-	s.registerMemberRoutes()
-	s.registerHealthRoutes()
-	s.registerAuthRoutes()
-	s.registerGroupRoutes()
-	s.registerAutoscalingRoutes()
-	s.registerMonitoringRoutes()
-	s.registerAuditRoutes()
-	s.registerLogRoutes()
+		s.kit.writeError(w, r, errMethodNotAllowed.WithMessage("method "+r.Method+" not allowed on "+r.URL.Path))
+	}))
+	// Each resource's handlers get the parts they use. The heartbeat route
+	// first: the router tries routes in order, and heartbeats are most of
+	// the traffic (no other route matches its paths).
+	k, dec, rt, lead := s.kit, parts.Commands, parts.Runtime, parts.Leadership
+	s.registerMemberRoutes(&memberAPI{kit: k, dec: dec, releasing: s.releasing})
+	s.registerHealthRoutes(&healthAPI{kit: k, lead: lead, readiness: cfg.Readiness})
+	s.registerAuthRoutes(&authAPI{kit: k, guard: s.guard})
+	history := &historyAPI{kit: k, replays: make(chan struct{}, MaxConcurrentReplays), stateAt: stateAt}
+	s.registerStreamRoutes(&streamAPI{kit: k, dec: dec, limit: s.limit, layoutWindow: cfg.LayoutWindow}, history)
+	groups := &groupAPI{kit: k, dec: dec, rt: rt, fwd: s.fwd, limit: s.limit, layoutWindow: cfg.LayoutWindow}
+	s.registerGroupRoutes(groups)
+	s.registerAutoscalingRoutes(&autoscalingAPI{kit: k, dec: dec, rt: rt, fwd: s.fwd, limit: s.limit})
+	s.registerMonitoringRoutes(&monitoringAPI{kit: k, rt: rt, fwd: s.fwd, lead: lead, streams: streams, offsets: s.offsets,
+		messages: make(chan struct{}, MaxConcurrentMessageReads)}, groups)
+	s.registerAuditRoutes(history)
+	s.registerLogRoutes(&logAPI{kit: k, dec: dec, limit: s.limit})
 	s.registerOpenAPIRoute()
 	s.registerConsoleRoutes()
 	if cfg.Mount != nil {
@@ -132,171 +155,120 @@ func NewServer(cfg Config, parts Parts, streams StreamReader) *Server {
 	return s
 }
 
+// serveRoute is the end of the middleware chain: the matched route's own
+// handler (the router's only middleware is the chain, so it is the handler
+// the router would have called).
+func serveRoute(w http.ResponseWriter, r *http.Request) {
+	mux.CurrentRoute(r).GetHandler().ServeHTTP(w, r)
+}
+
+// through is h behind the middleware chain, first to last.
+func through(chain []mux.MiddlewareFunc, h http.Handler) http.Handler {
+	for i := len(chain) - 1; i >= 0; i-- {
+		h = chain[i](h)
+	}
+	return h
+}
+
 // SetUsers replaces the configured users (a reloaded users file): from the
 // next request on, passwords are checked against them and a bearer token is
 // accepted only while its user exists, with the roles the user still holds.
 // An empty list lets nobody in.
-func (s *Server) SetUsers(users []User) { s.auth.setUsers(users) }
+func (s *Server) SetUsers(users []User) { s.guard.SetUsers(users) }
 
 // Router exposes the router (tests walk it).
 func (s *Server) Router() *mux.Router { return s.router }
 
-// ServeHTTP runs the middleware chain: request id, header limits, body
-// limit, the Host policy, cross-site mutations, authentication (the caller's
-// credentials, or a follower's assertion) and authorization by route (role,
-// then prefix scope), the content type of mutations, forwarding, routing.
+// ConnContext is the http.Server ConnContext the server needs (Open sets
+// it; set it too when serving the Server with an http.Server of your own):
+// every connection gets its own record of the credentials it proved.
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return guard.ConnContext(ctx, c)
+}
+
+// ServeHTTP gives the request its id, serves it through the router (which
+// runs the middleware chain, NewServer) and records it (Config.Observe).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	match := s.resolve(r)
-	r = withRequestInfo(r, requestInfo{id: requestID(r), route: match.label()})
-	rec.Header().Set(headerRequestID, requestIDOf(r))
-	defer func() {
-		if s.cfg.Observe != nil {
-			s.cfg.Observe(match.label(), r.Method, rec.status, time.Since(start))
-		}
-	}()
-	if headerBytes(r) > MaxHeaderBytes {
-		s.writeError(rec, r, errHeaderTooLarge)
-		return
-	}
-	if h := badTraceHeader(r); h != "" {
-		s.badRequest(rec, r, fmt.Sprintf("header %s: must be at most %d bytes without control characters", h, MaxTraceHeaderBytes))
-		return
-	}
-	if r.Body != nil {
-		r.Body = http.MaxBytesReader(rec, r.Body, MaxBodyBytes)
-	}
-	if !s.cfg.Hosts.hostAllowed(r) {
-		s.logRefusal(r, match.label(), "", nil, "Host not allowed")
-		s.writeError(rec, r, errHostNotAllowed)
-		return
-	}
-	mutation := isMutation(r.Method) && underAPI(match.template)
-	if mutation && s.cfg.Hosts.crossSite(r) {
-		s.logRefusal(r, match.label(), "", nil, "cross-site mutation")
-		s.writeError(rec, r, errCrossSite)
-		return
-	}
-	required := s.auth.requiredRole(match, r.Method)
-	var p *principal
-	var err error
-	switch {
-	case underAPI(match.template) && forwarded(r):
-		var ok bool
-		if r, p, ok = s.acceptForwarded(rec, r); !ok {
-			return
-		}
-		if isWrite(r) && match.template != heartbeatRoute {
-			// The follower holds the answer until it folded this far.
-			rec.stamp = func(h http.Header) { h.Set(headerLogPosition, s.read.State().LastID()) }
-		}
-	case required != "" || match.template == heartbeatRoute:
-		// Public routes read no credentials (a bad password sent to /healthz
-		// spends nobody's bucket), except the heartbeat's: a member that
-		// joined with credentials stays bound to them.
-		p, err = s.auth.authenticate(r, clientAddr(r))
-	}
-	var te *throttledError
-	if errors.As(err, &te) {
-		s.tooManyFailures(rec, r, te)
-		return
-	}
-	if required != "" {
-		switch {
-		case err != nil || p == nil:
-			s.logRefusal(r, match.label(), required, p, "no valid credentials")
-			unauthorized(rec, r)
-			return
-		case !p.grants(required):
-			s.logRefusal(r, match.label(), required, p, "missing role")
-			rec.WriteHeader(http.StatusForbidden)
-			return
-		}
-	}
-	if !routeInScope(p, match) || !s.auth.wholeView(p, match) {
-		s.logRefusal(r, match.label(), required, p, "stream prefix or consumer group outside the principal's scope")
-		rec.WriteHeader(http.StatusForbidden)
-		return
-	}
-	if mutation && contentTypeProblem(r) {
-		s.writeError(rec, r, errUnsupportedMedia)
-		return
-	}
-	r = r.WithContext(context.WithValue(r.Context(), principalKey{}, authOutcome{p, err}))
-	if s.forwardWrite(rec, r) {
-		return
-	}
-	if underAPI(match.template) && match.template != loginRoute {
-		// The state cannot be built without guessing: every API route
-		// refuses until the log decodes again (docs/operations.md, Runbook).
-		if err := s.read.Corrupt(); err != nil {
-			s.writeError(rec, r, err)
-			return
-		}
-		// An entry of one prefix cannot be read: every route of that
-		// prefix refuses, naming it; the others are served.
-		if err := s.quarantined(match); err != nil {
-			s.writeError(rec, r, err)
-			return
-		}
-	}
-	if match.handler != nil {
-		// The route resolve matched, with the router's middleware: matching
-		// again in the router would cost as much once more.
-		match.handler.ServeHTTP(rec, mux.SetURLVars(r, match.vars))
-		return
+	info := &guard.Request{ID: requestID(r)}
+	r = guard.With(r, info)
+	rec.Header().Set(headerRequestID, info.ID)
+	if s.cfg.Observe != nil {
+		defer func() { s.cfg.Observe(info.Route.Label(), r.Method, rec.status, time.Since(start)) }()
 	}
 	s.router.ServeHTTP(rec, r)
 }
 
-// authOutcome is what the Authorization header proved: a principal, or why not.
-type authOutcome struct {
-	p   *principal
-	err error
+// bounded refuses a request whose headers exceed their bounds (431, or 400
+// for a trace header) and bounds its body (limits.go).
+func (s *Server) bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerBytes(r) > MaxHeaderBytes {
+			s.kit.writeError(w, r, errHeaderTooLarge)
+			return
+		}
+		if h := badTraceHeader(r); h != "" {
+			s.kit.badRequest(w, r, fmt.Sprintf("header %s: must be at most %d bytes without control characters", h, MaxTraceHeaderBytes))
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
-type principalKey struct{}
-
-func principalOf(r *http.Request) *principal {
-	return authOf(r).p
+// readable refuses every route of the API (login excepted) while the state
+// cannot be built without guessing (the log does not decode:
+// docs/operations.md, Runbook), and every route naming a stream prefix
+// whose entries cannot be read, naming it; the others are served.
+func (s *Server) readable(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := guard.Of(r).Route; underAPI(m.Template) && m.Template != loginRoute {
+			if err := s.read.Corrupt(); err != nil {
+				s.kit.writeError(w, r, err)
+				return
+			}
+			if err := quarantined(s.read, m); err != nil {
+				s.kit.writeError(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
-func authOf(r *http.Request) authOutcome {
-	o, _ := r.Context().Value(principalKey{}).(authOutcome)
-	return o
+// quarantined is COORDINATOR_METADATA_CORRUPT when the route names a stream
+// prefix ({streamPrefix}) that is quarantined; nil otherwise.
+func quarantined(read Reader, m guard.Route) error {
+	raw, ok := m.Vars["streamPrefix"]
+	if !ok {
+		return nil
+	}
+	prefix, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil // the handler refuses the name
+	}
+	return read.Quarantined(prefix)
 }
 
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
-	// stamp, if set, adds headers computed when the answer starts (after the
-	// handler decided): the log position of a forwarded write.
-	stamp func(http.Header)
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if !s.wrote {
 		s.status, s.wrote = code, true
-		s.stampHeaders()
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
-	if !s.wrote {
-		s.wrote = true
-		s.stampHeaders()
-	}
+	s.wrote = true
 	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusRecorder) stampHeaders() {
-	if s.stamp != nil {
-		s.stamp(s.ResponseWriter.Header())
-		s.stamp = nil
-	}
 }
 
 // Open listens on the configured address (":0" picks a free port) and serves.
@@ -358,6 +330,14 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
+// kit is what every handler answers with: the one table of error kinds
+// (errors.go), strict request bodies, and the group or stream prefix its path
+// names, looked up in this replica's projection.
+type kit struct {
+	log  zerolog.Logger
+	read Reader
+}
+
 // pathVar returns a percent-decoded path parameter.
 func pathVar(r *http.Request, name string) (string, error) {
 	raw := mux.Vars(r)[name]
@@ -383,39 +363,39 @@ func (s *Server) allowedMethods(r *http.Request) string {
 	return strings.Join(allow, ", ")
 }
 
-func (s *Server) groupKey(w http.ResponseWriter, r *http.Request) (projection.GroupKey, bool) {
+func (h *kit) groupKey(w http.ResponseWriter, r *http.Request) (projection.GroupKey, bool) {
 	p, err := pathVar(r, "streamPrefix")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return projection.GroupKey{}, false
 	}
 	g, err := pathVar(r, "consumerGroup")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return projection.GroupKey{}, false
 	}
 	k := projection.GroupKey{StreamPrefix: p, ConsumerGroup: g}
 	if err := commands.ValidateKey(k); err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return k, false
 	}
 	return k, true
 }
 
 // loadGroup resolves the path's group (a copy of it); false means it answered.
-func (s *Server) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
-	k, ok := s.groupKey(w, r)
+func (h *kit) loadGroup(w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
+	k, ok := h.groupKey(w, r)
 	if !ok {
 		return nil, false
 	}
-	return s.findGroup(w, r, k)
+	return h.findGroup(w, r, k)
 }
 
 // findGroup looks a valid key up (a copy of the group); false means it answered 404.
-func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.GroupKey) (*projection.Group, bool) {
-	g, found := s.read.State().Group(k)
+func (h *kit) findGroup(w http.ResponseWriter, r *http.Request, k projection.GroupKey) (*projection.Group, bool) {
+	g, found := h.read.State().Group(k)
 	if !found {
-		s.writeError(w, r, commands.ErrGroupNotFound)
+		h.writeError(w, r, commands.ErrGroupNotFound)
 		return nil, false
 	}
 	return g, true
@@ -425,30 +405,30 @@ func (s *Server) findGroup(w http.ResponseWriter, r *http.Request, k projection.
 // reference does); malformed JSON, wrong types, a key given twice in one
 // object and a key that differs from the contract's only by case
 // (strictjson.go) are a 400 that says what was wrong.
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
+func (h *kit) decodeBody(w http.ResponseWriter, r *http.Request, v any, required bool) bool {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.writeError(w, r, errBodyTooLarge)
+			h.writeError(w, r, errBodyTooLarge)
 			return false
 		}
-		s.badRequest(w, r, "cannot read request body")
+		h.badRequest(w, r, "cannot read request body")
 		return false
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if required {
-			s.badRequest(w, r, "Required request body is missing")
+			h.badRequest(w, r, "Required request body is missing")
 			return false
 		}
 		return true
 	}
 	if err := checkKeys(data, v); err != nil {
-		s.badRequest(w, r, "malformed JSON request body: "+err.Error())
+		h.badRequest(w, r, "malformed JSON request body: "+err.Error())
 		return false
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		s.badRequest(w, r, "malformed JSON request body: "+describeJSONError(err))
+		h.badRequest(w, r, "malformed JSON request body: "+describeJSONError(err))
 		return false
 	}
 	return true
@@ -487,42 +467,8 @@ func meta(r *http.Request) events.Meta {
 			break
 		}
 	}
-	if p := principalOf(r); p != nil {
+	if p := guard.PrincipalOf(r); p != nil {
 		m.Actor = p.Username
 	}
 	return m
-}
-
-// logRefusal logs a request refused by authentication or authorization, at
-// most once a second per route and reason: a member whose credentials expired
-// or are missing (its client may give up silently) shows in the log.
-func (s *Server) logRefusal(r *http.Request, route, required string, p *principal, why string) {
-	if !s.refusals.allow(route+"|"+why, time.Now()) {
-		return
-	}
-	log := s.logFor(r)
-	ev := log.Warn().Str("route", route).Str("method", r.Method).Str("required", required).Str("remote", r.RemoteAddr).Str("client", clientAddr(r))
-	if p != nil {
-		ev = ev.Str("principal", p.Username)
-	}
-	ev.Msg("request refused: " + why + " (logged at most once a second per route)")
-}
-
-// everySecond lets one event per key through per second (bounded keys).
-type everySecond struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-}
-
-func (e *everySecond) allow(key string, now time.Time) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.last == nil || len(e.last) > 1024 {
-		e.last = map[string]time.Time{}
-	}
-	if now.Sub(e.last[key]) < time.Second {
-		return false
-	}
-	e.last[key] = now
-	return true
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -16,28 +17,40 @@ import (
 // monitoringStreamPath is a stream's monitoring route.
 const monitoringStreamPath = "/coord/v1/monitoring/streams/{streamPrefix}"
 
-func (s *Server) registerStreamRoutes() {
+// streamAPI serves the stream prefixes: create, adopt, scale, read, and
+// their producer routing.
+type streamAPI struct {
+	kit
+	dec   Commands
+	limit *guard.RateLimiter
+	// layoutWindow is Config.LayoutWindow.
+	layoutWindow time.Duration
+}
+
+// registerStreamRoutes registers the stream routes, and a stream's history
+// (events and replay, served by hist).
+func (s *Server) registerStreamRoutes(h *streamAPI, hist *historyAPI) {
 	r := s.router
-	r.HandleFunc(streamPath, s.handleCreateStream).Methods(http.MethodPost)
-	r.HandleFunc(streamPath, s.handleGetStream).Methods(http.MethodGet)
-	r.HandleFunc(streamPath+"/adopt", s.handleAdoptStream).Methods(http.MethodPost)
-	r.HandleFunc(streamPath+"/scale", s.handleScaleStream).Methods(http.MethodPost)
-	r.HandleFunc(streamPath+"/producer-routing", s.handleStreamRouting).Methods(http.MethodGet)
-	r.HandleFunc("/coord/v1/monitoring/streams", s.handleListStreams).Methods(http.MethodGet)
-	r.HandleFunc(monitoringStreamPath, s.handleGetStream).Methods(http.MethodGet)
-	r.HandleFunc(monitoringStreamPath+"/events", s.handleStreamEvents).Methods(http.MethodGet)
-	r.HandleFunc(monitoringStreamPath+"/replay", s.handleStreamReplay).Methods(http.MethodGet)
+	r.HandleFunc(streamPath, h.handleCreateStream).Methods(http.MethodPost)
+	r.HandleFunc(streamPath, h.handleGetStream).Methods(http.MethodGet)
+	r.HandleFunc(streamPath+"/adopt", h.handleAdoptStream).Methods(http.MethodPost)
+	r.HandleFunc(streamPath+"/scale", h.handleScaleStream).Methods(http.MethodPost)
+	r.HandleFunc(streamPath+"/producer-routing", h.handleStreamRouting).Methods(http.MethodGet)
+	r.HandleFunc("/coord/v1/monitoring/streams", h.handleListStreams).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath, h.handleGetStream).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath+"/events", hist.handleStreamEvents).Methods(http.MethodGet)
+	r.HandleFunc(monitoringStreamPath+"/replay", hist.handleStreamReplay).Methods(http.MethodGet)
 }
 
 // streamPrefixOf is the path's stream prefix, validated (false: answered).
-func (s *Server) streamPrefixOf(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *kit) streamPrefixOf(w http.ResponseWriter, r *http.Request) (string, bool) {
 	prefix, err := pathVar(r, "streamPrefix")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return "", false
 	}
 	if err := routing.ValidatePrefix(prefix); err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return "", false
 	}
 	return prefix, true
@@ -46,24 +59,24 @@ func (s *Server) streamPrefixOf(w http.ResponseWriter, r *http.Request) (string,
 // handleCreateStream serves POST /coord/v1/streams/{streamPrefix}: the
 // stream's shard streams, empty and without consumer groups, and its
 // metadata at version 1 (201).
-func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
+func (h *streamAPI) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 	prefix, err := pathVar(r, "streamPrefix")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return
 	}
 	var req wire.CreateRequest
-	if !s.decodeBody(w, r, &req, true) {
+	if !h.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !h.limit.Allow(w, r) {
 		return
 	}
-	v, err := s.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
+	v, err := h.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
 		StreamPrefix: prefix, InitialShardCount: req.InitialShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
 	})
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion})
@@ -71,22 +84,22 @@ func (s *Server) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 
 // handleAdoptStream serves POST /coord/v1/streams/{streamPrefix}/adopt:
 // takes over existing shard streams without creating anything (201).
-func (s *Server) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
+func (h *streamAPI) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
 	prefix, err := pathVar(r, "streamPrefix")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return
 	}
 	var req wire.AdoptRequest
-	if !s.decodeBody(w, r, &req, true) {
+	if !h.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !h.limit.Allow(w, r) {
 		return
 	}
-	v, err := s.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	v, err := h.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion})
@@ -95,22 +108,22 @@ func (s *Server) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
 // handleScaleStream serves POST /coord/v1/streams/{streamPrefix}/scale: a
 // stream without groups changes its layout at once (empty
 // affectedConsumerGroups and migrations); otherwise every group scales.
-func (s *Server) handleScaleStream(w http.ResponseWriter, r *http.Request) {
+func (h *streamAPI) handleScaleStream(w http.ResponseWriter, r *http.Request) {
 	prefix, err := pathVar(r, "streamPrefix")
 	if err != nil {
-		s.badRequest(w, r, err.Error())
+		h.badRequest(w, r, err.Error())
 		return
 	}
 	var req wire.ScaleRequest
-	if !s.decodeBody(w, r, &req, true) {
+	if !h.decodeBody(w, r, &req, true) {
 		return
 	}
-	if !s.allow(w, r) {
+	if !h.limit.Allow(w, r) {
 		return
 	}
-	res, err := s.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+	res, err := h.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
@@ -137,22 +150,22 @@ func StreamRoutingOf(prefix string, count int, mv int64) wire.StreamRoutingRespo
 // the stream's layout when it has metadata; else its groups' when they
 // agree (409 STREAM_SHARD_TOPOLOGY_CONFLICT when they do not); 404
 // STREAM_NOT_FOUND with neither.
-func (s *Server) handleStreamRouting(w http.ResponseWriter, r *http.Request) {
-	prefix, ok := s.streamPrefixOf(w, r)
+func (h *streamAPI) handleStreamRouting(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := h.streamPrefixOf(w, r)
 	if !ok {
 		return
 	}
-	st, groups := s.read.State().StreamWithGroups(prefix)
+	st, groups := h.read.State().StreamWithGroups(prefix)
 	count, mv, found, conflict := projection.StreamLayout(st, groups)
 	switch {
 	case conflict:
-		s.writeError(w, r, commands.ErrTopologyConflict)
+		h.writeError(w, r, commands.ErrTopologyConflict)
 	case !found:
-		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
+		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
 	default:
 		resp := StreamRoutingOf(prefix, count, mv)
 		if st != nil && st.Metadata {
-			resp.PreviousLayouts, resp.LayoutWindowMs = routingLayouts(st.PreviousLayouts, time.Now(), s.cfg.LayoutWindow)
+			resp.PreviousLayouts, resp.LayoutWindowMs = routingLayouts(st.PreviousLayouts, time.Now(), h.layoutWindow)
 		}
 		writeJSON(w, http.StatusOK, resp)
 	}
@@ -160,8 +173,8 @@ func (s *Server) handleStreamRouting(w http.ResponseWriter, r *http.Request) {
 
 // streamView is the view of a prefix's stream, false when the coordinator
 // knows neither metadata nor a group of it.
-func (s *Server) streamView(prefix string) (projection.StreamView, bool) {
-	st, groups := s.read.State().StreamWithGroups(prefix)
+func (h *streamAPI) streamView(prefix string) (projection.StreamView, bool) {
+	st, groups := h.read.State().StreamWithGroups(prefix)
 	if (st == nil || !st.Metadata) && len(groups) == 0 {
 		return projection.StreamView{}, false
 	}
@@ -170,14 +183,14 @@ func (s *Server) streamView(prefix string) (projection.StreamView, bool) {
 
 // handleGetStream serves GET /coord/v1/streams/{streamPrefix} and its
 // monitoring twin: the stream's metadata, groups and shard record.
-func (s *Server) handleGetStream(w http.ResponseWriter, r *http.Request) {
-	prefix, ok := s.streamPrefixOf(w, r)
+func (h *streamAPI) handleGetStream(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := h.streamPrefixOf(w, r)
 	if !ok {
 		return
 	}
-	v, found := s.streamView(prefix)
+	v, found := h.streamView(prefix)
 	if !found {
-		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
+		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("No coordinator metadata or groups exist for stream prefix "+prefix))
 		return
 	}
 	writeJSON(w, http.StatusOK, projection.WireStream(v))
@@ -185,10 +198,10 @@ func (s *Server) handleGetStream(w http.ResponseWriter, r *http.Request) {
 
 // handleListStreams serves GET /coord/v1/monitoring/streams: every stream
 // with metadata or groups that the principal's scope covers, by prefix.
-func (s *Server) handleListStreams(w http.ResponseWriter, r *http.Request) {
+func (h *streamAPI) handleListStreams(w http.ResponseWriter, r *http.Request) {
 	out := wire.StreamsResponse{Streams: []wire.Stream{}}
-	for _, v := range projection.StreamViews(s.read.State()) {
-		if visible(r, v.StreamPrefix) {
+	for _, v := range projection.StreamViews(h.read.State()) {
+		if guard.Visible(r, v.StreamPrefix) {
 			out.Streams = append(out.Streams, projection.WireStream(v))
 		}
 	}
@@ -198,32 +211,32 @@ func (s *Server) handleListStreams(w http.ResponseWriter, r *http.Request) {
 // handleStreamEvents serves GET /coord/v1/monitoring/streams/{streamPrefix}/events:
 // the stream's own audit history (created, adopted, scaled, refused), paged
 // like a group's.
-func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
-	prefix, ok := s.streamPrefixOf(w, r)
+func (h *historyAPI) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := h.streamPrefixOf(w, r)
 	if !ok {
 		return
 	}
-	after, limit, ok := s.pageParams(w, r)
+	after, limit, ok := h.pageParams(w, r)
 	if !ok {
 		return
 	}
-	entries, next, err := s.read.GroupHistory(r.Context(), projection.GroupKey{StreamPrefix: prefix}, after, limit)
+	entries, next, err := h.read.GroupHistory(r.Context(), projection.GroupKey{StreamPrefix: prefix}, after, limit)
 	if err != nil {
-		s.writeError(w, r, logUnavailable(err))
+		h.writeError(w, r, logUnavailable(err))
 		return
 	}
-	s.decodeEntries(w, r, entries, next)
+	h.decodeEntries(w, r, entries, next)
 }
 
 // handleStreamReplay serves GET /coord/v1/monitoring/streams/{streamPrefix}/replay?until=:
 // the stream as it was right after event until (the log folded up to it;
 // the latest state without until), as the group replay does for a group.
-func (s *Server) handleStreamReplay(w http.ResponseWriter, r *http.Request) {
-	prefix, ok := s.streamPrefixOf(w, r)
+func (h *historyAPI) handleStreamReplay(w http.ResponseWriter, r *http.Request) {
+	prefix, ok := h.streamPrefixOf(w, r)
 	if !ok {
 		return
 	}
-	st, ok := s.replayState(w, r)
+	st, ok := h.replayState(w, r)
 	if !ok {
 		return
 	}
@@ -233,7 +246,7 @@ func (s *Server) handleStreamReplay(w http.ResponseWriter, r *http.Request) {
 		if at == "" {
 			at = st.LastID()
 		}
-		s.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+at+" (the log up to it ends at "+st.LastID()+")"))
+		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+at+" (the log up to it ends at "+st.LastID()+")"))
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.StreamReplay{AsOf: st.LastID(), Stream: projection.WireStream(projection.ViewStream(prefix, stream, groups))})

@@ -1,4 +1,4 @@
-package httpapi
+package guard
 
 import (
 	"net/http"
@@ -42,20 +42,37 @@ func (l *rateLimiter) take(key string, now time.Time) (bool, int) {
 	return true, retry
 }
 
-// allow applies the admin mutation rate limit before anything is decided;
+// RateLimiter limits admin mutations per principal. It is not a middleware:
+// the handlers of admin mutations ask it once they have read a valid body,
+// so that a malformed request spends nothing.
+type RateLimiter struct {
+	limiter    *rateLimiter
+	writeError func(http.ResponseWriter, *http.Request, error)
+}
+
+// NewRateLimiter allows perMinute admin mutations per principal (0: nil,
+// which allows every one); writeError answers the refusals.
+func NewRateLimiter(perMinute int, writeError func(http.ResponseWriter, *http.Request, error)) *RateLimiter {
+	if perMinute == 0 {
+		return nil
+	}
+	return &RateLimiter{limiter: newRateLimiter(perMinute), writeError: writeError}
+}
+
+// Allow applies the admin mutation rate limit before anything is decided;
 // false means it answered 429 with Retry-After.
-func (s *Server) allow(w http.ResponseWriter, r *http.Request) bool {
-	if s.limiter == nil {
+func (l *RateLimiter) Allow(w http.ResponseWriter, r *http.Request) bool {
+	if l == nil {
 		return true
 	}
 	who := "\x00anonymous" // admin mutations need WRITE: never reached without a principal
-	if p := principalOf(r); p != nil {
+	if p := PrincipalOf(r); p != nil {
 		who = p.Username
 	}
-	ok, retry := s.limiter.take(who, time.Now())
+	ok, retry := l.limiter.take(who, time.Now())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
-		s.writeError(w, r, commands.ErrRateLimited)
+		l.writeError(w, r, commands.ErrRateLimited)
 	}
 	return ok
 }

@@ -1,20 +1,20 @@
-package httpapi
+package guard
 
 import "testing"
 
 func TestScopeCovers(t *testing.T) {
-	scoped := &principal{Prefixes: []string{"orders", "pay-*"}}
+	scoped := &Principal{Prefixes: []string{"orders", "pay-*"}}
 	for prefix, want := range map[string]bool{
 		"orders": true, "orders2": false, "order": false, "pay-": true, "pay-eu": true, "pay": false, "payments": false, "other": false,
 	} {
-		if got := scoped.covers(prefix); got != want {
+		if got := scoped.Covers(prefix); got != want {
 			t.Errorf("[orders pay-*] covers %q = %v, want %v", prefix, got, want)
 		}
 	}
-	if !(&principal{}).covers("anything") || !(&principal{Prefixes: []string{"*"}}).covers("anything") {
+	if !(&Principal{}).Covers("anything") || !(&Principal{Prefixes: []string{"*"}}).Covers("anything") {
 		t.Error("no scope, or \"*\", must cover every prefix")
 	}
-	if (&principal{Prefixes: []string{}}).covers("orders") {
+	if (&Principal{Prefixes: []string{}}).Covers("orders") {
 		t.Error("an empty scope covers nothing")
 	}
 }
@@ -33,26 +33,26 @@ func TestValidateScope(t *testing.T) {
 }
 
 func TestGroupPatterns(t *testing.T) {
-	member := &principal{Groups: []string{"orders-*", "billing"}}
+	member := &Principal{Groups: []string{"orders-*", "billing"}}
 	for group, want := range map[string]bool{
 		"orders-consumer": true, "orders-": true, "orders": false, "billing": true, "billing2": false, "orders-consumr": true, "audit": false,
 	} {
-		if got := member.coversGroup(group); got != want {
+		if got := member.CoversGroup(group); got != want {
 			t.Errorf("[orders-* billing] covers group %q = %v, want %v", group, got, want)
 		}
 	}
-	if !(&principal{}).coversGroup("anything") || !(&principal{Groups: []string{"*"}}).coversGroup("anything") {
+	if !(&Principal{}).CoversGroup("anything") || !(&Principal{Groups: []string{"*"}}).CoversGroup("anything") {
 		t.Error("no groups, or \"*\", must cover every group")
 	}
-	heartbeat := routeMatch{template: heartbeatRoute, served: true, vars: map[string]string{"streamPrefix": "orders", "consumerGroup": "audit", "memberId": "m"}}
+	heartbeat := Route{Template: "/coord/v1/streams/{streamPrefix}/groups/{consumerGroup}/members/{memberId}/heartbeat", Served: true, Vars: map[string]string{"streamPrefix": "orders", "consumerGroup": "audit", "memberId": "m"}}
 	if routeInScope(member, heartbeat) {
 		t.Error("a heartbeat for a group outside the user's groups is in scope")
 	}
-	heartbeat.vars["consumerGroup"] = "orders-%63onsumer" // percent-encoded: still orders-consumer
+	heartbeat.Vars["consumerGroup"] = "orders-%63onsumer" // percent-encoded: still orders-consumer
 	if !routeInScope(member, heartbeat) {
 		t.Error("a heartbeat for orders-consumer is out of scope")
 	}
-	heartbeat.vars["consumerGroup"] = "orders-%zz"
+	heartbeat.Vars["consumerGroup"] = "orders-%zz"
 	if routeInScope(member, heartbeat) {
 		t.Error("a group name that does not decode is in scope")
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package guard
 
 import (
 	"crypto/hmac"
@@ -50,10 +50,10 @@ func (a *authenticator) userTokenKey(user, password string) []byte {
 // issueToken mints a token for p. It expires TokenTTL after now, or when the
 // token p presented expires if that is sooner: refreshing a token never
 // extends the life of a password login.
-func (a *authenticator) issueToken(p *principal, now time.Time) (string, time.Time, error) {
+func (a *authenticator) issueToken(p *Principal, now time.Time) (string, time.Time, error) {
 	u, ok := a.table()[p.Username]
 	if !ok || strings.Contains(p.Username, "\n") {
-		return "", time.Time{}, errBadCredentials
+		return "", time.Time{}, ErrBadCredentials
 	}
 	exp := now.Add(a.cfg.TokenTTL).Truncate(time.Second)
 	if !p.expiresAt.IsZero() && p.expiresAt.Before(exp) {
@@ -70,33 +70,33 @@ func (a *authenticator) issueToken(p *principal, now time.Time) (string, time.Ti
 // life has not ended by the current TTL; its roles are those of the token
 // that the user still holds. Removing a user or changing its password thus
 // revokes its tokens, and removing a role takes it away from them.
-func (a *authenticator) checkToken(tok string) (*principal, error) {
+func (a *authenticator) checkToken(tok string) (*Principal, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 2 || strings.TrimSpace(parts[0]) == "" || strings.TrimSpace(parts[1]) == "" {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
 	if err != nil {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	lines := strings.Split(string(raw), "\n")
 	if len(lines) != 5 || lines[0] != tokenVersion {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	u, ok := a.table()[lines[1]]
 	if !ok {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	mac := hmac.New(sha256.New, u.tokenKey)
 	mac.Write([]byte(parts[0]))
 	sig, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil || !hmac.Equal(sig, mac.Sum(nil)) {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	exp, err1 := strconv.ParseInt(lines[2], 10, 64)
 	iat, err2 := strconv.ParseInt(lines[4], 10, 64)
 	if err1 != nil || err2 != nil {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	now := a.now()
 	issued, expires := time.Unix(iat, 0), time.Unix(exp, 0)
@@ -104,13 +104,13 @@ func (a *authenticator) checkToken(tok string) (*principal, error) {
 		expires = capped
 	}
 	if !now.Before(expires) || issued.After(now.Add(maxTokenClockSkew)) {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
 	roles := heldRoles(knownRoles(strings.Split(lines[3], ",")), u.Roles)
 	if len(roles) == 0 {
-		return nil, errBadCredentials
+		return nil, ErrBadCredentials
 	}
-	return &principal{Username: u.Username, Roles: roles, Prefixes: u.Prefixes, Groups: u.Groups, expiresAt: expires}, nil
+	return &Principal{Username: u.Username, Roles: roles, Prefixes: u.Prefixes, Groups: u.Groups, expiresAt: expires}, nil
 }
 
 // heldRoles is what a token's roles grant that the user's current roles grant
@@ -125,9 +125,9 @@ func heldRoles(token, current []string) []string {
 			roles = append(roles, r)
 		}
 	}
-	tok, cur := &principal{Roles: token}, &principal{Roles: current}
+	tok, cur := &Principal{Roles: token}, &Principal{Roles: current}
 	for _, r := range []string{RoleMember, RoleRead, RoleWrite} {
-		if !(&principal{Roles: roles}).grants(r) && tok.grants(r) && cur.grants(r) {
+		if !(&Principal{Roles: roles}).Grants(r) && tok.Grants(r) && cur.Grants(r) {
 			roles = append(roles, r)
 		}
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package guard
 
 import (
 	"container/list"
@@ -25,6 +25,24 @@ type loginThrottle struct {
 	max     int
 	swept   time.Time // last evict sweep
 }
+
+// Failed logins (loginThrottle): token buckets, spent by failures only.
+// A username from one client address gets loginUserBurst failed password
+// checks, then one more every loginUserRefill; a client address (the TCP
+// peer, not X-Forwarded-For; for a request a --ha follower forwarded, the
+// client's address at the follower) loginAddrBurst failed password or bearer
+// checks, then one more every loginAddrRefill. While a bucket is empty,
+// password checks for its key are refused before the password is looked at
+// (429, Retry-After), except on a connection that already proved the same
+// credentials. At most loginMaxKeys buckets are kept: full ones are dropped
+// first, then the least recently used.
+const (
+	loginUserBurst  = 10
+	loginUserRefill = 6 * time.Second
+	loginAddrBurst  = 30
+	loginAddrRefill = 2 * time.Second
+	loginMaxKeys    = 10000
+)
 
 type bucket struct {
 	key    string
@@ -58,11 +76,11 @@ func peerAddr(r *http.Request) string {
 	return host
 }
 
-// clientAddr is the address failures of r count against: the TCP peer, or,
+// ClientAddr is the address failures of r count against: the TCP peer, or,
 // for a request a --ha follower forwarded, the client's address it asserts
 // (assertion.go).
-func clientAddr(r *http.Request) string {
-	if a := infoOf(r).client; a != "" {
+func ClientAddr(r *http.Request) string {
+	if a := Of(r).Client; a != "" {
 		return a
 	}
 	return peerAddr(r)
@@ -83,10 +101,9 @@ const connProofSlots = 4
 
 type connProofKey struct{}
 
-// ConnContext is the http.Server ConnContext the server needs (Open sets
-// it; set it too when serving the Server with an http.Server of your own):
-// every connection gets its own proof.
-func (s *Server) ConnContext(ctx context.Context, _ net.Conn) context.Context {
+// ConnContext is the http.Server ConnContext the server needs (httpapi's
+// Server.Open sets it): every connection gets its own proof.
+func ConnContext(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, connProofKey{}, &connProof{})
 }
 
@@ -220,7 +237,7 @@ func (t *loginThrottle) size() int {
 	return len(t.buckets)
 }
 
-// retryAfterSeconds is a Retry-After value: whole seconds, at least 1.
-func retryAfterSeconds(d time.Duration) int {
+// RetryAfterSeconds is a Retry-After value: whole seconds, at least 1.
+func RetryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }

@@ -1,4 +1,4 @@
-package httpapi
+package guard
 
 import (
 	"strconv"
@@ -42,8 +42,8 @@ func TestLoginThrottleMemoryIsBounded(t *testing.T) {
 
 func TestRetryAfterSeconds(t *testing.T) {
 	for d, want := range map[time.Duration]int{0: 1, time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 6 * time.Second: 6} {
-		if got := retryAfterSeconds(d); got != want {
-			t.Errorf("retryAfterSeconds(%v) = %d, want %d", d, got, want)
+		if got := RetryAfterSeconds(d); got != want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", d, got, want)
 		}
 	}
 }

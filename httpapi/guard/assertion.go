@@ -1,4 +1,4 @@
-package httpapi
+package guard
 
 import (
 	"bytes"
@@ -141,8 +141,9 @@ func forwarded(r *http.Request) bool {
 	return r.Header.Get(headerAssertion) != "" || r.Header.Get(headerForwardedBy) != ""
 }
 
-// readBody reads r's body (bounded by ServeHTTP's MaxBytesReader) and puts it
-// back for the handler; errBodyTooLarge beyond the bound.
+// readBody reads r's body (bounded by the server's MaxBytesReader) and puts
+// it back for the handler. Beyond the bound the error is the
+// *http.MaxBytesError (the server's error table answers it 413).
 func readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
@@ -151,7 +152,7 @@ func readBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, errBodyTooLarge
+			return nil, err
 		}
 		return nil, commands.ErrInvalid.WithMessage("cannot read request body")
 	}
@@ -161,29 +162,27 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // acceptForwarded verifies a forwarded request on the replica it reached:
 // false means it answered (413/400 for its body, 403 for its assertion).
-// Otherwise it returns the principal asserted (nil for an anonymous request)
-// and r carrying the client's address.
-func (s *Server) acceptForwarded(w http.ResponseWriter, r *http.Request) (*http.Request, *principal, bool) {
+// Otherwise it returns the principal asserted (nil for an anonymous
+// request), and r's Request holds the client's address.
+func (g *Guard) acceptForwarded(w http.ResponseWriter, r *http.Request) (*Principal, bool) {
 	body, err := readBody(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return r, nil, false
+		g.writeError(w, r, err)
+		return nil, false
 	}
-	as, err := s.auth.verifyAssertion(r, body)
+	as, err := g.auth.verifyAssertion(r, body)
 	if err != nil {
-		if s.refusals.allow("forward|"+err.Error(), time.Now()) {
-			log := s.logFor(r)
+		if g.refusals.allow("forward|"+err.Error(), time.Now()) {
+			log := g.logFor(r)
 			log.Warn().Str("reason", err.Error()).Str("remote", r.RemoteAddr).Str("forwardedBy", r.Header.Get(headerForwardedBy)).
 				Msg("forwarded request refused (logged at most once a second per reason)")
 		}
-		s.writeError(w, r, errForwardRefused)
-		return r, nil, false
+		g.writeError(w, r, errForwardRefused)
+		return nil, false
 	}
-	info := infoOf(r)
-	info.client = as.Client
-	r = withRequestInfo(r, info)
+	Of(r).Client = as.Client
 	if as.User == "" {
-		return r, nil, true
+		return nil, true
 	}
-	return r, &principal{Username: as.User, Roles: as.Roles, Prefixes: as.Prefixes, Groups: as.Groups}, true
+	return &Principal{Username: as.User, Roles: as.Roles, Prefixes: as.Prefixes, Groups: as.Groups}, true
 }

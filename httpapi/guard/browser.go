@@ -1,4 +1,4 @@
-package httpapi
+package guard
 
 import (
 	"mime"
@@ -42,11 +42,16 @@ type HostPolicy struct {
 	Allowed []string
 }
 
+// KindUnsupportedMedia is the kind of ErrUnsupportedMedia (415), which only
+// the HTTP layer produces (commands' kinds are positive; httpapi's errors.go
+// maps it to its status).
+const KindUnsupportedMedia commands.Kind = -3
+
 // Refusals of browser rules.
 var (
 	errHostNotAllowed   = &commands.Error{Kind: commands.KindForbidden, Code: "HOST_NOT_ALLOWED", Message: "This coordinator does not answer requests for this Host; add the name to --allowed-hosts if it is yours"}
 	errCrossSite        = &commands.Error{Kind: commands.KindForbidden, Code: "CROSS_SITE_REQUEST", Message: "Mutations from another site are refused (Origin or Sec-Fetch-Site)"}
-	errUnsupportedMedia = &commands.Error{Kind: kindUnsupportedMedia, Code: "UNSUPPORTED_MEDIA_TYPE", Message: "A request body must be sent with Content-Type: application/json"}
+	ErrUnsupportedMedia = &commands.Error{Kind: KindUnsupportedMedia, Code: "UNSUPPORTED_MEDIA_TYPE", Message: "A request body must be sent with Content-Type: application/json"}
 )
 
 // hostAllowed reports whether the request's Host is one the policy allows.
@@ -129,6 +134,57 @@ func hasBody(r *http.Request) bool {
 func jsonContent(r *http.Request) bool {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return err == nil && mt == "application/json"
+}
+
+// Hosts refuses a request whose Host the policy does not allow (403
+// HOST_NOT_ALLOWED), on every route.
+func (g *Guard) Hosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.hosts.hostAllowed(r) {
+			g.logRefusal(r, "", nil, "Host not allowed")
+			g.writeError(w, r, errHostNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CrossSite refuses a mutation of the API that another site made a browser
+// send (403 CROSS_SITE_REQUEST).
+func (g *Guard) CrossSite(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if apiMutation(r) && g.hosts.crossSite(r) {
+			g.logRefusal(r, "", nil, "cross-site mutation")
+			g.writeError(w, r, errCrossSite)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ContentType refuses a mutation of the API whose body is not JSON (415).
+func (g *Guard) ContentType(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if apiMutation(r) && contentTypeProblem(r) {
+			g.writeError(w, r, ErrUnsupportedMedia)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// apiMutation reports a POST, PUT, PATCH or DELETE on a route of the API.
+func apiMutation(r *http.Request) bool {
+	return Of(r).Access.API && IsMutation(r.Method)
+}
+
+// IsMutation reports a POST, PUT, PATCH or DELETE.
+func IsMutation(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // contentTypeProblem: a mutation with a body, or one that names a content
