@@ -1,7 +1,7 @@
 # Makefile for rsc. `make test` is what CI runs (through .ci/run): it installs
 # and starts what the tests need (.ci/setup.sh), lints, runs every test with
 # the race detector on this machine's Redis 7.0, then the engine matrix on
-# Redis 8.0, Valkey 8.1 and Valkey 9.1 (make test-engines).
+# Redis 8.0, Valkey 8.1, Valkey 9.1 and Redis 8.6 (make test-engines).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -36,8 +36,8 @@ BENCH_TIMEOUT ?= 15m
 # host runners, .ci/matrix.sh runs the suites against each): ENGINES to run,
 # ENGINE_JOBS engines side by side. make test runs the engines other than this
 # machine's Redis 7.0, which the full run above covers.
-ENGINES ?= redis7 redis8 valkey8 valkey9
-TEST_ENGINES ?= redis8 valkey8 valkey9
+ENGINES ?= redis7 redis8 valkey8 valkey9 redis86
+TEST_ENGINES ?= redis8 valkey8 valkey9 redis86
 ENGINE_JOBS ?= 2
 
 .PHONY: build run setup test test-unit test-integration bench lint fuzz engines test-engines

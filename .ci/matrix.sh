@@ -33,6 +33,8 @@ SUITES=(
   "TLS (rediss://, client certificates, wrong CA)|./cmd/coordinator|^TestIntegration(RedisTLS|UnsupportedRedisRefusedAtStart)$"
   "log failover (Sentinel, Cluster; --log-replicas)|./cmd/coordinator|^TestIntegrationLogFailover$"
   "eviction policy refused, FLUSHALL held and restored|./cmd/coordinator|^TestIntegration(EvictionPolicyRefused|FlushallWhileRunningIsRestored)$"
+  "exactly once across layout changes (scenario, stream producers, chaos)|./cmd/coordinator|^TestIntegration(ExactlyOnceAcrossLayoutChange|StreamProducerExactlyOnce|ExactlyOnceChaos)$"
+  "exactly once in the SDK (DedupWindow, idempotent publish)|./client/producer|^(TestIdempotentPublish|TestDedup)"
 )
 
 [ "$#" -gt 0 ] || { echo "usage: matrix.sh ENGINE..." >&2; exit 2; }
