@@ -39,6 +39,9 @@ BENCH_TIMEOUT ?= 15m
 ENGINES ?= redis7 redis8 valkey8 valkey9 redis86
 TEST_ENGINES ?= redis8 valkey8 valkey9 redis86
 ENGINE_JOBS ?= 2
+# Engines that tests of the full run start besides the engine under test
+# (redistest.OnEngine): Redis 8.6 for its idempotent XADD (redisstore/idmp_test.go).
+OTHER_ENGINES ?= redis86
 
 .PHONY: build run setup test test-unit test-integration bench lint fuzz engines test-engines
 
@@ -54,6 +57,7 @@ setup:
 
 test: setup
 	$(MAKE) --no-print-directory lint
+	bash .ci/engines.sh build $(OTHER_ENGINES)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 	$(MAKE) --no-print-directory test-engines ENGINES="$(TEST_ENGINES)"
@@ -72,6 +76,7 @@ test-unit:
 	$(GO) test -race -short -timeout $(TEST_TIMEOUT) ./...
 
 test-integration: setup
+	bash .ci/engines.sh build $(OTHER_ENGINES)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -run Integration ./...
 
 bench: setup

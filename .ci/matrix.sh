@@ -23,7 +23,7 @@ OUT="${MATRIX_OUT:-$(mktemp -d /tmp/rsc-matrix.XXXXXX)}"
 SUITES=(
   "event log (compare-and-append, index, trim, snapshots)|./redisstore|^TestIntegration(RedisLog.*|HistoryIndexBackfillAndTrim|TrimBefore|LogOnCluster|SnapshotStore.*|LeaseTerms|FencedLog)$"
   "log waits for replicas (WAIT)|./redisstore|^TestIntegration(LogWaitsForReplicas.*|FencedLogAndLeaseWaitForReplicas|TrimWaitsForTheArchiveReplicas)$"
-  "provisioning and retirement|./redisstore|^TestIntegration(Shards|ShardsOnCluster|OffsetsSingleServerHaveNoNode|Load)$"
+  "provisioning and retirement (IDMP settings on Redis 8.6)|./redisstore|^TestIntegration(Shards|ShardsOnCluster|OffsetsSingleServerHaveNoNode|Load|IDMP.*)$"
   "lag in time (XRANGE, XPENDING, TIME; lag=null after XDEL)|./redisstore|^TestIntegrationOffsetsLagAge$"
   "drain proof (XDEL tombstones, XTRIM, promoted replica)|./redisstore|^TestIntegration(DrainProofWithTombstonesAndTrims|StaleEntriesReadCounter|DrainedOnPromotedReplica|BarrierEvidence)$"
   "engine check at start|./redisstore|^TestIntegrationCheckEngine"
