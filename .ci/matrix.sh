@@ -33,7 +33,7 @@ SUITES=(
   "TLS (rediss://, client certificates, wrong CA)|./cmd/coordinator|^TestIntegration(RedisTLS|UnsupportedRedisRefusedAtStart)$"
   "log failover (Sentinel, Cluster; --log-replicas)|./cmd/coordinator|^TestIntegrationLogFailover$"
   "eviction policy refused, FLUSHALL held and restored|./cmd/coordinator|^TestIntegration(EvictionPolicyRefused|FlushallWhileRunningIsRestored)$"
-  "exactly once across layout changes (scenario, stream producers, chaos)|./cmd/coordinator|^TestIntegration(ExactlyOnceAcrossLayoutChange|StreamProducerExactlyOnce|ExactlyOnceChaos)$"
+  "exactly once across layout changes (scenario, stream producers, chaos; IDMP settings)|./cmd/coordinator|^TestIntegration(ExactlyOnceAcrossLayoutChange|StreamProducerExactlyOnce|ExactlyOnceChaos|Coordinator(SetsIDMPOnItsShards|IDMPOnTheEngineUnderTest))$"
   "exactly once in the SDK (DedupWindow, idempotent publish)|./client/producer|^(TestIdempotentPublish|TestDedup)"
 )
 
