@@ -17,9 +17,8 @@ type IDMPConfigurer interface {
 
 // configureIDMP sets the IDMP settings on prefix's shards, which the
 // coordinator created (never a stream it adopted or found: its producers
-// chose its settings). Best effort, after the provisioning it follows: what
-// it could not set is logged, and producers that find a stream's settings
-// short of their window deduplicate it with records instead.
+// chose its settings). Best effort, after the provisioning it follows: a
+// stream it could not set keeps the settings it had, and is logged.
 func (r *reconciler) configureIDMP(ctx context.Context, prefix string, shards []int) {
 	c, ok := r.prov.(IDMPConfigurer)
 	if !ok || len(shards) == 0 {
