@@ -33,11 +33,11 @@ func (r *reconciler) configureIDMP(ctx context.Context, prefix string, shards []
 	}
 }
 
-// createdShards are the shards among 0..n-1 whose streams the coordinator
-// created: st's, and those in created (this provisioning's).
-func createdShards(st *projection.Stream, created []int, n int) []int {
+// createdShards are those of shards whose streams the coordinator created:
+// st's, and those in created (this provisioning's).
+func createdShards(st *projection.Stream, created, shards []int) []int {
 	var out []int
-	for s := range n {
+	for _, s := range shards {
 		if st.Created(s) || containsInt(created, s) {
 			out = append(out, s)
 		}

@@ -80,7 +80,8 @@ func idmpOf(t *testing.T, rdb *redis.Client, key string) [3]int64 {
 // --idmp-maxsize given; the scale-out leaves the live map of an old shard
 // (iids-tracked unchanged, a duplicate still answered with the original);
 // streams the coordinator adopted keep Redis' defaults, while the shards
-// it adds to them get the settings.
+// it adds to them get the settings; a lost shard stream the shard check
+// recreates gets them again.
 func TestIntegrationCoordinatorSetsIDMPOnItsShards(t *testing.T) {
 	parallel(t)
 	rs := redistest.StartProcess(t, redistest.OnEngine("redis86"))
@@ -89,7 +90,10 @@ func TestIntegrationCoordinatorSetsIDMPOnItsShards(t *testing.T) {
 	for i := range 2 {
 		rdb.XAdd(ctx, &redis.XAddArgs{Stream: fmt.Sprintf("ad:%d", i), Values: map[string]any{"before": i}})
 	}
-	tc := startCoordinator(t, rs, func(m *Main) { fastTimings(m); m.IDMPMaxSize = 5000 })
+	tc := startCoordinator(t, rs, func(m *Main) {
+		fastTimings(m)
+		m.IDMPMaxSize, m.ShardCheckInterval = 5000, 200*time.Millisecond
+	})
 	want := [3]int64{3600, 5000, 0}
 	check := func(keys ...string) {
 		t.Helper()
@@ -134,6 +138,13 @@ func TestIntegrationCoordinatorSetsIDMPOnItsShards(t *testing.T) {
 			t.Fatalf("adopted %s: %v, want Redis' defaults 100 100 untouched", k, got)
 		}
 	}
+
+	// A shard stream Redis lost is recreated by the shard check with them.
+	if err := rdb.Del(ctx, "orders:2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "orders:2 recreated", func() bool { return rdb.Exists(ctx, "orders:2").Val() == 1 })
+	check("orders:2")
 }
 
 // TestIntegrationCoordinatorIDMPOnTheEngineUnderTest: the coordinator
