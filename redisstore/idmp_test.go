@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,4 +269,64 @@ func shardsUpTo(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// On a Redis Cluster of the engine under test: IDMP is found when every
+// master has it (Redis 8.6), and then the settings reach shard streams on
+// every master; without it nothing is set.
+func TestIntegrationIDMPOnCluster(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := MustClusterClient(t, 3, 0)
+	var want atomic.Bool // every master is Redis 8.6 or later (they are alike)
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		rep, err := redisstore.CheckEngine(ctx, c, "log", 0)
+		if err == nil {
+			want.Store(rep.Engines[0].Name == "redis" && atLeast(rep.Engines[0].Version, 8, 6))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := redisstore.NewShards(rdb)
+	has, err := sh.DetectIDMP(ctx)
+	t.Logf("engine %s: IDMP %v", redistest.Engine(), has)
+	if err != nil || has != want.Load() {
+		t.Fatalf("DetectIDMP on the cluster: %v, %v, want %v", has, err, want.Load())
+	}
+	if err := sh.SetIDMP(redisstore.IDMPSettings{Duration: 90 * time.Second, MaxSize: 900}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 12 // spread over the three masters' slots
+	if _, err := sh.Provision(ctx, "orders", "g", 0, n); err != nil {
+		t.Fatal(err)
+	}
+	set, err := sh.ConfigureIDMP(ctx, "orders", shardsUpTo(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has {
+		if len(set) != 0 {
+			t.Fatalf("set %v without IDMP", set)
+		}
+		return
+	}
+	if len(set) != n {
+		t.Fatalf("set %v, want the %d shards", set, n)
+	}
+	nodes := map[string]bool{}
+	for i := range n {
+		key := fmt.Sprintf("orders:%d", i)
+		if f := mustStreamInfo(t, rdb, key); f["idmp-duration"] != 90 || f["idmp-maxsize"] != 900 {
+			t.Fatalf("%s: %v, want IDMP-DURATION 90 IDMP-MAXSIZE 900", key, f)
+		}
+		m, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[m.Options().Addr] = true
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the shards are on %d master(s): the test does not cover a cluster", len(nodes))
+	}
 }
