@@ -1,7 +1,7 @@
 # Makefile for rsc. `make test` is what CI runs (through .ci/run): it installs
 # and starts what the tests need (.ci/setup.sh), lints, runs every test with
 # the race detector on this machine's Redis 7.0, then the engine matrix on
-# Redis 8.0, Valkey 8.1 and Valkey 9.1 (make test-engines).
+# Redis 8.0, Valkey 8.1, Valkey 9.1 and Redis 8.6 (make test-engines).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -36,9 +36,12 @@ BENCH_TIMEOUT ?= 15m
 # host runners, .ci/matrix.sh runs the suites against each): ENGINES to run,
 # ENGINE_JOBS engines side by side. make test runs the engines other than this
 # machine's Redis 7.0, which the full run above covers.
-ENGINES ?= redis7 redis8 valkey8 valkey9
-TEST_ENGINES ?= redis8 valkey8 valkey9
+ENGINES ?= redis7 redis8 valkey8 valkey9 redis86
+TEST_ENGINES ?= redis8 valkey8 valkey9 redis86
 ENGINE_JOBS ?= 2
+# Engines that tests of the full run start besides the engine under test
+# (redistest.OnEngine): Redis 8.6 for its idempotent XADD (redisstore/idmp_test.go).
+OTHER_ENGINES ?= redis86
 
 .PHONY: build run setup test test-unit test-integration bench lint fuzz engines test-engines
 
@@ -54,6 +57,7 @@ setup:
 
 test: setup
 	$(MAKE) --no-print-directory lint
+	bash .ci/engines.sh build $(OTHER_ENGINES)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=2000x
 	$(MAKE) --no-print-directory test-engines ENGINES="$(TEST_ENGINES)"
@@ -72,6 +76,7 @@ test-unit:
 	$(GO) test -race -short -timeout $(TEST_TIMEOUT) ./...
 
 test-integration: setup
+	bash .ci/engines.sh build $(OTHER_ENGINES)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) -run Integration ./...
 
 bench: setup

@@ -13,6 +13,9 @@
 #   redis8   Redis 8.0 of Debian 13 (trixie):   image rsc-redis:8
 #   valkey8  Valkey 8.1 of Debian 13 (trixie):  image rsc-valkey:8
 #   valkey9  Valkey 9.1 of Debian unstable (sid): image rsc-valkey:9
+#   redis86  Redis 8.6 of Debian experimental:  image rsc-redis:86 (sid, then
+#            redis-server from the experimental suite; the first engine with
+#            XADD IDMP, the native idempotent append)
 #
 # No image registry is reachable, but Debian's archive is (apt): each image is
 # a root file system that debootstrap --variant=minbase builds with the
@@ -27,7 +30,7 @@
 set -euo pipefail
 
 CACHE="${RSC_ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rsc-engines}"
-ENGINES=(redis7 redis8 valkey8 valkey9)
+ENGINES=(redis7 redis8 valkey8 valkey9 redis86)
 
 log() { echo "engines: $*" >&2; }
 die() { echo "engines: $*" >&2; exit 1; }
@@ -38,13 +41,17 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # spec ENGINE sets: image, suite, package, server, cli, want (expected
-# major.minor of the server; another minor is a warning, another major an error).
+# major.minor of the server; another minor is a warning, another major an error)
+# and extra: a suite the package is installed from with apt after debootstrap
+# (apt-get install -t extra), for a package only Debian's experimental carries.
 spec() {
+  extra=""
   case "$1" in
     redis7) image=rsc-redis:7 suite="" package="" server=redis-server cli=redis-cli want=7.0 ;;
     redis8) image=rsc-redis:8 suite=trixie package=redis-server server=redis-server cli=redis-cli want=8.0 ;;
     valkey8) image=rsc-valkey:8 suite=trixie package=valkey-server server=valkey-server cli=valkey-cli want=8.1 ;;
     valkey9) image=rsc-valkey:9 suite=sid package=valkey-server server=valkey-server cli=valkey-cli want=9.1 ;;
+    redis86) image=rsc-redis:86 suite=sid extra=experimental package=redis-server server=redis-server cli=redis-cli want=8.6 ;;
     *) die "unknown engine '$1' (engines: ${ENGINES[*]})" ;;
   esac
 }
@@ -97,11 +104,33 @@ build_image() {
   work="$(mktemp -d /tmp/rsc-engine-"$engine".XXXXXX)"
   root="$work/root"
   started=$SECONDS
-  log "$engine: debootstrap --variant=minbase --include=$package $suite from $m (log: $work/debootstrap.log)"
-  if ! $SUDO debootstrap --variant=minbase --include="$package" "$suite" "$root" "$m" >"$work/debootstrap.log" 2>&1; then
+  local include=(--include="$package")
+  [ -z "$extra" ] || include=()
+  log "$engine: debootstrap --variant=minbase ${include[*]}${include[*]:+ }$suite from $m (log: $work/debootstrap.log)"
+  if ! $SUDO debootstrap --variant=minbase "${include[@]}" "$suite" "$root" "$m" >"$work/debootstrap.log" 2>&1; then
     tail -n 20 "$work/debootstrap.log" >&2
     $SUDO rm -rf "$work"
     die "$engine: debootstrap failed"
+  fi
+  if [ -n "$extra" ]; then
+    # The package from the extra suite, with apt inside the new root. The
+    # archive's Release files may be past their Valid-Until date (an old
+    # snapshot mirror): apt is told not to check it. No service is started
+    # (policy-rc.d), and the root resolves names as the host does.
+    log "$engine: apt-get install -t $extra $package in the new root (log: $work/apt.log)"
+    echo "deb [trusted=yes] $m $extra main" | $SUDO tee "$root/etc/apt/sources.list.d/$extra.list" >/dev/null
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$root/usr/sbin/policy-rc.d" >/dev/null
+    $SUDO chmod +x "$root/usr/sbin/policy-rc.d"
+    $SUDO cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    if ! { $SUDO chroot "$root" env DEBIAN_FRONTEND=noninteractive \
+      apt-get -o Acquire::Check-Valid-Until=false update &&
+      $SUDO chroot "$root" env DEBIAN_FRONTEND=noninteractive \
+        apt-get -o Acquire::Check-Valid-Until=false install -y -t "$extra" "$package"; } >"$work/apt.log" 2>&1; then
+      tail -n 20 "$work/apt.log" >&2
+      $SUDO rm -rf "$work"
+      die "$engine: apt-get install -t $extra $package failed"
+    fi
+    $SUDO rm -f "$root/usr/sbin/policy-rc.d"
   fi
   # What the server never reads: package caches and lists, docs, locales.
   $SUDO rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \

@@ -23,7 +23,7 @@ OUT="${MATRIX_OUT:-$(mktemp -d /tmp/rsc-matrix.XXXXXX)}"
 SUITES=(
   "event log (compare-and-append, index, trim, snapshots)|./redisstore|^TestIntegration(RedisLog.*|HistoryIndexBackfillAndTrim|TrimBefore|LogOnCluster|SnapshotStore.*|LeaseTerms|FencedLog)$"
   "log waits for replicas (WAIT)|./redisstore|^TestIntegration(LogWaitsForReplicas.*|FencedLogAndLeaseWaitForReplicas|TrimWaitsForTheArchiveReplicas)$"
-  "provisioning and retirement|./redisstore|^TestIntegration(Shards|ShardsOnCluster|OffsetsSingleServerHaveNoNode|Load)$"
+  "provisioning and retirement (IDMP settings on Redis 8.6)|./redisstore|^TestIntegration(Shards|ShardsOnCluster|OffsetsSingleServerHaveNoNode|Load|IDMP.*)$"
   "lag in time (XRANGE, XPENDING, TIME; lag=null after XDEL)|./redisstore|^TestIntegrationOffsetsLagAge$"
   "drain proof (XDEL tombstones, XTRIM, promoted replica)|./redisstore|^TestIntegration(DrainProofWithTombstonesAndTrims|StaleEntriesReadCounter|DrainedOnPromotedReplica|BarrierEvidence)$"
   "engine check at start|./redisstore|^TestIntegrationCheckEngine"
@@ -33,6 +33,8 @@ SUITES=(
   "TLS (rediss://, client certificates, wrong CA)|./cmd/coordinator|^TestIntegration(RedisTLS|UnsupportedRedisRefusedAtStart)$"
   "log failover (Sentinel, Cluster; --log-replicas)|./cmd/coordinator|^TestIntegrationLogFailover$"
   "eviction policy refused, FLUSHALL held and restored|./cmd/coordinator|^TestIntegration(EvictionPolicyRefused|FlushallWhileRunningIsRestored)$"
+  "exactly once across layout changes (scenario, stream producers, chaos; IDMP settings)|./cmd/coordinator|^TestIntegration(ExactlyOnceAcrossLayoutChange|StreamProducerExactlyOnce|ExactlyOnceChaos|Coordinator(SetsIDMPOnItsShards|IDMPOnTheEngineUnderTest))$"
+  "exactly once in the SDK (DedupWindow, idempotent publish)|./client/producer|^(TestIdempotentPublish|TestDedup)"
 )
 
 [ "$#" -gt 0 ] || { echo "usage: matrix.sh ENGINE..." >&2; exit 2; }

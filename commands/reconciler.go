@@ -124,6 +124,7 @@ func (r *reconciler) provisionGroup(ctx context.Context, k projection.GroupKey, 
 	if err != nil {
 		return provisioned{}, failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d for group %s in Redis", k.StreamPrefix, p.count-1, k.ConsumerGroup)
 	}
+	r.configureIDMP(ctx, k.StreamPrefix, createdShards(p.stream, created, shards))
 	out := provisioned{created: created}
 	for s := 0; s < p.count; s++ {
 		if !containsInt(existed, s) {
@@ -183,6 +184,8 @@ func (r *reconciler) provisionFor(ctx context.Context, k projection.GroupKey, to
 	if _, err := r.prov.Provision(ctx, k.StreamPrefix, k.ConsumerGroup, 0, to); err != nil {
 		return failed(ErrProvisioningFailed, err, "could not provision %s shards 0..%d in Redis (the resharding stays PREPARING; repeat the request to resume)", k.StreamPrefix, to-1)
 	}
+	st, _ := r.state.Stream(k.StreamPrefix)
+	r.configureIDMP(ctx, k.StreamPrefix, createdShards(st, nil, shardRange(0, to)))
 	r.lowerFencesTo(ctx, k, to, mv) // shards a deleted group of this name fenced
 	return nil
 }

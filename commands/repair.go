@@ -87,6 +87,8 @@ func (r *reconciler) repairGroup(ctx context.Context, k projection.GroupKey, dam
 		return 0
 	}
 	r.logger.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Ints("shards", shards).Msg("recreated shard streams or consumer groups Redis had lost")
+	st, _ := r.state.Stream(k.StreamPrefix)
+	r.configureIDMP(rctx, k.StreamPrefix, createdShards(st, nil, shards))
 	return len(shards)
 }
 

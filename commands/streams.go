@@ -310,6 +310,7 @@ func (r *reconciler) createStreams(ctx context.Context, prefix string, count int
 	if err := keysExist(prefix, existed); err != nil {
 		return nil, err
 	}
+	r.configureIDMP(ctx, prefix, shards)
 	return shards, nil
 }
 
@@ -487,6 +488,7 @@ func (s *Service) scaleBareStream(ctx context.Context, meta events.Meta, prefix 
 		if len(existed) > 0 {
 			return StreamScaleResult{}, true, withMsg(ErrPrefixExists, "Redis got keys of stream prefix '%s' while it was scaled: %s; nothing was changed", prefix, strings.Join(existed, ", "))
 		}
+		s.rec.configureIDMP(ctx, prefix, plan.created)
 	}
 	if err := s.rec.fenceBare(ctx, prefix, plan, target); err != nil {
 		return StreamScaleResult{}, true, err

@@ -20,6 +20,7 @@ import (
 type Shards struct {
 	rdb   redis.UniversalClient
 	slots slotMap
+	idmp  idmpState
 }
 
 // NewShards returns the shard operations on rdb.

@@ -57,7 +57,11 @@ type Main struct {
 	KeepRetiredStreams   bool
 	// DedupLayoutWindow is how far back producer routing lists previous
 	// layouts (0: none).
-	DedupLayoutWindow   time.Duration
+	DedupLayoutWindow time.Duration
+	// IDMPDuration and IDMPMaxSize are the IDMP settings of the shard
+	// streams on Redis 8.6 (idmp.go; 0 duration: from DedupLayoutWindow).
+	IDMPDuration        time.Duration
+	IDMPMaxSize         int
 	SnapshotEvery       int
 	SnapshotMinInterval time.Duration
 	IgnoreSnapshot      bool
@@ -184,6 +188,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.DisableProvisioning, "disable-provisioning", false, "do not create shard streams and consumer groups")
 	fs.BoolVar(&m.KeepRetiredStreams, "keep-retired-streams", false, "keep removed shard streams after a resharding instead of deleting them")
 	fs.DurationVar(&m.DedupLayoutWindow, "dedup-layout-window", time.Hour, "how far back producer routing answers list the layouts a group or stream had before (previousLayouts), for producers that deduplicate across layout changes: at least their longest DedupWindow (0: none; at most 168h)")
+	fs.DurationVar(&m.IDMPDuration, "idmp-duration", 0, "on Redis 8.6 and later: IDMP-DURATION of the shard streams the coordinator creates, how long the server's idempotent XADD keeps a producer's ids (whole seconds, at most 24h; 0: --dedup-layout-window, at most 24h; negative: set nothing)")
+	fs.IntVar(&m.IDMPMaxSize, "idmp-maxsize", DefaultIDMPMaxSize, "on Redis 8.6 and later: IDMP-MAXSIZE of the shard streams the coordinator creates, the most ids the server keeps per producer and stream (1 to 10000)")
 	fs.IntVar(&m.SnapshotEvery, "snapshot-every", 10000, "events between projection snapshots (negative: never)")
 	fs.DurationVar(&m.SnapshotMinInterval, "snapshot-min-interval", 30*time.Second, "least time between periodic snapshots (negative: none)")
 	fs.BoolVar(&m.IgnoreSnapshot, "ignore-snapshot", false, "fold the whole log on start instead of starting from the stored snapshot")
@@ -267,6 +273,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if m.DedupLayoutWindow != 0 && (m.DedupLayoutWindow < time.Second || m.DedupLayoutWindow > MaxDedupLayoutWindow) {
 		return fmt.Errorf("--dedup-layout-window must be 0 (off) or between 1s and %s", MaxDedupLayoutWindow)
 	}
+	if err := m.checkIDMPFlags(); err != nil {
+		return err
+	}
 	if m.RateLimitPerMinute < 0 {
 		return fmt.Errorf("--rate-limit-per-minute must be 0 (off) or positive")
 	}
@@ -335,6 +344,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	shards := redisstore.NewShards(m.rdb)
+	if err := m.setupIDMP(ctx, shards); err != nil {
+		return err
+	}
 	snaps := redisstore.NewSnapshotStore(m.rdb, m.LogStream)
 	guard := redisGuard{rdb: m.rdb, logKey: log.Key(), keys: coordinatorKeys(log, snaps, m.LogStream)}
 	if err := m.checkRedisAtStart(ctx, guard); err != nil {

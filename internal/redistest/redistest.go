@@ -84,7 +84,10 @@ type Option func(*config)
 
 type config struct {
 	args []string
-	tls  *TLSCerts
+	// engine: run this engine's programs rather than the engine under test
+	// (OnEngine).
+	engine string
+	tls    *TLSCerts
 	// tlsClients: the server requires a client certificate.
 	tlsClients bool
 }
@@ -93,6 +96,38 @@ type config struct {
 // defaults (`--save "" --appendonly no`), so they can override them.
 func WithArgs(args ...string) Option {
 	return func(c *config) { c.args = append(c.args, args...) }
+}
+
+// OnEngine runs a process ([StartProcess]) of the named engine of the engine
+// matrix (.ci/engines.sh: "redis86"), whichever engine is under test: for
+// tests of what only that engine has. Its programs are those .ci/engines.sh
+// build left in $RSC_ENGINE_CACHE/<engine>/bin (default
+// ~/.cache/rsc-engines); when they are missing the test is skipped, or fails
+// as for a missing redis-server (RSC_REQUIRE_DOCKER=1 or CI). The engine
+// under test's own name runs the engine under test.
+func OnEngine(name string) Option {
+	return func(c *config) { c.engine = name }
+}
+
+// engineBinary is program of engine: the engine under test's (Binary), or
+// that of another engine of the matrix from the engines' cache.
+func engineBinary(engine, program string) (string, error) {
+	if engine == "" || engine == Engine() {
+		return Binary(program)
+	}
+	cache := os.Getenv("RSC_ENGINE_CACHE")
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("engine %s: no cache directory: %v", engine, err)
+		}
+		cache = filepath.Join(dir, "rsc-engines")
+	}
+	p := filepath.Join(cache, engine, "bin", program)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("engine %s is not built (%s is missing; run bash .ci/engines.sh build %s)", engine, p, engine)
+	}
+	return p, nil
 }
 
 func newConfig(opts []Option) config {
@@ -462,7 +497,7 @@ func StartProcess(tb testing.TB, opts ...Option) *Server {
 // a free port.
 func startProcess(tb testing.TB, program string, conf func(port int) string, cfg config) *Server {
 	tb.Helper()
-	bin, err := Binary(program)
+	bin, err := engineBinary(cfg.engine, program)
 	if err != nil {
 		unavailable(tb, "%v", err)
 	}
