@@ -31,15 +31,16 @@ type layout struct {
 	scriptKeys [][]string
 	// tag: the group has ordering KEY, so entries carry routing.FenceField.
 	tag string
-	// dedupPrefix[i] is DedupKey(keys[i], "").
-	dedupPrefix []string
+	// recordPrefix[i] is the prefix of shard i's record buckets for the
+	// producer's window (recordPrefix), with DedupWindow.
+	recordPrefix []string
 	// prev are the routing's previous layouts, newest first.
 	prev []prevLayout
 }
 
-func newLayout(rt *client.Routing) *layout {
+func newLayout(rt *client.Routing, widthMs int64) *layout {
 	l := &layout{keys: make([]string, len(rt.Shards)), scriptKeys: make([][]string, len(rt.Shards)),
-		dedupPrefix: make([]string, len(rt.Shards)), tag: "0"}
+		recordPrefix: make([]string, len(rt.Shards)), tag: "0"}
 	for _, s := range rt.Shards {
 		fence := s.FenceKey
 		if fence == "" { // a coordinator that predates ordered groups
@@ -47,7 +48,9 @@ func newLayout(rt *client.Routing) *layout {
 		}
 		l.keys[s.ShardIndex] = s.StreamKey
 		l.scriptKeys[s.ShardIndex] = []string{s.StreamKey, fence}
-		l.dedupPrefix[s.ShardIndex] = dedupPrefix(s.StreamKey)
+		if widthMs > 0 {
+			l.recordPrefix[s.ShardIndex] = recordPrefix(s.StreamKey, widthMs)
+		}
 	}
 	if rt.Ordering == client.OrderingKey {
 		l.tag = "1"
@@ -86,6 +89,8 @@ type cache struct {
 	ttl, lease    time.Duration
 	fetch         func(context.Context) (*client.Routing, error)
 	log           *slog.Logger
+	// widthMs is the producer's record bucket width (0 without DedupWindow).
+	widthMs int64
 
 	cur     atomic.Pointer[route]
 	invalid atomic.Pointer[route] // a route a failed publish invalidated
@@ -97,8 +102,8 @@ type cache struct {
 	lastErr error
 }
 
-func newCache(prefix, group string, ttl, lease time.Duration, fetch func(context.Context) (*client.Routing, error), log *slog.Logger) *cache {
-	return &cache{prefix: prefix, group: group, ttl: ttl, lease: lease, fetch: fetch, log: log}
+func newCache(prefix, group string, ttl, lease time.Duration, widthMs int64, fetch func(context.Context) (*client.Routing, error), log *slog.Logger) *cache {
+	return &cache{prefix: prefix, group: group, ttl: ttl, lease: lease, widthMs: widthMs, fetch: fetch, log: log}
 }
 
 // get returns the route to publish with, refreshing it first when its TTL has
@@ -215,7 +220,7 @@ func (c *cache) fetchAndMerge(ctx context.Context, call *refreshCall) {
 				"fromShards", cur.routing.ShardCount, "toShards", rt.ShardCount,
 				"fromOrdering", cur.routing.Ordering, "toOrdering", rt.Ordering)
 		}
-		call.r = c.newRoute(*rt, newLayout(rt), now)
+		call.r = c.newRoute(*rt, newLayout(rt, c.widthMs), now)
 	default: // the same version: renew the lease, keep the snapshot
 		call.r = c.newRoute(cur.routing, cur.layout, now)
 	}

@@ -98,9 +98,9 @@ type Producer struct {
 	// maxLen is PublishScript's MAXLEN argument (0: no trimming).
 	maxLen int64
 	// window is Config.DedupWindow (0: publishing is not idempotent), and
-	// windowMs DedupPublishScript's ARGV[5].
-	window   time.Duration
-	windowMs int64
+	// widthMs its record bucket width, DedupPublishScript's ARGV[5].
+	window  time.Duration
+	widthMs int64
 
 	retries        atomic.Int64
 	staleRetries   atomic.Int64
@@ -229,7 +229,7 @@ func New(cfg Config) (*Producer, error) {
 		p.fenceField = routing.StreamFenceField
 	}
 	if p.window > 0 {
-		p.windowMs = max(p.window.Milliseconds(), 1)
+		p.widthMs = recordWidthMs(p.window)
 	}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
 	fetch := func(ctx context.Context) (*client.Routing, error) {
@@ -245,7 +245,7 @@ func New(cfg Config) (*Producer, error) {
 		}
 		return rt, err
 	}
-	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, fetch, cfg.Logger)
+	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, p.widthMs, fetch, cfg.Logger)
 	return p, nil
 }
 
@@ -342,8 +342,9 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 		var id string
 		var dup bool
 		if p.window > 0 {
-			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.windowMs), fields)
-			id, dup, err = p.publishDedup(ctx, r, idx, eventID, args)
+			cb := time.Now().UnixMilli() / p.widthMs
+			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.widthMs, cb, eventID), fields)
+			id, dup, err = p.publishDedup(ctx, r, idx, cb, args)
 		} else {
 			args = appendEntry(p.appendScriptHead(args[:0], r), fields)
 			id, err = oneID(publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...))
@@ -377,8 +378,8 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 
 // publishDedup runs DedupPublishScript for one entry on shard idx; a stream
 // that does not exist is redis.Nil, as with PublishScript.
-func (p *Producer) publishDedup(ctx context.Context, r *route, idx int, eventID string, args []any) (string, bool, error) {
-	keys := [3]string{r.keys[idx], r.scriptKeys[idx][1], r.dedupPrefix[idx] + eventID}
+func (p *Producer) publishDedup(ctx context.Context, r *route, idx int, cb int64, args []any) (string, bool, error) {
+	keys := appendRecordKeys(append(make([]string, 0, 6), r.keys[idx], r.scriptKeys[idx][1]), r.recordPrefix[idx], cb)
 	var ids [1]string
 	var dup [1]bool
 	if err := dedupReply(dedupScript.Run(ctx, p.rdb, keys[:], args...), 1, ids[:], dup[:]); err != nil {
@@ -582,6 +583,10 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 			counts[shardOf[i]]++
 		}
 		// One script call per shard and chunk, pipelined.
+		var cb int64
+		if dd != nil {
+			cb = time.Now().UnixMilli() / p.widthMs
+		}
 		calls := sc.calls[:0]
 		args := sc.args[:0]
 		keys := sc.keys[:0]
@@ -598,15 +603,15 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 			args = p.appendScriptHead(args, r)
 			c := call{from: from, to: to, shard: shard, argFrom: argFrom, script: publishScript}
 			if dd != nil {
-				args = append(args, p.windowMs)
+				args = append(args, p.widthMs, cb)
 				keyFrom := len(keys)
-				keys = append(keys, r.keys[shard], r.scriptKeys[shard][1])
-				for _, i := range order[from:to] {
-					keys = append(keys, r.dedupPrefix[shard]+results[i].EventID)
-				}
+				keys = appendRecordKeys(append(keys, r.keys[shard], r.scriptKeys[shard][1]), r.recordPrefix[shard], cb)
 				c.keyFrom, c.keyTo, c.script = keyFrom, len(keys), dedupScript
 			}
 			for _, i := range order[from:to] {
+				if dd != nil {
+					args = append(args, results[i].EventID)
+				}
 				args = appendEntry(args, fieldsOf(i))
 			}
 			c.argTo = len(args)

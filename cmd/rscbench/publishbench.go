@@ -123,7 +123,7 @@ func (pb *publishBench) close(ctx context.Context) {
 	}
 	var records []string
 	for i := 0; i < publishShards; i++ {
-		iter := pb.rdb.Scan(ctx, 0, producer.DedupKey(routing.StreamKey(pb.prefix, i), "*"), 1000).Iterator()
+		iter := pb.rdb.Scan(ctx, 0, producer.RecordKeyPattern(routing.StreamKey(pb.prefix, i)), 1000).Iterator()
 		for iter.Next(ctx) {
 			records = append(records, iter.Val())
 		}
@@ -418,7 +418,7 @@ func (pb *publishBench) record(ctx context.Context, rep *Report) error {
 		}
 		return 0, errors.New("INFO memory has no used_memory")
 	}
-	var lastRecord string // the record of the last message published with a window
+	var lastStream, lastID string // the last message published with a window
 	perMessage := func(p *producer.Producer) (float64, error) {
 		before, err := usedMemory()
 		if err != nil {
@@ -431,7 +431,7 @@ func (pb *publishBench) record(ctx context.Context, rep *Report) error {
 				pb.seq++
 				k, id := pb.seq%len(pb.keys), pb.run+"-m-"+strconv.Itoa(pb.seq)
 				msgs[j] = producer.Message{PartitionKey: pb.keys[k], Fields: map[string]any{"payload": pb.payload, publishEventID: id}}
-				lastRecord = producer.DedupKey(pb.streams[k], id)
+				lastStream, lastID = pb.streams[k], id
 			}
 			if _, err := p.PublishBatch(ctx, msgs); err != nil {
 				return 0, err
@@ -451,19 +451,28 @@ func (pb *publishBench) record(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	sample := lastRecord
-	one, err := pb.rdb.MemoryUsage(ctx, sample, 0).Result()
+	// The bucket holding the last record (this one, or the one before when
+	// a bucket ended meanwhile).
+	sample := producer.RecordKey(lastStream, publishWindow, time.Now())
+	if !pb.rdb.HExists(ctx, sample, lastID).Val() {
+		sample = producer.RecordKey(lastStream, publishWindow, time.Now().Add(-producer.RecordWidth(publishWindow)))
+	}
+	bucket, err := pb.rdb.MemoryUsage(ctx, sample, 0).Result()
 	if err != nil {
 		return fmt.Errorf("MEMORY USAGE %s: %w", sample, err)
 	}
+	fields, err := pb.rdb.HLen(ctx, sample).Result()
+	if err != nil || fields == 0 {
+		return fmt.Errorf("HLEN %s: %d, %v", sample, fields, err)
+	}
 	s := rep.section("publish.record", "what a dedup record costs Redis: used_memory per message published with a dedup window against the same messages without one")
 	s.param("messages", n)
-	s.param("event id", fmt.Sprintf("%d B", len(sample)-len(producer.DedupKey(pb.streams[0], ""))))
-	s.param("record key", fmt.Sprintf("%d B (%s)", len(sample), sample))
+	s.param("event id", fmt.Sprintf("%d B", len(lastID)))
+	s.param("record bucket", fmt.Sprintf("%s (%d records)", sample, fields))
 	s.baseline("used_memory per message, no window", plainBytes, "B")
 	s.measured("used_memory per message, with a window", ddBytes, "B", "used_memory per message, no window")
 	s.info("record: used_memory per message, difference", ddBytes-plainBytes, "B")
-	s.info("record: MEMORY USAGE of one", float64(one), "B")
-	s.note("a record is a string key {stream}:dedup:<event id> holding the entry id, with a TTL of the window: its key name, the id, and Redis's per-key and expiry overhead")
+	s.info("record: MEMORY USAGE of its bucket, per record", float64(bucket)/float64(fields), "B")
+	s.note("a record is a field of a bucket hash {stream}:dedup@<width>:<bucket> (event id -> entry id); the bucket, one key with one expiry, holds the records of one width of time")
 	return nil
 }
