@@ -108,7 +108,10 @@ func appendRecordKeys(keys []string, prefix string, cb int64) []string {
 //	          (RecordKey)
 //	ARGV[5]   the bucket width, in milliseconds (RecordWidth)
 //	ARGV[6]   cb: the bucket of the producer's clock
-//	ARGV[7…]  per entry: its event id, then as PublishScript's ARGV[5…]
+//	ARGV[7]   a producer id: the entries are written with XADD … IDMP
+//	          <producer id> <event id> (Redis 8.6's idempotent XADD); ""
+//	          for a plain XADD (the records path)
+//	ARGV[8…]  per entry: its event id, then as PublishScript's ARGV[5…]
 //
 // After the fence check, the script takes the bucket b of Redis's clock
 // (TIME), which must be one of cb-1, cb and cb+1 (else it answers an error:
@@ -122,13 +125,16 @@ func appendRecordKeys(keys []string, prefix string, cb int64) []string {
 // 1-based positions of the entries that had a record. Nothing is written
 // when the stream does not exist (NOMKSTREAM).
 const DedupPublishScript = fenceLua + xaddLua + `local width, cb = tonumber(ARGV[5]), tonumber(ARGV[6])
+if ARGV[7] ~= '' then
+  idmp = ARGV[7]
+end
 local t = redis.call('TIME')
 local b = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / width)
 local k = b - cb + 5
 if k < 4 or k > 6 then
   return redis.error_reply('ERR rsc: the clock of Redis (record bucket ' .. string.format('%.0f', b) .. ') is more than a bucket of ' .. width .. ' ms away from the producer clock (bucket ' .. cb .. ')')
 end
-local eids, at, i, n = {}, {}, 7, #ARGV
+local eids, at, i, n = {}, {}, 8, #ARGV
 while i <= n do
   eids[#eids + 1] = ARGV[i]
   at[#at + 1] = i + 1
@@ -143,7 +149,7 @@ for j = 1, #eids do
     dups[#dups + 1] = j
   elseif not missing then
     local c = at[j]
-    id = xadd(c + 1, c + tonumber(ARGV[c]))
+    id = xadd(c + 1, c + tonumber(ARGV[c]), e)
     if id then
       written[e] = id
       rec[#rec + 1] = e

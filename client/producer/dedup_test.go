@@ -137,7 +137,7 @@ func TestDedupPublishScript(t *testing.T) {
 		for b := cb - 2; b <= cb+1; b++ {
 			keys = append(keys, bucketKey(stream, b))
 		}
-		args := []any{group, 3, "0", 0, wms, cb}
+		args := []any{group, 3, "0", 0, wms, cb, ""}
 		for _, id := range ids {
 			args = append(args, id, 4, eventField, id, "p", "x")
 		}

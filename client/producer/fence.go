@@ -63,12 +63,30 @@ if fence then
 end
 `
 
-// xaddLua defines, for both scripts, xadd(first, last): the XADD of one
-// entry whose field and value arguments are ARGV[first..last], to KEYS[1],
-// NOMKSTREAM, trimmed and tagged as ARGV[3] and ARGV[4] say. It answers the
-// entry's id, or false when the stream does not exist.
-const xaddLua = `local tag, maxlen, rv = ARGV[3] == '1', ARGV[4], ARGV[2]
-local function xadd(first, last)
+// xaddLua defines, for both scripts, xadd(first, last, iid): the XADD of
+// one entry whose field and value arguments are ARGV[first..last], to
+// KEYS[1], NOMKSTREAM, trimmed and tagged as ARGV[3] and ARGV[4] say, and,
+// when the script set idmp to a producer id, with IDMP idmp iid (Redis 8.6's
+// idempotent XADD: an iid the stream's map has answers its entry's id and
+// writes nothing). It answers the entry's id, or false when the stream does
+// not exist.
+const xaddLua = `local tag, maxlen, rv, idmp = ARGV[3] == '1', ARGV[4], ARGV[2], false
+local function xadd(first, last, iid)
+  if idmp then
+    local a = {KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid}
+    if maxlen ~= '0' then
+      a[6], a[7], a[8] = 'MAXLEN', '~', maxlen
+    end
+    a[#a + 1] = '*'
+    if tag then
+      a[#a + 1] = '` + routing.FenceField + `'
+      a[#a + 1] = rv
+    end
+    for j = first, last do
+      a[#a + 1] = ARGV[j]
+    end
+    return redis.call('XADD', unpack(a))
+  end
   if maxlen == '0' then
     if tag then
       return redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
