@@ -73,19 +73,16 @@ end
 const xaddLua = `local tag, maxlen, rv, idmp = ARGV[3] == '1', ARGV[4], ARGV[2], false
 local function xadd(first, last, iid)
   if idmp then
-    local a = {KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid}
-    if maxlen ~= '0' then
-      a[6], a[7], a[8] = 'MAXLEN', '~', maxlen
+    if maxlen == '0' then
+      if tag then
+        return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
+      end
+      return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, '*', unpack(ARGV, first, last))
     end
-    a[#a + 1] = '*'
     if tag then
-      a[#a + 1] = '` + routing.FenceField + `'
-      a[#a + 1] = rv
+      return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, 'MAXLEN', '~', maxlen, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
     end
-    for j = first, last do
-      a[#a + 1] = ARGV[j]
-    end
-    return redis.call('XADD', unpack(a))
+    return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, last))
   end
   if maxlen == '0' then
     if tag then
