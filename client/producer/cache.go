@@ -31,16 +31,15 @@ type layout struct {
 	scriptKeys [][]string
 	// tag: the group has ordering KEY, so entries carry routing.FenceField.
 	tag string
-	// recordPrefix[i] is the prefix of shard i's record buckets for the
-	// producer's window (recordPrefix), with DedupWindow.
-	recordPrefix []string
+	// dedupPrefix[i] is DedupKey(keys[i], "").
+	dedupPrefix []string
 	// prev are the routing's previous layouts, newest first.
 	prev []prevLayout
 }
 
-func newLayout(rt *client.Routing, widthMs int64) *layout {
+func newLayout(rt *client.Routing) *layout {
 	l := &layout{keys: make([]string, len(rt.Shards)), scriptKeys: make([][]string, len(rt.Shards)),
-		recordPrefix: make([]string, len(rt.Shards)), tag: "0"}
+		dedupPrefix: make([]string, len(rt.Shards)), tag: "0"}
 	for _, s := range rt.Shards {
 		fence := s.FenceKey
 		if fence == "" { // a coordinator that predates ordered groups
@@ -48,9 +47,7 @@ func newLayout(rt *client.Routing, widthMs int64) *layout {
 		}
 		l.keys[s.ShardIndex] = s.StreamKey
 		l.scriptKeys[s.ShardIndex] = []string{s.StreamKey, fence}
-		if widthMs > 0 {
-			l.recordPrefix[s.ShardIndex] = recordPrefix(s.StreamKey, widthMs)
-		}
+		l.dedupPrefix[s.ShardIndex] = dedupPrefix(s.StreamKey)
 	}
 	if rt.Ordering == client.OrderingKey {
 		l.tag = "1"
@@ -89,8 +86,6 @@ type cache struct {
 	ttl, lease    time.Duration
 	fetch         func(context.Context) (*client.Routing, error)
 	log           *slog.Logger
-	// widthMs is the producer's record bucket width (0 without DedupWindow).
-	widthMs int64
 
 	cur     atomic.Pointer[route]
 	invalid atomic.Pointer[route] // a route a failed publish invalidated
@@ -102,8 +97,8 @@ type cache struct {
 	lastErr error
 }
 
-func newCache(prefix, group string, ttl, lease time.Duration, widthMs int64, fetch func(context.Context) (*client.Routing, error), log *slog.Logger) *cache {
-	return &cache{prefix: prefix, group: group, ttl: ttl, lease: lease, widthMs: widthMs, fetch: fetch, log: log}
+func newCache(prefix, group string, ttl, lease time.Duration, fetch func(context.Context) (*client.Routing, error), log *slog.Logger) *cache {
+	return &cache{prefix: prefix, group: group, ttl: ttl, lease: lease, fetch: fetch, log: log}
 }
 
 // get returns the route to publish with, refreshing it first when its TTL has
@@ -220,7 +215,7 @@ func (c *cache) fetchAndMerge(ctx context.Context, call *refreshCall) {
 				"fromShards", cur.routing.ShardCount, "toShards", rt.ShardCount,
 				"fromOrdering", cur.routing.Ordering, "toOrdering", rt.Ordering)
 		}
-		call.r = c.newRoute(*rt, newLayout(rt, c.widthMs), now)
+		call.r = c.newRoute(*rt, newLayout(rt), now)
 	default: // the same version: renew the lease, keep the snapshot
 		call.r = c.newRoute(cur.routing, cur.layout, now)
 	}

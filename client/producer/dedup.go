@@ -15,17 +15,13 @@ import (
 
 // Idempotent publishing (Config.DedupWindow; client README, "Idempotent
 // publishing"). Every entry written with an event id leaves a record next to
-// its shard stream: a field of a hash, event id -> entry id, in the stream's
-// cluster slot. Records are grouped by time: a bucket hash,
-// RecordKey(streamKey, window, t), holds the records written during one
-// bucket of RecordWidth(window) (the window rounded up to a power of two of
-// milliseconds, at least 1024 ms) by Redis's clock, and expires one bucket
-// after its end, so a record lives between one and two widths: at least the
-// window. DedupPublishScript looks an entry's id up in the current bucket
-// and the one before, writes the new entries and their records (one HSET
-// per call) in the same atomic step as the fence check; a record found
-// answers the original entry instead. A bucket is removed by Redis's own
-// expiry, one key for all its records.
+// its shard stream: the string key DedupKey(streamKey, eventID), in the
+// stream's cluster slot, holding the entry's id and expiring after the
+// writer's window (SET PX). DedupPublishScript looks the record up, and writes
+// the entry and its record, in the same atomic step as the fence check; a
+// record found answers the original entry instead. A record is removed by
+// Redis's own expiry, at its own time whatever other producers' windows are,
+// and costs no work on later publishes.
 //
 // A publish whose earlier attempt may have landed on another shard (a reply
 // lost, then the routing changed), or whose event id comes from the caller
@@ -36,12 +32,10 @@ import (
 
 const (
 	// MaxEventIDLength bounds an event id, in bytes, when DedupWindow is set
-	// (the id is a field of a record bucket).
+	// (the id is part of a Redis key).
 	MaxEventIDLength = 256
-	// MaxDedupWindow bounds Config.DedupWindow.
+	// MaxDedupWindow bounds Config.DedupWindow: records live that long.
 	MaxDedupWindow = 24 * time.Hour
-	// minRecordWidthMs is the narrowest record bucket.
-	minRecordWidthMs = 1024
 	// maxPreviousLayouts bounds the previous layouts a routing answer may
 	// list.
 	maxPreviousLayouts = 64
@@ -51,118 +45,61 @@ const (
 	// layoutSlack widens the window when choosing the previous layouts to
 	// check: endedAt is the coordinator's clock, records expire by Redis's.
 	layoutSlack = 10 * time.Second
-	// maxKeysPerRead bounds the records one HMGET of a check reads.
+	// maxKeysPerRead bounds the records one MGET of a check reads.
 	maxKeysPerRead = 512
 )
 
-// RecordWidth is the time a record bucket covers for a window: the window
-// rounded up to a power of two of milliseconds, at least 1024 ms. Producers
-// whose windows have the same width share their records; the records of a
-// producer with another width are not looked up.
-func RecordWidth(window time.Duration) time.Duration {
-	return time.Duration(recordWidthMs(window)) * time.Millisecond
+// DedupKey is the record of an event id written to a shard stream: a Redis
+// string holding the entry id, "{" + streamKey + "}:dedup:" + eventID, in
+// the stream's cluster slot.
+func DedupKey(streamKey, eventID string) string {
+	return dedupPrefix(streamKey) + eventID
 }
 
-func recordWidthMs(window time.Duration) int64 {
-	w := int64(minRecordWidthMs)
-	for w < window.Milliseconds() {
-		w <<= 1
-	}
-	return w
-}
-
-// RecordKey is the bucket hash holding the records written to a shard stream
-// at t (by Redis's clock) by producers with this window:
-// "{" + streamKey + "}:dedup@" + width in ms + ":" + bucket number, in the
-// stream's cluster slot. Its fields are event ids, its values entry ids.
-func RecordKey(streamKey string, window time.Duration, t time.Time) string {
-	w := recordWidthMs(window)
-	return recordKey(recordPrefix(streamKey, w), t.UnixMilli()/w)
-}
-
-// RecordKeyPattern matches, in SCAN, every record bucket of a shard stream
-// (whatever the width).
-func RecordKeyPattern(streamKey string) string { return "{" + streamKey + "}:dedup@*" }
-
-func recordPrefix(streamKey string, widthMs int64) string {
-	return "{" + streamKey + "}:dedup@" + strconv.FormatInt(widthMs, 10) + ":"
-}
-
-func recordKey(prefix string, bucket int64) string {
-	return prefix + strconv.FormatInt(bucket, 10)
-}
-
-// appendRecordKeys appends DedupPublishScript's KEYS[3..6] for a stream
-// whose record prefix is prefix: the buckets cb-2 .. cb+1.
-func appendRecordKeys(keys []string, prefix string, cb int64) []string {
-	for b := cb - 2; b <= cb+1; b++ {
-		keys = append(keys, recordKey(prefix, b))
-	}
-	return keys
-}
+func dedupPrefix(streamKey string) string { return "{" + streamKey + "}:dedup:" }
 
 // DedupPublishScript is PublishScript with a record per entry. KEYS and ARGV
 // are PublishScript's, except:
 //
-//	KEYS[3…6] the record buckets cb-2, cb-1, cb and cb+1 of the stream
-//	          (RecordKey)
-//	ARGV[5]   the bucket width, in milliseconds (RecordWidth)
-//	ARGV[6]   cb: the bucket of the producer's clock
-//	ARGV[7]   a producer id: the entries are written with XADD … IDMP
-//	          <producer id> <event id> (Redis 8.6's idempotent XADD); ""
-//	          for a plain XADD (the records path)
-//	ARGV[8…]  per entry: its event id, then as PublishScript's ARGV[5…]
+//	KEYS[3…] the record of each entry, in order (DedupKey of its event id)
+//	ARGV[5]  the window, in milliseconds: how long a new record lives
+//	ARGV[6]  a producer id: new entries are written with XADD … IDMP
+//	         <producer id> <event id> (Redis 8.6's idempotent XADD; the
+//	         event id is the record key's tail); "" for a plain XADD (the
+//	         records path)
+//	ARGV[7…] the entries, as PublishScript's ARGV[5…]
 //
-// After the fence check, the script takes the bucket b of Redis's clock
-// (TIME), which must be one of cb-1, cb and cb+1 (else it answers an error:
-// the clocks are more than a bucket apart), and reads the entries' records
-// in buckets b and b-1 (two HMGETs). Each entry whose record exists, or
-// whose id an earlier entry of the call has, is not written; the others are
-// written as by PublishScript, and their records go to bucket b (one HSET),
-// which expires at the end of bucket b+1 (PEXPIREAT). The answer is {ids,
-// dups}: ids[i] is entry i's id (the original one for a duplicate; false
-// when the stream does not exist and the entry has no record), dups the
-// 1-based positions of the entries that had a record. Nothing is written
-// when the stream does not exist (NOMKSTREAM).
-const DedupPublishScript = fenceLua + xaddLua + `local width, cb = tonumber(ARGV[5]), tonumber(ARGV[6])
-if ARGV[7] ~= '' then
-  idmp = ARGV[7]
+// After the fence check, the records are read (one MGET); each entry whose
+// record exists, or whose id an earlier entry of the call has, is not
+// written; the others are written as by PublishScript, each followed by SET
+// record id PX window. The answer is {ids, dups}: ids[i] is entry i's id (the original
+// one for a duplicate; false when the stream does not exist and the entry
+// has no record), dups the 1-based positions of the entries that had a
+// record. Nothing is written when the stream does not exist (NOMKSTREAM).
+const DedupPublishScript = fenceLua + xaddLua + `local ttl = ARGV[5]
+if ARGV[6] ~= '' then
+  idmp = ARGV[6]
 end
-local t = redis.call('TIME')
-local b = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / width)
-local k = b - cb + 5
-if k < 4 or k > 6 then
-  return redis.error_reply('ERR rsc: the clock of Redis (record bucket ' .. string.format('%.0f', b) .. ') is more than a bucket of ' .. width .. ' ms away from the producer clock (bucket ' .. cb .. ')')
-end
-local eids, at, i, n = {}, {}, 8, #ARGV
+local prefix = #('{' .. KEYS[1] .. '}:dedup:')
+local recs = redis.call('MGET', unpack(KEYS, 3, #KEYS))
+local ids, dups, written, i, n, k, missing = {}, {}, {}, 7, #ARGV, 3, false
 while i <= n do
-  eids[#eids + 1] = ARGV[i]
-  at[#at + 1] = i + 1
-  i = i + 2 + tonumber(ARGV[i + 1])
-end
-local cur, old = redis.call('HMGET', KEYS[k], unpack(eids)), redis.call('HMGET', KEYS[k - 1], unpack(eids))
-local ids, dups, written, rec, missing = {}, {}, {}, {}, false
-for j = 1, #eids do
-  local e = eids[j]
-  local id = cur[j] or old[j] or written[e]
+  local first, last = i + 1, i + tonumber(ARGV[i])
+  local id = recs[k - 2] or written[KEYS[k]]
   if id then
-    dups[#dups + 1] = j
+    dups[#dups + 1] = k - 2
   elseif not missing then
-    local c = at[j]
-    id = xadd(c + 1, c + tonumber(ARGV[c]), e)
+    id = xadd(first, last, idmp and string.sub(KEYS[k], prefix + 1))
     if id then
-      written[e] = id
-      rec[#rec + 1] = e
-      rec[#rec + 1] = id
+      redis.call('SET', KEYS[k], id, 'PX', ttl)
+      written[KEYS[k]] = id
     else
       missing = true
     end
   end
-  ids[j] = id or false
-end
-if #rec > 0 then
-  redis.call('HSET', KEYS[k], unpack(rec))
-  redis.call('PEXPIREAT', KEYS[k], string.format('%.0f', (b + 2) * width))
+  ids[k - 2] = id or false
+  i = last + 1
+  k = k + 1
 end
 return {ids, dups}
 `
@@ -313,16 +250,14 @@ type checkOutcome struct {
 }
 
 // readChecks reads, in one pipeline, each check's record and its shard's
-// fence: per shard one HGET of the fence and HMGETs of the records in the
-// buckets the producer's clock puts around now (cb-2 .. cb+1, the buckets a
-// record written within the window is in, whichever clock is a bucket
-// ahead). It fills out, in the order of checks.
+// fence: per shard one HGET of the fence and MGETs of the records (a shard's
+// keys share its slot). It fills out, in the order of checks.
 func (p *Producer) readChecks(ctx context.Context, r *route, checks []check, out []checkOutcome) error {
 	type shardRead struct {
 		fence *redis.StringCmd
-		ids   []string
-		at    []int               // indexes into checks, one per id
-		gets  [][]*redis.SliceCmd // per chunk of ids, one HMGET per bucket
+		keys  []string
+		at    []int // indexes into checks, one per key
+		gets  []*redis.SliceCmd
 	}
 	byShard := make(map[int]*shardRead, 4)
 	var order []int
@@ -333,23 +268,17 @@ func (p *Producer) readChecks(ctx context.Context, r *route, checks []check, out
 			byShard[c.place.shard] = sr
 			order = append(order, c.place.shard)
 		}
-		sr.ids = append(sr.ids, c.id)
+		stream, _ := p.shardKeys(r, c.place.shard)
+		sr.keys = append(sr.keys, DedupKey(stream, c.id))
 		sr.at = append(sr.at, i)
 	}
-	cb := time.Now().UnixMilli() / p.widthMs
 	pipe := p.rdb.Pipeline()
 	for _, s := range order {
 		sr := byShard[s]
-		stream, fence := p.shardKeys(r, s)
-		prefix := recordPrefix(stream, p.widthMs)
+		_, fence := p.shardKeys(r, s)
 		sr.fence = pipe.HGet(ctx, fence, p.fenceField)
-		for from := 0; from < len(sr.ids); from += maxKeysPerRead {
-			ids := sr.ids[from:min(from+maxKeysPerRead, len(sr.ids))]
-			var gets []*redis.SliceCmd
-			for b := cb - 2; b <= cb+1; b++ {
-				gets = append(gets, pipe.HMGet(ctx, recordKey(prefix, b), ids...))
-			}
-			sr.gets = append(sr.gets, gets)
+		for from := 0; from < len(sr.keys); from += maxKeysPerRead {
+			sr.gets = append(sr.gets, pipe.MGet(ctx, sr.keys[from:min(from+maxKeysPerRead, len(sr.keys))]...))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -363,19 +292,18 @@ func (p *Producer) readChecks(ctx context.Context, r *route, checks []check, out
 				fence = f
 			}
 		}
-		for g, gets := range sr.gets {
-			for _, cmd := range gets {
-				vals, err := cmd.Result()
-				if err != nil {
-					return fmt.Errorf("read the dedup records of shard %d: %w", s, err)
+		for g, cmd := range sr.gets {
+			vals, err := cmd.Result()
+			if err != nil {
+				return fmt.Errorf("read the dedup records of shard %d: %w", s, err)
+			}
+			for j, v := range vals {
+				i := sr.at[g*maxKeysPerRead+j]
+				o := checkOutcome{fenced: fence >= checks[i].place.fence}
+				if id, ok := v.(string); ok {
+					o.found = id
 				}
-				for j, v := range vals {
-					i := sr.at[g*maxKeysPerRead+j]
-					out[i].fenced = fence >= checks[i].place.fence
-					if id, ok := v.(string); ok && out[i].found == "" {
-						out[i].found = id
-					}
-				}
+				out[i] = o
 			}
 		}
 	}

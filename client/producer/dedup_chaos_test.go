@@ -39,7 +39,7 @@ func idempotentChaos(t *testing.T, mixed bool) {
 	t.Logf("seed %d", seed)
 	fx := setup(t, 1, 4, 8)
 	px, rdb := fx.through(t, 3)
-	px.DropRandom(0.05, seed, "EVALSHA", "EVAL", "HGET", "HMGET")
+	px.DropRandom(0.05, seed, "EVALSHA", "EVAL", "HGET", "MGET")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

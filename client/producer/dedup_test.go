@@ -94,59 +94,30 @@ func entriesOf(t *testing.T, rdb redis.UniversalClient, n int, eventID string) [
 	return out
 }
 
-// recordOf returns the record of eventID on stream for producers with
-// window: the entry id a bucket holds ("" if none) and the bucket's key,
-// looked up in the buckets of now, the two widths before and the next one.
-func recordOf(t *testing.T, rdb redis.UniversalClient, stream string, window time.Duration, eventID string) (id, key string) {
-	t.Helper()
-	w := producer.RecordWidth(window)
-	for d := -2; d <= 1; d++ {
-		k := producer.RecordKey(stream, window, time.Now().Add(time.Duration(d)*w))
-		v, err := rdb.HGet(context.Background(), k, eventID).Result()
-		if err == nil {
-			return v, k
-		}
-		if !errors.Is(err, redis.Nil) {
-			t.Fatal(err)
-		}
-	}
-	return "", ""
-}
-
 // TestDedupPublishScript runs DedupPublishScript itself: a record answers
-// the original id and writes nothing; records go to the bucket of Redis's
-// clock, which lives one to two widths, and the bucket before is read, not
-// older ones; a producer clock more than a bucket away is refused; the fence
-// still refuses first; a missing stream writes nothing.
+// the original id and writes nothing; records expire after the window; the
+// fence still refuses first; a missing stream writes nothing.
 func TestDedupPublishScript(t *testing.T) {
 	rdb := redistest.StartProcess(t).Client(t)
 	ctx := context.Background()
 	script := redis.NewScript(producer.DedupPublishScript)
 	const stream = "orders:0"
-	// The longest window: a bucket of 37 h, which a test does not cross.
-	const window = producer.MaxDedupWindow
-	w := producer.RecordWidth(window)
-	wms := w.Milliseconds()
 	fence := routing.FenceKey(stream)
 	if err := rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err(); err != nil {
 		t.Fatal(err)
 	}
-	bucketKey := func(stream string, b int64) string { return producer.RecordKey(stream, window, time.UnixMilli(b*wms)) }
-	runOn := func(stream string, cb int64, ids ...string) ([]any, error) {
-		keys := []string{stream, routing.FenceKey(stream)}
-		for b := cb - 2; b <= cb+1; b++ {
-			keys = append(keys, bucketKey(stream, b))
-		}
-		args := []any{group, 3, "0", 0, wms, cb, ""}
+	run := func(window int, ids ...string) ([]any, error) {
+		keys := []string{stream, fence}
+		args := []any{group, 3, "0", 0, window, ""}
 		for _, id := range ids {
-			args = append(args, id, 4, eventField, id, "p", "x")
+			keys = append(keys, producer.DedupKey(stream, id))
+			args = append(args, 4, eventField, id, "p", "x")
 		}
-		return script.Run(ctx, rdb, keys, args...).Slice()
+		v, err := script.Run(ctx, rdb, keys, args...).Slice()
+		return v, err
 	}
-	now := time.Now().UnixMilli() / wms
-	run := func(ids ...string) ([]any, error) { return runOn(stream, now, ids...) }
 	// a, b, a in one call: a is written once, its second copy is a duplicate.
-	v, err := run("a", "b", "a")
+	v, err := run(60_000, "a", "b", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,70 +128,52 @@ func TestDedupPublishScript(t *testing.T) {
 	if n := rdb.XLen(ctx, stream).Val(); n != 2 {
 		t.Fatalf("%d entries, want 2", n)
 	}
-	if got := rdb.HGet(ctx, bucketKey(stream, now), "a").Val(); got != ids[0] {
+	if got := rdb.Get(ctx, producer.DedupKey(stream, "a")).Val(); got != ids[0] {
 		t.Fatalf("record of a = %q, want %v", got, ids[0])
 	}
-	if ttl := rdb.PTTL(ctx, bucketKey(stream, now)).Val(); ttl <= w || ttl > 2*w {
-		t.Fatalf("bucket TTL %s, want one to two widths (%s)", ttl, w)
+	if ttl := rdb.PTTL(ctx, producer.DedupKey(stream, "a")).Val(); ttl <= 59*time.Second || ttl > 60*time.Second {
+		t.Fatalf("record TTL %s, want the window (60 s)", ttl)
 	}
-	// Again: both duplicates, nothing written.
-	v, err = run("b", "a")
+	// Again, with another window: both duplicates, nothing written, the
+	// records keep their own expiry.
+	v, err = run(1, "b", "a")
 	if err != nil || v[0].([]any)[0] != ids[1] || v[0].([]any)[1] != ids[0] || len(v[1].([]any)) != 2 {
 		t.Fatalf("answer %v, %v", v, err)
 	}
 	if n := rdb.XLen(ctx, stream).Val(); n != 2 {
 		t.Fatalf("%d entries after duplicates, want 2", n)
 	}
-	// The bucket before is read; the one before it is not (older than the
-	// window by construction).
-	rdb.HSet(ctx, bucketKey(stream, now-1), "prev", "1-1")
-	rdb.HSet(ctx, bucketKey(stream, now-2), "older", "1-2")
-	v, err = run("prev", "older")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := v[0].([]any); got[0] != "1-1" || got[1] == "1-2" || len(v[1].([]any)) != 1 {
-		t.Fatalf("answer with records one and two buckets back: %v", v)
-	}
-	// The producer's clock may be a bucket ahead or behind Redis's, not two.
-	for _, d := range []int64{-1, 1} {
-		if _, err := runOn(stream, now+d, "skew"+strconv.FormatInt(d, 10)); err != nil {
-			t.Fatalf("a bucket of skew (%d): %v", d, err)
-		}
-	}
-	for _, d := range []int64{-2, 2} {
-		if _, err := runOn(stream, now+d, "far"); err == nil || !strings.Contains(err.Error(), "clock") {
-			t.Fatalf("two buckets of skew (%d): %v", d, err)
-		}
-	}
-	if got, _ := recordOf(t, rdb, stream, window, "far"); got != "" {
-		t.Fatal("a refused call wrote a record")
+	if ttl := rdb.PTTL(ctx, producer.DedupKey(stream, "b")).Val(); ttl <= 59*time.Second {
+		t.Fatalf("a duplicate shortened the record's TTL to %s", ttl)
 	}
 	// A fence above the version refuses before anything else.
 	rdb.HSet(ctx, fence, group, 4)
-	before := rdb.XLen(ctx, stream).Val()
-	if _, err := run("c"); err == nil || !strings.HasPrefix(err.Error(), "RSCSTALE 4") {
+	if _, err := run(60_000, "c"); err == nil || !strings.HasPrefix(err.Error(), "RSCSTALE 4") {
 		t.Fatalf("fenced: %v", err)
 	}
-	if got, _ := recordOf(t, rdb, stream, window, "c"); got != "" || rdb.XLen(ctx, stream).Val() != before {
+	if rdb.Exists(ctx, producer.DedupKey(stream, "c")).Val() != 0 || rdb.XLen(ctx, stream).Val() != 2 {
 		t.Fatal("a refused call wrote")
 	}
 	rdb.Del(ctx, fence)
 	// A stream that does not exist: no entry, no record, no stream; a record
 	// still answers (the stream was retired after the entry landed).
-	rdb.HSet(ctx, bucketKey("orders:9", now), "old", "1-1")
-	v, err = runOn("orders:9", now, "new", "old")
+	rdb.Set(ctx, producer.DedupKey("orders:9", "old"), "1-1", time.Minute)
+	keys := []string{"orders:9", routing.FenceKey("orders:9"), producer.DedupKey("orders:9", "new"), producer.DedupKey("orders:9", "old")}
+	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, "", 2, "p", "1", 2, "p", "2").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := v[0].([]any); got[0] != nil || got[1] != "1-1" || len(v[1].([]any)) != 1 {
 		t.Fatalf("answer on a missing stream: %v", v)
 	}
-	if got, _ := recordOf(t, rdb, "orders:9", window, "new"); got != "" || rdb.Exists(ctx, "orders:9").Val() != 0 {
+	if rdb.Exists(ctx, "orders:9", producer.DedupKey("orders:9", "new")).Val() != 0 {
 		t.Fatal("a missing stream got an entry or a record")
 	}
-	// Several entries without records on a missing stream: one answer each.
-	v, err = runOn("orders:9", now, "n1", "n2", "n3")
+	// Several entries without records on a missing stream: one answer each
+	// (the answer used to stop at the first, which the SDK could not read as
+	// a missing stream).
+	keys = []string{"orders:9", routing.FenceKey("orders:9"), producer.DedupKey("orders:9", "n1"), producer.DedupKey("orders:9", "n2"), producer.DedupKey("orders:9", "n3")}
+	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, "", 2, "p", "1", 2, "p", "2", 2, "p", "3").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,20 +375,20 @@ func TestRecordsExpireWithTheirOwnWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	keysBefore := fx.rdb.DBSize(ctx).Val()
-	if keysBefore < 4+2 {
-		t.Fatalf("%d keys after %d records: want the streams, the long record's bucket and the short ones'", keysBefore, n+2)
+	if keysBefore < n+2+4 {
+		t.Fatalf("%d keys after %d records", keysBefore, n+2)
 	}
 	// DBSIZE counts keys not yet expired by Redis's active expiry: no reads
 	// of the records in between.
 	deadline := time.Now().Add(20 * time.Second)
-	for fx.rdb.DBSize(ctx).Val() > 4+1 { // 4 streams and the long record's bucket
+	for fx.rdb.DBSize(ctx).Val() > 4+1 { // 4 streams and the long record
 		if time.Now().After(deadline) {
 			t.Fatalf("%d keys left, %d before: the short records were not removed", fx.rdb.DBSize(ctx).Val(), keysBefore)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if id, key := recordOf(t, fx.rdb, kept.StreamKey, time.Hour, "L"); id != kept.ID || fx.rdb.PTTL(ctx, key).Val() < 59*time.Minute {
-		t.Fatalf("the long window's record %q (entry %s) has %s left", id, kept.ID, fx.rdb.PTTL(ctx, key).Val())
+	if ttl := fx.rdb.PTTL(ctx, producer.DedupKey(kept.StreamKey, "L")).Val(); ttl < 59*time.Minute {
+		t.Fatalf("the long window's record has %s left", ttl)
 	}
 	again, err := short.Publish(ctx, "k", map[string]any{eventField: "S"})
 	if err != nil || again.Duplicate || again.ID == first.ID {

@@ -9,8 +9,8 @@ import (
 // XADD … IDMP, DedupPublishScript writes each new entry with IDMP
 // <Config.ProducerID> <event id>, next to its record: the stream's IDMP map
 // then refuses a second entry of the id on that stream even where our
-// records do not answer (a producer with another record width). The records
-// stay, and are still read first: they are what the check of another shard
+// record does not answer (deleted, or evicted under memory pressure). The
+// records stay, and are still read first: they are what the check of another shard
 // reads (an IDMP map can only be asked by writing to it), what producers on
 // the records path read (during an upgrade of the servers, or with
 // NoNativeDedup), and they keep the whole window whatever the map's
@@ -27,7 +27,7 @@ const (
 	nativeYes
 )
 
-// idmpArg is DedupPublishScript's ARGV[7]: the producer id where Redis has
+// idmpArg is DedupPublishScript's ARGV[6]: the producer id where Redis has
 // the idempotent XADD, else "". The first call (the producer's first
 // routing fetch) asks Redis (COMMAND INFO XCFGSET, the command 8.6 added
 // with it); a failed probe is tried again by the next publish, which

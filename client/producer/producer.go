@@ -108,9 +108,9 @@ type Producer struct {
 	// maxLen is PublishScript's MAXLEN argument (0: no trimming).
 	maxLen int64
 	// window is Config.DedupWindow (0: publishing is not idempotent), and
-	// widthMs its record bucket width, DedupPublishScript's ARGV[5].
-	window  time.Duration
-	widthMs int64
+	// windowMs DedupPublishScript's ARGV[5].
+	window   time.Duration
+	windowMs int64
 	// native is what the producer knows of Redis's idempotent XADD
 	// (nativeUnknown until a publish with a window probed it).
 	native atomic.Int32
@@ -250,7 +250,7 @@ func New(cfg Config) (*Producer, error) {
 		p.fenceField = routing.StreamFenceField
 	}
 	if p.window > 0 {
-		p.widthMs = recordWidthMs(p.window)
+		p.windowMs = max(p.window.Milliseconds(), 1)
 	}
 	coord, prefix, group := cfg.Coordinator, cfg.StreamPrefix, cfg.ConsumerGroup
 	fetch := func(ctx context.Context) (*client.Routing, error) {
@@ -267,7 +267,7 @@ func New(cfg Config) (*Producer, error) {
 		}
 		return rt, err
 	}
-	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, p.widthMs, fetch, cfg.Logger)
+	p.cache = newCache(prefix, group, cfg.RefreshInterval, cfg.Lease, fetch, cfg.Logger)
 	return p, nil
 }
 
@@ -365,10 +365,9 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 		var id string
 		var dup bool
 		if p.window > 0 {
-			cb := time.Now().UnixMilli() / p.widthMs
-			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.widthMs, cb, p.idmpArg(ctx), eventID), fields)
-			id, dup, err = p.publishDedup(ctx, r, idx, cb, args)
-			if err != nil && p.noIDMP(err, args[6]) {
+			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.windowMs, p.idmpArg(ctx)), fields)
+			id, dup, err = p.publishDedup(ctx, r, idx, eventID, args)
+			if err != nil && p.noIDMP(err, args[5]) {
 				continue // Redis refused IDMP: again on the records path
 			}
 		} else {
@@ -404,8 +403,8 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 
 // publishDedup runs DedupPublishScript for one entry on shard idx; a stream
 // that does not exist is redis.Nil, as with PublishScript.
-func (p *Producer) publishDedup(ctx context.Context, r *route, idx int, cb int64, args []any) (string, bool, error) {
-	keys := appendRecordKeys(append(make([]string, 0, 6), r.keys[idx], r.scriptKeys[idx][1]), r.recordPrefix[idx], cb)
+func (p *Producer) publishDedup(ctx context.Context, r *route, idx int, eventID string, args []any) (string, bool, error) {
+	keys := [3]string{r.keys[idx], r.scriptKeys[idx][1], r.dedupPrefix[idx] + eventID}
 	var ids [1]string
 	var dup [1]bool
 	if err := dedupReply(dedupScript.Run(ctx, p.rdb, keys[:], args...), 1, ids[:], dup[:]); err != nil {
@@ -609,10 +608,9 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 			counts[shardOf[i]]++
 		}
 		// One script call per shard and chunk, pipelined.
-		var cb int64
 		var pid string
 		if dd != nil {
-			cb, pid = time.Now().UnixMilli()/p.widthMs, p.idmpArg(ctx)
+			pid = p.idmpArg(ctx)
 		}
 		calls := sc.calls[:0]
 		args := sc.args[:0]
@@ -630,15 +628,15 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 			args = p.appendScriptHead(args, r)
 			c := call{from: from, to: to, shard: shard, argFrom: argFrom, script: publishScript}
 			if dd != nil {
-				args = append(args, p.widthMs, cb, pid)
+				args = append(args, p.windowMs, pid)
 				keyFrom := len(keys)
-				keys = appendRecordKeys(append(keys, r.keys[shard], r.scriptKeys[shard][1]), r.recordPrefix[shard], cb)
+				keys = append(keys, r.keys[shard], r.scriptKeys[shard][1])
+				for _, i := range order[from:to] {
+					keys = append(keys, r.dedupPrefix[shard]+results[i].EventID)
+				}
 				c.keyFrom, c.keyTo, c.script = keyFrom, len(keys), dedupScript
 			}
 			for _, i := range order[from:to] {
-				if dd != nil {
-					args = append(args, results[i].EventID)
-				}
 				args = appendEntry(args, fieldsOf(i))
 			}
 			c.argTo = len(args)

@@ -424,7 +424,7 @@ func TestIntegrationPreviousLayoutsSurviveRestart(t *testing.T) {
 	scale(t, first, prefix, group, 8)
 	key, _ := keyOn(t, 2, 4, 8)
 	rdb := rs.Client(t)
-	if err := rdb.HSet(context.Background(), producer.RecordKey(routing.StreamKey(prefix, 2), time.Minute, time.Now()), "E", "1-1").Err(); err != nil {
+	if err := rdb.Set(context.Background(), producer.DedupKey(routing.StreamKey(prefix, 2), "E"), "1-1", time.Minute).Err(); err != nil {
 		t.Fatal(err) // E landed on shard 2 before the scale
 	}
 	before := first.Do("GET", fmt.Sprintf("/coord/v1/streams/%s/groups/%s/producer-routing", prefix, group), nil).MustStatus(t, 200)
