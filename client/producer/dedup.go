@@ -76,11 +76,10 @@ func dedupPrefix(streamKey string) string { return "{" + streamKey + "}:dedup:" 
 // one for a duplicate; false when the stream does not exist and the entry
 // has no record), dups the 1-based positions of the entries that had a
 // record. Nothing is written when the stream does not exist (NOMKSTREAM).
-const DedupPublishScript = fenceLua + xaddLua + `local ttl = ARGV[5]
+const DedupPublishScript = fenceLua + xaddLua + `local ttl, prefix = ARGV[5], 0
 if ARGV[6] ~= '' then
-  idmp = ARGV[6]
+  idmp, prefix = ARGV[6], #('{' .. KEYS[1] .. '}:dedup:')
 end
-local prefix = #('{' .. KEYS[1] .. '}:dedup:')
 local recs = redis.call('MGET', unpack(KEYS, 3, #KEYS))
 local ids, dups, written, i, n, k, missing = {}, {}, {}, 7, #ARGV, 3, false
 while i <= n do

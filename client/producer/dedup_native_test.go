@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/producer"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/routing"
@@ -205,5 +206,18 @@ func TestDedupNativeAcrossLayoutChange(t *testing.T) {
 	}
 	if idmp && iidsAdded(t, fx.rdb, 4) != 1 {
 		t.Fatalf("iids-added %d, want 1", iidsAdded(t, fx.rdb, 4))
+	}
+}
+
+// TestDedupProducerIDBound: a ProducerID of MaxProducerIDLength bytes is
+// accepted, one byte more refused.
+func TestDedupProducerIDBound(t *testing.T) {
+	coord := newFakeCoordinator(t, 1, 4)
+	for _, n := range []int{producer.MaxProducerIDLength, producer.MaxProducerIDLength + 1} {
+		_, err := producer.New(producer.Config{Coordinator: client.New(coord.srv.URL, nil), Redis: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
+			StreamPrefix: prefix, ConsumerGroup: group, EventIDField: eventField, DedupWindow: time.Minute, ProducerID: strings.Repeat("p", n)})
+		if ok := n <= producer.MaxProducerIDLength; (err == nil) != ok {
+			t.Fatalf("ProducerID of %d bytes: %v", n, err)
+		}
 	}
 }
