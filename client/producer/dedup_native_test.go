@@ -221,3 +221,45 @@ func TestDedupProducerIDBound(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupNativeRefusedFallsBackToRecords: a producer that believes Redis
+// has IDMP (it probed another node) and meets a Redis without it goes back
+// to the records path: the single publish and the batch are written once,
+// with their records, and Stats says records. Only where Redis has no IDMP.
+func TestDedupNativeRefusedFallsBackToRecords(t *testing.T) {
+	fx := setup(t, 1, 4, 4)
+	ctx := context.Background()
+	if serverHasIDMP(t, fx.rdb) {
+		t.Skip("Redis has IDMP")
+	}
+	for _, batch := range []bool{false, true} {
+		p := fx.producer(t, dedup(time.Minute))
+		if _, err := p.Routing(ctx); err != nil {
+			t.Fatal(err)
+		}
+		producer.AssumeNativeDedup(p)
+		id := "F-" + strconv.FormatBool(batch)
+		var res producer.Result
+		if batch {
+			rs, err := p.PublishBatch(ctx, []producer.Message{{PartitionKey: "k", Fields: map[string]any{eventField: id}}, {PartitionKey: "j", Fields: map[string]any{eventField: id + "2"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res = rs[0]
+		} else {
+			var err error
+			if res, err = p.Publish(ctx, "k", map[string]any{eventField: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := entriesOf(t, fx.rdb, 4, id); len(got) != 1 {
+			t.Fatalf("batch %v: entries %v", batch, got)
+		}
+		if rec, _ := recordOf(t, fx.rdb, res.StreamKey, id); rec != res.ID {
+			t.Fatalf("batch %v: record %q, want %s", batch, rec, res.ID)
+		}
+		if st := p.Stats(); st.NativeDedup || st.Retries != 0 {
+			t.Fatalf("batch %v: stats %+v: want the records path and no attempt used", batch, st)
+		}
+	}
+}

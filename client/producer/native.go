@@ -59,11 +59,16 @@ func (p *Producer) idmpArg(ctx context.Context) string {
 }
 
 // noIDMP reports whether err is Redis refusing XADD … IDMP (a server without
-// it, in a cluster upgraded node by node) for a call that used producer id
-// pid; the producer then stays on the records path. The script ran no write
-// before the refused XADD of its first new entry.
+// it, in a cluster upgraded node by node: "Invalid stream ID", it reads IDMP
+// as the id) for a call that used producer id pid; the producer then stays
+// on the records path. The script ran no write before the refused XADD of
+// its first new entry.
 func (p *Producer) noIDMP(err error, pid any) bool {
-	if s, _ := pid.(string); s == "" || err == nil || !strings.Contains(strings.ToLower(err.Error()), "syntax error") {
+	if s, _ := pid.(string); s == "" || err == nil {
+		return false
+	}
+	// Before 8.6, XADD reads IDMP as the entry id.
+	if msg := strings.ToLower(err.Error()); !strings.Contains(msg, "invalid stream id") && !strings.Contains(msg, "syntax error") {
 		return false
 	}
 	if p.native.CompareAndSwap(nativeYes, nativeNo) {
