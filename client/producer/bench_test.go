@@ -23,9 +23,13 @@ import (
 // throughput ratios. Goals (issue #23): a single idempotent publish >= 0.6 of
 // a single XADD, a batch of 64 >= 0.8 of 64 pipelined XADDs, a dedup hit one
 // round trip, the async path from one goroutine >= 5 of sequential XADDs.
-// Run:
+// Issue #31: the names say the engine (redistest.Engine and the server's
+// version) and the dedup path: on a server with IDMP (Redis 8.6) the dedup
+// side is "dedup-native" and "dedup-records" runs next to it (NoNativeDedup);
+// elsewhere it is "dedup-records". Run, per engine:
 //
 //	go test -run '^$' -bench . -benchtime 3s ./client/producer/
+//	eval "$(bash .ci/engines.sh env redis86)"; go test -run '^$' -bench . -benchtime 3s ./client/producer/
 
 const benchShards = 4
 
@@ -36,7 +40,32 @@ type benchFixture struct {
 	payload  string
 	seq      int
 	plain    *producer.Producer
-	dedupped *producer.Producer
+	dedupped *producer.Producer // native where Redis has IDMP
+	records  *producer.Producer // on the records path; nil without IDMP
+	path     string             // dedupped's path: "native" or "records"
+}
+
+// engine names the server under test: redistest.Engine and its version.
+func engine(b *testing.B) string {
+	b.Helper()
+	rs := redistest.StartProcess(b)
+	info := rs.Client(b).Info(context.Background(), "server").Val()
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return redistest.Engine() + "-" + v
+		}
+	}
+	return redistest.Engine()
+}
+
+// dedupSides are the dedup sides of a fixture: its producer's path, and the
+// records path next to it where that is native.
+func (bf *benchFixture) dedupSides(side func(name string, p *producer.Producer) benchratio.Side) []benchratio.Side {
+	out := []benchratio.Side{side("dedup-"+bf.path, bf.dedupped)}
+	if bf.records != nil {
+		out = append(out, side("dedup-records", bf.records))
+	}
+	return out
 }
 
 func newBenchFixture(b *testing.B) *benchFixture {
@@ -59,6 +88,11 @@ func newBenchFixture(b *testing.B) *benchFixture {
 	}
 	bf.plain = bf.newProducer(b, nil)
 	bf.dedupped = bf.newProducer(b, dedup(time.Minute))
+	bf.path = "records"
+	if bf.dedupped.Stats().NativeDedup {
+		bf.path = "native"
+		bf.records = bf.newProducer(b, dedup(time.Minute, func(c *producer.Config) { c.NoNativeDedup = true }))
+	}
 	return bf
 }
 
@@ -111,12 +145,16 @@ func (bf *benchFixture) publishSide(ctx context.Context, name string, p *produce
 // DedupWindow and a fresh event id each), a dedup hit (an event id published
 // again), and batches of 64, against single and pipelined XADDs.
 func BenchmarkIdempotentPublish(b *testing.B) {
+	b.Run("engine="+engine(b), benchIdempotentPublish)
+}
+
+func benchIdempotentPublish(b *testing.B) {
 	ctx := context.Background()
 	b.Run("single", func(b *testing.B) {
 		bf := newBenchFixture(b)
-		benchratio.Run(b, benchratio.Config{Msgs: 1, Slice: 50}, bf.rawSingle(ctx),
-			bf.publishSide(ctx, "fenced", bf.plain, false),
-			bf.publishSide(ctx, "dedup", bf.dedupped, true))
+		sides := append([]benchratio.Side{bf.publishSide(ctx, "fenced", bf.plain, false)},
+			bf.dedupSides(func(name string, p *producer.Producer) benchratio.Side { return bf.publishSide(ctx, name, p, true) })...)
+		benchratio.Run(b, benchratio.Config{Msgs: 1, Slice: 50}, bf.rawSingle(ctx), sides...)
 	})
 	b.Run("hit", func(b *testing.B) {
 		bf := newBenchFixture(b)
@@ -126,7 +164,7 @@ func BenchmarkIdempotentPublish(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		hit := benchratio.Side{Name: "hit", Op: func(i int) error {
+		hit := benchratio.Side{Name: "hit-" + bf.path, Op: func(i int) error {
 			k := i % len(bf.keys)
 			res, err := bf.dedupped.Publish(ctx, bf.keys[k], map[string]any{eventField: "hit-" + strconv.Itoa(k)})
 			if err == nil && !res.Duplicate {
@@ -158,7 +196,9 @@ func BenchmarkIdempotentPublish(b *testing.B) {
 			}
 			return benchratio.Side{Name: name, Op: op, Warm: func() error { return op(0) }}
 		}
-		benchratio.Run(b, benchratio.Config{Msgs: n, Slice: 4}, raw, batch("fenced", bf.plain, false), batch("dedup", bf.dedupped, true))
+		sides := append([]benchratio.Side{batch("fenced", bf.plain, false)},
+			bf.dedupSides(func(name string, p *producer.Producer) benchratio.Side { return batch(name, p, true) })...)
+		benchratio.Run(b, benchratio.Config{Msgs: n, Slice: 4}, raw, sides...)
 	})
 }
 
@@ -166,6 +206,10 @@ func BenchmarkIdempotentPublish(b *testing.B) {
 // for every result at the end of each slice of 512) against the same number
 // of XADDs one after the other.
 func BenchmarkAsyncVsSequentialXAdd(b *testing.B) {
+	b.Run("engine="+engine(b), benchAsyncVsSequentialXAdd)
+}
+
+func benchAsyncVsSequentialXAdd(b *testing.B) {
 	ctx := context.Background()
 	bf := newBenchFixture(b)
 	const slice = 512
@@ -203,5 +247,5 @@ func BenchmarkAsyncVsSequentialXAdd(b *testing.B) {
 		}}
 	}
 	benchratio.Run(b, benchratio.Config{Msgs: 1, Slice: slice}, bf.rawSingle(ctx),
-		async("async", bf.plain, false), async("async-dedup", bf.dedupped, true))
+		async("async", bf.plain, false), async("async-dedup-"+bf.path, bf.dedupped, true))
 }

@@ -63,7 +63,11 @@ func dedupPrefix(streamKey string) string { return "{" + streamKey + "}:dedup:" 
 //
 //	KEYS[3…] the record of each entry, in order (DedupKey of its event id)
 //	ARGV[5]  the window, in milliseconds: how long a new record lives
-//	ARGV[6…] the entries, as PublishScript's ARGV[5…]
+//	ARGV[6]  a producer id: new entries are written with XADD … IDMP
+//	         <producer id> <event id> (Redis 8.6's idempotent XADD; the
+//	         event id is the record key's tail); "" for a plain XADD (the
+//	         records path)
+//	ARGV[7…] the entries, as PublishScript's ARGV[5…]
 //
 // After the fence check, the records are read (one MGET); each entry whose
 // record exists, or whose id an earlier entry of the call has, is not
@@ -72,36 +76,19 @@ func dedupPrefix(streamKey string) string { return "{" + streamKey + "}:dedup:" 
 // one for a duplicate; false when the stream does not exist and the entry
 // has no record), dups the 1-based positions of the entries that had a
 // record. Nothing is written when the stream does not exist (NOMKSTREAM).
-const DedupPublishScript = `local fence = redis.call('HGET', KEYS[2], ARGV[1])
-if fence then
-  local f = tonumber(fence)
-  if f == nil then
-    return redis.error_reply('ERR rsc: fence ' .. KEYS[2] .. ' ' .. ARGV[1] .. ' is not a number: ' .. fence)
-  end
-  if f > tonumber(ARGV[2]) then
-    return redis.error_reply('RSCSTALE ' .. fence)
-  end
+const DedupPublishScript = fenceLua + xaddLua + `local ttl, prefix = ARGV[5], 0
+if ARGV[6] ~= '' then
+  idmp, prefix = ARGV[6], #('{' .. KEYS[1] .. '}:dedup:')
 end
-local tag, maxlen, rv, ttl = ARGV[3] == '1', ARGV[4], ARGV[2], ARGV[5]
 local recs = redis.call('MGET', unpack(KEYS, 3, #KEYS))
-local ids, dups, written, i, n, k, missing = {}, {}, {}, 6, #ARGV, 3, false
+local ids, dups, written, i, n, k, missing = {}, {}, {}, 7, #ARGV, 3, false
 while i <= n do
   local first, last = i + 1, i + tonumber(ARGV[i])
   local id = recs[k - 2] or written[KEYS[k]]
   if id then
     dups[#dups + 1] = k - 2
   elseif not missing then
-    if maxlen == '0' then
-      if tag then
-        id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
-      else
-        id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', unpack(ARGV, first, last))
-      end
-    elseif tag then
-      id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
-    else
-      id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, last))
-    end
+    id = xadd(first, last, idmp and string.sub(KEYS[k], prefix + 1))
     if id then
       redis.call('SET', KEYS[k], id, 'PX', ttl)
       written[KEYS[k]] = id

@@ -23,7 +23,15 @@ import (
 // what its predecessor did not see acknowledged, and some of what it did.
 // In the end every event id has exactly one entry, and every
 // acknowledgement names it. RSC_CHAOS_SEED picks the seed.
-func TestIdempotentPublishChaos(t *testing.T) {
+func TestIdempotentPublishChaos(t *testing.T) { idempotentChaos(t, false) }
+
+// TestDedupMixedNativeAndRecordsChaos is the chaos test with every other
+// Producer on the records path (NoNativeDedup) and the others on the native
+// path where Redis has it: producers of both kinds, as during an upgrade of
+// the servers, publish the same event ids; still one entry each.
+func TestDedupMixedNativeAndRecordsChaos(t *testing.T) { idempotentChaos(t, true) }
+
+func idempotentChaos(t *testing.T, mixed bool) {
 	seed := int64(1)
 	if v := os.Getenv("RSC_CHAOS_SEED"); v != "" {
 		seed, _ = strconv.ParseInt(v, 10, 64)
@@ -49,8 +57,11 @@ func TestIdempotentPublishChaos(t *testing.T) {
 	keyOf := func(id string) string { return "key-" + strconv.Itoa(len(id)*7+int(id[len(id)-1])) }
 	var all []*producer.Producer
 	newProducer := func() *producer.Producer {
+		mu.Lock()
+		records := mixed && len(all)%2 == 1
+		mu.Unlock()
 		p := fx.producer(t, dedup(time.Minute, func(c *producer.Config) {
-			c.Redis, c.MaxAttempts, c.StaleTimeout = rdb, 3, 10*time.Second
+			c.Redis, c.MaxAttempts, c.StaleTimeout, c.NoNativeDedup = rdb, 3, 10*time.Second, records
 		}))
 		mu.Lock()
 		all = append(all, p)
@@ -189,5 +200,20 @@ func TestIdempotentPublishChaos(t *testing.T) {
 	}
 	if sum.UnfencedChecks != 0 {
 		t.Fatalf("%d layout checks found no fence, but every change was fenced", sum.UnfencedChecks)
+	}
+	if mixed {
+		native, records := 0, 0
+		for _, p := range all {
+			if p.Stats().NativeDedup {
+				native++
+			} else {
+				records++
+			}
+		}
+		idmp := serverHasIDMP(t, fx.rdb)
+		t.Logf("%d producers on the native path, %d on records (IDMP: %v); IDMP ids added %d", native, records, idmp, iidsAdded(t, fx.rdb, 8))
+		if records == 0 || idmp && (native == 0 || iidsAdded(t, fx.rdb, 8) == 0) {
+			t.Fatal("the run did not mix producers on both paths")
+		}
 	}
 }

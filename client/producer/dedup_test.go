@@ -108,7 +108,7 @@ func TestDedupPublishScript(t *testing.T) {
 	}
 	run := func(window int, ids ...string) ([]any, error) {
 		keys := []string{stream, fence}
-		args := []any{group, 3, "0", 0, window}
+		args := []any{group, 3, "0", 0, window, ""}
 		for _, id := range ids {
 			keys = append(keys, producer.DedupKey(stream, id))
 			args = append(args, 4, eventField, id, "p", "x")
@@ -159,7 +159,7 @@ func TestDedupPublishScript(t *testing.T) {
 	// still answers (the stream was retired after the entry landed).
 	rdb.Set(ctx, producer.DedupKey("orders:9", "old"), "1-1", time.Minute)
 	keys := []string{"orders:9", routing.FenceKey("orders:9"), producer.DedupKey("orders:9", "new"), producer.DedupKey("orders:9", "old")}
-	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, 2, "p", "1", 2, "p", "2").Slice()
+	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, "", 2, "p", "1", 2, "p", "2").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestDedupPublishScript(t *testing.T) {
 	// (the answer used to stop at the first, which the SDK could not read as
 	// a missing stream).
 	keys = []string{"orders:9", routing.FenceKey("orders:9"), producer.DedupKey("orders:9", "n1"), producer.DedupKey("orders:9", "n2"), producer.DedupKey("orders:9", "n3")}
-	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, 2, "p", "1", 2, "p", "2", 2, "p", "3").Slice()
+	v, err = script.Run(ctx, rdb, keys, group, 1, "0", 0, 60_000, "", 2, "p", "1", 2, "p", "2", 2, "p", "3").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,21 @@ import (
 // not exist (NOMKSTREAM). A fence that is not a decimal integer is refused
 // with an "ERR" error rather than ignored. The fence field comes first in a
 // tagged entry: readers do not depend on field order.
-const PublishScript = `local fence = redis.call('HGET', KEYS[2], ARGV[1])
+const PublishScript = fenceLua + xaddLua + `local ids, i, n = {}, 5, #ARGV
+while i <= n do
+  local last = i + tonumber(ARGV[i])
+  local id = xadd(i + 1, last)
+  if not id then
+    return false
+  end
+  ids[#ids + 1] = id
+  i = last + 1
+end
+return ids
+`
+
+// fenceLua starts both scripts: the fence check (KEYS[2], ARGV[1], ARGV[2]).
+const fenceLua = `local fence = redis.call('HGET', KEYS[2], ARGV[1])
 if fence then
   local f = tonumber(fence)
   if f == nil then
@@ -47,29 +61,40 @@ if fence then
     return redis.error_reply('RSCSTALE ' .. fence)
   end
 end
-local tag, maxlen, rv = ARGV[3] == '1', ARGV[4], ARGV[2]
-local ids, i, n = {}, 5, #ARGV
-while i <= n do
-  local first, last = i + 1, i + tonumber(ARGV[i])
-  local id
+`
+
+// xaddLua defines, for both scripts, xadd(first, last, iid): the XADD of
+// one entry whose field and value arguments are ARGV[first..last], to
+// KEYS[1], NOMKSTREAM, trimmed and tagged as ARGV[3] and ARGV[4] say, and,
+// when the script set idmp to a producer id, with IDMP idmp iid (Redis 8.6's
+// idempotent XADD: an iid the stream's map has answers its entry's id and
+// writes nothing). It answers the entry's id, or false when the stream does
+// not exist.
+const xaddLua = `local tag, maxlen, rv, idmp = ARGV[3] == '1', ARGV[4], ARGV[2], false
+local function xadd(first, last, iid)
+  if idmp then
+    if maxlen == '0' then
+      if tag then
+        return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
+      end
+      return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, '*', unpack(ARGV, first, last))
+    end
+    if tag then
+      return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, 'MAXLEN', '~', maxlen, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
+    end
+    return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'IDMP', idmp, iid, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, last))
+  end
   if maxlen == '0' then
     if tag then
-      id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
-    else
-      id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', unpack(ARGV, first, last))
+      return redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
     end
-  elseif tag then
-    id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
-  else
-    id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, last))
+    return redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', unpack(ARGV, first, last))
   end
-  if not id then
-    return false
+  if tag then
+    return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', '` + routing.FenceField + `', rv, unpack(ARGV, first, last))
   end
-  ids[#ids + 1] = id
-  i = last + 1
+  return redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, last))
 end
-return ids
 `
 
 // maxEntriesPerCall bounds the entries of one script call: Redis runs a

@@ -85,6 +85,16 @@ type Config struct {
 	// after the window (at most MaxDedupWindow). See DedupPublishScript and
 	// the client README, "Idempotent publishing".
 	DedupWindow time.Duration
+	// ProducerID names the producer in Redis 8.6's idempotent XADD (XADD …
+	// IDMP <producer id> <event id>), which DedupWindow uses, next to the
+	// records, where Redis has it (see NativeDedup). Default "rsc:" +
+	// StreamPrefix: every producer of the prefix, a restarted one included,
+	// shares each stream's IDMP map as it shares the records (event ids are
+	// deduplicated per prefix). At most MaxProducerIDLength bytes.
+	ProducerID string
+	// NoNativeDedup keeps DedupWindow on the records path even where Redis
+	// has the idempotent XADD.
+	NoNativeDedup bool
 	// Logger receives routing changes and refresh failures (default: discard).
 	Logger *slog.Logger
 }
@@ -101,6 +111,9 @@ type Producer struct {
 	// windowMs DedupPublishScript's ARGV[5].
 	window   time.Duration
 	windowMs int64
+	// native is what the producer knows of Redis's idempotent XADD
+	// (nativeUnknown until a publish with a window probed it).
+	native atomic.Int32
 
 	retries        atomic.Int64
 	staleRetries   atomic.Int64
@@ -176,6 +189,9 @@ type Stats struct {
 	// Duplicates are publishes (with DedupWindow) that found their event id
 	// written already and answered the original entry.
 	Duplicates int64
+	// NativeDedup: with DedupWindow, Redis has the idempotent XADD (8.6's
+	// XADD … IDMP) and the producer writes with it (Config.ProducerID).
+	NativeDedup bool
 	// LayoutChecks are reads of another shard's record of an event id before
 	// writing it (an earlier attempt's shard, or the shard of a previous
 	// layout); UnfencedChecks those of them whose shard had no fence proving
@@ -223,6 +239,11 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("producer: DedupWindow %s is outside 0..%s", cfg.DedupWindow, MaxDedupWindow)
 	case cfg.DedupWindow > 0 && cfg.EventIDField == "":
 		return nil, errors.New("producer: DedupWindow needs EventIDField (the id publishes are deduplicated by)")
+	case len(cfg.ProducerID) > MaxProducerIDLength:
+		return nil, fmt.Errorf("producer: ProducerID has %d bytes (at most %d)", len(cfg.ProducerID), MaxProducerIDLength)
+	}
+	if cfg.ProducerID == "" {
+		cfg.ProducerID = "rsc:" + cfg.StreamPrefix
 	}
 	p := &Producer{cfg: cfg, rdb: cfg.Redis, maxLen: max(cfg.MaxLen, 0), window: cfg.DedupWindow, fenceField: cfg.ConsumerGroup}
 	if cfg.ConsumerGroup == "" {
@@ -242,6 +263,7 @@ func New(cfg Config) (*Producer, error) {
 		}
 		if err == nil && p.window > 0 {
 			p.noteLayoutWindow(rt)
+			p.idmpArg(ctx) // the first fetch (the producer's start) asks Redis whether it has IDMP
 		}
 		return rt, err
 	}
@@ -271,7 +293,8 @@ func (p *Producer) Routing(ctx context.Context) (client.Routing, error) {
 // Stats returns counters since New.
 func (p *Producer) Stats() Stats {
 	return Stats{RoutingFetches: p.cache.fetches.Load(), Retries: p.retries.Load(), StaleRetries: p.staleRetries.Load(),
-		Duplicates: p.duplicates.Load(), LayoutChecks: p.layoutChecks.Load(), UnfencedChecks: p.unfencedChecks.Load()}
+		Duplicates: p.duplicates.Load(), LayoutChecks: p.layoutChecks.Load(), UnfencedChecks: p.unfencedChecks.Load(),
+		NativeDedup: p.native.Load() == nativeYes}
 }
 
 // Publish writes one message to the shard its partition key routes to (routeV1
@@ -342,8 +365,11 @@ func (p *Producer) Publish(ctx context.Context, partitionKey string, fields map[
 		var id string
 		var dup bool
 		if p.window > 0 {
-			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.windowMs), fields)
+			args = appendEntry(append(p.appendScriptHead(args[:0], r), p.windowMs, p.idmpArg(ctx)), fields)
 			id, dup, err = p.publishDedup(ctx, r, idx, eventID, args)
+			if err != nil && p.noIDMP(err, args[5]) {
+				continue // Redis refused IDMP: again on the records path
+			}
 		} else {
 			args = appendEntry(p.appendScriptHead(args[:0], r), fields)
 			id, err = oneID(publishScript.Run(ctx, p.rdb, r.scriptKeys[idx], args...))
@@ -582,6 +608,10 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 			counts[shardOf[i]]++
 		}
 		// One script call per shard and chunk, pipelined.
+		var pid string
+		if dd != nil {
+			pid = p.idmpArg(ctx)
+		}
 		calls := sc.calls[:0]
 		args := sc.args[:0]
 		keys := sc.keys[:0]
@@ -598,7 +628,7 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 			args = p.appendScriptHead(args, r)
 			c := call{from: from, to: to, shard: shard, argFrom: argFrom, script: publishScript}
 			if dd != nil {
-				args = append(args, p.windowMs)
+				args = append(args, p.windowMs, pid)
 				keyFrom := len(keys)
 				keys = append(keys, r.keys[shard], r.scriptKeys[shard][1])
 				for _, i := range order[from:to] {
@@ -638,6 +668,7 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 				copy(ids, got)
 			}
 			se, refused := staleFence(err, key, r.routing.MetadataVersion)
+			noIDMP := !refused && err != nil && dd != nil && p.noIDMP(err, pid)
 			if refused {
 				p.staleRetries.Add(int64(m))
 				stale.refused(se, p.cfg.StaleTimeout)
@@ -652,6 +683,9 @@ func (p *Producer) publishMany(ctx context.Context, msgs []Message, results []Re
 					results[i] = Result{StreamKey: key, ShardIndex: c.shard, ID: ids[k], EventID: results[i].EventID, MetadataVersion: r.routing.MetadataVersion, Attempts: results[i].Attempts, Duplicate: dup[k]}
 				case refused:
 					results[i].Err = se
+					failed = append(failed, i)
+				case noIDMP: // nothing ran: again on the records path
+					results[i].Err = err
 					failed = append(failed, i)
 				default:
 					e := err
