@@ -58,6 +58,7 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	}
 	// EventType is the registered name: the Record does not copy it out of data.
 	rec := Record{ID: id, Type: ev.EventType(), Schema: env.schema, Meta: env.meta, Event: ev}
+	rec.Continues = env.cont
 	if env.timeNanos != 0 {
 		rec.Time = time.Unix(0, env.timeNanos).UTC()
 	}
@@ -83,6 +84,7 @@ func (e *wireEnvelope) eventError(id, typ string, err error) *DecodeError {
 		e.metaStrings()
 	}
 	m := e.meta
+	m.Continues = e.cont
 	if e.timeNanos != 0 {
 		m.Time = time.Unix(0, e.timeNanos).UTC()
 	}
@@ -97,6 +99,7 @@ type wireEnvelope struct {
 	prefix, group []byte
 	timeNanos     int64
 	actor, req    []byte
+	cont          bool
 	payload       []byte // nil: missing or nil
 
 	// ev is the payload, decoded as the envelope was read, as an event of type
@@ -108,7 +111,7 @@ type wireEnvelope struct {
 	metaSet bool
 }
 
-var envelopeFields = fieldTable{names: []string{"type", "v", "prefix", "group", "time", "actor", "req", "payload"}}
+var envelopeFields = fieldTable{names: []string{"type", "v", "prefix", "group", "time", "actor", "req", "cont", "payload"}}
 
 func (e *wireEnvelope) wireFields() *fieldTable { return &envelopeFields }
 func (e *wireEnvelope) reset()                  { *e = wireEnvelope{} }
@@ -134,6 +137,8 @@ func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 		e.req, err = r.strBytes()
 		e.metaSet = false
 	case 7:
+		e.cont, err = r.bool()
+	case 8:
 		e.ev, e.evType = nil, nil
 		if r.off < len(r.b) && r.b[r.off] == mpNil {
 			r.off++

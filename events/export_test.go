@@ -41,7 +41,7 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 	if env.Type == "" {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope has no type", ErrCorrupt)}
 	}
-	m := Meta{StreamPrefix: env.StreamPrefix, ConsumerGroup: env.ConsumerGroup, Actor: env.Actor, RequestID: env.RequestID}
+	m := Meta{StreamPrefix: env.StreamPrefix, ConsumerGroup: env.ConsumerGroup, Actor: env.Actor, RequestID: env.RequestID, Continues: env.Continues}
 	if env.TimeNanos != 0 {
 		m.Time = time.Unix(0, env.TimeNanos).UTC()
 	}
@@ -110,6 +110,7 @@ func EncodeReflect(m Meta, ev Event) ([]byte, error) {
 		TimeNanos:     nanos,
 		Actor:         m.Actor,
 		RequestID:     m.RequestID,
+		Continues:     m.Continues,
 		Payload:       payload,
 	})
 }

@@ -71,7 +71,8 @@ func newFolder(ctx context.Context, log events.Log, st *projection.State) (*fold
 
 // foldOptions bounds one fold call and hooks into it. All fields are optional.
 type foldOptions struct {
-	// until stops after this id (inclusive) without decoding anything beyond it.
+	// until stops after this id (inclusive), or after the last record of the
+	// decision it is inside (decisionEnd), without decoding anything beyond.
 	until string
 	// stop is asked about each decoded record; true stops before applying it.
 	stop func(events.Record) bool
@@ -89,7 +90,9 @@ func (f *folder) fold(ctx context.Context, o foldOptions) error {
 			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		if c < 0 {
-			end = o.until
+			if end, err = decisionEnd(ctx, f.log, o.until, f.end); err != nil {
+				return err
+			}
 		}
 	}
 	n, err := projection.Fold(ctx, f.log, f.st, projection.FoldOptions{Until: end, Stop: o.stop, Before: o.before, After: o.after, PageSize: pageSize})
