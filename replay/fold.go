@@ -111,25 +111,8 @@ func parseUserID(what, id string) (events.ID, error) {
 
 // reshardingOf returns the resharding id a record belongs to, if any.
 func reshardingOf(ev events.Event) string {
-	switch e := ev.(type) {
-	case *events.ReshardingPreparing:
-		return e.ReshardingID
-	case *events.ReshardingProvisioned:
-		return e.ReshardingID
-	case *events.ReshardingActivated:
-		return e.ReshardingID
-	case *events.ReshardingDraining:
-		return e.ReshardingID
-	case *events.ReshardingDrained:
-		return e.ReshardingID
-	case *events.ReshardingReopened:
-		return e.ReshardingID
-	case *events.ReshardingCompleted:
-		return e.ReshardingID
-	case *events.ReshardingRolledBack:
-		return e.ReshardingID
-	case *events.ShardsRetired:
-		return e.ReshardingID
+	if s, ok := ev.(events.ReshardingStep); ok {
+		return s.Resharding()
 	}
 	return ""
 }
