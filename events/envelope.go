@@ -99,8 +99,8 @@ func Encode(m Meta, ev Event) ([]byte, error) {
 //
 // It accepts exactly the bytes that msgpack.Unmarshal into envelope and into
 // the event struct accepted, and gives the same values (see reader), but reads
-// the envelope and every event type with a hand-written decoder
-// (payloaddecode.go) without reflection.
+// the envelope by hand and every event type through the plan Register built
+// of it (plan.go), without reflecting per value.
 func Decode(id string, data []byte) (rec Record, err error) {
 	st := decodeStates.Get().(*decodeState)
 	defer func() {

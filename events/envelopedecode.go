@@ -26,7 +26,7 @@ var errNoPayload = errors.New("no payload")
 func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	r, env := &st.r, &st.env
 	r.b = data
-	if err := r.decodeStruct(env); err != nil {
+	if err := decodeStruct(r, env); err != nil {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)}
 	}
 	if len(env.typ) == 0 {
@@ -71,8 +71,8 @@ func decodePayload(r *reader, ev Event) error {
 	if r.b == nil {
 		return errNoPayload
 	}
-	if s, ok := ev.(structDecoder); ok {
-		return r.decodeStruct(s)
+	if p := payloadPlans[ev.EventType()]; p != nil {
+		return decodeStruct(r, plannedEvent(p, ev))
 	}
 	return msgpack.Unmarshal(r.b, ev)
 }
@@ -157,7 +157,7 @@ func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 }
 
 // decodeInline decodes the payload where it stands, when the type came before
-// it (the encoder writes it first) and has a hand-written decoder, instead of
+// it (the encoder writes it first) and has a plan, instead of
 // stepping over it and coming back. It returns nil, having read an unknown
 // amount, if it could not: the caller steps over the payload from its start,
 // and decode reports whatever is wrong in the order of the checks.
@@ -169,16 +169,16 @@ func (e *wireEnvelope) decodeInline(r *reader) Event {
 	if !ok {
 		return nil
 	}
-	ev := ctor()
-	s, ok := ev.(structDecoder)
-	if !ok {
+	p := payloadPlans[string(e.typ)]
+	if p == nil {
 		return nil
 	}
+	ev := ctor()
 	if !e.metaSet {
 		e.metaStrings()
 	}
 	r.actor, r.sawExt = e.meta.Actor, false
-	err := r.decodeStruct(s)
+	err := decodeStruct(r, plannedEvent(p, ev))
 	r.actor = ""
 	if err != nil || r.sawExt {
 		return nil

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -62,21 +63,14 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 	return Record{ID: id, Type: env.Type, Schema: env.Schema, Meta: m, Event: ev}, nil
 }
 
-// HasFastDecoder reports whether the named type decodes without reflection.
-func HasFastDecoder(name string) bool {
-	ctor, ok := registry[name]
-	if !ok {
-		return false
-	}
-	_, fast := ctor().(structDecoder)
-	return fast
-}
+// HasFastDecoder reports whether the named type decodes through a plan.
+func HasFastDecoder(name string) bool { return payloadPlans[name] != nil }
 
-// WireFields is the field names, in wire order, that the hand-written decoder
-// of v (a pointer to an event or to a struct an event nests) knows.
+// WireFields is the field names, in wire order, that the plan of v (a pointer
+// to an event or to a struct an event nests) knows.
 func WireFields(v any) []string {
-	if s, ok := v.(structDecoder); ok {
-		return s.wireFields().names
+	if p := planOf(reflect.TypeOf(v).Elem()); p != nil {
+		return p.table.names
 	}
 	return nil
 }

@@ -8,10 +8,17 @@ type Event interface {
 	EventType() string
 }
 
-var registry = map[string]func() Event{}
+var (
+	registry = map[string]func() Event{}
+	// payloadPlans holds the plan that decodes each registered type's
+	// payload (plan.go); a type without one decodes through reflection.
+	payloadPlans = map[string]*plan{}
+)
 
-// Register adds an event type. It panics on a duplicate name: two structs under one
-// name would make old logs ambiguous.
+// Register adds an event type, and the plan that decodes its payload from
+// its struct's msgpack tags (plan.go): an event type is its struct, its
+// EventType and this call, nothing else. It panics on a duplicate name: two
+// structs under one name would make old logs ambiguous.
 func Register(name string, ctor func() Event) {
 	if name == "" {
 		panic("events: Register with empty name")
@@ -23,6 +30,9 @@ func Register(name string, ctor func() Event) {
 		panic(fmt.Sprintf("events: constructor for %q builds %q", name, got))
 	}
 	registry[name] = ctor
+	if p := payloadPlan(ctor()); p != nil {
+		payloadPlans[name] = p
+	}
 }
 
 // Types lists every registered event type name.
