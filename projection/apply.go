@@ -76,9 +76,23 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	return f.fold(g, k, rec)
 }
 
+// memberIDsOf lists the members a record may change the record of: the
+// member events name them (registerMembers). Every other event leaves member
+// records alone (assignment events change targets, resharding events shard
+// counts), except group.created and group.deleted, which start and end every
+// record of the group (apply handles those whole).
+func memberIDsOf(ev events.Event) []string {
+	if ids := groupFolds[ev.EventType()].members; ids != nil {
+		return ids(ev)
+	}
+	return nil
+}
+
 // groupFold is how records of one event type change their group.
 type groupFold struct {
 	fold func(g *Group, k GroupKey, rec events.Record) *Group
+	// members lists the members whose records the event changes (nil: none).
+	members func(events.Event) []string
 	// whole: fold is called for a group the state does not have too (g nil),
 	// and the group's bookkeeping (its update time, its liveness, settle)
 	// is fold's own.
@@ -131,6 +145,21 @@ func registerNoFold(types ...events.Event) {
 	for _, ev := range types {
 		registerFold(ev.EventType(), groupFold{})
 	}
+}
+
+// registerMembers adds, to the fold registered for events of type *T, the
+// members whose records such an event changes.
+func registerMembers[T any, E interface {
+	*T
+	events.Event
+}](ids func(ev E) []string) {
+	name := E(new(T)).EventType()
+	f, ok := groupFolds[name]
+	if !ok || f.members != nil {
+		panic(fmt.Sprintf("projection: members of event type %q registered without its fold, or twice", name))
+	}
+	f.members = func(ev events.Event) []string { return ids(ev.(E)) }
+	groupFolds[name] = f
 }
 
 func registerFold(name string, f groupFold) {

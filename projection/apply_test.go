@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/rscoord/rsc/events"
@@ -29,4 +30,33 @@ func TestRegisterFoldRefusesADuplicate(t *testing.T) {
 		}
 	}()
 	register(memberJoined)
+}
+
+// TestMemberIDsOf: the member events, and only those, name the members whose
+// records they change (the fold keeps liveness and principals' totals by them).
+func TestMemberIDsOf(t *testing.T) {
+	named := map[string]bool{}
+	for _, tc := range []struct {
+		ev   events.Event
+		want []string
+	}{
+		{&events.MemberJoined{MemberID: "a"}, []string{"a"}},
+		{&events.MemberUpdated{MemberID: "a"}, []string{"a"}},
+		{&events.MemberSynced{MemberID: "a"}, []string{"a"}},
+		{&events.OwnershipReported{MemberID: "a"}, []string{"a"}},
+		{&events.MemberLeft{MemberID: "a"}, []string{"a"}},
+		{&events.MemberFenced{MemberID: "a"}, []string{"a"}},
+		{&events.MembersExpired{MemberIDs: []string{"a", "b"}}, []string{"a", "b"}},
+		{&events.MembersPruned{MemberIDs: []string{"a", "b"}}, []string{"a", "b"}},
+	} {
+		named[tc.ev.EventType()] = true
+		if got := memberIDsOf(tc.ev); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("memberIDsOf(%s) = %q, want %q", tc.ev.EventType(), got, tc.want)
+		}
+	}
+	for _, name := range events.Types() {
+		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev) != nil {
+			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev))
+		}
+	}
 }

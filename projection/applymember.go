@@ -8,13 +8,21 @@ import (
 
 func init() {
 	register(memberJoined)
+	registerMembers(func(ev *events.MemberJoined) []string { return []string{ev.MemberID} })
 	register(memberUpdated)
+	registerMembers(func(ev *events.MemberUpdated) []string { return []string{ev.MemberID} })
 	register(memberSynced)
+	registerMembers(func(ev *events.MemberSynced) []string { return []string{ev.MemberID} })
 	register(ownershipReported)
+	registerMembers(func(ev *events.OwnershipReported) []string { return []string{ev.MemberID} })
 	register(memberLeft)
+	registerMembers(func(ev *events.MemberLeft) []string { return []string{ev.MemberID} })
 	register(membersExpired)
+	registerMembers(func(ev *events.MembersExpired) []string { return ev.MemberIDs })
 	register(memberFenced)
+	registerMembers(func(ev *events.MemberFenced) []string { return []string{ev.MemberID} })
 	register(func(g *Group, _ events.Record, ev *events.MembersPruned) { membersPruned(g, ev) })
+	registerMembers(func(ev *events.MembersPruned) []string { return ev.MemberIDs })
 	// Audit only: a revoke's new ownership came with member.ownership_reported.
 	registerNoFold(&events.RevokeAcknowledged{})
 }
