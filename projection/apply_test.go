@@ -21,6 +21,11 @@ func TestEveryEventTypeHasAFold(t *testing.T) {
 			t.Errorf("fold registered for %q, which events does not know", name)
 		}
 	}
+	for name := range streamFolds {
+		if _, ok := events.New(name); !ok {
+			t.Errorf("stream fold registered for %q, which events does not know", name)
+		}
+	}
 }
 
 func TestRegisterFoldRefusesADuplicate(t *testing.T) {

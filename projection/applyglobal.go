@@ -6,7 +6,7 @@ import (
 
 // Records of no group: the coordinator's and the log's own (log.restored is
 // folded by State.apply itself), and a stream's, which the stream fold folds
-// (stream.go).
+// (applystream.go).
 
 func init() {
 	registerNoFold(&events.TermStarted{}, &events.LogRepaired{}, &events.LogRestored{},

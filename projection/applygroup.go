@@ -17,8 +17,52 @@ func init() {
 	register(func(g *Group, _ events.Record, ev *events.AssignmentComputed) { assignmentComputed(g, ev) })
 	register(func(g *Group, _ events.Record, ev *events.AssignmentChanged) { assignmentChanged(g, ev) })
 	// Audit only; group.consumer_groups_destroyed ends a removal the stream
-	// fold keeps (stream.go).
+	// fold keeps (below).
 	registerNoFold(&events.ShardsRepaired{}, &events.ConsumerGroupsDestroyed{})
+
+	// The shard streams a group's records provision, recreate and leave.
+	registerStream(nil, func(st *Stream, _ events.Record, ev *events.GroupCreated, _ *Group) {
+		if ev.KeysChecked {
+			st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+			st.AdoptedShards = without(st.AdoptedShards, ev.CreatedShards...)
+		} else {
+			// An entry of a build that did not record it: that build
+			// provisioned every shard of the group, and deleted what it
+			// retired.
+			st.CreatedShards = union(st.CreatedShards, shardRange(0, ev.ShardCount)...)
+		}
+	})
+	registerStream(func(_ events.Record, ev *events.ShardsRepaired) bool {
+		for _, s := range ev.Shards {
+			if s.StreamMissing {
+				return true
+			}
+		}
+		return false
+	}, func(st *Stream, _ events.Record, ev *events.ShardsRepaired, _ *Group) {
+		var made []int
+		for _, s := range ev.Shards {
+			if s.StreamMissing {
+				made = append(made, s.ShardIndex)
+			}
+		}
+		st.CreatedShards = union(st.CreatedShards, made...)
+		st.AdoptedShards = without(st.AdoptedShards, made...)
+	})
+	registerStream(func(rec events.Record, ev *events.GroupDeleted) bool {
+		return len(ev.Destroy) > 0 && rec.StreamPrefix != ""
+	}, func(st *Stream, rec events.Record, ev *events.GroupDeleted, _ *Group) {
+		var shards []int
+		for _, key := range ev.Destroy {
+			if i := shardIndexOf(rec.StreamPrefix, key); i >= 0 {
+				shards = append(shards, i)
+			}
+		}
+		st.Removing = append(withoutRemoval(st.Removing, rec.ConsumerGroup), Removal{Group: rec.ConsumerGroup, Shards: SortedInts(shards)})
+	})
+	registerStream(nil, func(st *Stream, rec events.Record, _ *events.ConsumerGroupsDestroyed, _ *Group) {
+		st.Removing = withoutRemoval(st.Removing, rec.ConsumerGroup)
+	})
 }
 
 func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group {

@@ -19,6 +19,43 @@ func init() {
 	register(reshardingCompleted)
 	register(reshardingRolledBack)
 	register(shardsRetired)
+
+	// The shard streams a resharding provisions and retires, and the layout
+	// of a stream with metadata (StreamMetadataVersion).
+	registerStream(nil, func(st *Stream, _ events.Record, ev *events.ReshardingPreparing, _ *Group) {
+		if ev.KeysChecked {
+			st.CreatedShards = union(st.CreatedShards, ev.CreatedShards...)
+			st.AdoptedShards = without(st.AdoptedShards, ev.CreatedShards...)
+		}
+	})
+	registerStream(nil, func(st *Stream, _ events.Record, ev *events.ReshardingProvisioned, g *Group) {
+		if g != nil {
+			if m := g.Resharding(ev.ReshardingID); m != nil && !m.KeysChecked {
+				st.CreatedShards = union(st.CreatedShards, without(shardRange(0, ev.Shards), st.AdoptedShards...)...)
+			}
+		}
+	})
+	registerStream(func(_ events.Record, ev *events.ReshardingActivated) bool { return ev.StreamMetadataVersion > 0 },
+		func(st *Stream, rec events.Record, ev *events.ReshardingActivated, _ *Group) {
+			streamLayout(st, ev.ShardCount, ev.StreamMetadataVersion, rec)
+			st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.ShardCount, ev.StreamMetadataVersion, rec.Time
+		})
+	registerStream(func(_ events.Record, ev *events.ReshardingRolledBack) bool { return ev.StreamMetadataVersion > 0 },
+		func(st *Stream, rec events.Record, ev *events.ReshardingRolledBack, _ *Group) {
+			streamLayout(st, ev.ShardCount, ev.StreamMetadataVersion, rec)
+			st.ShardCount, st.MetadataVersion, st.UpdatedAt = ev.ShardCount, ev.StreamMetadataVersion, rec.Time
+		})
+	registerStream(nil, func(st *Stream, rec events.Record, ev *events.ShardsRetired, _ *Group) {
+		if !ev.Kept {
+			var gone []int
+			for _, key := range ev.StreamKeys {
+				if i := shardIndexOf(rec.StreamPrefix, key); i >= 0 {
+					gone = append(gone, i)
+				}
+			}
+			st.CreatedShards = without(st.CreatedShards, gone...)
+		}
+	})
 }
 
 func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPreparing) {
