@@ -26,7 +26,7 @@ var errNoPayload = errors.New("no payload")
 func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	r, env := &st.r, &st.env
 	r.b = data
-	if err := decodeStruct(r, env); err != nil {
+	if err := decodeStruct(r, envelopeDecoder{env}); err != nil {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)}
 	}
 	if len(env.typ) == 0 {
@@ -37,16 +37,16 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	}
 	ev := env.ev
 	if ev == nil || string(env.evType) != string(env.typ) {
-		ctor, ok := registry[string(env.typ)]
+		reg, ok := registry[string(env.typ)]
 		if !ok {
 			return Record{}, env.eventError(id, string(env.typ), ErrUnknownType)
 		}
-		ev = ctor()
+		ev = reg.ctor()
 		if !env.metaSet {
 			env.metaStrings()
 		}
 		*r = reader{b: env.payload, actor: env.meta.Actor}
-		if err := decodePayload(r, ev); err != nil {
+		if err := decodePayload(r, reg.plan, ev); err != nil {
 			return Record{}, env.eventError(id, ev.EventType(), fmt.Errorf("%w: payload: %v", ErrCorrupt, err))
 		}
 	}
@@ -66,12 +66,12 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 }
 
 // decodePayload decodes an event's payload (what r holds) into ev, which its
-// constructor made.
-func decodePayload(r *reader, ev Event) error {
+// constructor made, through p, its type's plan (nil: by reflection).
+func decodePayload(r *reader, p *plan, ev Event) error {
 	if r.b == nil {
 		return errNoPayload
 	}
-	if p := payloadPlans[ev.EventType()]; p != nil {
+	if p != nil {
 		return decodeStruct(r, plannedEvent(p, ev))
 	}
 	return msgpack.Unmarshal(r.b, ev)
@@ -113,8 +113,14 @@ type wireEnvelope struct {
 
 var envelopeFields = fieldTable{names: []string{"type", "v", "prefix", "group", "time", "actor", "req", "cont", "payload"}}
 
-func (e *wireEnvelope) wireFields() *fieldTable { return &envelopeFields }
-func (e *wireEnvelope) reset()                  { *e = wireEnvelope{} }
+// envelopeDecoder decodes into a wireEnvelope. A struct of its own, so that
+// decodeStruct is compiled for it (a pointer type would share the generic
+// code of every pointer, its calls made through a dictionary).
+type envelopeDecoder struct{ e *wireEnvelope }
+
+func (d envelopeDecoder) wireFields() *fieldTable            { return &envelopeFields }
+func (d envelopeDecoder) reset()                             { *d.e = wireEnvelope{} }
+func (d envelopeDecoder) decodeField(r *reader, i int) error { return d.e.decodeField(r, i) }
 
 func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 	switch i {
@@ -165,15 +171,11 @@ func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 // Decoding a value reads exactly the bytes that stepping over it reads, with
 // one exception: the ext header that reader.mapLen skips (sawExt).
 func (e *wireEnvelope) decodeInline(r *reader) Event {
-	ctor, ok := registry[string(e.typ)]
-	if !ok {
+	reg, ok := registry[string(e.typ)]
+	if !ok || reg.plan == nil {
 		return nil
 	}
-	p := payloadPlans[string(e.typ)]
-	if p == nil {
-		return nil
-	}
-	ev := ctor()
+	p, ev := reg.plan, reg.ctor()
 	if !e.metaSet {
 		e.metaStrings()
 	}

@@ -49,11 +49,11 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 	if env.Schema > SchemaVersion || env.Schema < 1 {
 		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.Schema, SchemaVersion)}
 	}
-	ctor, ok := registry[env.Type]
+	reg, ok := registry[env.Type]
 	if !ok {
 		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: ErrUnknownType}
 	}
-	ev := ctor()
+	ev := reg.ctor()
 	if err := unmarshal(env.Payload, ev); err != nil {
 		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
 	}
@@ -64,7 +64,7 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 }
 
 // HasFastDecoder reports whether the named type decodes through a plan.
-func HasFastDecoder(name string) bool { return payloadPlans[name] != nil }
+func HasFastDecoder(name string) bool { return registry[name].plan != nil }
 
 // WireFields is the field names, in wire order, that the plan of v (a pointer
 // to an event or to a struct an event nests) knows.

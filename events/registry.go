@@ -8,12 +8,14 @@ type Event interface {
 	EventType() string
 }
 
-var (
-	registry = map[string]func() Event{}
-	// payloadPlans holds the plan that decodes each registered type's
-	// payload (plan.go); a type without one decodes through reflection.
-	payloadPlans = map[string]*plan{}
-)
+// registered is one event type: its constructor, and the plan that decodes
+// its payload (plan.go; nil: it decodes through reflection).
+type registered struct {
+	ctor func() Event
+	plan *plan
+}
+
+var registry = map[string]registered{}
 
 // Register adds an event type, and the plan that decodes its payload from
 // its struct's msgpack tags (plan.go): an event type is its struct, its
@@ -29,10 +31,7 @@ func Register(name string, ctor func() Event) {
 	if got := ctor().EventType(); got != name {
 		panic(fmt.Sprintf("events: constructor for %q builds %q", name, got))
 	}
-	registry[name] = ctor
-	if p := payloadPlan(ctor()); p != nil {
-		payloadPlans[name] = p
-	}
+	registry[name] = registered{ctor: ctor, plan: payloadPlan(ctor())}
 }
 
 // Types lists every registered event type name.
@@ -47,9 +46,9 @@ func Types() []string {
 
 // New returns a zero value of the named event type, or false if it is unknown.
 func New(name string) (Event, bool) {
-	ctor, ok := registry[name]
+	r, ok := registry[name]
 	if !ok {
 		return nil, false
 	}
-	return ctor(), true
+	return r.ctor(), true
 }
