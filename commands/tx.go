@@ -88,6 +88,9 @@ func (t *tx) emit(k projection.GroupKey, ev events.Event) *projection.Group {
 		panic(fmt.Sprintf("encode %s: %v", ev.EventType(), err))
 	}
 	rec := events.Record{Type: ev.EventType(), Schema: events.SchemaVersion, Meta: m, Event: ev}
+	// The decision's records after its first continue it: replay steps
+	// from one decision's end to the next (events.Meta.Continues).
+	t.meta.Continues = true
 	t.b.data = append(t.b.data, data)
 	t.b.recs = append(t.b.recs, rec)
 	t.b.ov.Apply(rec)

@@ -81,7 +81,7 @@ func benchLog(tb testing.TB, n int) [][]byte {
 	return out
 }
 
-// BenchmarkDecode decodes a realistic log with the hand-written decoders (fast)
+// BenchmarkDecode decodes a realistic log with the fast path (plans, fast)
 // and with the reflection decoder they replace (reflect), in the same run.
 // ev/s is entries decoded per second on one core.
 func BenchmarkDecode(b *testing.B) {

@@ -25,6 +25,7 @@ func TestEncodeMatchesReflect(t *testing.T) {
 		"global":      {Time: sampleMeta.Time, Actor: "coordinator"},
 		"before 1970": {Time: time.Date(1960, 1, 1, 0, 0, 0, 1, time.UTC), Actor: "a"},
 		"far future":  {Time: time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"continues":   {StreamPrefix: "p", ConsumerGroup: "g", Time: sampleMeta.Time, Actor: "a", RequestID: "r", Continues: true},
 	}
 	for _, n := range []int{31, 32, 255, 256, 65535, 65536} {
 		s := strings.Repeat("x", n)
@@ -50,6 +51,9 @@ func TestEncodeMatchesReflect(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Errorf("%s, %s: Encode differs from the reflection encoding:\n got %x\nwant %x", mname, ename, got, want)
+			}
+			if rec, err := events.Decode("1-0", got); err != nil || rec.Continues != m.Continues {
+				t.Errorf("%s, %s: decoded Continues %v (%v), want %v", mname, ename, rec.Continues, err, m.Continues)
 			}
 		}
 	}

@@ -24,6 +24,13 @@ type Meta struct {
 	Actor string
 	// RequestID is the caller's X-Request-Id (or heartbeat requestId), if any.
 	RequestID string
+	// Continues says the record belongs to the decision of the record before
+	// it in the log: one decision's records are appended together, and only
+	// the first of them leaves it false. A replay to a point stops at the end
+	// of a decision (the state between two records of one decision was never
+	// anyone's). Entries of builds before this record leave it false: each is
+	// a decision of its own.
+	Continues bool
 }
 
 // envelope is the wire form. Field names are pinned with tags: never rename them.
@@ -35,6 +42,7 @@ type envelope struct {
 	TimeNanos     int64              `msgpack:"time"`
 	Actor         string             `msgpack:"actor,omitempty"`
 	RequestID     string             `msgpack:"req,omitempty"`
+	Continues     bool               `msgpack:"cont,omitempty"`
 	Payload       msgpack.RawMessage `msgpack:"payload"`
 }
 
@@ -91,8 +99,8 @@ func Encode(m Meta, ev Event) ([]byte, error) {
 //
 // It accepts exactly the bytes that msgpack.Unmarshal into envelope and into
 // the event struct accepted, and gives the same values (see reader), but reads
-// the envelope and every event type with a hand-written decoder
-// (payloaddecode.go) without reflection.
+// the envelope by hand and every event type through the plan Register built
+// of it (plan.go), without reflecting per value.
 func Decode(id string, data []byte) (rec Record, err error) {
 	st := decodeStates.Get().(*decodeState)
 	defer func() {

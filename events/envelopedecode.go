@@ -26,7 +26,7 @@ var errNoPayload = errors.New("no payload")
 func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	r, env := &st.r, &st.env
 	r.b = data
-	if err := r.decodeStruct(env); err != nil {
+	if err := decodeStruct(r, envelopeDecoder{env}); err != nil {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)}
 	}
 	if len(env.typ) == 0 {
@@ -37,16 +37,16 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	}
 	ev := env.ev
 	if ev == nil || string(env.evType) != string(env.typ) {
-		ctor, ok := registry[string(env.typ)]
+		reg, ok := registry[string(env.typ)]
 		if !ok {
 			return Record{}, env.eventError(id, string(env.typ), ErrUnknownType)
 		}
-		ev = ctor()
+		ev = reg.ctor()
 		if !env.metaSet {
 			env.metaStrings()
 		}
 		*r = reader{b: env.payload, actor: env.meta.Actor}
-		if err := decodePayload(r, ev); err != nil {
+		if err := decodePayload(r, reg.plan, ev); err != nil {
 			return Record{}, env.eventError(id, ev.EventType(), fmt.Errorf("%w: payload: %v", ErrCorrupt, err))
 		}
 	}
@@ -58,6 +58,7 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	}
 	// EventType is the registered name: the Record does not copy it out of data.
 	rec := Record{ID: id, Type: ev.EventType(), Schema: env.schema, Meta: env.meta, Event: ev}
+	rec.Continues = env.cont
 	if env.timeNanos != 0 {
 		rec.Time = time.Unix(0, env.timeNanos).UTC()
 	}
@@ -65,13 +66,13 @@ func (st *decodeState) decode(id string, data []byte) (Record, error) {
 }
 
 // decodePayload decodes an event's payload (what r holds) into ev, which its
-// constructor made.
-func decodePayload(r *reader, ev Event) error {
+// constructor made, through p, its type's plan (nil: by reflection).
+func decodePayload(r *reader, p *plan, ev Event) error {
 	if r.b == nil {
 		return errNoPayload
 	}
-	if s, ok := ev.(structDecoder); ok {
-		return r.decodeStruct(s)
+	if p != nil {
+		return decodeStruct(r, plannedEvent(p, ev))
 	}
 	return msgpack.Unmarshal(r.b, ev)
 }
@@ -83,6 +84,7 @@ func (e *wireEnvelope) eventError(id, typ string, err error) *DecodeError {
 		e.metaStrings()
 	}
 	m := e.meta
+	m.Continues = e.cont
 	if e.timeNanos != 0 {
 		m.Time = time.Unix(0, e.timeNanos).UTC()
 	}
@@ -97,6 +99,7 @@ type wireEnvelope struct {
 	prefix, group []byte
 	timeNanos     int64
 	actor, req    []byte
+	cont          bool
 	payload       []byte // nil: missing or nil
 
 	// ev is the payload, decoded as the envelope was read, as an event of type
@@ -108,10 +111,16 @@ type wireEnvelope struct {
 	metaSet bool
 }
 
-var envelopeFields = fieldTable{names: []string{"type", "v", "prefix", "group", "time", "actor", "req", "payload"}}
+var envelopeFields = fieldTable{names: []string{"type", "v", "prefix", "group", "time", "actor", "req", "cont", "payload"}}
 
-func (e *wireEnvelope) wireFields() *fieldTable { return &envelopeFields }
-func (e *wireEnvelope) reset()                  { *e = wireEnvelope{} }
+// envelopeDecoder decodes into a wireEnvelope. A struct of its own, so that
+// decodeStruct is compiled for it (a pointer type would share the generic
+// code of every pointer, its calls made through a dictionary).
+type envelopeDecoder struct{ e *wireEnvelope }
+
+func (d envelopeDecoder) wireFields() *fieldTable            { return &envelopeFields }
+func (d envelopeDecoder) reset()                             { *d.e = wireEnvelope{} }
+func (d envelopeDecoder) decodeField(r *reader, i int) error { return d.e.decodeField(r, i) }
 
 func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 	switch i {
@@ -134,6 +143,8 @@ func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 		e.req, err = r.strBytes()
 		e.metaSet = false
 	case 7:
+		e.cont, err = r.bool()
+	case 8:
 		e.ev, e.evType = nil, nil
 		if r.off < len(r.b) && r.b[r.off] == mpNil {
 			r.off++
@@ -152,7 +163,7 @@ func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 }
 
 // decodeInline decodes the payload where it stands, when the type came before
-// it (the encoder writes it first) and has a hand-written decoder, instead of
+// it (the encoder writes it first) and has a plan, instead of
 // stepping over it and coming back. It returns nil, having read an unknown
 // amount, if it could not: the caller steps over the payload from its start,
 // and decode reports whatever is wrong in the order of the checks.
@@ -160,20 +171,16 @@ func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 // Decoding a value reads exactly the bytes that stepping over it reads, with
 // one exception: the ext header that reader.mapLen skips (sawExt).
 func (e *wireEnvelope) decodeInline(r *reader) Event {
-	ctor, ok := registry[string(e.typ)]
-	if !ok {
+	reg, ok := registry[string(e.typ)]
+	if !ok || reg.plan == nil {
 		return nil
 	}
-	ev := ctor()
-	s, ok := ev.(structDecoder)
-	if !ok {
-		return nil
-	}
+	p, ev := reg.plan, reg.ctor()
 	if !e.metaSet {
 		e.metaStrings()
 	}
 	r.actor, r.sawExt = e.meta.Actor, false
-	err := r.decodeStruct(s)
+	err := decodeStruct(r, plannedEvent(p, ev))
 	r.actor = ""
 	if err != nil || r.sawExt {
 		return nil

@@ -52,7 +52,11 @@ func appendEnvelope(b []byte, typ string, m Meta, nanos int64, payload []byte) [
 	if b == nil {
 		b = make([]byte, 0, size)
 	}
-	b = append(b, 0x80|byte(fields)) // at most 8 fields: a fixmap
+	if m.Continues {
+		fields++
+		size += strSize("cont") + 1
+	}
+	b = append(b, 0x80|byte(fields)) // at most 9 fields: a fixmap
 	b = appendStr(appendStr(b, "type"), typ)
 	b = appendInt(appendStr(b, "v"), SchemaVersion)
 	if m.StreamPrefix != "" {
@@ -67,6 +71,9 @@ func appendEnvelope(b []byte, typ string, m Meta, nanos int64, payload []byte) [
 	}
 	if m.RequestID != "" {
 		b = appendStr(appendStr(b, "req"), m.RequestID)
+	}
+	if m.Continues {
+		b = append(appendStr(b, "cont"), mpTrue)
 	}
 	return append(appendStr(b, "payload"), payload...)
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -41,18 +42,18 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 	if env.Type == "" {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope has no type", ErrCorrupt)}
 	}
-	m := Meta{StreamPrefix: env.StreamPrefix, ConsumerGroup: env.ConsumerGroup, Actor: env.Actor, RequestID: env.RequestID}
+	m := Meta{StreamPrefix: env.StreamPrefix, ConsumerGroup: env.ConsumerGroup, Actor: env.Actor, RequestID: env.RequestID, Continues: env.Continues}
 	if env.TimeNanos != 0 {
 		m.Time = time.Unix(0, env.TimeNanos).UTC()
 	}
 	if env.Schema > SchemaVersion || env.Schema < 1 {
 		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: schema %d (this build reads up to %d)", ErrUnsupportedSchema, env.Schema, SchemaVersion)}
 	}
-	ctor, ok := registry[env.Type]
+	reg, ok := registry[env.Type]
 	if !ok {
 		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: ErrUnknownType}
 	}
-	ev := ctor()
+	ev := reg.ctor()
 	if err := unmarshal(env.Payload, ev); err != nil {
 		return Record{}, &DecodeError{ID: id, Type: env.Type, Meta: &m, Err: fmt.Errorf("%w: payload: %v", ErrCorrupt, err)}
 	}
@@ -62,21 +63,14 @@ func decodeReflect(id string, data []byte, unmarshal func([]byte, any) error) (r
 	return Record{ID: id, Type: env.Type, Schema: env.Schema, Meta: m, Event: ev}, nil
 }
 
-// HasFastDecoder reports whether the named type decodes without reflection.
-func HasFastDecoder(name string) bool {
-	ctor, ok := registry[name]
-	if !ok {
-		return false
-	}
-	_, fast := ctor().(structDecoder)
-	return fast
-}
+// HasFastDecoder reports whether the named type decodes through a plan.
+func HasFastDecoder(name string) bool { return registry[name].plan != nil }
 
-// WireFields is the field names, in wire order, that the hand-written decoder
-// of v (a pointer to an event or to a struct an event nests) knows.
+// WireFields is the field names, in wire order, that the plan of v (a pointer
+// to an event or to a struct an event nests) knows.
 func WireFields(v any) []string {
-	if s, ok := v.(structDecoder); ok {
-		return s.wireFields().names
+	if p := planOf(reflect.TypeOf(v).Elem()); p != nil {
+		return p.table.names
 	}
 	return nil
 }
@@ -110,6 +104,7 @@ func EncodeReflect(m Meta, ev Event) ([]byte, error) {
 		TimeNanos:     nanos,
 		Actor:         m.Actor,
 		RequestID:     m.RequestID,
+		Continues:     m.Continues,
 		Payload:       payload,
 	})
 }

@@ -2,21 +2,22 @@ package events
 
 // Decoding is the coordinator's hot loop: start-up, catch-up, the follower and
 // every replay fold the whole log through Decode. The msgpack library decodes by
-// reflection; the envelope and every registered payload type are decoded here by
-// hand instead, over a reader that neither copies the input nor reflects.
-// A type registered without a hand-written decoder (structDecoder) still
-// decodes, through msgpack.Unmarshal.
+// reflection; the envelope (envelopedecode.go) and every registered payload
+// type (through its plan, plan.go) are decoded here instead, over a reader
+// that neither copies the input nor reflects per value. A type registered
+// with a field of a kind no plan reads still decodes, through
+// msgpack.Unmarshal.
 
-// structDecoder is a struct that the fast path decodes field by field. Every
-// event type of this package implements it (payloaddecode.go), and so do the
-// structs they nest.
+// structDecoder is a struct that the fast path decodes field by field: the
+// envelope, and every struct a plan reads (planned).
 type structDecoder interface {
 	// wireFields lists the msgpack field names in the order the reflection
-	// decoder gives them (declaration order, embedded Epochs flattened in place):
-	// the order of a struct encoded as an array.
+	// decoder gives them (declaration order, embedded structs flattened in
+	// place): the order of a struct encoded as an array.
 	wireFields() *fieldTable
 	// decodeField reads the value of wire field i into the struct; i ==
-	// len(wireFields().names) is the embedded Epochs as a whole (key "Epochs").
+	// len(wireFields().names)+j is the j-th embedded struct as a whole (its
+	// key: whole[j]).
 	decodeField(r *reader, i int) error
 	// reset zeroes the struct (a msgpack nil).
 	reset()
@@ -25,9 +26,10 @@ type structDecoder interface {
 // fieldTable is a struct's msgpack field names in wire order.
 type fieldTable struct {
 	names []string
-	// epochs: the struct embeds Epochs, whose fields are flattened into names
-	// and which the key "Epochs" also decodes whole, as msgpack allows.
-	epochs bool
+	// whole names the structs it embeds (Epochs), whose fields are
+	// flattened into names and which their type's name also decodes whole,
+	// as msgpack allows.
+	whole []string
 }
 
 // index returns the wire index of the field named key, -1 if the struct has
@@ -42,8 +44,10 @@ func (t *fieldTable) index(key []byte, hint int) int {
 			return i
 		}
 	}
-	if t.epochs && string(key) == "Epochs" {
-		return len(t.names)
+	for j, name := range t.whole {
+		if string(key) == name {
+			return len(t.names) + j
+		}
 	}
 	return -1
 }
@@ -52,7 +56,7 @@ func (t *fieldTable) index(key []byte, hint int) int {
 // existing struct: a map sets the fields it names and leaves the others as they
 // are, nil zeroes the struct, an empty array zeroes it too, and an array of
 // exactly as many values as the struct has fields sets them in wire order.
-func (r *reader) decodeStruct(s structDecoder) error {
+func decodeStruct[S structDecoder](r *reader, s S) error {
 	c, err := r.readByte()
 	if err != nil {
 		return err
@@ -124,33 +128,6 @@ func resize[T any](s []T, n int) []T {
 	}
 	s = s[:cap(s)]
 	return append(s, make([]T, n-len(s))...)
-}
-
-// decodeStructs decodes an array of structs into *p.
-func decodeStructs[T any, P interface {
-	*T
-	structDecoder
-}](r *reader, p *[]T) error {
-	n, err := r.arrayLen()
-	if err != nil {
-		return err
-	}
-	switch {
-	case n == -1:
-		*p = nil
-		return nil
-	case n == 0 && *p == nil:
-		*p = []T{}
-		return nil
-	}
-	s := resize(*p, n)
-	*p = s
-	for i := range s {
-		if err := r.decodeStruct(P(&s[i])); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ints decodes an array of integers into *p. nil gives a nil slice, an empty

@@ -11,13 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rscoord/rsc/events"
 )
 
-// The hand-written decoders must read exactly what the reflection decoder
+// The fast path (the envelope decoder and the plans) must read exactly what the reflection decoder
 // (msgpack.Unmarshal, kept as events.DecodeReflect) read: these tests and
 // FuzzDecodeFast decode the same bytes both ways and compare.
 
@@ -362,7 +363,9 @@ func leniencyCases() []leniencyCase {
 			"memberId", "m"), &events.MemberSynced{MemberID: "m"}, false},
 		{"unknown field holds 0xc1", synced(fixmap(1), "z", byte(0xc1)), nil, true},
 		// The envelope follows the same rules.
-		{"envelope as array", mp(fixarray(8), "member.synced", byte(1), "p", "g", byte(7), "a", "r", fixmap(1), "memberId", "m"), nil, false},
+		// (Arrays of the 8 fields before "cont" are refused by both: no
+		// build ever wrote an envelope as an array.)
+		{"envelope as array", mp(fixarray(9), "member.synced", byte(1), "p", "g", byte(7), "a", "r", byte(0xc3), fixmap(1), "memberId", "m"), nil, false},
 		{"envelope as short array", mp(fixarray(4), "member.synced", byte(1), "p", "g"), nil, true},
 		{"envelope with fields in reverse order", mp(fixmap(4), "payload", fixmap(1), "memberId", "m", "time", byte(1), "v", byte(1), "type", "member.synced"), &events.MemberSynced{MemberID: "m"}, false},
 		{"envelope type as bin", mp(fixmap(3), "type", bin("member.synced"), "v", byte(1), "payload", fixmap(0)), &events.MemberSynced{}, false},
@@ -381,8 +384,8 @@ func leniencyCases() []leniencyCase {
 	}
 }
 
-// TestEveryTypeDecodesFast: every event type of this package has a hand-written
-// decoder, and the fields it knows are the ones msgpack writes, in the same order
+// TestEveryTypeDecodesFast: every event type of this package has a plan
+// (plan.go), and the fields it knows are the ones msgpack writes, in the same order
 // (the order matters for a struct encoded as an array).
 func TestEveryTypeDecodesFast(t *testing.T) {
 	samples := sampleEvents()
@@ -402,12 +405,12 @@ func TestEveryTypeDecodesFast(t *testing.T) {
 	}
 	for _, name := range registeredTypes() {
 		if !events.HasFastDecoder(name) {
-			t.Errorf("event type %q has no hand-written decoder (payloaddecode.go): it decodes through reflection, several times slower", name)
+			t.Errorf("event type %q has no plan (a field of a kind plan.go does not read): it decodes through reflection, several times slower", name)
 		}
 	}
 	check := func(t *testing.T, v any, keys []string) {
 		if got := events.WireFields(v); !reflect.DeepEqual(got, keys) {
-			t.Errorf("hand-written decoder of %T knows fields %q; msgpack writes %q", v, got, keys)
+			t.Errorf("plan of %T knows fields %q; msgpack writes %q", v, got, keys)
 		}
 	}
 	for name, v := range samples {
@@ -430,7 +433,9 @@ func TestEveryTypeDecodesFast(t *testing.T) {
 		t.Run(name, func(t *testing.T) { check(t, v, mapKeys(t, MustMarshal(t, v))) })
 	}
 	t.Run("envelope", func(t *testing.T) {
-		keys := mapKeys(t, MustEncode(t, sampleMeta, samples["member.synced"]))
+		m := sampleMeta
+		m.Continues = true // every optional field set
+		keys := mapKeys(t, MustEncode(t, m, samples["member.synced"]))
 		if got := events.EnvelopeWireFields(); !reflect.DeepEqual(got, keys) {
 			t.Errorf("hand-written envelope decoder knows fields %q; Encode writes %q", got, keys)
 		}
@@ -515,9 +520,9 @@ func TestEverySampleFieldIsSet(t *testing.T) {
 	}
 }
 
-// fallbackEvent is registered without a hand-written decoder, as a type added
-// later might be: it must decode through reflection.
-type fallbackEvent struct {
+// laterEvent is registered as a type added later would be: its struct, its
+// EventType and Register, no decoder written. It decodes on the fast path.
+type laterEvent struct {
 	Name    string              `msgpack:"name"`
 	Count   int64               `msgpack:"count"`
 	Shards  []int               `msgpack:"shards"`
@@ -526,21 +531,35 @@ type fallbackEvent struct {
 	events.Epochs
 }
 
+func (laterEvent) EventType() string { return testTypePrefix + "later" }
+
+// fallbackEvent has fields of kinds no plan reads: it decodes through
+// reflection.
+type fallbackEvent struct {
+	Name string            `msgpack:"name"`
+	Size uint32            `msgpack:"size"`
+	At   time.Time         `msgpack:"at"`
+	Tags map[string]string `msgpack:"tags"`
+}
+
 func (fallbackEvent) EventType() string { return testTypePrefix + "fallback" }
 
-func TestDecodeFallsBackToReflection(t *testing.T) {
-	name := testTypePrefix + "fallback"
+func TestTypeAddedLaterDecodesFast(t *testing.T) {
+	name := testTypePrefix + "later"
 	if _, ok := events.New(name); !ok {
-		events.Register(name, func() events.Event { return &fallbackEvent{} })
+		events.Register(name, func() events.Event { return &laterEvent{} })
 	}
-	if events.HasFastDecoder(name) {
-		t.Fatalf("%s has a hand-written decoder", name)
+	if !events.HasFastDecoder(name) {
+		t.Fatalf("%s has no plan", name)
 	}
-	want := &fallbackEvent{
+	if got, want := events.WireFields(&laterEvent{}), []string{"name", "count", "shards", "targets", "drains", "groupEpoch", "metadataVersion"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan of %s knows fields %q, want %q", name, got, want)
+	}
+	want := &laterEvent{
 		Name: "x", Count: -3, Shards: []int{1, 2}, Targets: events.Targets{"m": {0}},
 		Drains: []events.GroupDrain{{Name: "g", Pending: 1, Lag: -1}}, Epochs: events.Epochs{GroupEpoch: 2, MetadataVersion: 3},
 	}
-	for _, ev := range []events.Event{want, &fallbackEvent{}} {
+	for _, ev := range []events.Event{want, &laterEvent{}} {
 		data := MustEncode(t, sampleMeta, ev)
 		rec, err := events.Decode("1-0", data)
 		if err != nil {
@@ -552,12 +571,41 @@ func TestDecodeFallsBackToReflection(t *testing.T) {
 		assertMetaEqual(t, rec.Meta, sampleMeta)
 		assertSameDecode(t, data)
 	}
-	bad := entryWith(name, mp(fixmap(1), "count", "three"))
+	for _, data := range [][]byte{
+		entryWith(name, mp(fixmap(1), "count", "three")),
+		entryWith(name, mp(fixmap(1), "Epochs", fixmap(1), "groupEpoch", byte(4))),
+		entryWith(name, mp(fixarray(7), "n", byte(1), fixarray(0), fixmap(0), fixarray(1), fixmap(1), "name", "g", byte(2), byte(3))),
+	} {
+		assertSameDecode(t, data)
+	}
+}
+
+func TestDecodeFallsBackToReflection(t *testing.T) {
+	name := testTypePrefix + "fallback"
+	if _, ok := events.New(name); !ok {
+		events.Register(name, func() events.Event { return &fallbackEvent{} })
+	}
+	if events.HasFastDecoder(name) {
+		t.Fatalf("%s has a plan", name)
+	}
+	want := &fallbackEvent{Name: "x", Size: 7, At: time.Date(2025, 1, 2, 3, 4, 5, 6, time.Local), Tags: map[string]string{"a": "b"}}
+	for _, ev := range []events.Event{want, &fallbackEvent{}} {
+		data := MustEncode(t, sampleMeta, ev)
+		rec, err := events.Decode("1-0", data)
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		if rec.Type != name || !reflect.DeepEqual(rec.Event, ev) {
+			t.Errorf("decoded %q %#v, want %#v", rec.Type, rec.Event, ev)
+		}
+		assertSameDecode(t, data)
+	}
+	bad := entryWith(name, mp(fixmap(1), "size", "three"))
 	assertDecodeError(t, "1-0", bad, events.ErrCorrupt, name)
 	assertSameDecode(t, bad)
 }
 
-// FuzzDecodeFast: for any bytes, the hand-written decoders and the reflection
+// FuzzDecodeFast: for any bytes, the fast path and the reflection
 // decoder give the same Record or fail the same way.
 func FuzzDecodeFast(f *testing.F) {
 	for _, data := range decodeCorpus(f) {

@@ -7,8 +7,8 @@ import (
 	"math"
 )
 
-// reader is a cursor over msgpack bytes, for the hand-written decoders of the
-// envelope and of every event payload (fastdecode.go). It never copies the
+// reader is a cursor over msgpack bytes, for the decoders of the envelope
+// and of every event payload (fastdecode.go, plan.go). It never copies the
 // input and allocates only for the strings, slices and maps it returns.
 //
 // Its rules are those of github.com/vmihailenco/msgpack/v5, the decoder that

@@ -8,10 +8,19 @@ type Event interface {
 	EventType() string
 }
 
-var registry = map[string]func() Event{}
+// registered is one event type: its constructor, and the plan that decodes
+// its payload (plan.go; nil: it decodes through reflection).
+type registered struct {
+	ctor func() Event
+	plan *plan
+}
 
-// Register adds an event type. It panics on a duplicate name: two structs under one
-// name would make old logs ambiguous.
+var registry = map[string]registered{}
+
+// Register adds an event type, and the plan that decodes its payload from
+// its struct's msgpack tags (plan.go): an event type is its struct, its
+// EventType and this call, nothing else. It panics on a duplicate name: two
+// structs under one name would make old logs ambiguous.
 func Register(name string, ctor func() Event) {
 	if name == "" {
 		panic("events: Register with empty name")
@@ -22,7 +31,7 @@ func Register(name string, ctor func() Event) {
 	if got := ctor().EventType(); got != name {
 		panic(fmt.Sprintf("events: constructor for %q builds %q", name, got))
 	}
-	registry[name] = ctor
+	registry[name] = registered{ctor: ctor, plan: payloadPlan(ctor())}
 }
 
 // Types lists every registered event type name.
@@ -37,9 +46,9 @@ func Types() []string {
 
 // New returns a zero value of the named event type, or false if it is unknown.
 func New(name string) (Event, bool) {
-	ctor, ok := registry[name]
+	r, ok := registry[name]
 	if !ok {
 		return nil, false
 	}
-	return ctor(), true
+	return r.ctor(), true
 }

@@ -121,6 +121,25 @@ type ShardsRetired struct {
 	KeptKeys     []string `msgpack:"keptKeys,omitempty" json:"keptKeys,omitempty"`
 }
 
+// ReshardingStep is an event of a resharding's lifecycle (from
+// resharding.preparing to resharding.retired): Resharding names the
+// resharding it steps. Replay's history and rollback plans follow a
+// resharding by it.
+type ReshardingStep interface {
+	Event
+	Resharding() string
+}
+
+func (e *ReshardingPreparing) Resharding() string   { return e.ReshardingID }
+func (e *ReshardingProvisioned) Resharding() string { return e.ReshardingID }
+func (e *ReshardingActivated) Resharding() string   { return e.ReshardingID }
+func (e *ReshardingDraining) Resharding() string    { return e.ReshardingID }
+func (e *ReshardingDrained) Resharding() string     { return e.ReshardingID }
+func (e *ReshardingReopened) Resharding() string    { return e.ReshardingID }
+func (e *ReshardingCompleted) Resharding() string   { return e.ReshardingID }
+func (e *ReshardingRolledBack) Resharding() string  { return e.ReshardingID }
+func (e *ShardsRetired) Resharding() string         { return e.ReshardingID }
+
 func (ReshardingPreparing) EventType() string   { return "resharding.preparing" }
 func (ReshardingProvisioned) EventType() string { return "resharding.provisioned" }
 func (ReshardingActivated) EventType() string   { return "resharding.activated" }

@@ -2,7 +2,6 @@ package projection
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/rscoord/rsc/events"
@@ -51,23 +50,18 @@ func KeyOf(rec events.Record) GroupKey {
 	return GroupKey{StreamPrefix: rec.StreamPrefix, ConsumerGroup: rec.ConsumerGroup}
 }
 
-// foldGroup is the fold of one group: one switch over every event type, each
-// case one small function, mutation only. It returns the group after the
-// event (a new group for group.created, nil after group.deleted or for events
-// of an unknown group).
+// foldGroup is the fold of one group: the fold its event type registered
+// (register, in the apply file of its subject), mutation only. It returns the
+// group after the event (a new group for group.created, nil after
+// group.deleted or for events of an unknown group).
 func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
-	if ev, ok := rec.Event.(*events.GroupCreated); ok {
-		return groupCreated(k, rec, ev)
+	f := groupFolds[rec.Event.EventType()]
+	if f.whole {
+		return f.fold(g, k, rec)
 	}
 	if g == nil {
-		// Events of an unknown group (command.rejected for a missing group) only
-		// enter the history.
+		// Events of an unknown group only enter the history.
 		return nil
-	}
-	if _, refused := rec.Event.(*events.CommandRejected); refused {
-		// A refused command is in the history only: the group did not change,
-		// so neither does its update time.
-		return g
 	}
 	g.UpdatedAt = rec.Time
 	ids := memberIDsOf(rec.Event)
@@ -76,90 +70,103 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		g.settle()
 		g.noteEmpty(rec.Time, ids, was)
 	}()
-	switch ev := rec.Event.(type) {
-	case *events.GroupDeleted:
-		return nil
-	case *events.ShardsRepaired, *events.RevokeAcknowledged:
-		// Audit only (a revoke's new ownership came with member.ownership_reported).
-	case *events.GroupOrderingChanged:
-		g.Ordering = normalOrdering(ev.Ordering)
-	case *events.AssignmentComputed:
-		assignmentComputed(g, ev)
-	case *events.AssignmentChanged:
-		assignmentChanged(g, ev)
-	case *events.MemberJoined:
-		memberJoined(g, rec, ev)
-	case *events.MemberUpdated:
-		memberUpdated(g, rec, ev)
-	case *events.MemberSynced:
-		memberSynced(g, rec, ev)
-	case *events.OwnershipReported:
-		ownershipReported(g, rec, ev)
-	case *events.MemberLeft:
-		memberLeft(g, rec, ev)
-	case *events.MembersExpired:
-		membersExpired(g, rec, ev)
-	case *events.MemberFenced:
-		memberFenced(g, rec, ev)
-	case *events.MembersPruned:
-		membersPruned(g, ev)
-	case *events.ReshardingPreparing:
-		reshardingPreparing(g, rec, ev)
-	case *events.ReshardingProvisioned:
-		reshardingProvisioned(g, rec, ev)
-	case *events.ReshardingActivated:
-		reshardingActivated(g, rec, ev)
-	case *events.ReshardingDraining:
-		setEpochs(g, ev.Epochs)
-		stateChange(g, ev.ReshardingID, Draining, "converged", rec)
-	case *events.ReshardingDrained:
-		reshardingDrained(g, rec, ev)
-	case *events.ReshardingReopened:
-		reshardingReopened(g, rec, ev)
-	case *events.ReshardingCompleted:
-		reshardingCompleted(g, rec, ev)
-	case *events.ReshardingRolledBack:
-		reshardingRolledBack(g, rec, ev)
-	case *events.ReshardingCutover:
-		reshardingCutover(g, k, rec, ev)
-	case *events.BarrierReleased:
-		barrierReleased(g, rec, ev)
-	case *events.UnfencedWrites:
-		for _, w := range ev.Shards {
-			g.UnfencedWrites += w.Count
-		}
-	case *events.ShardsRetired:
-		shardsRetired(g, rec, ev)
-	case *events.AutoscalingConfigured:
-		autoscalingConfigured(g, rec, ev)
-	case *events.AutoscalingDisabled:
-		autoscalingDisabled(g, rec, ev)
-	case *events.AutoscalingDecided:
-		autoscalingDecided(g, rec, ev)
+	if f.fold == nil {
+		return g // an audit record, or a record of no group
 	}
-	return g
+	return f.fold(g, k, rec)
 }
 
-// --- the group and its assignment ---
+// memberIDsOf lists the members a record may change the record of: the
+// member events name them (registerMembers). Every other event leaves member
+// records alone (assignment events change targets, resharding events shard
+// counts), except group.created and group.deleted, which start and end every
+// record of the group (apply handles those whole).
+func memberIDsOf(ev events.Event) []string {
+	if ids := groupFolds[ev.EventType()].members; ids != nil {
+		return ids(ev)
+	}
+	return nil
+}
 
-func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group {
-	mv := ev.MetadataVersion
-	if mv < 1 {
-		mv = 1
+// groupFold is how records of one event type change their group.
+type groupFold struct {
+	fold func(g *Group, k GroupKey, rec events.Record) *Group
+	// members lists the members whose records the event changes (nil: none).
+	members func(events.Event) []string
+	// whole: fold is called for a group the state does not have too (g nil),
+	// and the group's bookkeeping (its update time, its liveness, settle)
+	// is fold's own.
+	whole bool
+}
+
+// groupFolds holds the fold of every event type, by type name, filled at
+// init by the apply files (TestEveryEventTypeHasAFold).
+var groupFolds = map[string]groupFold{}
+
+// register adds the fold of events of type *T: apply changes the group the
+// record belongs to (it exists; the fold sets its update time and settles it
+// around apply). Registering a type twice panics.
+func register[T any, E interface {
+	*T
+	events.Event
+}](apply func(g *Group, rec events.Record, ev E)) {
+	registerFold(E(new(T)).EventType(), groupFold{fold: func(g *Group, _ GroupKey, rec events.Record) *Group {
+		apply(g, rec, rec.Event.(E))
+		return g
+	}})
+}
+
+// registerGroup is register for a fold that needs the group's key, or
+// replaces the group (nil: it is gone).
+func registerGroup[T any, E interface {
+	*T
+	events.Event
+}](fold func(g *Group, k GroupKey, rec events.Record, ev E) *Group) {
+	registerFold(E(new(T)).EventType(), groupFold{fold: func(g *Group, k GroupKey, rec events.Record) *Group {
+		return fold(g, k, rec, rec.Event.(E))
+	}})
+}
+
+// registerWhole is registerGroup for a fold that keeps the group's
+// bookkeeping itself and sees unknown groups too (groupFold.whole).
+func registerWhole[T any, E interface {
+	*T
+	events.Event
+}](fold func(g *Group, k GroupKey, rec events.Record, ev E) *Group) {
+	registerFold(E(new(T)).EventType(), groupFold{whole: true, fold: func(g *Group, k GroupKey, rec events.Record) *Group {
+		return fold(g, k, rec, rec.Event.(E))
+	}})
+}
+
+// registerNoFold registers event types that change no group beyond its
+// update time: audit records, and records of no group (a global record, a
+// stream's record that the stream fold folds).
+func registerNoFold(types ...events.Event) {
+	for _, ev := range types {
+		registerFold(ev.EventType(), groupFold{})
 	}
-	g := &Group{
-		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
-		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv, LayoutSince: mv,
-		Members: map[string]*Member{}, Targets: map[string][]int{},
-		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
-		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
-		Provisioned: ev.Provisioned, Registered: ev.RegisteredBy != "", Owner: ev.Principal, OwnerAnonymous: ev.Anonymous,
-		EmptySince: rec.Time,
+}
+
+// registerMembers adds, to the fold registered for events of type *T, the
+// members whose records such an event changes.
+func registerMembers[T any, E interface {
+	*T
+	events.Event
+}](ids func(ev E) []string) {
+	name := E(new(T)).EventType()
+	f, ok := groupFolds[name]
+	if !ok || f.members != nil {
+		panic(fmt.Sprintf("projection: members of event type %q registered without its fold, or twice", name))
 	}
-	if len(ev.ForeignShards) > 0 {
-		g.ForeignShards = SortedInts(ev.ForeignShards)
+	f.members = func(ev events.Event) []string { return ids(ev.(E)) }
+	groupFolds[name] = f
+}
+
+func registerFold(name string, f groupFold) {
+	if _, dup := groupFolds[name]; dup {
+		panic(fmt.Sprintf("projection: two folds of event type %q", name))
 	}
-	return g
+	groupFolds[name] = f
 }
 
 // liveness is, for each member id, whether it is live.
@@ -215,294 +222,6 @@ func setEpochs(g *Group, e events.Epochs) {
 	g.MetadataVersion = e.MetadataVersion
 }
 
-func assignmentComputed(g *Group, ev *events.AssignmentComputed) {
-	g.AssignmentEpoch = ev.AssignmentEpoch
-	targets := make(map[string][]int, len(ev.Targets))
-	for id, t := range ev.Targets {
-		targets[id] = SortedInts(t)
-	}
-	g.replaceTargets(targets)
-}
-
-func assignmentChanged(g *Group, ev *events.AssignmentChanged) {
-	g.AssignmentEpoch = ev.AssignmentEpoch
-	for id, t := range ev.Targets {
-		g.touch(id)
-		g.setTarget(id, SortedInts(t))
-	}
-	for _, id := range ev.Removed {
-		g.touch(id)
-		g.deleteTarget(id)
-	}
-}
-
-// --- members ---
-
-// memberOf is the member id (created ACTIVE if the group has no record of
-// it), touched at the record's time.
-func memberOf(g *Group, id string, rec events.Record) *Member {
-	g.touch(id)
-	m := g.memberForWrite(id)
-	if m == nil {
-		m = &Member{ID: id, Name: id, State: MemberActive}
-		g.putMember(m)
-	}
-	m.UpdatedAt = rec.Time
-	return m
-}
-
-func memberJoined(g *Group, rec events.Record, ev *events.MemberJoined) {
-	m := memberOf(g, ev.MemberID, rec)
-	m.Name = ev.MemberName
-	m.MaxConcurrency = ev.MaxConcurrency
-	m.State = MemberActive
-	m.Epoch = 0
-	m.Current, m.Revoking, m.Granted = nil, nil, nil
-	m.JoinedAt = rec.Time
-	m.Principal = ev.Principal
-	setEpochs(g, ev.Epochs)
-}
-
-func memberUpdated(g *Group, rec events.Record, ev *events.MemberUpdated) {
-	m := memberOf(g, ev.MemberID, rec)
-	m.Name = ev.MemberName
-	m.MaxConcurrency = ev.MaxConcurrency
-}
-
-func memberSynced(g *Group, rec events.Record, ev *events.MemberSynced) {
-	m := memberOf(g, ev.MemberID, rec)
-	m.Epoch = ev.MemberEpoch
-	m.Granted = SortedInts(ev.Granted)
-}
-
-func ownershipReported(g *Group, rec events.Record, ev *events.OwnershipReported) {
-	m := memberOf(g, ev.MemberID, rec)
-	m.Current = SortedInts(ev.Owned)
-	m.Revoking = SortedInts(ev.Revoking)
-}
-
-func memberLeft(g *Group, rec events.Record, ev *events.MemberLeft) {
-	m := memberOf(g, ev.MemberID, rec)
-	m.State = MemberLeaving
-	m.Epoch = -1
-	m.Granted = nil
-	setEpochs(g, ev.Epochs)
-}
-
-func membersExpired(g *Group, rec events.Record, ev *events.MembersExpired) {
-	for _, id := range ev.MemberIDs {
-		m := memberOf(g, id, rec)
-		m.State = MemberExpired
-		m.Epoch++
-		m.Granted = nil
-	}
-	setEpochs(g, ev.Epochs)
-}
-
-func memberFenced(g *Group, rec events.Record, ev *events.MemberFenced) {
-	m := memberOf(g, ev.MemberID, rec)
-	m.State = MemberFenced
-	m.Epoch = ev.MemberEpoch
-	m.Current, m.Revoking, m.Granted = nil, nil, nil
-	setEpochs(g, ev.Epochs)
-}
-
-func membersPruned(g *Group, ev *events.MembersPruned) {
-	for _, id := range ev.MemberIDs {
-		g.touch(id)
-		g.deleteMember(id)
-		g.deleteTarget(id)
-	}
-	g.MetadataVersion = ev.MetadataVersion
-}
-
-// --- reshardings ---
-
-func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPreparing) {
-	if g.lay != nil {
-		g.lay.ownReshardings[ev.ReshardingID] = true
-	}
-	g.Reshardings = append(keptReshardings(g.Reshardings), &Resharding{
-		ReshardingID: ev.ReshardingID, From: ev.FromShardCount, To: ev.ToShardCount,
-		State: Preparing, CreatedAt: rec.Time, UpdatedAt: rec.Time,
-		RequestedBy: ev.RequestedBy, Reason: ev.Reason, KeysChecked: ev.KeysChecked,
-		StartEpochs: events.Epochs{GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion},
-	})
-	g.ActiveResharding = ev.ReshardingID
-	stateChange(g, ev.ReshardingID, Preparing, "requested", rec)
-}
-
-func reshardingProvisioned(g *Group, rec events.Record, ev *events.ReshardingProvisioned) {
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
-		m.ProvisionedShards = ev.Shards
-		stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
-	}
-}
-
-func reshardingActivated(g *Group, rec events.Record, ev *events.ReshardingActivated) {
-	groupLayout(g, ev.ShardCount, ev.MetadataVersion, rec)
-	g.ShardCount = ev.ShardCount
-	g.AssignableCount = ev.AssignableCount
-	setEpochs(g, ev.Epochs)
-	stateChange(g, ev.ReshardingID, Active, "activated", rec)
-}
-
-func reshardingDrained(g *Group, rec events.Record, ev *events.ReshardingDrained) {
-	g.AssignableCount = ev.AssignableCount
-	setEpochs(g, ev.Epochs)
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
-		m.Drained = true
-		m.Evidence = ev.Evidence
-		stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
-	}
-}
-
-func reshardingReopened(g *Group, rec events.Record, ev *events.ReshardingReopened) {
-	g.AssignableCount = ev.AssignableCount
-	setEpochs(g, ev.Epochs)
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
-		m.Drained = false
-		m.Evidence = ev.Evidence
-		stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
-	}
-}
-
-func reshardingCompleted(g *Group, rec events.Record, ev *events.ReshardingCompleted) {
-	g.MetadataVersion = ev.MetadataVersion
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
-		if len(ev.Evidence) > 0 {
-			m.Evidence = ev.Evidence
-		}
-		stateChange(g, ev.ReshardingID, ev.State, "completed", rec)
-	}
-	if g.ActiveResharding == ev.ReshardingID {
-		g.ActiveResharding = ""
-	}
-}
-
-func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRolledBack) {
-	groupLayout(g, ev.ShardCount, ev.MetadataVersion, rec)
-	g.ShardCount = ev.ShardCount
-	g.AssignableCount = ev.AssignableCount
-	setEpochs(g, ev.Epochs)
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
-		m.RollbackPolicy = ev.Policy
-		m.RollbackRequestedBy = ev.RequestedBy
-		m.RollbackReason = ev.Reason
-		m.Drained = false
-		stateChange(g, ev.ReshardingID, ev.State, "rollback requested ("+ev.Policy+")", rec)
-	}
-	if ev.State == RolledBack && g.ActiveResharding == ev.ReshardingID {
-		g.ActiveResharding = ""
-	}
-}
-
-// groupLayout records a change of the group's shard count to count at
-// version mv (nothing when the count stays: a rollback before activation).
-func groupLayout(g *Group, count int, mv int64, rec events.Record) {
-	if count == g.ShardCount {
-		return
-	}
-	g.PreviousLayouts = layoutChanged(g.PreviousLayouts, g.LayoutSince, g.ShardCount, mv, rec.Time)
-	g.LayoutSince = mv
-}
-
-func shardsRetired(g *Group, rec events.Record, ev *events.ShardsRetired) {
-	m := g.reshardingForWrite(ev.ReshardingID)
-	if m == nil {
-		return
-	}
-	m.Retired = true
-	m.RetiredKeys = append([]string(nil), ev.StreamKeys...)
-	m.RetiredKept = ev.Kept
-	phase := "retired: streams deleted"
-	if ev.Kept {
-		phase = "retired: streams kept by policy"
-	}
-	stateChange(g, ev.ReshardingID, m.State, phase, rec)
-}
-
-// --- ordering ---
-
-func reshardingCutover(g *Group, k GroupKey, rec events.Record, ev *events.ReshardingCutover) {
-	byIndex := make(map[int]events.ShardCutover, len(ev.Shards))
-	for _, c := range ev.Shards {
-		byIndex[c.ShardIndex] = c
-	}
-	for _, cb := range ev.Barriers {
-		b := &Barrier{
-			ReshardingID: ev.ReshardingID, Fence: ev.Fence, Shard: cb.ShardIndex, After: cb.After, Since: rec.Time,
-			StreamKey: k.StreamPrefix + ":" + strconv.Itoa(cb.ShardIndex),
-		}
-		for _, s := range cb.Sources {
-			if c, ok := byIndex[s]; ok {
-				b.Sources = append(b.Sources, c)
-			}
-		}
-		g.Barriers = append(g.Barriers, b)
-	}
-	stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("cutover: fences raised to %d; %d shards wait on a barrier", ev.Fence, len(ev.Barriers)), rec)
-}
-
-func barrierReleased(g *Group, rec events.Record, ev *events.BarrierReleased) {
-	var kept []*Barrier // a new slice: a clone shares the old one
-	for _, b := range g.Barriers {
-		if b.Fence != ev.Fence || !containsInt(ev.Shards, b.Shard) {
-			kept = append(kept, b)
-		}
-	}
-	g.Barriers = kept
-	stateChange(g, ev.ReshardingID, stateOf(g, ev.ReshardingID), fmt.Sprintf("barrier released on shards %v", ev.Shards), rec)
-}
-
-// --- autoscaling ---
-
-// autoscalingOf is a copy of the group's autoscaling (a clone shares it).
-func autoscalingOf(g *Group) Autoscaling {
-	if g.Autoscaling != nil {
-		return *g.Autoscaling
-	}
-	return Autoscaling{}
-}
-
-func autoscalingConfigured(g *Group, rec events.Record, ev *events.AutoscalingConfigured) {
-	a := autoscalingOf(g)
-	a.Policy, a.ConfiguredAt = *ev, rec.Time
-	g.Autoscaling = &a
-}
-
-func autoscalingDisabled(g *Group, rec events.Record, ev *events.AutoscalingDisabled) {
-	if g.Autoscaling == nil {
-		return
-	}
-	a := autoscalingOf(g)
-	a.Policy.Enabled = false
-	a.Policy.RequestedBy, a.Policy.Reason = ev.RequestedBy, ev.Reason
-	a.ConfiguredAt = rec.Time
-	g.Autoscaling = &a
-}
-
-func autoscalingDecided(g *Group, rec events.Record, ev *events.AutoscalingDecided) {
-	a := autoscalingOf(g)
-	a.LastDecision = &AutoscaleDecision{At: rec.Time, EventID: rec.ID, Decided: *ev}
-	if !ev.DryRun {
-		if ev.Direction == events.ScaleIn {
-			a.LastInAt = rec.Time
-		} else {
-			a.LastOutAt = rec.Time
-		}
-	}
-	g.Autoscaling = &a
-}
-
-// normalOrdering is the ordering a group keeps: KEY, or "" for none.
-func normalOrdering(o string) string {
-	if o == events.OrderingKey {
-		return o
-	}
-	return ""
-}
-
 // stateOf is a resharding's state ("" when unknown).
 func stateOf(g *Group, id string) string {
 	if m := g.Resharding(id); m != nil {
@@ -522,34 +241,4 @@ func stateChange(g *Group, id, state, phase string, rec events.Record) {
 		State: state, Phase: phase, At: rec.Time, Actor: rec.Actor, EventID: rec.ID,
 		GroupEpoch: g.GroupEpoch, MetadataVersion: g.MetadataVersion,
 	})
-}
-
-// MaxFinishedReshardings is how many finished reshardings a group keeps in the
-// projection (their whole story stays in the audit history): without a bound
-// the state, and every snapshot, would grow with the log.
-const MaxFinishedReshardings = 32
-
-// keptReshardings drops the oldest finished reshardings beyond
-// MaxFinishedReshardings - 1, before a new one is added (never the last one:
-// it may still be retiring its streams).
-func keptReshardings(rs []*Resharding) []*Resharding {
-	finished := 0
-	for _, r := range rs {
-		if r.Terminal() {
-			finished++
-		}
-	}
-	drop := finished - (MaxFinishedReshardings - 1)
-	if drop <= 0 {
-		return rs
-	}
-	out := make([]*Resharding, 0, len(rs)-drop)
-	for i, r := range rs {
-		if drop > 0 && r.Terminal() && i < len(rs)-1 {
-			drop--
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
 }

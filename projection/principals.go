@@ -9,33 +9,6 @@ import "github.com/rscoord/rsc/events"
 // every group; an Overlay answers from the State's totals and the groups its
 // own records changed.
 
-// memberIDsOf lists the members a record may change the record of: the
-// member events name them. Every other event leaves member records alone
-// (assignment events change targets, resharding events shard counts), except
-// group.created and group.deleted, which start and end every record of the
-// group (apply handles those whole).
-func memberIDsOf(ev events.Event) []string {
-	switch e := ev.(type) {
-	case *events.MemberJoined:
-		return []string{e.MemberID}
-	case *events.MemberUpdated:
-		return []string{e.MemberID}
-	case *events.MemberSynced:
-		return []string{e.MemberID}
-	case *events.OwnershipReported:
-		return []string{e.MemberID}
-	case *events.MemberLeft:
-		return []string{e.MemberID}
-	case *events.MemberFenced:
-		return []string{e.MemberID}
-	case *events.MembersExpired:
-		return e.MemberIDs
-	case *events.MembersPruned:
-		return e.MemberIDs
-	}
-	return nil
-}
-
 // activeOf is the principal a member record counts for, and whether it
 // counts (nil and terminal records do not).
 func activeOf(m *Member) (string, bool) {

@@ -17,7 +17,8 @@ type Snapshots interface {
 	LoadAt(ctx context.Context, lastID string) ([]byte, error)
 }
 
-// StateAtID folds the state after entry until (inclusive) starting from the
+// StateAtID folds the state after entry until (inclusive; or after the last
+// record of the decision it is inside, decisionEnd) starting from the
 // newest kept snapshot at or before it, so its cost depends on the distance to
 // that snapshot, not on the length of the log. A snapshot that does not
 // restore is passed over. When no kept snapshot is at or before until, the
@@ -31,6 +32,13 @@ func StateAtID(ctx context.Context, log events.Log, snaps Snapshots, trimmedTo, 
 	}
 	if trimmedTo == "" {
 		trimmedTo = events.ZeroID
+	}
+	last, err := log.LastID(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("last id of log: %w", err)
+	}
+	if until, err = decisionEnd(ctx, log, until, last); err != nil {
+		return nil, "", err
 	}
 	var ids []string
 	if snaps != nil {

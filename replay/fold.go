@@ -71,7 +71,8 @@ func newFolder(ctx context.Context, log events.Log, st *projection.State) (*fold
 
 // foldOptions bounds one fold call and hooks into it. All fields are optional.
 type foldOptions struct {
-	// until stops after this id (inclusive) without decoding anything beyond it.
+	// until stops after this id (inclusive), or after the last record of the
+	// decision it is inside (decisionEnd), without decoding anything beyond.
 	until string
 	// stop is asked about each decoded record; true stops before applying it.
 	stop func(events.Record) bool
@@ -89,7 +90,9 @@ func (f *folder) fold(ctx context.Context, o foldOptions) error {
 			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		if c < 0 {
-			end = o.until
+			if end, err = decisionEnd(ctx, f.log, o.until, f.end); err != nil {
+				return err
+			}
 		}
 	}
 	n, err := projection.Fold(ctx, f.log, f.st, projection.FoldOptions{Until: end, Stop: o.stop, Before: o.before, After: o.after, PageSize: pageSize})
@@ -108,25 +111,8 @@ func parseUserID(what, id string) (events.ID, error) {
 
 // reshardingOf returns the resharding id a record belongs to, if any.
 func reshardingOf(ev events.Event) string {
-	switch e := ev.(type) {
-	case *events.ReshardingPreparing:
-		return e.ReshardingID
-	case *events.ReshardingProvisioned:
-		return e.ReshardingID
-	case *events.ReshardingActivated:
-		return e.ReshardingID
-	case *events.ReshardingDraining:
-		return e.ReshardingID
-	case *events.ReshardingDrained:
-		return e.ReshardingID
-	case *events.ReshardingReopened:
-		return e.ReshardingID
-	case *events.ReshardingCompleted:
-		return e.ReshardingID
-	case *events.ReshardingRolledBack:
-		return e.ReshardingID
-	case *events.ShardsRetired:
-		return e.ReshardingID
+	if s, ok := ev.(events.ReshardingStep); ok {
+		return s.Resharding()
 	}
 	return ""
 }

@@ -21,9 +21,12 @@ type Point struct {
 // of the last entry folded (events.ZeroID when none). A TrimmedLog is folded
 // from its base snapshot; a point before it is ErrTrimmed.
 //
-// With UntilID, every entry with an id at or before it is folded; the id need
-// not exist, and nothing after it is decoded, so the state just before a
-// corrupt entry can still be read. With At, entries are folded while their
+// With UntilID, every entry with an id at or before it is folded, and the
+// rest of the decision the last of them belongs to (decisionEnd: the state
+// between two records of one decision was never anyone's; the returned id
+// says where the fold ended); the id need not exist, and nothing after the
+// decision is decoded, so the state just before a corrupt entry can still be
+// read. With At, entries are folded while their
 // envelope time is at or before At: a fold must be a prefix of the log, so an
 // entry stamped later than At ends it even if a later entry carries an earlier
 // time (times are decision times, written in order by one coordinator).

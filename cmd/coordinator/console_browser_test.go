@@ -117,7 +117,7 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 	// The history: the group as it was when the scale-in was requested.
 	entry := chromedp.CSS(fmt.Sprintf(`#history-rows a[data-id="%s"]`, preparing))
 	consoleDo(t, ctx, "open the resharding.preparing event", chromedp.WaitVisible(entry), chromedp.Click(entry), chromedp.WaitVisible(chromedp.ID("asof-banner")))
-	consoleWaitFor(t, ctx, "the replay as of "+preparing, fmt.Sprintf(`document.getElementById('asof-id').textContent === %q && document.querySelectorAll('#grid tr[data-shard]').length === 4 && document.querySelector('#summary [data-field="shardCount"]').textContent === '4' && !!document.querySelector('#grid th[data-member="member-a"]') && !!document.querySelector('#grid th[data-member="member-b"]')`, preparing))
+	consoleWaitFor(t, ctx, "the replay as of "+preparing, fmt.Sprintf(`document.getElementById('asof-id').textContent === %q && document.querySelectorAll('#grid tr[data-shard]').length === 4 && document.querySelector('#summary [data-field="shardCount"]').textContent === '4' && !!document.querySelector('#grid th[data-member="member-a"]') && !!document.querySelector('#grid th[data-member="member-b"]') && !document.getElementById('asof-end')`, preparing))
 	if banner := consoleRun(t, ctx, "read the banner", chromedp.Text(chromedp.ID("asof-banner"))); !strings.Contains(banner, "As of event "+preparing) {
 		t.Fatalf("banner %q: want %q", banner, "As of event "+preparing)
 	}
@@ -126,7 +126,10 @@ func TestIntegrationConsoleBrowser(t *testing.T) {
 	// grid marks them as removed while they drain.
 	entry = chromedp.CSS(fmt.Sprintf(`#history-rows a[data-id="%s"]`, activated))
 	consoleDo(t, ctx, "open the resharding.activated event", chromedp.Click(entry))
-	consoleWaitFor(t, ctx, "the replay as of "+activated, fmt.Sprintf(`document.getElementById('asof-id').textContent === %q && document.querySelector('#summary [data-field="shardCount"]').textContent === '2' && document.querySelectorAll('#grid tr.removed[data-shard]').length === 2 && document.querySelectorAll('#grid tr[data-shard]').length === 4`, activated))
+	// The activation's decision goes on after it (the new target
+	// assignment): the replay shows the state after the whole decision, says
+	// so, and breaks no invariant.
+	consoleWaitFor(t, ctx, "the replay as of "+activated, fmt.Sprintf(`document.getElementById('asof-id').textContent === %q && document.querySelector('#summary [data-field="shardCount"]').textContent === '2' && document.querySelectorAll('#grid tr.removed[data-shard]').length === 2 && document.querySelectorAll('#grid tr[data-shard]').length === 4 && !!document.getElementById('asof-end') && !document.querySelector('.violations')`, activated))
 
 	consoleScreenshot(t, ctx, "console.png")
 

@@ -19,7 +19,9 @@ import (
 // ownership_reported / revoke_acknowledged rounds that follow every new target,
 // pruning, rejected commands, and scale-out and scale-in reshardings. Each
 // decision reads a shadow projection folded from the events written so far, so
-// epochs, targets (commands.Assign) and grants follow the protocol's order.
+// epochs, targets (commands.Assign) and grants follow the protocol's order, and
+// its records after the first are marked as continuing it, as the writer
+// marks them (events.Meta.Continues).
 type logGen struct {
 	rng    *rand.Rand
 	shadow *projection.State
@@ -27,6 +29,10 @@ type logGen struct {
 	limit  int
 	n      int
 	counts map[string]int
+	// inDecision counts the records of the decision being written (decide
+	// starts one).
+	inDecision int
+	req        string // the decision's request id
 
 	out   *events.MemLog
 	last  string
@@ -56,6 +62,7 @@ func generateLog(ctx context.Context, n int, seed int64) (*events.MemLog, map[st
 	for i := 0; i < genGroups; i++ {
 		k := projection.GroupKey{StreamPrefix: fmt.Sprintf("orders-%d", i), ConsumerGroup: "billing"}
 		g.groups = append(g.groups, k)
+		g.decide()
 		g.emit(k, "ops", &events.GroupCreated{ShardCount: genShardCounts[i%len(genShardCounts)], Provisioned: true, RequestedBy: "ops", Reason: "benchmark"})
 	}
 	for g.n < g.limit {
@@ -87,17 +94,26 @@ func (g *logGen) flush(ctx context.Context) error {
 	return nil
 }
 
-// emit encodes an event for the log and folds it into the shadow. Past the
-// limit it does nothing, so the log ends inside an episode, as a log may.
+// decide starts a decision: the records emitted until the next one are its
+// own, written at one time under one request.
+func (g *logGen) decide() {
+	g.inDecision = 0
+	g.req = fmt.Sprintf("req-%08d", g.n+1)
+	g.now = g.now.Add(time.Duration(1+g.rng.Intn(20)) * time.Millisecond)
+}
+
+// emit encodes an event of the decision being written for the log and folds
+// it into the shadow. Past the limit it does nothing, so the log ends inside
+// an episode, as a log may.
 func (g *logGen) emit(k projection.GroupKey, actor string, ev events.Event) {
 	if g.n >= g.limit {
 		return
 	}
 	g.n++
-	g.now = g.now.Add(time.Duration(1+g.rng.Intn(20)) * time.Millisecond)
-	m := events.Meta{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Time: g.now, Actor: actor}
+	m := events.Meta{StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, Time: g.now, Actor: actor, Continues: g.inDecision > 0}
+	g.inDecision++
 	if actor != commands.Actor {
-		m.RequestID = fmt.Sprintf("req-%08d", g.n)
+		m.RequestID = g.req
 	}
 	data, err := events.Encode(m, ev)
 	if err != nil {
@@ -118,6 +134,7 @@ func (g *logGen) group(k projection.GroupKey) *projection.Group {
 }
 
 func (g *logGen) step(k projection.GroupKey) {
+	g.decide()
 	grp := g.group(k)
 	live := grp.LiveMemberIDs()
 	r := g.rng.Intn(100)
@@ -228,6 +245,7 @@ func (g *logGen) converge(k projection.GroupKey) {
 	for round := 0; round < 16 && g.n < g.limit; round++ {
 		before := g.n
 		for _, id := range g.group(k).LiveMemberIDs() {
+			g.decide() // the member's heartbeat
 			grp := g.group(k)
 			m := grp.Members[id]
 			if m.Epoch > 0 && !projection.EqualSets(m.Current, m.Granted) {
@@ -262,14 +280,17 @@ func (g *logGen) resharding(k projection.GroupKey) {
 	g.reshard++
 	id := fmt.Sprintf("reshard-%06d", g.reshard)
 	g.emit(k, "ops", &events.ReshardingPreparing{ReshardingID: id, FromShardCount: from, ToShardCount: to, RequestedBy: "ops", Reason: "benchmark"})
+	g.decide() // provisioned, the activation and its target
 	g.emit(k, commands.Actor, &events.ReshardingProvisioned{ReshardingID: id, Shards: to})
 	g.emit(k, commands.Actor, &events.ReshardingActivated{ReshardingID: id, ShardCount: to, AssignableCount: max(from, to), Epochs: bumped(g.group(k))})
 	g.reassign(k)
 	g.converge(k)
 	if to > from {
+		g.decide()
 		g.emit(k, commands.Actor, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated, MetadataVersion: g.group(k).MetadataVersion + 1})
 		return
 	}
+	g.decide() // draining and its target
 	g.emit(k, commands.Actor, &events.ReshardingDraining{ReshardingID: id, Epochs: bumped(g.group(k))})
 	g.reassign(k)
 	g.converge(k)
@@ -280,10 +301,13 @@ func (g *logGen) resharding(k projection.GroupKey) {
 		keys = append(keys, key)
 		evidence = append(evidence, events.ShardDrain{ShardIndex: s, StreamKey: key, Exists: true, Groups: []events.GroupDrain{{Name: k.ConsumerGroup}}})
 	}
+	g.decide() // drained and its target
 	g.emit(k, commands.Actor, &events.ReshardingDrained{ReshardingID: id, AssignableCount: to, Evidence: evidence, Epochs: bumped(g.group(k))})
 	g.reassign(k)
 	g.converge(k)
+	g.decide()
 	g.emit(k, commands.Actor, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated, Evidence: evidence, MetadataVersion: g.group(k).MetadataVersion + 1})
+	g.decide()
 	g.emit(k, commands.Actor, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys})
 }
 

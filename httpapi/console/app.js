@@ -822,7 +822,7 @@
         this.replays.set(id, data);
       }
       if (page !== this || this.at !== id) return;
-      this.renderBanner(id, this.byId.get(id), false);
+      this.renderBanner(id, this.byId.get(id), false, data.asOf);
       this.render({
         group: data, members: data.members || [], assignments: data.assignments, migrations: data.migrations || [],
         activeMigration: data.activeMigration, offsets: null, replay: true,
@@ -843,7 +843,10 @@
       this.resharding.replaceChildren(h('p', { class: 'muted', text: '—' }));
     }
 
-    renderBanner(id, ev, loading) {
+    // asOf, when it is not id, is the last event of the decision id is in:
+    // a replay shows the state after a whole decision, never between two of
+    // its events.
+    renderBanner(id, ev, loading, asOf) {
       const i = this.events.findIndex((e) => e.id === id);
       const prev = i > 0 ? this.events[i - 1] : null;
       const next = i >= 0 && i + 1 < this.events.length ? this.events[i + 1] : null;
@@ -856,7 +859,8 @@
           h('div', null,
             h('strong', null, 'As of event ', h('span', { class: 'mono', id: 'asof-id', text: id })),
             ev ? [' · ', typeBadge(ev.type), ' · ', time(ev.time), ev.actor ? ` · by ${ev.actor}` : ''] : null,
-            loading ? h('span', { class: 'muted', text: ' · loading…' }) : null),
+            loading ? h('span', { class: 'muted', text: ' · loading…' }) : null,
+            asOf && asOf !== id ? h('span', { class: 'muted', id: 'asof-end', text: ` · shown after ${asOf}, the last event of the same decision` }) : null),
           h('div', { class: 'muted small', text: 'The group as the coordinator believed it right after this event, folded from the log. Lag and pending are live Redis readings and are not shown.' })),
         h('div', { class: 'asof-actions' },
           step(prev, '◀ Earlier', prev && `${prev.type} ${prev.id}`),
@@ -1056,7 +1060,7 @@
     if (violations.length) {
       parts.push(h('div', { class: 'violations', role: 'alert' },
         h('strong', { text: 'Invariant violations' }), h('ul', null, violations.map((v) => h('li', { text: v }))),
-        s.replay ? h('div', { class: 'small muted', text: 'One decision writes several events at once; between two of them the state can be briefly inconsistent.' }) : null));
+        s.replay ? h('div', { class: 'small muted', text: 'A replay shows the state after a whole decision; a log written before decisions were marked in it replays event by event, and between two events of one decision the state can be briefly inconsistent.' }) : null));
     }
     if (members.length === 0) parts.push(h('p', { class: 'empty', text: 'No members have joined this group.' }));
     parts.push(h('div', { class: 'grid-scroll' }, h('table', { class: 'table grid' }, h('thead', null, head), h('tbody', null, rows))));

@@ -1,0 +1,67 @@
+package projection
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/rscoord/rsc/events"
+)
+
+// TestEveryEventTypeHasAFold: an event type registered in events without a
+// fold registered here (register, in the apply file of its subject) would
+// fold as an audit record, silently. Registering one twice panics at init.
+func TestEveryEventTypeHasAFold(t *testing.T) {
+	for _, name := range events.Types() {
+		if _, ok := groupFolds[name]; !ok {
+			t.Errorf("event type %q has no fold: register it in the projection's apply file of its subject", name)
+		}
+	}
+	for name := range groupFolds {
+		if _, ok := events.New(name); !ok {
+			t.Errorf("fold registered for %q, which events does not know", name)
+		}
+	}
+	for name := range streamFolds {
+		if _, ok := events.New(name); !ok {
+			t.Errorf("stream fold registered for %q, which events does not know", name)
+		}
+	}
+}
+
+func TestRegisterFoldRefusesADuplicate(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second fold of member.joined was registered")
+		}
+	}()
+	register(memberJoined)
+}
+
+// TestMemberIDsOf: the member events, and only those, name the members whose
+// records they change (the fold keeps liveness and principals' totals by them).
+func TestMemberIDsOf(t *testing.T) {
+	named := map[string]bool{}
+	for _, tc := range []struct {
+		ev   events.Event
+		want []string
+	}{
+		{&events.MemberJoined{MemberID: "a"}, []string{"a"}},
+		{&events.MemberUpdated{MemberID: "a"}, []string{"a"}},
+		{&events.MemberSynced{MemberID: "a"}, []string{"a"}},
+		{&events.OwnershipReported{MemberID: "a"}, []string{"a"}},
+		{&events.MemberLeft{MemberID: "a"}, []string{"a"}},
+		{&events.MemberFenced{MemberID: "a"}, []string{"a"}},
+		{&events.MembersExpired{MemberIDs: []string{"a", "b"}}, []string{"a", "b"}},
+		{&events.MembersPruned{MemberIDs: []string{"a", "b"}}, []string{"a", "b"}},
+	} {
+		named[tc.ev.EventType()] = true
+		if got := memberIDsOf(tc.ev); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("memberIDsOf(%s) = %q, want %q", tc.ev.EventType(), got, tc.want)
+		}
+	}
+	for _, name := range events.Types() {
+		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev) != nil {
+			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev))
+		}
+	}
+}
