@@ -232,7 +232,7 @@ func (d *demo) startMember() error {
 		}
 	}()
 	d.say("member", "started a member process (pid %d) using client/member with concurrency %d: logical members %s",
-		d.memberProc.cmd.Process.Pid, d.o.concurrency, strings.Join(d.memberIDs, ", "))
+		d.memberProc.Cmd.Process.Pid, d.o.concurrency, strings.Join(d.memberIDs, ", "))
 	return nil
 }
 
@@ -603,10 +603,10 @@ func (d *demo) missing(ctx context.Context, ids []string) ([]string, error) {
 // stopMember sends SIGTERM: the runtime finishes in-flight messages, acks,
 // and every logical member leaves.
 func (d *demo) stopMember(ctx context.Context) error {
-	d.say("member", "SIGTERM to the member process (pid %d)", d.memberProc.cmd.Process.Pid)
-	d.memberProc.stop(15 * time.Second)
+	d.say("member", "SIGTERM to the member process (pid %d)", d.memberProc.Cmd.Process.Pid)
+	d.memberProc.Stop(15 * time.Second)
 	<-d.memberDone
-	if code := d.memberProc.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := d.memberProc.Cmd.ProcessState.ExitCode(); code != 0 {
 		return fmt.Errorf("the member process exited with status %d", code)
 	}
 	ms, err := d.admin.Members(ctx, d.o.prefix, d.o.group)
@@ -675,25 +675,25 @@ func (d *demo) cleanup() {
 		d.stopLoad = nil
 	}
 	var stopped []string
-	if d.memberProc != nil && !d.memberProc.exited() {
-		d.memberProc.stop(10 * time.Second)
+	if d.memberProc != nil && !d.memberProc.Exited() {
+		d.memberProc.Stop(10 * time.Second)
 		stopped = append(stopped, "member process")
 	}
 	for _, s := range d.sides {
-		if s.proc != nil && !s.proc.exited() {
-			s.proc.stop(10 * time.Second)
+		if s.proc != nil && !s.proc.Exited() {
+			s.proc.Stop(10 * time.Second)
 			stopped = append(stopped, s.label+" member process")
 		}
 	}
 	if d.coordProc != nil {
-		d.coordProc.stop(10 * time.Second)
+		d.coordProc.Stop(10 * time.Second)
 		stopped = append(stopped, "coordinator")
 	}
 	if d.rdb != nil {
 		_ = d.rdb.Close()
 	}
 	if d.redisProc != nil {
-		d.redisProc.stop(5 * time.Second)
+		d.redisProc.Stop(5 * time.Second)
 		stopped = append(stopped, "redis-server")
 	}
 	if d.tmp != "" {

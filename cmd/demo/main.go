@@ -37,6 +37,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/rscoord/rsc/internal/childproc"
 )
 
 func main() {
@@ -132,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		d.say("FAILED", "%v", err)
 		if d.coordLog != "" {
-			fmt.Fprintf(stdout, "\ncoordinator log (tail):\n%s\n\n", tail(d.coordLog, 25))
+			fmt.Fprintf(stdout, "\ncoordinator log (tail):\n%s\n\n", childproc.Tail(d.coordLog, 25))
 		}
 	}
 	d.cleanup()

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/cmd/soak/chaos"
+	"github.com/rscoord/rsc/internal/childproc"
 )
 
 func main() {
@@ -167,7 +168,7 @@ func (s *soak) run(ctx context.Context) error {
 	if s.redis, err = chaos.StartRedis(redisDir); err != nil {
 		return err
 	}
-	port, err := chaos.FreePort()
+	port, err := childproc.FreePort()
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rscoord/rsc/internal/childproc"
 )
 
 // LeaderLease is the --leader-lease of a ReplicaSet: short, so a takeover
@@ -30,7 +32,7 @@ type ReplicaSet struct {
 func NewReplicaSet(bin, redisURL, logStream, dir string, n int) (*ReplicaSet, error) {
 	s := &ReplicaSet{}
 	for i := range n {
-		port, err := FreePort()
+		port, err := childproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
