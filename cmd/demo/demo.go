@@ -21,6 +21,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
 	"github.com/rscoord/rsc/client/producer"
+	"github.com/rscoord/rsc/internal/consumed"
 	"github.com/rscoord/rsc/routing"
 )
 
@@ -526,7 +527,7 @@ func (d *demo) verify(ctx context.Context, shards int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		if missing, err = d.missing(ctx, ids); err != nil {
+		if missing, err = consumed.Missing(ctx, d.rdb, d.consumedKey, ids); err != nil {
 			return err
 		}
 		if len(missing) == 0 || time.Now().After(deadline) {
@@ -577,27 +578,6 @@ func (d *demo) verify(ctx context.Context, shards int) error {
 	}
 	d.say("check", "acked: nothing pending and nothing unread on any shard ✓")
 	return nil
-}
-
-func (d *demo) missing(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	for start := 0; start < len(ids); start += 1000 {
-		chunk := ids[start:min(start+1000, len(ids))]
-		members := make([]any, len(chunk))
-		for i, id := range chunk {
-			members[i] = id
-		}
-		found, err := d.rdb.SMIsMember(ctx, d.consumedKey, members...).Result()
-		if err != nil {
-			return nil, err
-		}
-		for i, ok := range found {
-			if !ok {
-				out = append(out, chunk[i])
-			}
-		}
-	}
-	return out, nil
 }
 
 // stopMember sends SIGTERM: the runtime finishes in-flight messages, acks,

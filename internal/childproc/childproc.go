@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -166,4 +167,17 @@ func WaitPing(ctx context.Context, addr string, timeout time.Duration, exited <-
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer rdb.Close()
 	return Poll(ctx, timeout, exited, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+}
+
+// UntilSignal is the body of a child program's main: it runs run with a
+// context that SIGTERM or an interrupt cancels, and returns the exit code: 0
+// when run returns nil, else 1 after printing the error, after name, to stderr.
+func UntilSignal(name string, run func(ctx context.Context) error) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return 1
+	}
+	return 0
 }

@@ -144,3 +144,12 @@ func TestStartDrainsBeforeReaping(t *testing.T) {
 		t.Fatalf("drained %q", read)
 	}
 }
+
+func TestUntilSignalExitCodes(t *testing.T) {
+	if code := UntilSignal("test", func(ctx context.Context) error { return ctx.Err() }); code != 0 {
+		t.Errorf("nil error: exit code %d, want 0", code)
+	}
+	if code := UntilSignal("test", func(context.Context) error { return errors.New("boom") }); code != 1 {
+		t.Errorf("an error: exit code %d, want 1", code)
+	}
+}

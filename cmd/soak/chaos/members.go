@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -168,13 +167,7 @@ func MemberProcessMain() int {
 	h := recordingHandler(rdb, spec.Prefix, spec.HandlerSleep, func(m member.Message, start, end time.Time) {
 		write(memberLine{Kind: "h", Member: m.MemberID, At: start.UnixNano(), End: end.UnixNano(), Shards: []int{m.ShardIndex}})
 	})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := member.Listen(ctx, cfg, h); err != nil {
-		fmt.Fprintln(os.Stderr, "member process:", err)
-		return 1
-	}
-	return 0
+	return childproc.UntilSignal("member process", func(ctx context.Context) error { return member.Listen(ctx, cfg, h) })
 }
 
 // MemberProcess is a running member process, seen from its parent.
