@@ -14,7 +14,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // The member process is this same program started again with RSC_DEMO_ROLE=member:
@@ -88,5 +88,5 @@ func runMember() int {
 	if ns := os.Getenv("RSC_DEMO_CHECK"); ns != "" {
 		handler = seqHandler(rdb, seqKeys(ns)) // the ordered demo
 	}
-	return childproc.UntilSignal("member", func(ctx context.Context) error { return member.Listen(ctx, cfg, handler) })
+	return procs.UntilSignal("member", func(ctx context.Context) error { return member.Listen(ctx, cfg, handler) })
 }

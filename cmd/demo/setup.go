@@ -10,14 +10,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // process is a child process the demo started and must stop.
-type process = childproc.Process
+type process = procs.Process
 
 func startProcess(name string, cmd *exec.Cmd) (*process, error) {
-	p, err := childproc.Start(cmd, nil)
+	p, err := procs.Start(cmd, nil)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -30,7 +30,7 @@ func startRedis(ctx context.Context, dir string) (*process, string, error) {
 	if err != nil {
 		return nil, "", errors.New("redis-server is not installed: run `make demo` (it installs it with apt-get), or `apt-get install -y redis-server`, or pass --redis URL")
 	}
-	port, err := childproc.FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -41,7 +41,7 @@ func startRedis(ctx context.Context, dir string) (*process, string, error) {
 		return nil, "", err
 	}
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	if err := childproc.WaitPing(ctx, "127.0.0.1:"+strconv.Itoa(port), 10*time.Second, p.Done()); err != nil {
+	if err := procs.WaitPing(ctx, "127.0.0.1:"+strconv.Itoa(port), 10*time.Second, p.Done()); err != nil {
 		p.Stop(time.Second)
 		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
 		return nil, "", fmt.Errorf("redis-server did not start:\n%s", log)
@@ -101,7 +101,7 @@ var coordinatorTimings = []string{"--member-lease", "3s", "--heartbeat-interval"
 
 // startCoordinator runs the coordinator binary and waits for /readyz.
 func startCoordinator(ctx context.Context, bin, redisURL, logStream, logPath string) (*process, string, error) {
-	port, err := childproc.FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -118,9 +118,9 @@ func startCoordinator(ctx context.Context, bin, redisURL, logStream, logPath str
 		return nil, "", err
 	}
 	base := "http://" + addr
-	if err := childproc.WaitReadyz(ctx, base, 20*time.Second, p.Done()); err != nil {
+	if err := procs.WaitReadyz(ctx, base, 20*time.Second, p.Done()); err != nil {
 		p.Stop(time.Second)
-		return nil, "", fmt.Errorf("coordinator did not become ready:\n%s", childproc.Tail(logPath, 20))
+		return nil, "", fmt.Errorf("coordinator did not become ready:\n%s", procs.Tail(logPath, 20))
 	}
 	return p, base, nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	sdkmember "github.com/rscoord/rsc/client/member"
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // latencyMemberEnv makes rscbench run as one member process of the latency
@@ -48,7 +48,7 @@ func runLatencyMember() int {
 		}
 		return nil
 	}
-	return childproc.UntilSignal("rscbench member", func(ctx context.Context) error { return sdkmember.Listen(ctx, cfg, handler) })
+	return procs.UntilSignal("rscbench member", func(ctx context.Context) error { return sdkmember.Listen(ctx, cfg, handler) })
 }
 
 // lineWriter prints the handled messages' lines, one write each, before

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,12 +11,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 	"github.com/rscoord/rsc/redisstore"
 )
 
@@ -27,8 +25,8 @@ import (
 type redisProcess struct {
 	addr string
 	dir  string
-	proc *childproc.Process
-	out  *syncBuffer
+	proc *procs.Process
+	out  *procs.Output // the server's output, for an error message
 }
 
 func startRedis(ctx context.Context) (*redisProcess, error) {
@@ -51,7 +49,7 @@ func startRedis(ctx context.Context) (*redisProcess, error) {
 }
 
 func startRedisOnce(ctx context.Context, bin string) (*redisProcess, error) {
-	port, err := childproc.FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("pick a free port: %w", err)
 	}
@@ -59,18 +57,18 @@ func startRedisOnce(ctx context.Context, bin string) (*redisProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &redisProcess{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, out: &syncBuffer{}}
+	p := &redisProcess{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, out: &procs.Output{Max: 64 << 10}}
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
 		"--bind", "127.0.0.1", "--dir", dir, "--logfile", "")
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	// Own process group: a Ctrl-C reaches rscbench, which stops the server itself.
-	if p.proc, err = childproc.Start(cmd, nil); err != nil {
+	if p.proc, err = procs.Start(cmd, nil); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("run %s: %w", bin, err)
 	}
-	if err := childproc.WaitPing(ctx, p.addr, 10*time.Second, p.proc.Done()); err != nil {
+	if err := procs.WaitPing(ctx, p.addr, 10*time.Second, p.proc.Done()); err != nil {
 		p.Stop()
-		if errors.Is(err, childproc.ErrExited) {
+		if errors.Is(err, procs.ErrExited) {
 			return nil, fmt.Errorf("redis-server on %s exited: %s", p.addr, strings.TrimSpace(p.out.String()))
 		}
 		return nil, fmt.Errorf("redis-server on %s does not answer PING: %w", p.addr, err)
@@ -85,27 +83,6 @@ func (p *redisProcess) URL() string { return "redis://" + p.addr + "/0" }
 func (p *redisProcess) Stop() {
 	p.proc.Stop(5 * time.Second)
 	os.RemoveAll(p.dir)
-}
-
-// syncBuffer collects the server's output for an error message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() < 64<<10 {
-		b.buf.Write(p)
-	}
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // store is the Redis a run writes to. Every key it creates is under a per-run

@@ -26,26 +26,21 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rscoord/rsc/cmd/soak/chaos"
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 func main() {
 	if chaos.IsMemberProcess() {
 		os.Exit(chaos.MemberProcessMain())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	procs.Main(run)
 }
 
 type options struct {
@@ -168,7 +163,7 @@ func (s *soak) run(ctx context.Context) error {
 	if s.redis, err = chaos.StartRedis(redisDir); err != nil {
 		return err
 	}
-	port, err := childproc.FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // EventIDField is the field producers write each message's unique id to.
@@ -167,7 +167,7 @@ func MemberProcessMain() int {
 	h := recordingHandler(rdb, spec.Prefix, spec.HandlerSleep, func(m member.Message, start, end time.Time) {
 		write(memberLine{Kind: "h", Member: m.MemberID, At: start.UnixNano(), End: end.UnixNano(), Shards: []int{m.ShardIndex}})
 	})
-	return childproc.UntilSignal("member process", func(ctx context.Context) error { return member.Listen(ctx, cfg, h) })
+	return procs.UntilSignal("member process", func(ctx context.Context) error { return member.Listen(ctx, cfg, h) })
 }
 
 // MemberProcess is a running member process, seen from its parent.
@@ -176,7 +176,7 @@ type MemberProcess struct {
 	// Proc names this incarnation in the Recorder.
 	Proc string
 
-	proc *childproc.Process
+	proc *procs.Process
 	rec  *Recorder
 }
 
@@ -193,7 +193,7 @@ func StartMemberProcess(cmd *exec.Cmd, spec MemberSpec, proc string, rec *Record
 		return nil, err
 	}
 	p := &MemberProcess{Spec: spec, Proc: proc, rec: rec}
-	if p.proc, err = childproc.Start(cmd, func() {
+	if p.proc, err = procs.Start(cmd, func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {

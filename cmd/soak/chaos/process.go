@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // CoordinatorTimings are the coordinator flags of the scenario: short leases and
@@ -34,7 +34,7 @@ type CoordinatorProcess struct {
 	LogPath   string   // every incarnation appends here
 
 	mu         sync.Mutex
-	proc       *childproc.Process // nil while none runs
+	proc       *procs.Process // nil while none runs
 	starts     int
 	crashAfter string // armed for the next start
 	armed      string // armed in the running process
@@ -75,7 +75,7 @@ type Process interface {
 }
 
 // Tail is the last n lines of the coordinator's log file.
-func (c *CoordinatorProcess) Tail(n int) string { return childproc.Tail(c.LogPath, n) }
+func (c *CoordinatorProcess) Tail(n int) string { return procs.Tail(c.LogPath, n) }
 
 // Stream is the event log's key.
 func (c *CoordinatorProcess) Stream() string { return c.LogStream }
@@ -111,19 +111,19 @@ func (c *CoordinatorProcess) Start(ctx context.Context) error {
 	c.armed, c.crashAfter = c.crashAfter, ""
 	cmd := exec.Command(c.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	proc, err := childproc.Start(cmd, nil)
+	proc, err := procs.Start(cmd, nil)
 	_ = logf.Close() // the child holds its own copy
 	if err != nil {
 		return fmt.Errorf("start coordinator: %w", err)
 	}
 	c.proc = proc
-	err = childproc.WaitReadyz(ctx, c.URL(), 30*time.Second, proc.Done())
+	err = procs.WaitReadyz(ctx, c.URL(), 30*time.Second, proc.Done())
 	switch {
-	case errors.Is(err, childproc.ErrExited):
+	case errors.Is(err, procs.ErrExited):
 		c.proc = nil
-		return fmt.Errorf("coordinator exited at start (%v):\n%s", cmd.ProcessState, childproc.Tail(c.LogPath, 20))
+		return fmt.Errorf("coordinator exited at start (%v):\n%s", cmd.ProcessState, procs.Tail(c.LogPath, 20))
 	case err != nil:
-		return fmt.Errorf("coordinator not ready after 30s:\n%s", childproc.Tail(c.LogPath, 20))
+		return fmt.Errorf("coordinator not ready after 30s:\n%s", procs.Tail(c.LogPath, 20))
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ type RedisServer struct {
 	Port int
 
 	mu   sync.Mutex
-	proc *childproc.Process // nil while stopped
+	proc *procs.Process // nil while stopped
 }
 
 // StartRedis starts redis-server --appendonly yes on a free loopback port.
@@ -185,7 +185,7 @@ func StartRedis(dir string) (*RedisServer, error) {
 	if err != nil {
 		return nil, errors.New("redis-server is not installed (apt-get install -y redis-server)")
 	}
-	port, err := childproc.FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -205,18 +205,18 @@ func (r *RedisServer) start() error {
 	cmd := exec.Command(r.Bin, "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--daemonize", "no", "--dir", r.Dir, "--logfile", filepath.Join(r.Dir, "redis.log"),
 		"--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
-	proc, err := childproc.Start(cmd, nil)
+	proc, err := procs.Start(cmd, nil)
 	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	r.proc = proc
-	err = childproc.WaitPing(context.Background(), r.Addr(), 30*time.Second, proc.Done())
+	err = procs.WaitPing(context.Background(), r.Addr(), 30*time.Second, proc.Done())
 	switch {
-	case errors.Is(err, childproc.ErrExited):
+	case errors.Is(err, procs.ErrExited):
 		r.proc = nil
-		return fmt.Errorf("redis-server exited at start:\n%s", childproc.Tail(filepath.Join(r.Dir, "redis.log"), 20))
+		return fmt.Errorf("redis-server exited at start:\n%s", procs.Tail(filepath.Join(r.Dir, "redis.log"), 20))
 	case err != nil:
-		return fmt.Errorf("redis-server did not answer PING in 30s:\n%s", childproc.Tail(filepath.Join(r.Dir, "redis.log"), 20))
+		return fmt.Errorf("redis-server did not answer PING in 30s:\n%s", procs.Tail(filepath.Join(r.Dir, "redis.log"), 20))
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rscoord/rsc/internal/childproc"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // LeaderLease is the --leader-lease of a ReplicaSet: short, so a takeover
@@ -32,7 +32,7 @@ type ReplicaSet struct {
 func NewReplicaSet(bin, redisURL, logStream, dir string, n int) (*ReplicaSet, error) {
 	s := &ReplicaSet{}
 	for i := range n {
-		port, err := childproc.FreePort()
+		port, err := procs.FreePort()
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package childproc
+package procs
 
 import (
 	"context"
@@ -151,5 +151,17 @@ func TestUntilSignalExitCodes(t *testing.T) {
 	}
 	if code := UntilSignal("test", func(context.Context) error { return errors.New("boom") }); code != 1 {
 		t.Errorf("an error: exit code %d, want 1", code)
+	}
+}
+
+func TestOutputKeepsTheFirstBytes(t *testing.T) {
+	out := &Output{Max: 5}
+	for _, p := range []string{"abc", "def", "ghi"} {
+		if n, err := out.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v: want every byte taken", p, n, err)
+		}
+	}
+	if got := out.String(); got != "abcde" {
+		t.Fatalf("kept %q, want the first 5 bytes %q", got, "abcde")
 	}
 }

@@ -1,20 +1,25 @@
-// Package childproc holds what the programs that start other programs (the
-// demo, the soak and rscbench) share: a free loopback port, a child in its
-// own process group that can be stopped, polling for readiness with a
-// deadline, and the tail of a log file for an error message.
-package childproc
+// Package procs holds what the repository's programs share about
+// processes: a main that runs until SIGTERM or an interrupt, and, for those
+// that start other programs (the demo, the soak and rscbench), a free
+// loopback port, a child in its own process group that can be stopped,
+// polling for readiness with a deadline, and the tail of a log file for an
+// error message.
+package procs
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,6 +59,31 @@ func Tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Output keeps the first Max bytes written to it: a child's output, for an
+// error message. It is safe for concurrent use.
+type Output struct {
+	Max int
+
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Output) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.Max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// String is what was kept.
+func (b *Output) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Process is a child started in its own process group, so that a Ctrl-C on
@@ -169,15 +199,30 @@ func WaitPing(ctx context.Context, addr string, timeout time.Duration, exited <-
 	return Poll(ctx, timeout, exited, func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 }
 
-// UntilSignal is the body of a child program's main: it runs run with a
-// context that SIGTERM or an interrupt cancels, and returns the exit code: 0
-// when run returns nil, else 1 after printing the error, after name, to stderr.
-func UntilSignal(name string, run func(ctx context.Context) error) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+// Main is a program's main: run gets the command line's arguments, stdout,
+// stderr and a context that SIGTERM or an interrupt cancels (see
+// WithSignals); the process exits with the code it returns.
+func Main(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	os.Exit(WithSignals(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) }))
+}
+
+// WithSignals runs run with a context that SIGTERM or an interrupt cancels,
+// and returns its exit code.
+func WithSignals(run func(ctx context.Context) int) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
-		return 1
-	}
-	return 0
+	return run(ctx)
+}
+
+// UntilSignal is the body of a child program's main (see WithSignals): it
+// returns 0 when run returns nil, else 1 after printing the error, after
+// name, to stderr.
+func UntilSignal(name string, run func(ctx context.Context) error) int {
+	return WithSignals(func(ctx context.Context) int {
+		if err := run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
+			return 1
+		}
+		return 0
+	})
 }
