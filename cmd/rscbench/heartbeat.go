@@ -313,7 +313,7 @@ func checkBalanced(coord *commands.Coordinator, members []*member) error {
 			return fmt.Errorf("group %s/%s is %s after convergence", k.StreamPrefix, k.ConsumerGroup, st)
 		}
 		for _, m := range ms {
-			if !equalInts(m.owned, g.Target(m.id)) {
+			if !slices.Equal(m.owned, g.Target(m.id)) {
 				return fmt.Errorf("member %s owns %v, target %v", m.id, m.owned, g.Target(m.id))
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -183,7 +184,7 @@ func (sim *rebalanceSim) stable(live []*member) bool {
 		return false
 	}
 	for _, m := range live {
-		if !equalInts(m.owned, g.Target(m.id)) {
+		if !slices.Equal(m.owned, g.Target(m.id)) {
 			return false
 		}
 	}

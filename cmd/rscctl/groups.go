@@ -209,15 +209,20 @@ func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 			return err
 		}
 		fmt.Fprintf(a.stdout, "%s / %s: %d shards, metadata version %d, stream keys %s\n\n", r.StreamPrefix, r.ConsumerGroup, r.ShardCount, r.MetadataVersion, r.StreamKeyPattern)
-		t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
-		for _, s := range r.Shards {
-			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-		return printLayouts(a, r.PreviousLayouts, r.LayoutWindowMs)
+		return printRouting(a, r.Shards, r.PreviousLayouts, r.LayoutWindowMs)
 	}
+}
+
+// printRouting lists a routing answer's shards and previous layouts.
+func printRouting(a *app, shards []wire.RoutingShard, layouts []wire.RoutingLayout, windowMs int64) error {
+	t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
+	for _, s := range shards {
+		t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printLayouts(a, layouts, windowMs)
 }
 
 // printLayouts lists a routing answer's previous layouts (nothing when it

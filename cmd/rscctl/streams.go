@@ -128,13 +128,6 @@ func setupStreamRouting(fs *flag.FlagSet, a *app) func(context.Context, []string
 			return err
 		}
 		fmt.Fprintf(a.stdout, "stream %s: %d shards, metadata version %d, stream keys %s\n\n", r.StreamPrefix, r.ShardCount, r.MetadataVersion, r.StreamKeyPattern)
-		t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
-		for _, s := range r.Shards {
-			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-		return printLayouts(a, r.PreviousLayouts, r.LayoutWindowMs)
+		return printRouting(a, r.Shards, r.PreviousLayouts, r.LayoutWindowMs)
 	}
 }

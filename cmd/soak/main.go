@@ -297,15 +297,7 @@ func (s *soak) operation(ctx context.Context, r *chaos.Round, rng *rand.Rand) er
 	case p >= 75 && p < 88 && on["redis"]:
 		return r.RestartRedis(ctx)
 	default:
-		d := time.Duration(1000+rng.Intn(2000)) * time.Millisecond
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
+		return chaos.Sleep(ctx, time.Duration(1000+rng.Intn(2000))*time.Millisecond)
 	}
 }
 

@@ -39,7 +39,7 @@ func (r *Round) Finish(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -57,7 +57,7 @@ func (r *Round) Finish(ctx context.Context) error {
 		if len(problems) == 0 || time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -109,7 +109,7 @@ func (r *Round) checkState(ctx context.Context) {
 		if time.Now().After(deadline) {
 			break
 		}
-		_ = sleep(ctx, 100*time.Millisecond)
+		_ = Sleep(ctx, 100*time.Millisecond)
 	}
 	if diff != "" {
 		r.violation("the served group differs from a fresh fold of the log:\n%s", diff)

@@ -72,7 +72,7 @@ func (s *ReplicaSet) Start(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no replica leads 30s after the start:\n%s", s.Tail(10))
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
