@@ -27,6 +27,16 @@ type (
 	Member = wire.MemberMetadata
 )
 
+// call is Do for a call that answers a T; an error says what failed
+// (format and args, as for fmt.Errorf).
+func call[T any](ctx context.Context, c *Client, method, path string, body any, format string, args ...any) (*T, error) {
+	var v T
+	if err := c.Do(ctx, method, path, body, &v); err != nil {
+		return nil, fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	return &v, nil
+}
+
 // CreateGroup creates a group with initialShardCount shards (0: the
 // coordinator's default): POST /coord/v1/streams/{p}/groups/{g}.
 func (c *Client) CreateGroup(ctx context.Context, streamPrefix, consumerGroup string, initialShardCount int, requestedBy string) (*Group, error) {
@@ -39,54 +49,34 @@ func (c *Client) CreateGroup(ctx context.Context, streamPrefix, consumerGroup st
 
 // CreateGroupWith is CreateGroup with the whole request (reason, ordering).
 func (c *Client) CreateGroupWith(ctx context.Context, streamPrefix, consumerGroup string, req wire.CreateRequest) (*Group, error) {
-	var g Group
-	if err := c.Do(ctx, http.MethodPost, GroupPath(streamPrefix, consumerGroup), req, &g); err != nil {
-		return nil, fmt.Errorf("create group %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &g, nil
+	return call[Group](ctx, c, http.MethodPost, GroupPath(streamPrefix, consumerGroup), req, "create group %s/%s", streamPrefix, consumerGroup)
 }
 
 // Scale starts a resharding of one group to targetShardCount:
 // POST /coord/v1/streams/{p}/groups/{g}/scale.
 func (c *Client) Scale(ctx context.Context, streamPrefix, consumerGroup string, targetShardCount int, requestedBy, reason string) (*Migration, error) {
 	body := wire.ScaleRequest{TargetShardCount: &targetShardCount, RequestedBy: requestedBy, Reason: reason}
-	var m Migration
-	if err := c.Do(ctx, http.MethodPost, GroupPath(streamPrefix, consumerGroup)+"/scale", body, &m); err != nil {
-		return nil, fmt.Errorf("scale %s/%s to %d: %w", streamPrefix, consumerGroup, targetShardCount, err)
-	}
-	return &m, nil
+	return call[Migration](ctx, c, http.MethodPost, GroupPath(streamPrefix, consumerGroup)+"/scale", body, "scale %s/%s to %d", streamPrefix, consumerGroup, targetShardCount)
 }
 
 // Rollback rolls a resharding back:
 // POST /coord/v1/streams/{p}/groups/{g}/migrations/{id}/rollback.
 func (c *Client) Rollback(ctx context.Context, streamPrefix, consumerGroup, reshardingID string, req wire.RollbackRequest) (*Migration, error) {
-	var m Migration
 	path := GroupPath(streamPrefix, consumerGroup) + "/migrations/" + url.PathEscape(reshardingID) + "/rollback"
-	if err := c.Do(ctx, http.MethodPost, path, req, &m); err != nil {
-		return nil, fmt.Errorf("roll back %s: %w", reshardingID, err)
-	}
-	return &m, nil
+	return call[Migration](ctx, c, http.MethodPost, path, req, "roll back %s", reshardingID)
 }
 
 // RestoreLog writes the state the coordinator holds back to an event log
 // that lost it (/readyz LOG_LOST): POST /coord/v1/log/restore (ADMIN). A
 // follower forwards it to the leader.
 func (c *Client) RestoreLog(ctx context.Context, req wire.LogRestoreRequest) (*wire.LogRestoreResponse, error) {
-	var res wire.LogRestoreResponse
-	if err := c.Do(ctx, http.MethodPost, "/coord/v1/log/restore", req, &res); err != nil {
-		return nil, fmt.Errorf("restore the event log: %w", err)
-	}
-	return &res, nil
+	return call[wire.LogRestoreResponse](ctx, c, http.MethodPost, "/coord/v1/log/restore", req, "restore the event log")
 }
 
 // SetOrdering switches a group's ordering:
 // PUT /coord/v1/streams/{p}/groups/{g}/ordering.
 func (c *Client) SetOrdering(ctx context.Context, streamPrefix, consumerGroup string, req wire.OrderingRequest) (*Group, error) {
-	var g Group
-	if err := c.Do(ctx, http.MethodPut, GroupPath(streamPrefix, consumerGroup)+"/ordering", req, &g); err != nil {
-		return nil, fmt.Errorf("set the ordering of %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &g, nil
+	return call[Group](ctx, c, http.MethodPut, GroupPath(streamPrefix, consumerGroup)+"/ordering", req, "set the ordering of %s/%s", streamPrefix, consumerGroup)
 }
 
 // Autoscaling reads a group's autoscaling policy and the autoscaler's latest
@@ -108,20 +98,12 @@ func (c *Client) DisableAutoscaling(ctx context.Context, streamPrefix, consumerG
 }
 
 func (c *Client) autoscaling(ctx context.Context, method, streamPrefix, consumerGroup string, body any) (*wire.AutoscalingResponse, error) {
-	var a wire.AutoscalingResponse
-	if err := c.Do(ctx, method, GroupPath(streamPrefix, consumerGroup)+"/autoscaling", body, &a); err != nil {
-		return nil, fmt.Errorf("autoscaling of %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &a, nil
+	return call[wire.AutoscalingResponse](ctx, c, method, GroupPath(streamPrefix, consumerGroup)+"/autoscaling", body, "autoscaling of %s/%s", streamPrefix, consumerGroup)
 }
 
 // Groups lists every group: GET /coord/v1/monitoring/groups.
 func (c *Client) Groups(ctx context.Context) (*wire.GroupsResponse, error) {
-	var g wire.GroupsResponse
-	if err := c.Do(ctx, http.MethodGet, basePath+"/monitoring/groups", nil, &g); err != nil {
-		return nil, fmt.Errorf("list groups: %w", err)
-	}
-	return &g, nil
+	return call[wire.GroupsResponse](ctx, c, http.MethodGet, basePath+"/monitoring/groups", nil, "list groups")
 }
 
 // Events pages a group's audit history: up to limit events after after (""
@@ -131,49 +113,29 @@ func (c *Client) Events(ctx context.Context, streamPrefix, consumerGroup, after 
 	if after != "" {
 		q.Set("after", after)
 	}
-	var p wire.AuditPage
-	if err := c.Do(ctx, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/events?"+q.Encode(), nil, &p); err != nil {
-		return nil, fmt.Errorf("events of %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &p, nil
+	return call[wire.AuditPage](ctx, c, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/events?"+q.Encode(), nil, "events of %s/%s", streamPrefix, consumerGroup)
 }
 
 // Group reads a group: GET /coord/v1/streams/{p}/groups/{g}.
 func (c *Client) Group(ctx context.Context, streamPrefix, consumerGroup string) (*Group, error) {
-	var g Group
-	if err := c.Do(ctx, http.MethodGet, GroupPath(streamPrefix, consumerGroup), nil, &g); err != nil {
-		return nil, fmt.Errorf("get group %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &g, nil
+	return call[Group](ctx, c, http.MethodGet, GroupPath(streamPrefix, consumerGroup), nil, "get group %s/%s", streamPrefix, consumerGroup)
 }
 
 // Migrations lists a group's reshardings: GET .../groups/{g}/migrations.
 func (c *Client) Migrations(ctx context.Context, streamPrefix, consumerGroup string) (*Migrations, error) {
-	var m Migrations
-	if err := c.Do(ctx, http.MethodGet, GroupPath(streamPrefix, consumerGroup)+"/migrations", nil, &m); err != nil {
-		return nil, fmt.Errorf("list migrations of %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &m, nil
+	return call[Migrations](ctx, c, http.MethodGet, GroupPath(streamPrefix, consumerGroup)+"/migrations", nil, "list migrations of %s/%s", streamPrefix, consumerGroup)
 }
 
 // Migration reads one resharding: GET .../groups/{g}/migrations/{id}.
 func (c *Client) Migration(ctx context.Context, streamPrefix, consumerGroup, reshardingID string) (*Migration, error) {
-	var m Migration
 	path := GroupPath(streamPrefix, consumerGroup) + "/migrations/" + url.PathEscape(reshardingID)
-	if err := c.Do(ctx, http.MethodGet, path, nil, &m); err != nil {
-		return nil, fmt.Errorf("get migration %s: %w", reshardingID, err)
-	}
-	return &m, nil
+	return call[Migration](ctx, c, http.MethodGet, path, nil, "get migration %s", reshardingID)
 }
 
 // Assignments reads the target and current assignments of a group:
 // GET /coord/v1/monitoring/streams/{p}/groups/{g}/assignments.
 func (c *Client) Assignments(ctx context.Context, streamPrefix, consumerGroup string) (*Assignments, error) {
-	var a Assignments
-	if err := c.Do(ctx, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/assignments", nil, &a); err != nil {
-		return nil, fmt.Errorf("assignments of %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &a, nil
+	return call[Assignments](ctx, c, http.MethodGet, monitoringGroupPath(streamPrefix, consumerGroup)+"/assignments", nil, "assignments of %s/%s", streamPrefix, consumerGroup)
 }
 
 // Members lists the members of a group:

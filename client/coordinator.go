@@ -128,11 +128,7 @@ func monitoringGroupPath(streamPrefix, consumerGroup string) string {
 // ProducerRouting fetches the producer routing of a group:
 // GET /coord/v1/streams/{p}/groups/{g}/producer-routing.
 func (c *Client) ProducerRouting(ctx context.Context, streamPrefix, consumerGroup string) (*Routing, error) {
-	var r Routing
-	if err := c.Do(ctx, http.MethodGet, GroupPath(streamPrefix, consumerGroup)+"/producer-routing", nil, &r); err != nil {
-		return nil, fmt.Errorf("producer routing of %s/%s: %w", streamPrefix, consumerGroup, err)
-	}
-	return &r, nil
+	return call[Routing](ctx, c, http.MethodGet, GroupPath(streamPrefix, consumerGroup)+"/producer-routing", nil, "producer routing of %s/%s", streamPrefix, consumerGroup)
 }
 
 // Heartbeat sends a member heartbeat:

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -38,60 +37,36 @@ func (c *Client) CreateStream(ctx context.Context, streamPrefix string, initialS
 	if initialShardCount > 0 {
 		body.InitialShardCount = &initialShardCount
 	}
-	var out StreamCreated
-	if err := c.Do(ctx, http.MethodPost, StreamPath(streamPrefix), body, &out); err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", streamPrefix, err)
-	}
-	return &out, nil
+	return call[StreamCreated](ctx, c, http.MethodPost, StreamPath(streamPrefix), body, "create stream %s", streamPrefix)
 }
 
 // AdoptStream takes over existing shard streams <p>:0..shardCount-1 without
 // creating anything: POST /coord/v1/streams/{p}/adopt.
 func (c *Client) AdoptStream(ctx context.Context, streamPrefix string, shardCount int, requestedBy, reason string) (*StreamCreated, error) {
 	body := wire.AdoptRequest{ShardCount: &shardCount, RequestedBy: requestedBy, Reason: reason}
-	var out StreamCreated
-	if err := c.Do(ctx, http.MethodPost, StreamPath(streamPrefix)+"/adopt", body, &out); err != nil {
-		return nil, fmt.Errorf("adopt stream %s: %w", streamPrefix, err)
-	}
-	return &out, nil
+	return call[StreamCreated](ctx, c, http.MethodPost, StreamPath(streamPrefix)+"/adopt", body, "adopt stream %s", streamPrefix)
 }
 
 // ScaleStream scales a stream to targetShardCount: at once without groups,
 // else every group of it together: POST /coord/v1/streams/{p}/scale.
 func (c *Client) ScaleStream(ctx context.Context, streamPrefix string, targetShardCount int, requestedBy, reason string) (*StreamScale, error) {
 	body := wire.ScaleRequest{TargetShardCount: &targetShardCount, RequestedBy: requestedBy, Reason: reason}
-	var out StreamScale
-	if err := c.Do(ctx, http.MethodPost, StreamPath(streamPrefix)+"/scale", body, &out); err != nil {
-		return nil, fmt.Errorf("scale stream %s to %d: %w", streamPrefix, targetShardCount, err)
-	}
-	return &out, nil
+	return call[StreamScale](ctx, c, http.MethodPost, StreamPath(streamPrefix)+"/scale", body, "scale stream %s to %d", streamPrefix, targetShardCount)
 }
 
 // StreamProducerRouting fetches the stream-scoped producer routing:
 // GET /coord/v1/streams/{p}/producer-routing (the layout producers route
 // by, whatever the consumer group).
 func (c *Client) StreamProducerRouting(ctx context.Context, streamPrefix string) (*StreamRouting, error) {
-	var out StreamRouting
-	if err := c.Do(ctx, http.MethodGet, StreamPath(streamPrefix)+"/producer-routing", nil, &out); err != nil {
-		return nil, fmt.Errorf("producer routing of stream %s: %w", streamPrefix, err)
-	}
-	return &out, nil
+	return call[StreamRouting](ctx, c, http.MethodGet, StreamPath(streamPrefix)+"/producer-routing", nil, "producer routing of stream %s", streamPrefix)
 }
 
 // Stream reads a stream: GET /coord/v1/streams/{p}.
 func (c *Client) Stream(ctx context.Context, streamPrefix string) (*Stream, error) {
-	var out Stream
-	if err := c.Do(ctx, http.MethodGet, StreamPath(streamPrefix), nil, &out); err != nil {
-		return nil, fmt.Errorf("get stream %s: %w", streamPrefix, err)
-	}
-	return &out, nil
+	return call[Stream](ctx, c, http.MethodGet, StreamPath(streamPrefix), nil, "get stream %s", streamPrefix)
 }
 
 // Streams lists every stream: GET /coord/v1/monitoring/streams.
 func (c *Client) Streams(ctx context.Context) (*wire.StreamsResponse, error) {
-	var out wire.StreamsResponse
-	if err := c.Do(ctx, http.MethodGet, basePath+"/monitoring/streams", nil, &out); err != nil {
-		return nil, fmt.Errorf("list streams: %w", err)
-	}
-	return &out, nil
+	return call[wire.StreamsResponse](ctx, c, http.MethodGet, basePath+"/monitoring/streams", nil, "list streams")
 }

@@ -53,17 +53,7 @@ func (l *Log) historyKey(membership bool, name string) string {
 // entry its data, the KEYS position of its index stream (0: none) and the
 // index name to register ("" when registered by an earlier entry).
 func indexedAppendLua(pos, kb int) string {
-	return fmt.Sprintf(`
-local last = '0-0'
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = info[i+1] end
-  end
-end
-if last ~= ARGV[%[1]d] then
-  return redis.error_reply('RSCCONFLICT ' .. last)
-end
+	return comparePositionLua(pos) + fmt.Sprintf(`
 local n = tonumber(ARGV[%[1]d + 1])
 local ids = {}
 for i = 0, n - 1 do

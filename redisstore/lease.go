@@ -279,15 +279,8 @@ end
 
 // AppendIndexed is the fenced, indexed append (events.Indexed).
 func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []events.Draft) ([]string, error) {
-	pos, err := events.ParseID(after)
-	if err != nil {
-		return nil, err
-	}
-	if len(batch) == 0 {
-		return nil, nil
-	}
-	tok, err := f.token()
-	if err != nil {
+	pos, tok, err := f.begin(after, len(batch))
+	if err != nil || len(batch) == 0 {
 		return nil, err
 	}
 	keys, args := f.indexedArgs(batch, 2)
@@ -299,15 +292,8 @@ func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []eve
 }
 
 func (f *fencedLog) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
-	pos, err := events.ParseID(after)
-	if err != nil {
-		return nil, err
-	}
-	if len(batch) == 0 {
-		return nil, nil
-	}
-	tok, err := f.token()
-	if err != nil {
+	pos, tok, err := f.begin(after, len(batch))
+	if err != nil || len(batch) == 0 {
 		return nil, err
 	}
 	args := make([]any, 0, len(batch)+2)
@@ -320,6 +306,17 @@ func (f *fencedLog) Append(ctx context.Context, after string, batch [][]byte) ([
 		return nil, appendError(err, f.key, after, len(batch), tok)
 	}
 	return res, nil
+}
+
+// begin checks an append's position and, for a batch of n > 0 entries,
+// takes the lease's fencing token.
+func (f *fencedLog) begin(after string, n int) (events.ID, int64, error) {
+	pos, err := events.ParseID(after)
+	if err != nil || n == 0 {
+		return pos, 0, err
+	}
+	tok, err := f.token()
+	return pos, tok, err
 }
 
 // token is the lease's fencing token, or ErrFenced when this replica does not

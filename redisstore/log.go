@@ -24,9 +24,10 @@ const entryField = "e"
 // coordinators appending against the same stale position can never both succeed.
 var appendScript = redis.NewScript(compareAndAppendLua(1))
 
-// compareAndAppendLua is the body of every append script: KEYS[1] is the log,
-// ARGV[pos] the caller's position, the ARGVs after it the entries.
-func compareAndAppendLua(pos int) string {
+// comparePositionLua opens every append script: it refuses with RSCCONFLICT
+// and the log's last generated id unless that id (KEYS[1] the log, '0-0'
+// when it does not exist) is still the caller's position ARGV[pos].
+func comparePositionLua(pos int) string {
 	return fmt.Sprintf(`
 local last = '0-0'
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -37,13 +38,19 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 if last ~= ARGV[%d] then
   return redis.error_reply('RSCCONFLICT ' .. last)
-end
+end`, pos)
+}
+
+// compareAndAppendLua is the body of every plain append script: KEYS[1] is
+// the log, ARGV[pos] the caller's position, the ARGVs after it the entries.
+func compareAndAppendLua(pos int) string {
+	return comparePositionLua(pos) + fmt.Sprintf(`
 local ids = {}
 for i = %d, #ARGV do
   ids[#ids+1] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
 end
 return ids
-`, pos, pos+1)
+`, pos+1)
 }
 
 // Log is an events.Log on one Redis Stream.

@@ -130,58 +130,69 @@ func (s *SnapshotStore) Save(ctx context.Context, lastID string, data []byte, ke
 		return err
 	}
 	keep = max(keep, 1)
+	err = s.rotate(ctx, func(tx *redis.Tx, kept []string, exists bool) error {
+		older := kept
+		if len(kept) > 0 {
+			newest, err := events.ParseID(kept[0])
+			if err != nil {
+				return fmt.Errorf("snapshot list %s holds %q: %w", s.ids, kept[0], err)
+			}
+			if !newest.Less(id) {
+				return fmt.Errorf("%w: snapshot after %s is not newer than the stored one after %s", events.ErrConflict, id, newest)
+			}
+			if !exists {
+				older = kept[1:] // the newest was removed by hand
+			}
+		}
+		next := append([]string{id.String()}, older...)
+		drop := next[min(keep, len(next)):]
+		next = next[:min(keep, len(next))]
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			if len(older) > 0 && len(kept) > 0 && older[0] == kept[0] && keep > 1 {
+				p.Rename(ctx, s.key, s.olderKey(kept[0]))
+			}
+			p.Set(ctx, s.key, data, 0)
+			p.Del(ctx, s.ids)
+			p.RPush(ctx, s.ids, toAny(next)...)
+			for _, d := range drop {
+				p.Del(ctx, s.olderKey(d))
+			}
+			return nil
+		})
+		return err
+	})
+	if err == nil || errors.Is(err, events.ErrConflict) && !errors.Is(err, errListChanging) {
+		return err // a snapshot not newer than the stored one: as it is
+	}
+	return fmt.Errorf("save snapshot %s: %w", s.key, err)
+}
+
+// errListChanging is rotate's answer when other writers changed the snapshot
+// list under every try.
+var errListChanging = fmt.Errorf("%w: the snapshot list kept changing", events.ErrConflict)
+
+// rotate runs fn in a WATCH transaction over the snapshot list and the
+// newest snapshot, with the ids the list keeps and whether the newest
+// exists, and again while other writers change them: errListChanging after
+// ten tries.
+func (s *SnapshotStore) rotate(ctx context.Context, fn func(tx *redis.Tx, kept []string, newest bool) error) error {
 	for attempt := 0; attempt < 10; attempt++ {
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			kept, err := tx.LRange(ctx, s.ids, 0, -1).Result()
 			if err != nil {
 				return err
 			}
-			exists, err := tx.Exists(ctx, s.key).Result()
+			n, err := tx.Exists(ctx, s.key).Result()
 			if err != nil {
 				return err
 			}
-			older := kept
-			if len(kept) > 0 {
-				newest, err := events.ParseID(kept[0])
-				if err != nil {
-					return fmt.Errorf("snapshot list %s holds %q: %w", s.ids, kept[0], err)
-				}
-				if !newest.Less(id) {
-					return fmt.Errorf("%w: snapshot after %s is not newer than the stored one after %s", events.ErrConflict, id, newest)
-				}
-				if exists == 0 {
-					older = kept[1:] // the newest was removed by hand
-				}
-			}
-			next := append([]string{id.String()}, older...)
-			drop := next[min(keep, len(next)):]
-			next = next[:min(keep, len(next))]
-			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				if len(older) > 0 && len(kept) > 0 && older[0] == kept[0] && keep > 1 {
-					p.Rename(ctx, s.key, s.olderKey(kept[0]))
-				}
-				p.Set(ctx, s.key, data, 0)
-				p.Del(ctx, s.ids)
-				p.RPush(ctx, s.ids, toAny(next)...)
-				for _, d := range drop {
-					p.Del(ctx, s.olderKey(d))
-				}
-				return nil
-			})
-			return err
+			return fn(tx, kept, n == 1)
 		}, s.key, s.ids)
-		if errors.Is(err, redis.TxFailedErr) {
-			continue
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
 		}
-		if err != nil {
-			if errors.Is(err, events.ErrConflict) {
-				return err
-			}
-			return fmt.Errorf("save snapshot %s: %w", s.key, err)
-		}
-		return nil
 	}
-	return fmt.Errorf("save snapshot %s: %w: the snapshot list kept changing", s.key, events.ErrConflict)
+	return errListChanging
 }
 
 func toAny(ss []string) []any {
@@ -202,73 +213,59 @@ func toAny(ss []string) []any {
 // returns the ids set aside, newest first.
 func (s *SnapshotStore) SetAside(ctx context.Context, drop func(lastID string) bool, legacyID, tag string) ([]string, error) {
 	var gone []string
-	for attempt := 0; attempt < 10; attempt++ {
+	err := s.rotate(ctx, func(tx *redis.Tx, kept []string, newest bool) error {
 		gone = nil
-		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			kept, err := tx.LRange(ctx, s.ids, 0, -1).Result()
-			if err != nil {
-				return err
-			}
-			newest, err := tx.Exists(ctx, s.key).Result()
-			if err != nil {
-				return err
-			}
-			legacy := len(kept) == 0 && newest == 1 && legacyID != ""
-			if legacy {
-				kept = []string{legacyID}
-			}
-			var stay []string
-			keyOf := func(i int, id string) string {
-				if i == 0 && newest == 1 {
-					return s.key
-				}
-				return s.olderKey(id)
-			}
-			type move struct{ from, to string }
-			var moves []move
-			for i, id := range kept {
-				if !drop(id) {
-					stay = append(stay, id)
-					continue
-				}
-				gone = append(gone, id)
-				from := keyOf(i, id)
-				if n, err := tx.Exists(ctx, from).Result(); err != nil {
-					return err
-				} else if n == 1 {
-					moves = append(moves, move{from, s.sideKey("set-aside:" + tag + ":" + id)})
-				}
-			}
-			if len(gone) == 0 {
-				return nil
-			}
-			// The newest kept one moves where the newest lives.
-			if len(stay) > 0 && len(kept) > 0 && stay[0] != kept[0] {
-				if n, err := tx.Exists(ctx, s.olderKey(stay[0])).Result(); err != nil {
-					return err
-				} else if n == 1 {
-					moves = append(moves, move{s.olderKey(stay[0]), s.key})
-				}
-			}
-			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				for _, m := range moves {
-					p.Rename(ctx, m.from, m.to)
-				}
-				p.Del(ctx, s.ids)
-				if !legacy && len(stay) > 0 {
-					p.RPush(ctx, s.ids, toAny(stay)...)
-				}
-				return nil
-			})
-			return err
-		}, s.key, s.ids)
-		if errors.Is(err, redis.TxFailedErr) {
-			continue
+		legacy := len(kept) == 0 && newest && legacyID != ""
+		if legacy {
+			kept = []string{legacyID}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("set snapshots of %s aside: %w", s.key, err)
+		var stay []string
+		keyOf := func(i int, id string) string {
+			if i == 0 && newest {
+				return s.key
+			}
+			return s.olderKey(id)
 		}
-		return gone, nil
+		type move struct{ from, to string }
+		var moves []move
+		for i, id := range kept {
+			if !drop(id) {
+				stay = append(stay, id)
+				continue
+			}
+			gone = append(gone, id)
+			from := keyOf(i, id)
+			if n, err := tx.Exists(ctx, from).Result(); err != nil {
+				return err
+			} else if n == 1 {
+				moves = append(moves, move{from, s.sideKey("set-aside:" + tag + ":" + id)})
+			}
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		// The newest kept one moves where the newest lives.
+		if len(stay) > 0 && len(kept) > 0 && stay[0] != kept[0] {
+			if n, err := tx.Exists(ctx, s.olderKey(stay[0])).Result(); err != nil {
+				return err
+			} else if n == 1 {
+				moves = append(moves, move{s.olderKey(stay[0]), s.key})
+			}
+		}
+		_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for _, m := range moves {
+				p.Rename(ctx, m.from, m.to)
+			}
+			p.Del(ctx, s.ids)
+			if !legacy && len(stay) > 0 {
+				p.RPush(ctx, s.ids, toAny(stay)...)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set snapshots of %s aside: %w", s.key, err)
 	}
-	return nil, fmt.Errorf("set snapshots of %s aside: %w: the snapshot list kept changing", s.key, events.ErrConflict)
+	return gone, nil
 }

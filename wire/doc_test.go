@@ -40,15 +40,17 @@ var importMap = map[string]struct {
 	"internal/faultproxy": {},
 	"internal/redisurl":   {modules: []string{"github.com/redis/go-redis/v9"}},
 	"internal/benchratio": {},
-	"internal/redistest":  {modules: []string{"github.com/redis/go-redis/v9", "github.com/testcontainers/testcontainers-go", "github.com/moby/moby", "github.com/docker/go-connections"}},
+	"internal/procs":      {modules: []string{"github.com/redis/go-redis/v9"}},
+	"internal/consumed":   {modules: []string{"github.com/redis/go-redis/v9"}},
+	"internal/redistest":  {pkgs: []string{"internal/procs"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/testcontainers/testcontainers-go", "github.com/moby/moby", "github.com/docker/go-connections"}},
 	// The programs wire the packages above together.
 	"cmd/coordinator": {pkgs: []string{"commands", "events", "httpapi", "internal/redisurl", "metrics", "projection", "redisstore", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
-	"cmd/replay":      {pkgs: []string{"events", "projection", "redisstore", "replay"}, modules: []string{"github.com/redis/go-redis/v9"}},
-	"cmd/rscctl":      {pkgs: []string{"client", "wire"}},
-	"cmd/demo":        {pkgs: []string{"client", "client/member", "client/producer", "internal/faultproxy", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
-	"cmd/rscbench":    {pkgs: []string{"client", "client/member", "client/producer", "commands", "events", "httpapi", "projection", "redisstore", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
-	"cmd/soak":        {pkgs: []string{"cmd/soak/chaos"}},
-	"cmd/soak/chaos":  {pkgs: []string{"client", "client/member", "client/producer", "events", "httpapi", "projection", "redisstore", "replay", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
+	"cmd/replay":      {pkgs: []string{"events", "internal/procs", "projection", "redisstore", "replay"}, modules: []string{"github.com/redis/go-redis/v9"}},
+	"cmd/rscctl":      {pkgs: []string{"client", "internal/procs", "wire"}},
+	"cmd/demo":        {pkgs: []string{"client", "client/member", "client/producer", "internal/consumed", "internal/faultproxy", "internal/procs", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
+	"cmd/rscbench":    {pkgs: []string{"client", "client/member", "client/producer", "commands", "events", "httpapi", "internal/procs", "projection", "redisstore", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
+	"cmd/soak":        {pkgs: []string{"cmd/soak/chaos", "internal/procs"}},
+	"cmd/soak/chaos":  {pkgs: []string{"client", "client/member", "client/producer", "events", "httpapi", "internal/consumed", "internal/procs", "projection", "redisstore", "replay", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
 }
 
 // TestImportsOnlyTheStandardLibrary holds the package to its doc comment: any

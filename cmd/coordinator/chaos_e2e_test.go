@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/cmd/soak/chaos"
+	"github.com/rscoord/rsc/internal/procs"
 	"github.com/rscoord/rsc/internal/redistest"
 )
 
@@ -102,7 +103,7 @@ func runChaos(t *testing.T, rs *redistest.Server, dir string, coord chaos.Proces
 		_ = mlog.Close()
 		if t.Failed() {
 			t.Logf("coordinator log (tail):\n%s", coord.Tail(60))
-			t.Logf("member process log (tail):\n%s", chaos.Tail(memberLog, 30))
+			t.Logf("member process log (tail):\n%s", procs.Tail(memberLog, 30))
 		}
 	})
 

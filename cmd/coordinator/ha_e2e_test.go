@@ -18,6 +18,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/cmd/soak/chaos"
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/internal/procs"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -57,7 +58,7 @@ func startHACluster(t *testing.T, rs *redistest.Server, n int, extra ...string) 
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i, c := range h.replicas {
-				t.Logf("replica-%d log (tail):\n%s", i, chaos.Tail(c.LogPath, 40))
+				t.Logf("replica-%d log (tail):\n%s", i, procs.Tail(c.LogPath, 40))
 			}
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
 	"github.com/rscoord/rsc/client/producer"
+	"github.com/rscoord/rsc/internal/consumed"
 	"github.com/rscoord/rsc/routing"
 )
 
@@ -232,7 +233,7 @@ func (d *demo) startMember() error {
 		}
 	}()
 	d.say("member", "started a member process (pid %d) using client/member with concurrency %d: logical members %s",
-		d.memberProc.cmd.Process.Pid, d.o.concurrency, strings.Join(d.memberIDs, ", "))
+		d.memberProc.Cmd.Process.Pid, d.o.concurrency, strings.Join(d.memberIDs, ", "))
 	return nil
 }
 
@@ -526,7 +527,7 @@ func (d *demo) verify(ctx context.Context, shards int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
-		if missing, err = d.missing(ctx, ids); err != nil {
+		if missing, err = consumed.Missing(ctx, d.rdb, d.consumedKey, ids); err != nil {
 			return err
 		}
 		if len(missing) == 0 || time.Now().After(deadline) {
@@ -579,34 +580,13 @@ func (d *demo) verify(ctx context.Context, shards int) error {
 	return nil
 }
 
-func (d *demo) missing(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	for start := 0; start < len(ids); start += 1000 {
-		chunk := ids[start:min(start+1000, len(ids))]
-		members := make([]any, len(chunk))
-		for i, id := range chunk {
-			members[i] = id
-		}
-		found, err := d.rdb.SMIsMember(ctx, d.consumedKey, members...).Result()
-		if err != nil {
-			return nil, err
-		}
-		for i, ok := range found {
-			if !ok {
-				out = append(out, chunk[i])
-			}
-		}
-	}
-	return out, nil
-}
-
 // stopMember sends SIGTERM: the runtime finishes in-flight messages, acks,
 // and every logical member leaves.
 func (d *demo) stopMember(ctx context.Context) error {
-	d.say("member", "SIGTERM to the member process (pid %d)", d.memberProc.cmd.Process.Pid)
-	d.memberProc.stop(15 * time.Second)
+	d.say("member", "SIGTERM to the member process (pid %d)", d.memberProc.Cmd.Process.Pid)
+	d.memberProc.Stop(15 * time.Second)
 	<-d.memberDone
-	if code := d.memberProc.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := d.memberProc.Cmd.ProcessState.ExitCode(); code != 0 {
 		return fmt.Errorf("the member process exited with status %d", code)
 	}
 	ms, err := d.admin.Members(ctx, d.o.prefix, d.o.group)
@@ -675,25 +655,25 @@ func (d *demo) cleanup() {
 		d.stopLoad = nil
 	}
 	var stopped []string
-	if d.memberProc != nil && !d.memberProc.exited() {
-		d.memberProc.stop(10 * time.Second)
+	if d.memberProc != nil && !d.memberProc.Exited() {
+		d.memberProc.Stop(10 * time.Second)
 		stopped = append(stopped, "member process")
 	}
 	for _, s := range d.sides {
-		if s.proc != nil && !s.proc.exited() {
-			s.proc.stop(10 * time.Second)
+		if s.proc != nil && !s.proc.Exited() {
+			s.proc.Stop(10 * time.Second)
 			stopped = append(stopped, s.label+" member process")
 		}
 	}
 	if d.coordProc != nil {
-		d.coordProc.stop(10 * time.Second)
+		d.coordProc.Stop(10 * time.Second)
 		stopped = append(stopped, "coordinator")
 	}
 	if d.rdb != nil {
 		_ = d.rdb.Close()
 	}
 	if d.redisProc != nil {
-		d.redisProc.stop(5 * time.Second)
+		d.redisProc.Stop(5 * time.Second)
 		stopped = append(stopped, "redis-server")
 	}
 	if d.tmp != "" {

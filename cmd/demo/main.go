@@ -34,19 +34,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 func main() {
 	if os.Getenv(roleEnv) == "member" {
 		os.Exit(runMember())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	procs.Main(run)
 }
 
 // options are the demo's flags.
@@ -132,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		d.say("FAILED", "%v", err)
 		if d.coordLog != "" {
-			fmt.Fprintf(stdout, "\ncoordinator log (tail):\n%s\n\n", tail(d.coordLog, 25))
+			fmt.Fprintf(stdout, "\ncoordinator log (tail):\n%s\n\n", procs.Tail(d.coordLog, 25))
 		}
 	}
 	d.cleanup()

@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // The member process is this same program started again with RSC_DEMO_ROLE=member:
@@ -89,11 +88,5 @@ func runMember() int {
 	if ns := os.Getenv("RSC_DEMO_CHECK"); ns != "" {
 		handler = seqHandler(rdb, seqKeys(ns)) // the ordered demo
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := member.Listen(ctx, cfg, handler); err != nil {
-		fmt.Fprintln(os.Stderr, "member:", err)
-		return 1
-	}
-	return 0
+	return procs.UntilSignal("member", func(ctx context.Context) error { return member.Listen(ctx, cfg, handler) })
 }

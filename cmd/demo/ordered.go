@@ -201,10 +201,10 @@ func (d *demo) runOrdered(ctx context.Context) error {
 
 	d.section("Shut the member processes down (graceful leave)")
 	for _, s := range d.sides {
-		d.say("member", "SIGTERM to the %s group's member process (pid %d)", s.label, s.proc.cmd.Process.Pid)
-		s.proc.stop(15 * time.Second)
+		d.say("member", "SIGTERM to the %s group's member process (pid %d)", s.label, s.proc.Cmd.Process.Pid)
+		s.proc.Stop(15 * time.Second)
 		<-s.procDone
-		if code := s.proc.cmd.ProcessState.ExitCode(); code != 0 {
+		if code := s.proc.Cmd.ProcessState.ExitCode(); code != 0 {
 			return fmt.Errorf("the %s group's member process exited with status %d", s.label, code)
 		}
 	}
@@ -242,7 +242,7 @@ func (d *demo) startSideMember(s *side) error {
 			}
 		}
 	}()
-	d.say("member", "%s group: member process (pid %d), logical members %s", s.label, s.proc.cmd.Process.Pid, strings.Join(s.members, ", "))
+	d.say("member", "%s group: member process (pid %d), logical members %s", s.label, s.proc.Cmd.Process.Pid, strings.Join(s.members, ", "))
 	return nil
 }
 

@@ -1,80 +1,27 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // process is a child process the demo started and must stop.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+type process = procs.Process
 
 func startProcess(name string, cmd *exec.Cmd) (*process, error) {
-	// Own process group: a Ctrl-C on the demo reaches the demo, which then
-	// stops its children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p, err := procs.Start(cmd, nil)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
 	return p, nil
-}
-
-// stop sends SIGTERM, waits up to grace, then kills.
-func (p *process) stop(grace time.Duration) {
-	if p == nil {
-		return
-	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // startRedis runs a throwaway redis-server (no persistence) on a free port.
@@ -83,7 +30,7 @@ func startRedis(ctx context.Context, dir string) (*process, string, error) {
 	if err != nil {
 		return nil, "", errors.New("redis-server is not installed: run `make demo` (it installs it with apt-get), or `apt-get install -y redis-server`, or pass --redis URL")
 	}
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -94,20 +41,12 @@ func startRedis(ctx context.Context, dir string) (*process, string, error) {
 		return nil, "", err
 	}
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := rdb.Ping(ctx).Err(); err == nil {
-			return p, url, nil
-		}
-		if p.exited() || time.Now().After(deadline) {
-			p.stop(time.Second)
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			return nil, "", fmt.Errorf("redis-server did not start:\n%s", log)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := procs.WaitPing(ctx, "127.0.0.1:"+strconv.Itoa(port), 10*time.Second, p.Done()); err != nil {
+		p.Stop(time.Second)
+		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		return nil, "", fmt.Errorf("redis-server did not start:\n%s", log)
 	}
+	return p, url, nil
 }
 
 // goCommand returns the go tool, or "" when there is none.
@@ -162,7 +101,7 @@ var coordinatorTimings = []string{"--member-lease", "3s", "--heartbeat-interval"
 
 // startCoordinator runs the coordinator binary and waits for /readyz.
 func startCoordinator(ctx context.Context, bin, redisURL, logStream, logPath string) (*process, string, error) {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -179,39 +118,9 @@ func startCoordinator(ctx context.Context, bin, redisURL, logStream, logPath str
 		return nil, "", err
 	}
 	base := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p, base, nil
-			}
-		}
-		if p.exited() || time.Now().After(deadline) || ctx.Err() != nil {
-			p.stop(time.Second)
-			return nil, "", fmt.Errorf("coordinator did not become ready:\n%s", tail(logPath, 20))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := procs.WaitReadyz(ctx, base, 20*time.Second, p.Done()); err != nil {
+		p.Stop(time.Second)
+		return nil, "", fmt.Errorf("coordinator did not become ready:\n%s", procs.Tail(logPath, 20))
 	}
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
+	return p, base, nil
 }

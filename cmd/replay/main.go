@@ -18,15 +18,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/internal/procs"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/replay"
@@ -95,10 +94,7 @@ func main() {
 	// The client's own log repeats, on every failed dial, what the error
 	// returned to us says once.
 	redis.SetLogger(quietLogger{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	procs.Main(runContext)
 }
 
 // quietLogger drops go-redis's internal log lines.

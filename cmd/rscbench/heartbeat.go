@@ -18,7 +18,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
-	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -39,27 +38,14 @@ const (
 // net/http JSON handler served and driven the same way.
 func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	o := b.o
-	rdb := b.st.rdb
-	logKey := b.st.key("hb-events")
-	snaps := redisstore.NewSnapshotStore(rdb, logKey)
-	b.st.track(snaps.Key(), snaps.IDsKey())
-	defer func() {
-		// Older snapshots are named by their ids; they are known once the run ends.
-		if keys, err := snaps.Keys(context.WithoutCancel(ctx)); err == nil {
-			b.st.track(keys...)
-		}
-	}()
-	rlog := redisstore.NewLog(rdb, logKey)
-	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{
+	coord, rlog, done, err := b.runRedisCoordinator(ctx, "hb-events", commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(),
-	}, rlog, redisstore.NewShards(rdb), snaps, nil)
-	if err := coord.Load(ctx, false); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	coord.Run()
-	defer coord.Close()
+	defer done()
 
 	b.logf("heartbeat: creating %d groups of %d shards", o.groups, o.shards)
 	var members []*member
@@ -68,11 +54,8 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 		for s := 0; s < o.shards; s++ {
 			b.st.track(routing.StreamKey(prefix, s))
 		}
-		count := o.shards
-		if _, err := coord.CreateGroup(ctx, events.Meta{Actor: "rscbench"}, commands.CreateGroupInput{
-			StreamPrefix: prefix, ConsumerGroup: "workers", InitialShardCount: &count, RequestedBy: "rscbench", Reason: "benchmark",
-		}); err != nil {
-			return fmt.Errorf("create group %s: %w", prefix, err)
+		if err := createGroup(ctx, coord, projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: "workers"}, o.shards, "benchmark"); err != nil {
+			return err
 		}
 		n := o.members / o.groups
 		if gi < o.members%o.groups {
@@ -83,8 +66,8 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 		}
 	}
 
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
-	if err := srv.Open(); err != nil {
+	srv, err := serveAPI(coord)
+	if err != nil {
 		return err
 	}
 	defer srv.Close(context.WithoutCancel(ctx))
@@ -254,19 +237,18 @@ func (f fixedLeader) Leader(context.Context) (commands.LeaderInfo, error) { retu
 // leader directly, in alternating passes.
 func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.Log, leaderURL string, members []*member, bodies [][]byte) error {
 	o := b.o
-	follower := commands.New(commands.Config{MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
+	follower, err := runCoordinator(ctx, commands.Config{MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(), CoordinatorID: "rscbench-follower",
 		Lease: fixedLeader{url: leaderURL}, LeaseTTL: benchLease}, rlog, nil, nil, nil)
-	if err := follower.Load(ctx, false); err != nil {
+	if err != nil {
 		return err
 	}
-	follower.Run()
 	defer follower.Close()
 	if follower.Role() != commands.RoleFollower {
 		return fmt.Errorf("the follower reports role %s", follower.Role())
 	}
-	fsrv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(follower), nil)
-	if err := fsrv.Open(); err != nil {
+	fsrv, err := serveAPI(follower)
+	if err != nil {
 		return err
 	}
 	defer fsrv.Close(context.WithoutCancel(ctx))
@@ -331,7 +313,7 @@ func checkBalanced(coord *commands.Coordinator, members []*member) error {
 			return fmt.Errorf("group %s/%s is %s after convergence", k.StreamPrefix, k.ConsumerGroup, st)
 		}
 		for _, m := range ms {
-			if !equalInts(m.owned, g.Target(m.id)) {
+			if !slices.Equal(m.owned, g.Target(m.id)) {
 				return fmt.Errorf("member %s owns %v, target %v", m.id, m.owned, g.Target(m.id))
 			}
 		}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
-	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
@@ -28,26 +27,22 @@ import (
 // the client side of a raw connection is a few hundred bytes, in both.
 func (b *bench) runHoldMemory(ctx context.Context, rep *Report) error {
 	n := b.o.heldRequests
-	coord := commands.New(commands.Config{
+	coord, err := runCoordinator(ctx, commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true, SnapshotEvery: -1,
 		ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, MaxMembersPerPrincipal: -1,
 		MaxHeartbeatHold: benchLease, HeartbeatDropGrace: -1,
 		MaxHeldHeartbeats: n, MaxHeldHeartbeatsPerPrincipal: n, Logger: zerolog.Nop(),
 	}, events.NewMemLog(), nil, nil, nil)
-	if err := coord.Load(ctx, false); err != nil {
+	if err != nil {
 		return err
 	}
-	coord.Run()
 	defer coord.Close()
 	const perGroup = 100
 	b.logf("latency: %d members settle in %d groups, to hold a heartbeat each", n, (n+perGroup-1)/perGroup)
 	var members []*member
 	for gi := 0; len(members) < n; gi++ {
 		k := projection.GroupKey{StreamPrefix: fmt.Sprintf("%s-held%03d", b.st.prefix, gi), ConsumerGroup: "workers"}
-		shards := perGroup
-		if _, err := coord.CreateGroup(ctx, events.Meta{Actor: "rscbench"}, commands.CreateGroupInput{
-			StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, InitialShardCount: &shards, RequestedBy: "rscbench", Reason: "benchmark",
-		}); err != nil {
+		if err := createGroup(ctx, coord, k, perGroup, "benchmark"); err != nil {
 			return err
 		}
 		for i := 0; i < perGroup && len(members) < n; i++ {
@@ -79,8 +74,8 @@ func (b *bench) runHoldMemory(ctx context.Context, rep *Report) error {
 			return fmt.Errorf("held-memory members did not settle in %d rounds", round)
 		}
 	}
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
-	if err := srv.Open(); err != nil {
+	srv, err := serveAPI(coord)
+	if err != nil {
 		return err
 	}
 	defer srv.Close(context.WithoutCancel(ctx))

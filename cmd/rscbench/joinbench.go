@@ -33,15 +33,14 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 	rlog := redisstore.NewLog(b.st.rdb, key)
 	b.st.trackLog(rlog)
 	clock := &virtualClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c := commands.New(commands.Config{
+	c, err := runCoordinator(ctx, commands.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1, ShardCheckInterval: -1,
 		MaxMembersPerGroup: total + 1, Logger: zerolog.Nop(),
 		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here
 	}, rlog, nil, nil, clock)
-	if err := c.Load(ctx, false); err != nil {
+	if err != nil {
 		return err
 	}
-	c.Run()
 	defer c.Close()
 	k := projection.GroupKey{StreamPrefix: "joins", ConsumerGroup: "workers"}
 	shards := o.joinShards

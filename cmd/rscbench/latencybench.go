@@ -21,9 +21,7 @@ import (
 	"github.com/rscoord/rsc/client/producer"
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
-	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
-	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
 )
 
@@ -54,25 +52,13 @@ func (b *bench) runLatency(ctx context.Context, rep *Report) error {
 		return err
 	}
 	o := b.o
-	rdb := b.st.rdb
-	logKey := b.st.key("lat-events")
-	snaps := redisstore.NewSnapshotStore(rdb, logKey)
-	b.st.track(snaps.Key(), snaps.IDsKey())
-	defer func() {
-		if keys, err := snaps.Keys(context.WithoutCancel(ctx)); err == nil {
-			b.st.track(keys...)
-		}
-	}()
-	rlog := redisstore.NewLog(rdb, logKey)
-	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{Logger: zerolog.Nop()}, rlog, redisstore.NewShards(rdb), snaps, nil)
-	if err := coord.Load(ctx, false); err != nil {
+	coord, _, done, err := b.runRedisCoordinator(ctx, "lat-events", commands.Config{Logger: zerolog.Nop()})
+	if err != nil {
 		return err
 	}
-	coord.Run()
-	defer coord.Close()
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
-	if err := srv.Open(); err != nil {
+	defer done()
+	srv, err := serveAPI(coord)
+	if err != nil {
 		return err
 	}
 	defer srv.Close(context.WithoutCancel(ctx))
@@ -191,9 +177,7 @@ func (r *latencyRun) run(ctx context.Context) (map[string]*phaseStats, error) {
 		r.b.st.track(key, routing.FenceKey(key))
 	}
 	from := o.fromShards
-	if _, err := r.coord.CreateGroup(ctx, events.Meta{Actor: "rscbench"}, commands.CreateGroupInput{
-		StreamPrefix: r.k.StreamPrefix, ConsumerGroup: r.k.ConsumerGroup, InitialShardCount: &from, RequestedBy: "rscbench", Reason: "latency benchmark",
-	}); err != nil {
+	if err := createGroup(ctx, r.coord, r.k, from, "latency benchmark"); err != nil {
 		return nil, err
 	}
 	defer r.stopAll()

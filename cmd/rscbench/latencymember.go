@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/client"
 	sdkmember "github.com/rscoord/rsc/client/member"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // latencyMemberEnv makes rscbench run as one member process of the latency
@@ -49,13 +48,7 @@ func runLatencyMember() int {
 		}
 		return nil
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := sdkmember.Listen(ctx, cfg, handler); err != nil {
-		fmt.Fprintln(os.Stderr, "rscbench member:", err)
-		return 1
-	}
-	return 0
+	return procs.UntilSignal("rscbench member", func(ctx context.Context) error { return sdkmember.Listen(ctx, cfg, handler) })
 }
 
 // lineWriter prints the handled messages' lines, one write each, before

@@ -38,16 +38,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 const usage = `usage: rscbench <command> [flags]
@@ -90,10 +90,7 @@ func main() {
 	if os.Getenv(latencyMemberEnv) != "" {
 		os.Exit(runLatencyMember())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	procs.Main(run)
 }
 
 type quietLogger struct{}

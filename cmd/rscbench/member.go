@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -77,7 +78,7 @@ func (m *member) adopt(req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse)
 	m.steady = false
 	switch resp.Status {
 	case wire.StatusOK:
-		m.steady = resp.MemberEpoch == *req.MemberEpoch && equalInts(reported, assigned) && len(resp.Assignment.PendingShards) == 0
+		m.steady = resp.MemberEpoch == *req.MemberEpoch && slices.Equal(reported, assigned) && len(resp.Assignment.PendingShards) == 0
 		m.epoch, m.mv, m.owned = resp.MemberEpoch, resp.MetadataVersion, assigned
 	case wire.StatusSyncMetadata, wire.StatusRevokePending:
 		m.epoch, m.mv = resp.MemberEpoch, resp.MetadataVersion
@@ -89,18 +90,6 @@ func (m *member) adopt(req *wire.HeartbeatRequest, resp *wire.HeartbeatResponse)
 		return fmt.Errorf("member %s: heartbeat answered %s", m.id, resp.Status)
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func intersectInts(a, b []int) []int {

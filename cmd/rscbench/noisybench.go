@@ -13,8 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
-	"github.com/rscoord/rsc/events"
-	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/wire"
@@ -36,14 +34,13 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 	logKey := b.st.key("noisy-events")
 	rlog := redisstore.NewLog(b.st.rdb, logKey)
 	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{
+	coord, err := runCoordinator(ctx, commands.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true,
 		SnapshotEvery: -1, ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, Logger: zerolog.Nop(),
 	}, rlog, nil, nil, nil)
-	if err := coord.Load(ctx, false); err != nil {
+	if err != nil {
 		return err
 	}
-	coord.Run()
 	defer coord.Close()
 	noisy := projection.GroupKey{StreamPrefix: b.st.prefix + "-noisy", ConsumerGroup: "workers"}
 	quiet := projection.GroupKey{StreamPrefix: b.st.prefix + "-quiet", ConsumerGroup: "workers"}
@@ -51,23 +48,20 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 		k      projection.GroupKey
 		shards int
 	}{{noisy, 128}, {quiet, 16}} {
-		shards := g.shards
-		if _, err := coord.CreateGroup(ctx, events.Meta{Actor: "rscbench"}, commands.CreateGroupInput{
-			StreamPrefix: g.k.StreamPrefix, ConsumerGroup: g.k.ConsumerGroup, InitialShardCount: &shards, RequestedBy: "rscbench", Reason: "benchmark",
-		}); err != nil {
-			return fmt.Errorf("create group %s: %w", g.k.StreamPrefix, err)
+		if err := createGroup(ctx, coord, g.k, g.shards, "benchmark"); err != nil {
+			return err
 		}
 	}
 	b.logf("noisy: %d member records in the noisy group (each joined and left)", o.noisyRecords)
-	err := parallel(ctx, 8, o.noisyRecords, func(_, i int) error {
+	err = parallel(ctx, 8, o.noisyRecords, func(_, i int) error {
 		m := &member{id: fmt.Sprintf("record-%05d", i), prefix: noisy.StreamPrefix, group: noisy.ConsumerGroup}
 		return joinAndLeave(ctx, coord, m)
 	})
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
-	if err := srv.Open(); err != nil {
+	srv, err := serveAPI(coord)
+	if err != nil {
 		return err
 	}
 	defer srv.Close(context.WithoutCancel(ctx))

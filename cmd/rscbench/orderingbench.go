@@ -21,7 +21,6 @@ import (
 	"github.com/rscoord/rsc/client/producer"
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
-	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -49,27 +48,16 @@ import (
 //     PublishBatch of 64 against a pipeline of 64 XADDs.
 func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 	rdb := b.st.rdb
-	logKey := b.st.key("ordering-events")
-	snaps := redisstore.NewSnapshotStore(rdb, logKey)
-	b.st.track(snaps.Key(), snaps.IDsKey())
-	defer func() {
-		if keys, err := snaps.Keys(context.WithoutCancel(ctx)); err == nil {
-			b.st.track(keys...)
-		}
-	}()
-	rlog := redisstore.NewLog(rdb, logKey)
-	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{
+	coord, rlog, done, err := b.runRedisCoordinator(ctx, "ordering-events", commands.Config{
 		HeartbeatInterval: 500 * time.Millisecond, TickInterval: 100 * time.Millisecond,
 		MemberLease: 10 * time.Second, RebalanceTimeout: 30 * time.Second, Logger: zerolog.Nop(),
-	}, rlog, redisstore.NewShards(rdb), snaps, nil)
-	if err := coord.Load(ctx, false); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	coord.Run()
-	defer coord.Close()
-	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(coord), nil)
-	if err := srv.Open(); err != nil {
+	defer done()
+	srv, err := serveAPI(coord)
+	if err != nil {
 		return err
 	}
 	defer srv.Close(context.WithoutCancel(ctx))

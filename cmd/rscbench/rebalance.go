@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,15 +54,14 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 		k:     projection.GroupKey{StreamPrefix: "rebalance", ConsumerGroup: "workers"},
 	}
 	// The ticker never fires on its own: the benchmark ticks once per round.
-	sim.c = commands.New(commands.Config{
+	var err error
+	if sim.c, err = runCoordinator(ctx, commands.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1,
 		MaxShardCount: max(1024, o.rbShards), Logger: zerolog.Nop(),
 		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here
-	}, sim.log, nil, nil, sim.clock)
-	if err := sim.c.Load(ctx, false); err != nil {
+	}, sim.log, nil, nil, sim.clock); err != nil {
 		return err
 	}
-	sim.c.Run()
 	defer sim.c.Close()
 	count := o.rbShards
 	if _, err := sim.c.CreateGroup(ctx, events.Meta{Actor: "rscbench"}, commands.CreateGroupInput{
@@ -184,7 +184,7 @@ func (sim *rebalanceSim) stable(live []*member) bool {
 		return false
 	}
 	for _, m := range live {
-		if !equalInts(m.owned, g.Target(m.id)) {
+		if !slices.Equal(m.owned, g.Target(m.id)) {
 			return false
 		}
 	}

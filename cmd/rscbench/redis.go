@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,12 +11,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/internal/procs"
 	"github.com/rscoord/rsc/redisstore"
 )
 
@@ -25,11 +23,10 @@ import (
 // `redis-server --port <free> --save "" --appendonly no`, bound to 127.0.0.1 and
 // working in a temporary directory that is removed with it.
 type redisProcess struct {
-	addr   string
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *syncBuffer
+	addr string
+	dir  string
+	proc *procs.Process
+	out  *procs.Output // the server's output, for an error message
 }
 
 func startRedis(ctx context.Context) (*redisProcess, error) {
@@ -52,7 +49,7 @@ func startRedis(ctx context.Context) (*redisProcess, error) {
 }
 
 func startRedisOnce(ctx context.Context, bin string) (*redisProcess, error) {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("pick a free port: %w", err)
 	}
@@ -60,48 +57,23 @@ func startRedisOnce(ctx context.Context, bin string) (*redisProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &redisProcess{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{}), out: &syncBuffer{}}
-	p.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
+	p := &redisProcess{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, out: &procs.Output{Max: 64 << 10}}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
 		"--bind", "127.0.0.1", "--dir", dir, "--logfile", "")
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	cmd.Stdout, cmd.Stderr = p.out, p.out
 	// Own process group: a Ctrl-C reaches rscbench, which stops the server itself.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	if p.proc, err = procs.Start(cmd, nil); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("run %s: %w", bin, err)
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-	if err := p.waitReady(ctx); err != nil {
+	if err := procs.WaitPing(ctx, p.addr, 10*time.Second, p.proc.Done()); err != nil {
 		p.Stop()
-		return nil, err
+		if errors.Is(err, procs.ErrExited) {
+			return nil, fmt.Errorf("redis-server on %s exited: %s", p.addr, strings.TrimSpace(p.out.String()))
+		}
+		return nil, fmt.Errorf("redis-server on %s does not answer PING: %w", p.addr, err)
 	}
 	return p, nil
-}
-
-func (p *redisProcess) waitReady(ctx context.Context) error {
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer rdb.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("redis-server on %s exited: %s", p.addr, strings.TrimSpace(p.out.String()))
-		default:
-		}
-		if err := rdb.Ping(ctx).Err(); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s does not answer PING: %w", p.addr, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // URL is the server's redis:// URL.
@@ -109,46 +81,8 @@ func (p *redisProcess) URL() string { return "redis://" + p.addr + "/0" }
 
 // Stop terminates the server (SIGTERM, then SIGKILL) and removes its directory.
 func (p *redisProcess) Stop() {
-	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(5 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	}
+	p.proc.Stop(5 * time.Second)
 	os.RemoveAll(p.dir)
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer collects the server's output for an error message.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() < 64<<10 {
-		b.buf.Write(p)
-	}
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // store is the Redis a run writes to. Every key it creates is under a per-run

@@ -79,6 +79,17 @@ func call[T any](ctx context.Context, a *app, fn func(ctx context.Context) (T, e
 	return v, raw, a.explain(err)
 }
 
+// fetch is call for a command that prints the answer: with -o json it
+// prints the answer as the coordinator sent it and reports printed, and the
+// command prints nothing more.
+func fetch[T any](ctx context.Context, a *app, fn func(ctx context.Context) (T, error)) (v T, printed bool, err error) {
+	v, data, err := call(ctx, a, fn)
+	if err != nil || a.g.output != "json" {
+		return v, false, err
+	}
+	return v, true, printJSON(a.stdout, data)
+}
+
 // explain turns a client error into rscctl's: the coordinator's refusal, an
 // answer that is not its JSON, or no answer at all.
 func (a *app) explain(err error) error {

@@ -23,12 +23,9 @@ func defaultActor() string {
 // setupGroups: rscctl groups (GET /coord/v1/monitoring/groups).
 func setupGroups(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		resp, data, err := call(ctx, a, a.c.Groups)
-		if err != nil {
+		resp, printed, err := fetch(ctx, a, a.c.Groups)
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		t := newTable(a.stdout, "PREFIX", "GROUP", "STATE", "SHARDS", "EPOCH", "MV", "MEMBERS", "ACTIVE-RESHARDING")
 		for _, g := range resp.Groups {
@@ -60,12 +57,9 @@ func reshardingCell(m *wire.Resharding) string {
 // setupGroup: rscctl group <prefix> <group> (GET /coord/v1/streams/{p}/groups/{g}).
 func setupGroup(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		g, data, err := call(ctx, a, func(ctx context.Context) (*wire.Group, error) { return a.c.Group(ctx, args[0], args[1]) })
-		if err != nil {
+		g, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.Group, error) { return a.c.Group(ctx, args[0], args[1]) })
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		return printGroup(a, *g)
 	}
@@ -155,14 +149,11 @@ func setupCreate(fs *flag.FlagSet, a *app) func(context.Context, []string) error
 			}
 			body.InitialShardCount = shards
 		}
-		g, data, err := call(ctx, a, func(ctx context.Context) (*wire.Group, error) {
+		g, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.Group, error) {
 			return a.c.CreateGroupWith(ctx, args[0], args[1], body)
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "created %s / %s with %d shards, ordering %s (metadata version %d)\n", g.StreamPrefix, g.ConsumerGroup, g.ShardCount, g.Ordering, g.MetadataVersion)
 		return nil
@@ -177,12 +168,9 @@ func setupOrdering(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 	return func(ctx context.Context, args []string) error {
 		ordering := args[2]
 		body := wire.OrderingRequest{Ordering: &ordering, RequestedBy: *requestedBy, Reason: *reason}
-		g, data, err := call(ctx, a, func(ctx context.Context) (*wire.Group, error) { return a.c.SetOrdering(ctx, args[0], args[1], body) })
-		if err != nil {
+		g, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.Group, error) { return a.c.SetOrdering(ctx, args[0], args[1], body) })
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "%s / %s: ordering %s (metadata version %d)\n", g.StreamPrefix, g.ConsumerGroup, g.Ordering, g.MetadataVersion)
 		return nil
@@ -193,12 +181,9 @@ func setupOrdering(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 // (GET /coord/v1/monitoring/streams/{p}/groups/{g}/members).
 func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		members, data, err := call(ctx, a, func(ctx context.Context) ([]wire.MemberMetadata, error) { return a.c.Members(ctx, args[0], args[1]) })
-		if err != nil {
+		members, printed, err := fetch(ctx, a, func(ctx context.Context) ([]wire.MemberMetadata, error) { return a.c.Members(ctx, args[0], args[1]) })
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		if len(members) == 0 {
 			fmt.Fprintln(a.stdout, "no members")
@@ -217,25 +202,27 @@ func setupMembers(fs *flag.FlagSet, a *app) func(context.Context, []string) erro
 // (GET /coord/v1/streams/{p}/groups/{g}/producer-routing).
 func setupRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		r, data, err := call(ctx, a, func(ctx context.Context) (*wire.ProducerRoutingResponse, error) {
+		r, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.ProducerRoutingResponse, error) {
 			return a.c.ProducerRouting(ctx, args[0], args[1])
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "%s / %s: %d shards, metadata version %d, stream keys %s\n\n", r.StreamPrefix, r.ConsumerGroup, r.ShardCount, r.MetadataVersion, r.StreamKeyPattern)
-		t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
-		for _, s := range r.Shards {
-			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-		return printLayouts(a, r.PreviousLayouts, r.LayoutWindowMs)
+		return printRouting(a, r.Shards, r.PreviousLayouts, r.LayoutWindowMs)
 	}
+}
+
+// printRouting lists a routing answer's shards and previous layouts.
+func printRouting(a *app, shards []wire.RoutingShard, layouts []wire.RoutingLayout, windowMs int64) error {
+	t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
+	for _, s := range shards {
+		t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return printLayouts(a, layouts, windowMs)
 }
 
 // printLayouts lists a routing answer's previous layouts (nothing when it
@@ -256,14 +243,11 @@ func printLayouts(a *app, layouts []wire.RoutingLayout, windowMs int64) error {
 // (GET /coord/v1/streams/{p}/groups/{g}/migrations).
 func setupReshardings(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		resp, data, err := call(ctx, a, func(ctx context.Context) (*wire.ReshardingsResponse, error) {
+		resp, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.ReshardingsResponse, error) {
 			return a.c.Migrations(ctx, args[0], args[1])
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		if len(resp.Migrations) == 0 {
 			fmt.Fprintln(a.stdout, "no reshardings")

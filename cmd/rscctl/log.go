@@ -17,14 +17,11 @@ func setupLogRestore(fs *flag.FlagSet, a *app) func(context.Context, []string) e
 		if *reason == "" {
 			return usageErrorf("--reason is required: it is recorded in the log")
 		}
-		res, data, err := call(ctx, a, func(ctx context.Context) (*wire.LogRestoreResponse, error) {
+		res, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.LogRestoreResponse, error) {
 			return a.c.RestoreLog(ctx, wire.LogRestoreRequest{RequestedBy: *requestedBy, Reason: *reason})
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		lost := fmt.Sprint(res.LostEntries)
 		if res.AtLeast {

@@ -13,9 +13,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // Exit statuses; `rscctl help` documents them.
@@ -91,10 +90,7 @@ exit status:
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	procs.Main(runContext)
 }
 
 // run executes one rscctl command line and returns its exit status.

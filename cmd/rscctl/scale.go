@@ -61,14 +61,11 @@ func setupRollback(fs *flag.FlagSet, a *app) func(context.Context, []string) err
 			return usageErrorf("--policy must be metadata or drain, not %q", *policy)
 		}
 		body := wire.RollbackRequest{RequestedBy: *requestedBy, Reason: *reason, Policy: *policy}
-		m, data, err := call(ctx, a, func(ctx context.Context) (*wire.Resharding, error) {
+		m, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.Resharding, error) {
 			return a.c.Rollback(ctx, args[0], args[1], args[2], body)
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "resharding %s: %s (shards back to %d, phase %s)\n", m.ReshardingID, m.State, m.FromShardCount, m.Phase)
 		return nil

@@ -15,12 +15,9 @@ import (
 // setupStreams: rscctl streams (GET /coord/v1/monitoring/streams).
 func setupStreams(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, _ []string) error {
-		resp, data, err := call(ctx, a, a.c.Streams)
-		if err != nil {
+		resp, printed, err := fetch(ctx, a, a.c.Streams)
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		t := newTable(a.stdout, "PREFIX", "SHARDS", "MV", "ORIGIN", "GROUPS")
 		for _, s := range resp.Streams {
@@ -55,14 +52,11 @@ func setupStreamCreate(fs *flag.FlagSet, a *app) func(context.Context, []string)
 		if given && *shards < 1 {
 			return usageErrorf("--shards must be at least 1")
 		}
-		s, data, err := call(ctx, a, func(ctx context.Context) (*wire.StreamCreateResponse, error) {
+		s, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.StreamCreateResponse, error) {
 			return a.c.CreateStream(ctx, args[0], *shards, *requestedBy, *reason)
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "created stream %s with %d shards (metadata version %d); consumer groups register on their first heartbeat\n", s.StreamPrefix, s.ShardCount, s.MetadataVersion)
 		return nil
@@ -79,14 +73,11 @@ func setupStreamAdopt(fs *flag.FlagSet, a *app) func(context.Context, []string) 
 		if *shards < 1 {
 			return usageErrorf("--shards N (at least 1) is required")
 		}
-		s, data, err := call(ctx, a, func(ctx context.Context) (*wire.StreamCreateResponse, error) {
+		s, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.StreamCreateResponse, error) {
 			return a.c.AdoptStream(ctx, args[0], *shards, *requestedBy, *reason)
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "adopted stream %s with %d shards (metadata version %d); the coordinator never deletes them\n", s.StreamPrefix, s.ShardCount, s.MetadataVersion)
 		return nil
@@ -107,14 +98,11 @@ func setupStreamScale(fs *flag.FlagSet, a *app) func(context.Context, []string) 
 		if *reason == "" {
 			*reason = fmt.Sprintf("stream scale to %d shards via rscctl", target)
 		}
-		res, data, err := call(ctx, a, func(ctx context.Context) (*wire.StreamScaleResult, error) {
+		res, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.StreamScaleResult, error) {
 			return a.c.ScaleStream(ctx, args[0], target, *requestedBy, *reason)
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		if len(res.Migrations) == 0 {
 			fmt.Fprintf(a.stdout, "stream %s scaled to %d shards (no consumer group: the layout changed at once)\n", res.StreamPrefix, res.TargetShardCount)
@@ -133,23 +121,13 @@ func setupStreamScale(fs *flag.FlagSet, a *app) func(context.Context, []string) 
 // (GET /coord/v1/streams/{p}/producer-routing).
 func setupStreamRouting(fs *flag.FlagSet, a *app) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		r, data, err := call(ctx, a, func(ctx context.Context) (*wire.StreamRoutingResponse, error) {
+		r, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.StreamRoutingResponse, error) {
 			return a.c.StreamProducerRouting(ctx, args[0])
 		})
-		if err != nil {
+		if printed || err != nil {
 			return err
-		}
-		if a.g.output == "json" {
-			return printJSON(a.stdout, data)
 		}
 		fmt.Fprintf(a.stdout, "stream %s: %d shards, metadata version %d, stream keys %s\n\n", r.StreamPrefix, r.ShardCount, r.MetadataVersion, r.StreamKeyPattern)
-		t := newTable(a.stdout, "SHARD", "STREAM-KEY", "SLOT")
-		for _, s := range r.Shards {
-			t.row(strconv.Itoa(s.ShardIndex), s.StreamKey, strconv.Itoa(s.RedisSlot))
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-		return printLayouts(a, r.PreviousLayouts, r.LayoutWindowMs)
+		return printRouting(a, r.Shards, r.PreviousLayouts, r.LayoutWindowMs)
 	}
 }

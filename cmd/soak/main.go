@@ -26,25 +26,21 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rscoord/rsc/cmd/soak/chaos"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 func main() {
 	if chaos.IsMemberProcess() {
 		os.Exit(chaos.MemberProcessMain())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	procs.Main(run)
 }
 
 type options struct {
@@ -167,7 +163,7 @@ func (s *soak) run(ctx context.Context) error {
 	if s.redis, err = chaos.StartRedis(redisDir); err != nil {
 		return err
 	}
-	port, err := chaos.FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return err
 	}
@@ -301,15 +297,7 @@ func (s *soak) operation(ctx context.Context, r *chaos.Round, rng *rand.Rand) er
 	case p >= 75 && p < 88 && on["redis"]:
 		return r.RestartRedis(ctx)
 	default:
-		d := time.Duration(1000+rng.Intn(2000)) * time.Millisecond
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
+		return chaos.Sleep(ctx, time.Duration(1000+rng.Intn(2000))*time.Millisecond)
 	}
 }
 

@@ -139,15 +139,20 @@ func (p *Proxy) PendingDrops() int {
 
 // Cut closes every open connection (client and server side) now.
 func (p *Proxy) Cut() {
+	for _, l := range p.openLinks() {
+		l.close(true)
+	}
+}
+
+// openLinks lists the open connections.
+func (p *Proxy) openLinks() []*link {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	links := make([]*link, 0, len(p.links))
 	for l := range p.links {
 		links = append(links, l)
 	}
-	p.mu.Unlock()
-	for _, l := range links {
-		l.close(true)
-	}
+	return links
 }
 
 // Stats returns the counters.
@@ -167,13 +172,7 @@ func (p *Proxy) Close() {
 	p.closed = true
 	p.mu.Unlock()
 	_ = p.ln.Close()
-	p.mu.Lock()
-	links := make([]*link, 0, len(p.links))
-	for l := range p.links {
-		links = append(links, l)
-	}
-	p.mu.Unlock()
-	for _, l := range links {
+	for _, l := range p.openLinks() {
 		l.close(false)
 	}
 	p.wg.Wait()

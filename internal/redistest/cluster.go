@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // Timings of a test cluster. A short node timeout makes a failover take a
@@ -59,7 +61,7 @@ func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
 	c := &Cluster{dead: map[string]bool{}}
 	total := masters * (1 + replicasPerMaster)
 	for range total {
-		bus, err := freePort()
+		bus, err := procs.FreePort()
 		if err != nil {
 			tb.Fatalf("redistest: pick a free cluster bus port: %v", err)
 		}

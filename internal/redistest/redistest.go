@@ -37,7 +37,6 @@
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -61,6 +60,8 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 const (
@@ -155,7 +156,7 @@ type Server struct {
 	args   []string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	output *limitedBuffer
+	output *procs.Output
 	// conf, when set, is a config file written before every start and passed
 	// first (a sentinel's, which Sentinel rewrites as it learns).
 	conf       func(port int) string
@@ -359,7 +360,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	s := &Server{}
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
-		port, err := freePort()
+		port, err := procs.FreePort()
 		if err != nil {
 			tb.Fatalf("redistest: pick a free port: %v", err)
 		}
@@ -513,7 +514,7 @@ func startProcess(tb testing.TB, program string, conf func(port int) string, cfg
 
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {
-		s.port, err = freePort()
+		s.port, err = procs.FreePort()
 		if err != nil {
 			tb.Fatalf("redistest: pick a free port: %v", err)
 		}
@@ -561,7 +562,7 @@ func (s *Server) startProcessLocked() error {
 	)
 	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
-	out := &limitedBuffer{max: maxOutputBytes}
+	out := &procs.Output{Max: maxOutputBytes}
 	cmd.Stdout = out
 	cmd.Stderr = out
 	// Own process group, so a Ctrl-C on go test does not hit it first and
@@ -628,19 +629,6 @@ func (s *Server) stopProcessLocked() error {
 // ---------------------------------------------------------------------------
 // Helpers.
 
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	return port, nil
-}
-
 // waitPing polls addr with PING until Redis answers PONG or ctx is done.
 // A bare TCP connect is not enough: Docker's port proxy accepts connections
 // before Redis listens, and Redis answers LOADING while it reads its data.
@@ -677,30 +665,4 @@ func waitPingTLS(ctx context.Context, addr string, tc *tls.Config) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// limitedBuffer keeps the first max bytes written to it.
-type limitedBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.max - b.buf.Len(); room > 0 {
-		if len(p) > room {
-			b.buf.Write(p[:room])
-		} else {
-			b.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func (b *limitedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/internal/consumed"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
 )
@@ -32,13 +33,13 @@ func (r *Round) Finish(ctx context.Context) error {
 			return err
 		}
 		var err error
-		if missing, err = r.missing(ctx, ids); err == nil && len(missing) == 0 {
+		if missing, err = consumed.Missing(ctx, r.rdb, ConsumedKey(r.o.Prefix), ids); err == nil && len(missing) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -56,7 +57,7 @@ func (r *Round) Finish(ctx context.Context) error {
 		if len(problems) == 0 || time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -108,7 +109,7 @@ func (r *Round) checkState(ctx context.Context) {
 		if time.Now().After(deadline) {
 			break
 		}
-		_ = sleep(ctx, 100*time.Millisecond)
+		_ = Sleep(ctx, 100*time.Millisecond)
 	}
 	if diff != "" {
 		r.violation("the served group differs from a fresh fold of the log:\n%s", diff)
@@ -200,27 +201,6 @@ func (r *Round) whereAre(ctx context.Context, ids []string) string {
 		return "none of them is on a shard stream any more"
 	}
 	return "found " + strings.Join(found, ", ")
-}
-
-func (r *Round) missing(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	for start := 0; start < len(ids); start += 1000 {
-		chunk := ids[start:min(start+1000, len(ids))]
-		members := make([]any, len(chunk))
-		for i, id := range chunk {
-			members[i] = id
-		}
-		found, err := r.rdb.SMIsMember(ctx, ConsumedKey(r.o.Prefix), members...).Result()
-		if err != nil {
-			return nil, err
-		}
-		for i, ok := range found {
-			if !ok {
-				out = append(out, chunk[i])
-			}
-		}
-	}
-	return out, nil
 }
 
 // topErrors lists the n most frequent errors with their counts.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/member"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // EventIDField is the field producers write each message's unique id to.
@@ -167,13 +167,7 @@ func MemberProcessMain() int {
 	h := recordingHandler(rdb, spec.Prefix, spec.HandlerSleep, func(m member.Message, start, end time.Time) {
 		write(memberLine{Kind: "h", Member: m.MemberID, At: start.UnixNano(), End: end.UnixNano(), Shards: []int{m.ShardIndex}})
 	})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := member.Listen(ctx, cfg, h); err != nil {
-		fmt.Fprintln(os.Stderr, "member process:", err)
-		return 1
-	}
-	return 0
+	return procs.UntilSignal("member process", func(ctx context.Context) error { return member.Listen(ctx, cfg, h) })
 }
 
 // MemberProcess is a running member process, seen from its parent.
@@ -182,9 +176,8 @@ type MemberProcess struct {
 	// Proc names this incarnation in the Recorder.
 	Proc string
 
-	cmd  *exec.Cmd
+	proc *procs.Process
 	rec  *Recorder
-	done chan struct{}
 }
 
 // StartMemberProcess starts cmd (a program that calls MemberProcessMain when
@@ -195,17 +188,12 @@ func StartMemberProcess(cmd *exec.Cmd, spec MemberSpec, proc string, rec *Record
 	}
 	cmd.Env = append(cmd.Env, spec.env()...)
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start member process: %w", err)
-	}
-	p := &MemberProcess{Spec: spec, Proc: proc, cmd: cmd, rec: rec, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
+	p := &MemberProcess{Spec: spec, Proc: proc, rec: rec}
+	if p.proc, err = procs.Start(cmd, func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -222,8 +210,9 @@ func StartMemberProcess(cmd *exec.Cmd, spec MemberSpec, proc string, rec *Record
 				}
 			}
 		}
-		_ = cmd.Wait()
-	}()
+	}); err != nil {
+		return nil, fmt.Errorf("start member process: %w", err)
+	}
 	return p, nil
 }
 
@@ -234,21 +223,18 @@ func (p *MemberProcess) MemberIDs() []string {
 
 // Kill sends SIGKILL, waits until the process is gone and tells the Recorder.
 func (p *MemberProcess) Kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	p.proc.Kill()
 	p.rec.Gone(p.Proc, time.Now())
 }
 
 // Stop sends SIGTERM (finish in-flight messages, leave) and waits; SIGKILL after grace.
 func (p *MemberProcess) Stop(grace time.Duration) {
-	select {
-	case <-p.done:
+	if p.proc.Exited() {
 		return
-	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.proc.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.proc.Done():
 	case <-time.After(grace):
 		p.Kill()
 	}

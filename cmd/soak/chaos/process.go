@@ -1,22 +1,18 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // CoordinatorTimings are the coordinator flags of the scenario: short leases and
@@ -38,8 +34,7 @@ type CoordinatorProcess struct {
 	LogPath   string   // every incarnation appends here
 
 	mu         sync.Mutex
-	cmd        *exec.Cmd
-	done       chan struct{}
+	proc       *procs.Process // nil while none runs
 	starts     int
 	crashAfter string // armed for the next start
 	armed      string // armed in the running process
@@ -59,17 +54,12 @@ func (c *CoordinatorProcess) ArmCrash(eventType string) {
 func (c *CoordinatorProcess) Exited() (exited bool, status string, armed string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd == nil {
+	if c.proc == nil || !c.proc.Exited() {
 		return false, "", ""
 	}
-	select {
-	case <-c.done:
-		cmd, hook := c.cmd, c.armed
-		c.cmd, c.armed = nil, ""
-		return true, cmd.ProcessState.String(), hook
-	default:
-		return false, "", ""
-	}
+	proc, hook := c.proc, c.armed
+	c.proc, c.armed = nil, ""
+	return true, proc.Cmd.ProcessState.String(), hook
 }
 
 // Process is what a Round kills and restarts: one Coordinator, or a
@@ -85,7 +75,7 @@ type Process interface {
 }
 
 // Tail is the last n lines of the coordinator's log file.
-func (c *CoordinatorProcess) Tail(n int) string { return Tail(c.LogPath, n) }
+func (c *CoordinatorProcess) Tail(n int) string { return procs.Tail(c.LogPath, n) }
 
 // Stream is the event log's key.
 func (c *CoordinatorProcess) Stream() string { return c.LogStream }
@@ -97,19 +87,15 @@ func (c *CoordinatorProcess) URL() string { return "http://" + c.Addr }
 func (c *CoordinatorProcess) Running() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cmd != nil
+	return c.proc != nil
 }
 
 // Start starts the coordinator (if it is not running) and waits until /readyz is 200.
 func (c *CoordinatorProcess) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd != nil {
-		select {
-		case <-c.done: // exited by itself: start it again
-		default:
-			return nil
-		}
+	if c.proc != nil && !c.proc.Exited() { // exited by itself: start it again
+		return nil
 	}
 	logf, err := os.OpenFile(c.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -125,39 +111,21 @@ func (c *CoordinatorProcess) Start(ctx context.Context) error {
 	c.armed, c.crashAfter = c.crashAfter, ""
 	cmd := exec.Command(c.Bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	proc, err := procs.Start(cmd, nil)
+	_ = logf.Close() // the child holds its own copy
+	if err != nil {
 		return fmt.Errorf("start coordinator: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logf.Close()
-		close(done)
-	}()
-	c.cmd, c.done = cmd, done
-	deadline := time.Now().Add(30 * time.Second)
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL()+"/readyz", nil)
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-done:
-			c.cmd = nil
-			return fmt.Errorf("coordinator exited at start (%v):\n%s", cmd.ProcessState, Tail(c.LogPath, 20))
-		default:
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("coordinator not ready after 30s:\n%s", Tail(c.LogPath, 20))
-		}
-		time.Sleep(20 * time.Millisecond)
+	c.proc = proc
+	err = procs.WaitReadyz(ctx, c.URL(), 30*time.Second, proc.Done())
+	switch {
+	case errors.Is(err, procs.ErrExited):
+		c.proc = nil
+		return fmt.Errorf("coordinator exited at start (%v):\n%s", cmd.ProcessState, procs.Tail(c.LogPath, 20))
+	case err != nil:
+		return fmt.Errorf("coordinator not ready after 30s:\n%s", procs.Tail(c.LogPath, 20))
 	}
+	return nil
 }
 
 func (c *CoordinatorProcess) args() []string {
@@ -171,12 +139,11 @@ func (c *CoordinatorProcess) args() []string {
 func (c *CoordinatorProcess) Kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd == nil {
+	if c.proc == nil {
 		return
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-	c.cmd, c.armed = nil, ""
+	c.proc.Kill()
+	c.proc, c.armed = nil, ""
 }
 
 // Signal sends sig to the running process (SIGSTOP and SIGCONT pause and
@@ -184,27 +151,21 @@ func (c *CoordinatorProcess) Kill() {
 func (c *CoordinatorProcess) Signal(sig syscall.Signal) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd == nil {
+	if c.proc == nil {
 		return false
 	}
-	return c.cmd.Process.Signal(sig) == nil
+	return c.proc.Cmd.Process.Signal(sig) == nil
 }
 
 // Stop sends SIGTERM (snapshot and exit), then SIGKILL after 10s.
 func (c *CoordinatorProcess) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd == nil {
+	if c.proc == nil {
 		return
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		<-c.done
-	}
-	c.cmd, c.armed = nil, ""
+	c.proc.Stop(10 * time.Second)
+	c.proc, c.armed = nil, ""
 }
 
 // RedisServer is a redis-server child process with AOF on, restartable on the
@@ -215,8 +176,7 @@ type RedisServer struct {
 	Port int
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *procs.Process // nil while stopped
 }
 
 // StartRedis starts redis-server --appendonly yes on a free loopback port.
@@ -225,7 +185,7 @@ func StartRedis(dir string) (*RedisServer, error) {
 	if err != nil {
 		return nil, errors.New("redis-server is not installed (apt-get install -y redis-server)")
 	}
-	port, err := FreePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -245,34 +205,20 @@ func (r *RedisServer) start() error {
 	cmd := exec.Command(r.Bin, "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--daemonize", "no", "--dir", r.Dir, "--logfile", filepath.Join(r.Dir, "redis.log"),
 		"--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	proc, err := procs.Start(cmd, nil)
+	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	r.cmd, r.done = cmd, done
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second})
-	defer rdb.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := rdb.Ping(context.Background()).Err(); err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			r.cmd = nil
-			return fmt.Errorf("redis-server exited at start:\n%s", Tail(filepath.Join(r.Dir, "redis.log"), 20))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server did not answer PING in 30s:\n%s", Tail(filepath.Join(r.Dir, "redis.log"), 20))
-		}
-		time.Sleep(20 * time.Millisecond)
+	r.proc = proc
+	err = procs.WaitPing(context.Background(), r.Addr(), 30*time.Second, proc.Done())
+	switch {
+	case errors.Is(err, procs.ErrExited):
+		r.proc = nil
+		return fmt.Errorf("redis-server exited at start:\n%s", procs.Tail(filepath.Join(r.Dir, "redis.log"), 20))
+	case err != nil:
+		return fmt.Errorf("redis-server did not answer PING in 30s:\n%s", procs.Tail(filepath.Join(r.Dir, "redis.log"), 20))
 	}
+	return nil
 }
 
 // Restart stops Redis with SIGTERM (it fsyncs the AOF) and starts it again on
@@ -286,44 +232,9 @@ func (r *RedisServer) Restart() error {
 func (r *RedisServer) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd == nil {
+	if r.proc == nil {
 		return
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		_ = r.cmd.Process.Signal(syscall.SIGKILL)
-		<-r.done
-	}
-	r.cmd = nil
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// Tail returns the last n lines of a file.
-func Tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
+	r.proc.Stop(10 * time.Second)
+	r.proc = nil
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rscoord/rsc/internal/procs"
 )
 
 // LeaderLease is the --leader-lease of a ReplicaSet: short, so a takeover
@@ -30,7 +32,7 @@ type ReplicaSet struct {
 func NewReplicaSet(bin, redisURL, logStream, dir string, n int) (*ReplicaSet, error) {
 	s := &ReplicaSet{}
 	for i := range n {
-		port, err := FreePort()
+		port, err := procs.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +72,7 @@ func (s *ReplicaSet) Start(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no replica leads 30s after the start:\n%s", s.Tail(10))
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -250,13 +250,14 @@ func (r *Round) retry(ctx context.Context, what string, fn func() error) error {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its error).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -314,7 +315,7 @@ func (r *Round) WaitStable(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the group did not become STABLE with members %v in %s (last: %s)", want, r.o.StepTimeout, last)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -335,7 +336,7 @@ func (r *Round) KillCoordinator(ctx context.Context, why string) error {
 	r.o.Logf("kill -9 the coordinator %s; down for %s", why, down.Round(time.Millisecond))
 	r.o.Coordinator.Kill()
 	r.Report.Faults[FaultCoordinatorKill]++
-	if err := sleep(ctx, down); err != nil {
+	if err := Sleep(ctx, down); err != nil {
 		return err
 	}
 	return r.o.Coordinator.Start(ctx)
@@ -365,7 +366,7 @@ func (r *Round) watch(ctx context.Context) (bool, error) {
 	} else {
 		r.violation("the coordinator exited by itself (%s); its log:\n%s", status, r.o.Coordinator.Tail(30))
 	}
-	if err := sleep(ctx, down); err != nil {
+	if err := Sleep(ctx, down); err != nil {
 		return true, err
 	}
 	return true, r.o.Coordinator.Start(ctx)
@@ -401,7 +402,7 @@ func (r *Round) KillMemberProcess(ctx context.Context) (int64, error) {
 		ids := r.proc.MemberIDs()
 		deadline := time.Now().Add(15 * time.Second)
 		for r.holdingOf(ctx, ids) == 0 && time.Now().Before(deadline) {
-			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 				return 0, err
 			}
 		}
@@ -428,7 +429,7 @@ func (r *Round) killMemberProcessOnce(ctx context.Context) (int64, int, error) {
 	holding := r.holdingOf(ctx, ids)
 	deadline := time.Now().Add(10 * time.Second)
 	for holding > 0 && r.pendingOf(ctx, ids) == 0 && time.Now().Before(deadline) {
-		if err := sleep(ctx, 2*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 2*time.Millisecond); err != nil {
 			return 0, holding, err
 		}
 	}
@@ -438,7 +439,7 @@ func (r *Round) killMemberProcessOnce(ctx context.Context) (int64, int, error) {
 	r.Report.OrphanedAtKill += orphaned
 	down := r.between(300*time.Millisecond, 1500*time.Millisecond)
 	r.o.Logf("kill -9 member process %s (%v, reading %d shards) with %d entries in flight; restart in %s", r.proc.Proc, ids, holding, orphaned, down.Round(time.Millisecond))
-	if err := sleep(ctx, down); err != nil {
+	if err := Sleep(ctx, down); err != nil {
 		return orphaned, holding, err
 	}
 	r.rejoin, r.rejoinAfter = map[string]bool{}, time.Now()
@@ -631,7 +632,7 @@ func (r *Round) Scale(ctx context.Context, plan ScalePlan) (int, error) {
 			r.violation("%s did not finish in %s (last seen: %s)", desc, r.o.StepTimeout, last)
 			return during, nil
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := Sleep(ctx, 20*time.Millisecond); err != nil {
 			return during, err
 		}
 	}
