@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 )
 
@@ -81,7 +82,7 @@ func isWrite(r *http.Request) bool {
 // forwardWrite relays a write to the leader when this replica follows; false
 // means the request is this replica's to serve.
 func (s *Server) forwardWrite(w http.ResponseWriter, r *http.Request) bool {
-	if !isWrite(r) || s.lead.Role() != commands.RoleFollower {
+	if !isWrite(r) || s.lead.Role() != coordinator.RoleFollower {
 		return false
 	}
 	leader := s.lead.LeaderNow(r.Context())
@@ -102,7 +103,7 @@ func (s *Server) forwardWrite(w http.ResponseWriter, r *http.Request) bool {
 // follower's own when the request was forwarded to it or the leader is unknown
 // or did not answer.
 func (s *Server) leaderMemory(w http.ResponseWriter, r *http.Request) (Runtime, bool) {
-	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || s.lead.Role() != commands.RoleFollower || forwarded(r) {
+	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || s.lead.Role() != coordinator.RoleFollower || forwarded(r) {
 		return s.rt, true
 	}
 	leader := s.lead.LeaderNow(r.Context())

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/wire"
 )
 
@@ -32,7 +32,7 @@ func (s *Server) handleRestoreLog(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r) {
 		return
 	}
-	res, err := s.dec.RestoreLog(r.Context(), meta(r), commands.RestoreLogInput{RequestedBy: req.RequestedBy, Reason: req.Reason})
+	res, err := s.dec.RestoreLog(r.Context(), meta(r), coordinator.RestoreLogInput{RequestedBy: req.RequestedBy, Reason: req.Reason})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -3,7 +3,7 @@ package metrics
 import (
 	"time"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/projection"
 )
 
@@ -58,7 +58,7 @@ type summaryCache struct {
 
 // summaries returns the per-group values (cached for Config.CacheFor), in
 // the groups' creation order.
-func (m *Metrics) summaries(c *commands.Coordinator) []groupSummary {
+func (m *Metrics) summaries(c *coordinator.Coordinator) []groupSummary {
 	now := time.Now()
 	m.cacheMu.Lock()
 	defer m.cacheMu.Unlock()

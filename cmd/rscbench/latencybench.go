@@ -20,6 +20,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/producer"
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
@@ -65,7 +66,7 @@ func (b *bench) runLatency(ctx context.Context, rep *Report) error {
 	}()
 	rlog := redisstore.NewLog(rdb, logKey)
 	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{Logger: zerolog.Nop()}, rlog, redisstore.NewShards(rdb), snaps, nil)
+	coord := coordinator.New(coordinator.Config{Logger: zerolog.Nop()}, rlog, redisstore.NewShards(rdb), snaps, nil)
 	if err := coord.Load(ctx, false); err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func (p *phaseStats) max() time.Duration {
 // they handled.
 type latencyRun struct {
 	b        *bench
-	coord    *commands.Coordinator
+	coord    *coordinator.Coordinator
 	url      string
 	redisURL string
 	exe      string

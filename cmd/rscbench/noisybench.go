@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
@@ -36,7 +37,7 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 	logKey := b.st.key("noisy-events")
 	rlog := redisstore.NewLog(b.st.rdb, logKey)
 	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{
+	coord := coordinator.New(coordinator.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true,
 		SnapshotEvery: -1, ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, Logger: zerolog.Nop(),
 	}, rlog, nil, nil, nil)
@@ -184,7 +185,7 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 }
 
 // joinAndLeave joins member m and has it leave, in process.
-func joinAndLeave(ctx context.Context, coord *commands.Coordinator, m *member) error {
+func joinAndLeave(ctx context.Context, coord *coordinator.Coordinator, m *member) error {
 	k := projection.GroupKey{StreamPrefix: m.prefix, ConsumerGroup: m.group}
 	for _, leave := range []bool{false, true} {
 		req := m.request(leave)

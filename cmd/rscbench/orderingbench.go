@@ -19,7 +19,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	sdkmember "github.com/rscoord/rsc/client/member"
 	"github.com/rscoord/rsc/client/producer"
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/redisstore"
@@ -59,7 +59,7 @@ func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 	}()
 	rlog := redisstore.NewLog(rdb, logKey)
 	b.st.trackLog(rlog)
-	coord := commands.New(commands.Config{
+	coord := coordinator.New(coordinator.Config{
 		HeartbeatInterval: 500 * time.Millisecond, TickInterval: 100 * time.Millisecond,
 		MemberLease: 10 * time.Second, RebalanceTimeout: 30 * time.Second, Logger: zerolog.Nop(),
 	}, rlog, redisstore.NewShards(rdb), snaps, nil)
@@ -88,7 +88,7 @@ func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 
 type orderingBench struct {
 	b     *bench
-	coord *commands.Coordinator
+	coord *coordinator.Coordinator
 	rlog  *redisstore.Log
 	rdb   *redis.Client
 	admin *client.Client

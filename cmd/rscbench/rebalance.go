@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
@@ -35,7 +36,7 @@ func (c *virtualClock) advance(d time.Duration) {
 
 // rebalanceSim is one group on an in-process coordinator over an events.MemLog.
 type rebalanceSim struct {
-	c     *commands.Coordinator
+	c     *coordinator.Coordinator
 	log   *events.MemLog
 	clock *virtualClock
 	k     projection.GroupKey
@@ -53,7 +54,7 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 		k:     projection.GroupKey{StreamPrefix: "rebalance", ConsumerGroup: "workers"},
 	}
 	// The ticker never fires on its own: the benchmark ticks once per round.
-	sim.c = commands.New(commands.Config{
+	sim.c = coordinator.New(coordinator.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1,
 		MaxShardCount: max(1024, o.rbShards), Logger: zerolog.Nop(),
 		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here
