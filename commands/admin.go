@@ -159,3 +159,30 @@ type Provisioned struct {
 	// group (the others had one of the name already).
 	Made []int
 }
+
+// RecordRejection records a refused admin command (command.rejected) with
+// the refusals of its principal left out since the last record. A refusal
+// naming a group that does not exist is recorded as such (NoGroup): it
+// reaches no group's history index, so made-up names create no key; a name
+// that is not valid is recorded without one.
+func RecordRejection(t *Tx, k projection.GroupKey, command, requestedBy string, ce *Error, suppressed int64) {
+	stream := k.ConsumerGroup == "" // a stream's command: its history is the stream's
+	if (stream && routing.ValidatePrefix(k.StreamPrefix) != nil) || (!stream && ValidateKey(k) != nil) {
+		k = projection.GroupKey{}
+	}
+	ev := &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: Truncate(ce.Message, 4*MaxTextBytes), RequestedBy: Truncate(requestedBy, MaxTextBytes),
+		Suppressed: suppressed}
+	switch {
+	case k == (projection.GroupKey{}):
+	case stream && t.B.Overlay.Stream(k.StreamPrefix) == nil, !stream && t.Group(k) == nil:
+		ev.NoGroup = true
+	}
+	t.Emit(k, ev)
+}
+
+// StartTerm records the start of a leader's term (term.started), before
+// anything of the term is decided.
+func StartTerm(t *Tx, term int64, holder, url string) error {
+	t.Emit(projection.GroupKey{}, &events.TermStarted{Term: term, Holder: holder, URL: url})
+	return nil
+}

@@ -557,14 +557,23 @@ func (row ruleRow) check(t *testing.T) {
 	if resp == nil && err == nil {
 		b := NewBatch(row.world.st, table, now)
 		tx := &Tx{B: b, RT: b.RT.Child(now), Rules: r, Meta: events.Meta{Actor: path, Time: now}, Now: now, Log: zerolog.Nop()}
-		resp, err = RegisterAndBeat(tx, rulesKey, path, row.beat.principal, req, row.reg)
+		var res Result[*wire.HeartbeatResponse]
+		res, err = Decide(tx, func(tx *Tx) (*wire.HeartbeatResponse, error) {
+			return RegisterAndBeat(tx, rulesKey, path, row.beat.principal, req, row.reg)
+		})
+		resp = res.Answer
 		if err == nil {
 			tx.RT.Merge()
 			table.Commit(b.RT)
-			for _, rec := range b.Recs {
+			// What the decision returned is all there is to check: its
+			// records, folded onto the state it was decided on, and its
+			// answer.
+			ov := row.world.st.NewOverlayLocked()
+			for _, rec := range res.Records {
 				emitted = append(emitted, rec.Type)
+				ov.Apply(rec)
 			}
-			after = b.Overlay.Group(rulesKey)
+			after = ov.Group(rulesKey)
 		}
 	}
 	if row.err != nil || err != nil {

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"crypto/rand"
 	"fmt"
 	"sort"
 	"strings"
@@ -184,7 +183,7 @@ func prepare(t *Tx, k projection.GroupKey, in ScaleInput, kc *KeyCheck) (string,
 		return m.ReshardingID, nil // PREPARING with the same target (checkScalable)
 	}
 	target := *in.TargetShardCount
-	prep := &events.ReshardingPreparing{ReshardingID: "reshard-" + newUUID(), FromShardCount: g.ShardCount, ToShardCount: target, RequestedBy: in.RequestedBy, Reason: in.Reason, KeysChecked: true}
+	prep := &events.ReshardingPreparing{ReshardingID: "reshard-" + t.newID(), FromShardCount: g.ShardCount, ToShardCount: target, RequestedBy: in.RequestedBy, Reason: in.Reason, KeysChecked: true}
 	if kc != nil {
 		created, err := Claim(t.B.Overlay.Stream(k.StreamPrefix), false, *kc, ShardRange(g.ShardCount, target))
 		if err != nil {
@@ -627,12 +626,4 @@ func unreadBy(ev []events.ShardDrain, name string) bool {
 		}
 	}
 	return false
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -24,34 +25,73 @@ type Tx struct {
 	Meta  events.Meta
 	Now   time.Time
 	Log   zerolog.Logger
+	// Seed is the decision's random draw (the ids it makes: newID), made by
+	// whoever runs it.
+	Seed [16]byte
+
+	recs  []events.Record
+	data  [][]byte
+	drawn uint32
 }
 
-// batchCtx accumulates the records of one batch before they are appended,
-// folded into an overlay of the projection, and the batch's runtime changes.
+// Batch is what the decisions of one batch share: an overlay of the
+// projection with the records of the batch's earlier decisions folded in,
+// and the batch's runtime overlay. A decision's own records are its result
+// (Result); the writer folds them into the batch and appends them.
 type Batch struct {
 	base    *projection.State
 	Overlay *projection.Overlay
 	RT      *RuntimeOverlay
-	Data    [][]byte
-	Recs    []events.Record
 }
 
+// NewBatch starts a batch on the committed state st and runtime table.
 func NewBatch(st *projection.State, table *RuntimeTable, now time.Time) *Batch {
 	return &Batch{base: st, Overlay: st.NewOverlayLocked(), RT: newRuntimeOverlay(table, now)}
 }
 
-// undo drops what the decision that started at record n emitted (it failed):
-// the overlay is rebuilt from the records before it. Its runtime overlay is
-// dropped by the caller.
-func (b *Batch) Undo(n int) {
-	if len(b.Recs) == n {
-		return
-	}
-	b.Data, b.Recs = b.Data[:n], b.Recs[:n]
+// Undo drops what a failed decision folded into the overlay: it is rebuilt
+// from kept, the records of the batch's decisions that stand. Its runtime
+// overlay is dropped by the caller.
+func (b *Batch) Undo(kept []events.Record) {
 	b.Overlay = b.base.NewOverlayLocked()
-	for _, rec := range b.Recs {
+	for _, rec := range kept {
 		b.Overlay.Apply(rec)
 	}
+}
+
+// Result is what one decision decided (Kafka's CoordinatorResult): the
+// records to append, in order (Encoded holds them as the log stores them),
+// and the answer to its caller.
+type Result[T any] struct {
+	Records []events.Record
+	Encoded [][]byte
+	Answer  T
+}
+
+// Decide runs decide on t and returns its result. A refused decision has
+// no result; what it folded into the batch's overlay is undone by the writer
+// (Tx.Emitted says whether there is anything to undo).
+func Decide[T any](t *Tx, decide func(t *Tx) (T, error)) (Result[T], error) {
+	v, err := decide(t)
+	if err != nil {
+		return Result[T]{}, err
+	}
+	return Result[T]{Records: t.recs, Encoded: t.data, Answer: v}, nil
+}
+
+// Emitted reports whether the decision emitted a record.
+func (t *Tx) Emitted() bool { return len(t.recs) > 0 }
+
+// newID is the next resharding id of the decision: a UUID (version 4)
+// derived from the decision's Seed and how many it drew before, so that a
+// decision is a function of its inputs.
+func (t *Tx) newID() string {
+	b := t.Seed
+	binary.BigEndian.PutUint32(b[12:], binary.BigEndian.Uint32(b[12:])+t.drawn)
+	t.drawn++
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 func (t *Tx) Group(k projection.GroupKey) *projection.Group { return t.B.Overlay.Group(k) }
@@ -75,8 +115,8 @@ func (t *Tx) GroupsWithPrefix(prefix string) []*projection.Group {
 // committed state (its leftover streams are the coordinator's own).
 func (t *Tx) prefixSeen(prefix string) bool { return t.B.base.PrefixSeenLocked(prefix) }
 
-// emit records an event for group k (encoded now, appended with the batch) and
-// folds it into the overlay; it returns the group as it is after the event.
+// Emit records an event for group k (encoded now; one of the decision's
+// Result.Records) and folds it into the batch's overlay; it returns the group as it is after the event.
 func (t *Tx) Emit(k projection.GroupKey, ev events.Event) *projection.Group {
 	m := t.Meta
 	m.StreamPrefix, m.ConsumerGroup = k.StreamPrefix, k.ConsumerGroup
@@ -88,8 +128,8 @@ func (t *Tx) Emit(k projection.GroupKey, ev events.Event) *projection.Group {
 		panic(fmt.Sprintf("encode %s: %v", ev.EventType(), err))
 	}
 	rec := events.Record{Type: ev.EventType(), Schema: events.SchemaVersion, Meta: m, Event: ev}
-	t.B.Data = append(t.B.Data, data)
-	t.B.Recs = append(t.B.Recs, rec)
+	t.data = append(t.data, data)
+	t.recs = append(t.recs, rec)
 	t.B.Overlay.Apply(rec)
 	return t.B.Overlay.Group(k)
 }

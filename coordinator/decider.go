@@ -3,6 +3,8 @@ package coordinator
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -105,7 +107,7 @@ func newDecider(deps deciderDeps) *decider {
 
 // request is one decision (or writer job) waiting for the writer.
 type request struct {
-	decide func(t *commands.Tx) error
+	decide decision
 	job    func() // a writer job instead of a decision: runs alone, emits nothing
 	meta   events.Meta
 	done   chan error
@@ -115,11 +117,23 @@ type request struct {
 	laned bool
 }
 
+// decision is a request's decision as the writer runs it: its result's
+// records, encoded, or its refusal.
+type decision func(t *commands.Tx) (recs []events.Record, data [][]byte, err error)
+
+// writeBatch is what the writer appends: the records of the batch's
+// decisions that stand, in order, and the overlay they share.
+type writeBatch struct {
+	*commands.Batch
+	recs []events.Record
+	data [][]byte
+}
+
 // unresolvedBatch is a batch appended after position after whose append
 // answered an error of unknown outcome.
 type unresolvedBatch struct {
 	after string
-	b     *commands.Batch
+	b     *writeBatch
 }
 
 // errUnknownOutcome marks a decision whose append failed in a way that does
@@ -145,12 +159,13 @@ func submitFor[T any](ctx context.Context, d *decider, k projection.GroupKey, me
 
 func submitTo[T any](ctx context.Context, d *decider, r *request, decide func(t *commands.Tx) (T, error)) (T, error) {
 	var out T
-	err := d.decide(ctx, r, func(t *commands.Tx) error {
-		v, err := decide(t)
-		if err == nil {
-			out = v
+	err := d.decide(ctx, r, func(t *commands.Tx) ([]events.Record, [][]byte, error) {
+		res, err := commands.Decide(t, decide)
+		if err != nil {
+			return nil, nil, err
 		}
-		return err
+		out = res.Answer
+		return res.Records, res.Encoded, nil
 	})
 	if err != nil {
 		var zero T
@@ -160,7 +175,7 @@ func submitTo[T any](ctx context.Context, d *decider, r *request, decide func(t 
 }
 
 // decide runs one decision, r with fn, in the writer.
-func (d *decider) decide(ctx context.Context, r *request, fn func(t *commands.Tx) error) error {
+func (d *decider) decide(ctx context.Context, r *request, fn decision) error {
 	if d.life.closing.Load() {
 		return commands.ErrTerminating
 	}
@@ -355,28 +370,31 @@ func (d *decider) runBatch(batch []*request) {
 		// The writer is the only goroutine that changes the state: it reads it
 		// here without the lock.
 		now, timers := d.now(), d.timers()
-		b := commands.NewBatch(d.state, d.table, timers)
+		b := &writeBatch{Batch: commands.NewBatch(d.state, d.table, timers)}
+		seed := drawSeed()
 		errs := make([]error, len(batch))
 		panicked := -1
 		for i, r := range batch {
-			t := &commands.Tx{B: b, RT: b.RT.Child(timers), Rules: d.rules, Meta: r.meta, Now: now, Log: d.logger}
+			t := &commands.Tx{B: b.Batch, RT: b.RT.Child(timers), Rules: d.rules, Meta: r.meta, Now: now, Log: d.logger, Seed: seedOf(seed, i)}
 			t.Meta.Time = t.Now
-			n := len(b.Recs)
-			err, p := runSafely(r.decide, t)
+			recs, data, err, p := runSafely(r.decide, t)
 			if err == nil && p == nil {
-				err = d.refuseQuarantined(b, n)
+				err = d.refuseQuarantined(recs)
 			}
 			if p != nil {
 				d.logger.Error().Interface("panic", p).Str("stack", string(debug.Stack())).Msg("decision panicked")
 				panicked = i
 				break
 			}
-			if err == nil && refusal != nil && len(b.Recs) > n {
+			if err == nil && refusal != nil && len(recs) > 0 {
 				err = refusal
 			}
 			if err != nil {
-				b.Undo(n) // and t.rt is dropped
+				if t.Emitted() {
+					b.Undo(b.recs) // and t.RT is dropped
+				}
 			} else {
+				b.recs, b.data = append(b.recs, recs...), append(b.data, data...)
 				t.RT.Merge()
 			}
 			errs[i] = err
@@ -427,8 +445,8 @@ func (d *decider) runBatch(batch []*request) {
 // refuseQuarantined refuses a decision that emitted records of a quarantined
 // prefix (from record n of the batch on): nothing of such a prefix is
 // appended until a repair lifts its quarantine.
-func (d *decider) refuseQuarantined(b *commands.Batch, n int) error {
-	for _, rec := range b.Recs[n:] {
+func (d *decider) refuseQuarantined(recs []events.Record) error {
+	for _, rec := range recs {
 		if rec.StreamPrefix == "" {
 			continue
 		}
@@ -439,13 +457,27 @@ func (d *decider) refuseQuarantined(b *commands.Batch, n int) error {
 	return nil
 }
 
-func runSafely(fn func(t *commands.Tx) error, t *commands.Tx) (err error, p any) {
+func runSafely(fn decision, t *commands.Tx) (recs []events.Record, data [][]byte, err error, p any) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = r
 		}
 	}()
-	return fn(t), nil
+	recs, data, err = fn(t)
+	return recs, data, err, nil
+}
+
+// drawSeed is a batch's random draw; seedOf gives each of its decisions
+// its own (commands.Tx.Seed).
+func drawSeed() [16]byte {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return b
+}
+
+func seedOf(seed [16]byte, i int) [16]byte {
+	binary.BigEndian.PutUint32(seed[8:], binary.BigEndian.Uint32(seed[8:])^uint32(i))
+	return seed
 }
 
 // commit appends the batch's events (no lock held: readers go on answering from
@@ -454,8 +486,8 @@ func runSafely(fn func(t *commands.Tx) error, t *commands.Tx) (err error, p any)
 // it was refused may have landed: the writer reads the log to find out
 // (resolve), and if its batch is there it carries on as if the append had
 // answered.
-func (d *decider) commit(b *commands.Batch) error {
-	if len(b.Data) == 0 {
+func (d *decider) commit(b *writeBatch) error {
+	if len(b.data) == 0 {
 		d.table.Commit(b.RT)
 		if rounds := b.RT.RoundsChanged(); len(rounds) > 0 {
 			d.holds.changed(d.state, nil, rounds)
@@ -477,7 +509,7 @@ func (d *decider) commit(b *commands.Batch) error {
 	if errors.Is(err, events.ErrRefused) {
 		// Redis answered, refusing it unwritten (out of memory, say): the
 		// decisions are not recorded, and a retry cannot do them twice.
-		d.logger.Error().Err(err).Int("events", len(b.Data)).Msg("append refused; decisions not recorded")
+		d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append refused; decisions not recorded")
 		return err
 	}
 	d.unresolved = &unresolvedBatch{after: after, b: b}
@@ -485,15 +517,15 @@ func (d *decider) commit(b *commands.Batch) error {
 		// The entries are in the log but may not survive a failover: the
 		// decision is not answered, though the next read of the log folds
 		// them if they are still there (resolve, catchUp).
-		d.logger.Error().Err(err).Int("events", len(b.Data)).Msg("append not acknowledged by the replicas; decisions not answered")
+		d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append not acknowledged by the replicas; decisions not answered")
 		return fmt.Errorf("%w: %w", errUnknownOutcome, err)
 	}
 	landed, rerr := d.resolve(ctx)
 	if rerr == nil && landed {
-		d.logger.Warn().Err(err).Int("events", len(b.Data)).Msg("append answered an error but landed; decisions recorded")
+		d.logger.Warn().Err(err).Int("events", len(b.data)).Msg("append answered an error but landed; decisions recorded")
 		return nil
 	}
-	d.logger.Error().Err(err).Int("events", len(b.Data)).Msg("append failed; decisions dropped")
+	d.logger.Error().Err(err).Int("events", len(b.data)).Msg("append failed; decisions dropped")
 	return fmt.Errorf("%w: %w", errUnknownOutcome, err)
 }
 
@@ -539,28 +571,28 @@ func (d *decider) findTailGap() {
 // and schedules a snapshot when one is due. answered: its append said it
 // landed (with --log-replicas, that the replicas acknowledged it), rather
 // than a read of the log finding it.
-func (d *decider) applied(b *commands.Batch, ids []string, answered bool) error {
+func (d *decider) applied(b *writeBatch, ids []string, answered bool) error {
 	d.life.healthy.Store(true)
-	for i := range b.Recs {
-		b.Recs[i].ID = ids[i]
+	for i := range b.recs {
+		b.recs[i].ID = ids[i]
 	}
 	if d.noteApplied != nil {
 		defer d.noteApplied(answered, ids...)
 	}
-	if err := d.state.ApplyAll(b.Recs); err != nil {
+	if err := d.state.ApplyAll(b.recs); err != nil {
 		// The log is ahead of the projection now; catch up with it.
 		d.logger.Error().Err(err).Msg("apply after append failed")
 		d.life.healthy.Store(false)
 		return err
 	}
 	d.table.Commit(b.RT)
-	d.holds.changed(d.state, b.Recs, b.RT.RoundsChanged())
+	d.holds.changed(d.state, b.recs, b.RT.RoundsChanged())
 	if d.afterAppend != nil {
-		for _, rec := range b.Recs {
+		for _, rec := range b.recs {
 			d.afterAppend(rec)
 		}
 	}
-	d.sinceSnapshot += len(b.Data)
+	d.sinceSnapshot += len(b.data)
 	if d.snapshotEvery > 0 && d.sinceSnapshot >= d.snapshotEvery && time.Since(d.lastSnapshot) >= d.snapshotMinInterval {
 		d.sinceSnapshot = 0
 		d.lastSnapshot = time.Now()
@@ -586,7 +618,7 @@ func (d *decider) resolve(ctx context.Context) (landed bool, err error) {
 		d.unresolved = nil // the projection moved on (a reload): not this batch's place any more
 		return false, nil
 	}
-	entries, err := d.log.Read(ctx, u.after, len(u.b.Data))
+	entries, err := d.log.Read(ctx, u.after, len(u.b.data))
 	if err != nil {
 		return false, err
 	}
@@ -594,12 +626,12 @@ func (d *decider) resolve(ctx context.Context) (landed bool, err error) {
 		return false, nil
 	}
 	d.unresolved = nil
-	if len(entries) != len(u.b.Data) {
+	if len(entries) != len(u.b.data) {
 		return false, nil
 	}
 	ids := make([]string, len(entries))
 	for i, e := range entries {
-		if !bytes.Equal(e.Data, u.b.Data[i]) {
+		if !bytes.Equal(e.Data, u.b.data[i]) {
 			return false, nil
 		}
 		ids[i] = e.ID
@@ -609,15 +641,15 @@ func (d *decider) resolve(ctx context.Context) (landed bool, err error) {
 
 // appendBatch appends the batch after position after, with each entry's id
 // added to its group's history index when the log keeps one.
-func (d *decider) appendBatch(ctx context.Context, after string, b *commands.Batch) ([]string, error) {
+func (d *decider) appendBatch(ctx context.Context, after string, b *writeBatch) ([]string, error) {
 	ix, ok := d.log.(events.Indexed)
 	if !ok {
-		return d.log.Append(ctx, after, b.Data)
+		return d.log.Append(ctx, after, b.data)
 	}
-	drafts := make([]events.Draft, len(b.Data))
-	for i, data := range b.Data {
+	drafts := make([]events.Draft, len(b.data))
+	for i, data := range b.data {
 		dr := events.Draft{Data: data}
-		dr.Index, dr.Membership = events.HistoryIndex(b.Recs[i])
+		dr.Index, dr.Membership = events.HistoryIndex(b.recs[i])
 		drafts[i] = dr
 	}
 	return ix.AppendIndexed(ctx, after, drafts)
@@ -693,9 +725,11 @@ func (d *decider) catchUp() error {
 // markTerm queues the record of a new term before anything of the term is
 // decided; wait waits for it.
 func (d *decider) markTerm(ctx context.Context, info LeaderInfo) (wait func() error, err error) {
-	r, err := d.enqueue(ctx, &request{meta: events.Meta{Actor: commands.Actor}, decide: func(t *commands.Tx) error {
-		t.Emit(projection.GroupKey{}, &events.TermStarted{Term: info.Token, Holder: info.Holder, URL: info.URL})
-		return nil
+	r, err := d.enqueue(ctx, &request{meta: events.Meta{Actor: commands.Actor}, decide: func(t *commands.Tx) ([]events.Record, [][]byte, error) {
+		res, err := commands.Decide(t, func(t *commands.Tx) (struct{}, error) {
+			return struct{}{}, commands.StartTerm(t, info.Token, info.Holder, info.URL)
+		})
+		return res.Records, res.Encoded, err
 	}})
 	if err != nil {
 		return nil, err

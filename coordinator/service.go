@@ -11,7 +11,6 @@ import (
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
-	"github.com/rscoord/rsc/routing"
 )
 
 // Service is the commands callers send (httpapi.Commands): the operator's
@@ -82,19 +81,8 @@ func (s *Service) recordRejection(ctx context.Context, meta events.Meta, princip
 	if !record {
 		return
 	}
-	stream := k.ConsumerGroup == "" // a stream's command: its history is the stream's
-	if (stream && routing.ValidatePrefix(k.StreamPrefix) != nil) || (!stream && commands.ValidateKey(k) != nil) {
-		k = projection.GroupKey{}
-	}
 	_, err := submit(ctx, s.dec, meta, func(t *commands.Tx) (struct{}, error) {
-		ev := &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: commands.Truncate(ce.Message, 4*commands.MaxTextBytes), RequestedBy: commands.Truncate(requestedBy, commands.MaxTextBytes),
-			Suppressed: suppressed}
-		switch {
-		case k == (projection.GroupKey{}):
-		case stream && t.B.Overlay.Stream(k.StreamPrefix) == nil, !stream && t.Group(k) == nil:
-			ev.NoGroup = true
-		}
-		t.Emit(k, ev)
+		commands.RecordRejection(t, k, command, requestedBy, ce, suppressed)
 		return struct{}{}, nil
 	})
 	s.rejections.done(principal, suppressed, err == nil)
