@@ -144,7 +144,7 @@ func BenchmarkSteadyHeartbeat(b *testing.B) {
 			r := testRules()
 			now := rulesNow()
 			table := steadyTable(w, r, now)
-			g := w.st.GroupLocked(rulesKey)
+			g := w.group()
 			m := g.Members["live-0000"]
 			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()
 			b.ReportAllocs()
@@ -165,7 +165,7 @@ func TestMaintenanceDue(t *testing.T) {
 	r := testRules()
 	r.StaleRetention = 24 * time.Hour
 	w := churnedWorld(3000, 10)
-	now := w.st.GroupLocked(rulesKey).UpdatedAt.Add(time.Second)
+	now := w.group().UpdatedAt.Add(time.Second)
 	table := NewRuntimeTable()
 	table.Rearm(w.st, now, r.MemberLease)
 	due := func() []projection.GroupKey { return Due(w.st, table, r, now, now) }

@@ -58,6 +58,14 @@ func group(shards int) *world {
 	return w
 }
 
+// group is the world's group as its state holds it (only the test's
+// goroutine touches the state).
+func (w *world) group() *projection.Group {
+	var g *projection.Group
+	w.st.Read(func(st projection.Reader) { g = st.Group(rulesKey) })
+	return g
+}
+
 func noGroup() *world { return &world{st: projection.New(), noneOf: true} }
 
 // streamOnly: the group's stream was created with shards shards and scaled

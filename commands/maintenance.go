@@ -132,14 +132,14 @@ func unionSorted(a, b []string) []string {
 // Due is the tick's cheap scan for groups with something to do: it asks each group's
 // indexes and runtime, never looks at every member.
 func Due(st *projection.State, table *RuntimeTable, r Rules, now, at time.Time) []projection.GroupKey {
-	st.RLock()
-	defer st.RUnlock()
 	var out []projection.GroupKey
-	for _, k := range st.GroupKeysLocked() {
-		if groupDue(table, st.GroupLocked(k), now, at, r) {
-			out = append(out, k)
+	st.Read(func(st projection.Reader) {
+		for _, k := range st.GroupKeys() {
+			if groupDue(table, st.Group(k), now, at, r) {
+				out = append(out, k)
+			}
 		}
-	}
+	})
 	return out
 }
 

@@ -208,9 +208,9 @@ func TestQuietGroupIsNotQueuedBehindAFlood(t *testing.T) {
 		t.Fatalf("the batches after the first flood's are of %v, %v...: the quiet group's join waited behind the flood", log.batches[1][0], log.batches[min(2, len(log.batches)-1)][0])
 	}
 	st := c.State()
-	st.RLock()
-	defer st.RUnlock()
-	if got := st.GroupLocked(noisyKey).LiveCount(); got != flood+1 {
+	var got int
+	st.Read(func(st projection.Reader) { got = st.Group(noisyKey).LiveCount() })
+	if got != flood+1 {
 		t.Fatalf("the flooded group has %d live members, want %d", got, flood+1)
 	}
 }

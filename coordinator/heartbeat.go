@@ -142,10 +142,12 @@ func (s *Service) registration(ctx context.Context, k projection.GroupKey, princ
 // and its stream has metadata (a first heartbeat then registers it): the
 // joins of existing groups pay one map lookup for it.
 func (s *Service) unregistered(k projection.GroupKey) bool {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	st := s.state.StreamLocked(k.StreamPrefix)
-	return s.state.GroupLocked(k) == nil && st != nil && st.Metadata
+	var unregistered bool
+	s.state.Read(func(r projection.Reader) {
+		st := r.Stream(k.StreamPrefix)
+		unregistered = r.Group(k) == nil && st != nil && st.Metadata
+	})
+	return unregistered
 }
 
 // issued remembers the member epoch an accepted heartbeat was answered with
@@ -164,19 +166,21 @@ func (s *Service) issued(k projection.GroupKey, id string, resp *wire.HeartbeatR
 // group's span (withinSpan). The decision does both again against the state
 // it decides on.
 func (s *Service) admissible(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	g := s.state.GroupLocked(k)
-	if g == nil {
-		return req, nil
-	}
-	return commands.CheckCaller(g, id, principal, req)
+	var err error
+	s.state.Read(func(st projection.Reader) {
+		if g := st.Group(k); g != nil {
+			req, err = commands.CheckCaller(g, id, principal, req)
+		}
+	})
+	return req, err
 }
 
 // steadyHeartbeat answers a heartbeat that changes nothing under the read
 // lock, without the writer (nil: the writer must decide).
 func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.HeartbeatRequest) *wire.HeartbeatResponse {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	return commands.Steady(s.rules, s.table, s.state.GroupLocked(k), k, id, req, s.timers())
+	var resp *wire.HeartbeatResponse
+	s.state.Read(func(st projection.Reader) {
+		resp = commands.Steady(s.rules, s.table, st.Group(k), k, id, req, s.timers())
+	})
+	return resp
 }

@@ -111,9 +111,8 @@ func (s *Service) await(ctx context.Context, w *waiter, bound time.Duration, rel
 // heldAnswerMoved reports, from the committed state, whether w's answer
 // changed since it was given (or a correction round is open).
 func (s *Service) heldAnswerMoved(w *waiter) bool {
-	s.state.RLock()
-	moved := answerMoved(s.state.GroupLocked(w.k), w)
-	s.state.RUnlock()
+	var moved bool
+	s.state.Read(func(st projection.Reader) { moved = answerMoved(st.Group(w.k), w) })
 	return moved || s.table.Round(w.k).Open
 }
 

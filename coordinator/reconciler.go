@@ -179,12 +179,14 @@ func (r *reconciler) provisionFor(ctx context.Context, k projection.GroupKey, to
 // metadataVersion is k's metadata version in the committed state (false:
 // no such group).
 func (r *reconciler) metadataVersion(k projection.GroupKey) (int64, bool) {
-	r.state.RLock()
-	defer r.state.RUnlock()
-	if g := r.state.GroupLocked(k); g != nil {
-		return g.MetadataVersion, true
-	}
-	return 0, false
+	var mv int64
+	var ok bool
+	r.state.Read(func(st projection.Reader) {
+		if g := st.Group(k); g != nil {
+			mv, ok = g.MetadataVersion, true
+		}
+	})
+	return mv, ok
 }
 
 // entriesForRollback reads the entries added to the new shards of a scale-out

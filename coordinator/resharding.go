@@ -221,9 +221,13 @@ func (s *Service) withEventIDs(k projection.GroupKey, v projection.ReshardingVie
 	if !missing || v.ReshardingID == "" {
 		return v
 	}
-	s.state.RLock()
-	defer s.state.RUnlock()
-	g := s.state.GroupLocked(k)
+	s.state.Read(func(st projection.Reader) { v = eventIDsOf(st.Group(k), v) })
+	return v
+}
+
+// eventIDsOf fills in v's state changes the event ids g's resharding has
+// (g is read under the projection's read lock).
+func eventIDsOf(g *projection.Group, v projection.ReshardingView) projection.ReshardingView {
 	if g == nil {
 		return v
 	}

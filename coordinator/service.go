@@ -150,11 +150,13 @@ func (l *rejectionLog) done(principal string, suppressed int64, landed bool) {
 // would see it, without the writer: a command refused by the state it would
 // find is refused before anything touches Redis. The decision checks again.
 func (s *Service) peek(check func(t *commands.Tx) error) error {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	now := s.now()
-	b := commands.NewBatch(s.state, s.table, s.timers())
-	return check(&commands.Tx{B: b, RT: b.RT, Rules: s.rules, Now: now, Log: s.logger})
+	var err error
+	s.state.Read(func(projection.Reader) {
+		now := s.now()
+		b := commands.NewBatch(s.state, s.table, s.timers())
+		err = check(&commands.Tx{B: b, RT: b.RT, Rules: s.rules, Now: now, Log: s.logger})
+	})
+	return err
 }
 
 // canDecide refuses a command before its side effects when this coordinator

@@ -311,38 +311,40 @@ func (ws *waiters) changed(st *projection.State, recs []events.Record, rounds []
 			get(k).all = true
 		}
 	}
-	for k, c := range touched {
-		hg := ws.groups[k]
-		if hg == nil {
-			continue
-		}
-		g := st.GroupLocked(k)
-		switch {
-		case g == nil || c.all:
-			for _, w := range hg.members {
-				ws.fireLocked(w, HoldWoken)
+	st.Read(func(r projection.Reader) {
+		for k, c := range touched {
+			hg := ws.groups[k]
+			if hg == nil {
+				continue
 			}
-			continue
-		case hg.mv != g.MetadataVersion:
-			for _, w := range hg.members {
-				if answerMoved(g, w) {
+			g := r.Group(k)
+			switch {
+			case g == nil || c.all:
+				for _, w := range hg.members {
+					ws.fireLocked(w, HoldWoken)
+				}
+				continue
+			case hg.mv != g.MetadataVersion:
+				for _, w := range hg.members {
+					if answerMoved(g, w) {
+						ws.fireLocked(w, HoldWoken)
+					}
+				}
+				if hg = ws.groups[k]; hg != nil {
+					hg.mv = g.MetadataVersion // every waiter left carries it
+				}
+				continue
+			}
+			for id := range c.ids {
+				if w := hg.members[id]; w != nil && answerMoved(g, w) {
 					ws.fireLocked(w, HoldWoken)
 				}
 			}
-			if hg = ws.groups[k]; hg != nil {
-				hg.mv = g.MetadataVersion // every waiter left carries it
-			}
-			continue
-		}
-		for id := range c.ids {
-			if w := hg.members[id]; w != nil && answerMoved(g, w) {
-				ws.fireLocked(w, HoldWoken)
+			if len(c.shards) > 0 {
+				ws.wakeTargetOwnersLocked(k, g, c.shards)
 			}
 		}
-		if len(c.shards) > 0 {
-			ws.wakeTargetOwnersLocked(k, g, c.shards)
-		}
-	}
+	})
 }
 
 // wakeTargetOwnersLocked wakes the waiters whose target holds one of shards
