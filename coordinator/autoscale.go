@@ -63,7 +63,7 @@ type autoscaler struct {
 	state    *projection.State
 	evidence *evidenceTable
 	table    *commands.RuntimeTable
-	dec      *decider
+	dec      writer
 	scale    func(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.ScaleInput) (projection.ReshardingView, error)
 	now      func() time.Time
 	logger   zerolog.Logger

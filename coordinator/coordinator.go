@@ -260,6 +260,8 @@ type Coordinator struct {
 	rec   *reconciler
 	auto  *autoscaler
 	maint *maintenance
+	// rearm re-arms every member's lease (a new term, a load).
+	rearm func()
 
 	wg       sync.WaitGroup
 	writerWG sync.WaitGroup // the writer alone, so Close can hand over before the other loops end
@@ -336,8 +338,6 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 		afterAppend: cfg.AfterAppend, snapshot: rep.saveCapture, reload: rep.reload, fold: rep.foldLog,
 		reloadRestored: rep.reloadFromSnapshot, noteApplied: rep.noteAppended, holds: holds,
 	})
-	rep.writer = dec
-	lead.term = termStart{catchUp: dec.catchUpInWriter, backfill: rep.backfillIndex, rearm: rearm, mark: dec.markTerm}
 	locks := newPrefixLocks()
 	rec := newReconciler(reconcilerDeps{
 		shards: shards, state: state, evidence: evidence, dec: dec, locks: locks, rules: rules,
@@ -350,7 +350,7 @@ func New(cfg Config, log events.Log, shards ShardStore, snaps SnapshotStore, clo
 	})
 	return &Coordinator{
 		Service: svc, Replica: rep, Leadership: lead, RuntimeView: RuntimeView{table, evidence},
-		cfg: cfg, life: life, dec: dec, rec: rec,
+		cfg: cfg, life: life, dec: dec, rec: rec, rearm: rearm,
 		auto: &autoscaler{sampler: shards, state: state, evidence: evidence, table: table, dec: dec, scale: svc.Scale,
 			now: now, logger: cfg.Logger, afterEvaluate: cfg.AfterEvaluate},
 		maint: &maintenance{state: state, table: table, evidence: evidence, dec: dec, rules: rules, now: now, timers: timers, logger: cfg.Logger},
@@ -377,14 +377,15 @@ func (c *Coordinator) Run() {
 	}()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.BarrierCheckInterval, c.rec.proveBarriers) }()
 	go func() { defer c.wg.Done(); c.leaderLoop(c.cfg.AutoscaleInterval, c.auto.run) }()
-	go func() { defer c.wg.Done(); c.Replica.follow() }()
+	go func() { defer c.wg.Done(); c.Replica.follow(c.dec.catchUpPast) }()
 	go func() { defer c.wg.Done(); c.guard() }()
 	if c.cfg.Lease != nil {
 		// One round before returning, so a replica that finds the lease free
 		// leads by the time its first request arrives.
-		c.Leadership.electOnce(c.cfg.LeaseTTL / 3)
+		term := termStart{catchUp: c.dec.catchUpInWriter, backfill: c.Replica.backfillIndex, rearm: c.rearm, mark: c.dec.markTerm}
+		c.Leadership.electOnce(c.cfg.LeaseTTL/3, term)
 		c.wg.Add(1)
-		go func() { defer c.wg.Done(); c.Leadership.elect() }()
+		go func() { defer c.wg.Done(); c.Leadership.elect(term) }()
 	}
 }
 

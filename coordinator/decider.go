@@ -93,6 +93,13 @@ type deciderDeps struct {
 	noteApplied func(answered bool, ids ...string)
 }
 
+// writer is what the parts that submit decisions (Service, the reconciler,
+// the loops) ask of the writer: it holds none of them.
+type writer interface {
+	decide(ctx context.Context, r *request, fn decision) error
+	runInWriter(ctx context.Context, job func()) error
+}
+
 // writerLease is what the writer asks of the leadership.
 type writerLease interface {
 	IsLeader() bool
@@ -147,17 +154,17 @@ var errUnknownOutcome = errors.New("the append failed; it may have landed")
 // serialised by the writer; consecutive decisions are folded into one append.
 // A decision may run more than once (after a conflict the batch is decided
 // again on the caught-up state): only the last run's answer is returned.
-func submit[T any](ctx context.Context, d *decider, meta events.Meta, decide func(t *commands.Tx) (T, error)) (T, error) {
+func submit[T any](ctx context.Context, d writer, meta events.Meta, decide func(t *commands.Tx) (T, error)) (T, error) {
 	return submitTo(ctx, d, &request{meta: meta}, decide)
 }
 
 // submitFor is submit for a member's heartbeat in group k: its decision is
 // in k's lane, where the writer is fair between groups (backlog).
-func submitFor[T any](ctx context.Context, d *decider, k projection.GroupKey, meta events.Meta, decide func(t *commands.Tx) (T, error)) (T, error) {
+func submitFor[T any](ctx context.Context, d writer, k projection.GroupKey, meta events.Meta, decide func(t *commands.Tx) (T, error)) (T, error) {
 	return submitTo(ctx, d, &request{meta: meta, lane: k, laned: true}, decide)
 }
 
-func submitTo[T any](ctx context.Context, d *decider, r *request, decide func(t *commands.Tx) (T, error)) (T, error) {
+func submitTo[T any](ctx context.Context, d writer, r *request, decide func(t *commands.Tx) (T, error)) (T, error) {
 	var out T
 	err := d.decide(ctx, r, func(t *commands.Tx) ([]events.Record, [][]byte, error) {
 		res, err := commands.Decide(t, decide)

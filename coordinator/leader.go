@@ -57,7 +57,6 @@ type leadershipDeps struct {
 	logger zerolog.Logger
 	// position is the projection's last id (logged when a term begins).
 	position func() string
-	term     termStart
 	// steppedDown, if set, is called when this replica's term ends.
 	steppedDown func()
 }
@@ -144,7 +143,7 @@ const followerPoll = 250 * time.Millisecond
 
 // elect runs the lease: renew every third of the lease while leading, try to
 // acquire it every followerPoll (at most) while following.
-func (l *Leadership) elect() {
+func (l *Leadership) elect(term termStart) {
 	renew := l.ttl / 3
 	if renew < 10*time.Millisecond {
 		renew = 10 * time.Millisecond
@@ -161,11 +160,14 @@ func (l *Leadership) elect() {
 			return
 		case <-time.After(period):
 		}
-		l.electOnce(renew)
+		l.electOnce(renew, term)
 	}
 }
 
-func (l *Leadership) electOnce(timeout time.Duration) {
+// electOnce renews or acquires the lease once; a won lease starts a term
+// (term: what the replica does before it decides, given by whoever runs
+// the election, so that the leadership holds no part that holds it).
+func (l *Leadership) electOnce(timeout time.Duration, term termStart) {
 	if l.life.closing.Load() {
 		return
 	}
@@ -215,7 +217,7 @@ func (l *Leadership) electOnce(timeout time.Duration) {
 	// A new term: fold what the previous leader appended before deciding.
 	// A log that lost what this replica holds is no reason to hand the
 	// lease on: the leader is who restores it (guard.go).
-	if err := l.term.catchUp(ctx); err != nil && !errors.Is(err, commands.ErrLogLost) {
+	if err := term.catchUp(ctx); err != nil && !errors.Is(err, commands.ErrLogLost) {
 		l.logger.Warn().Err(err).Msg("won the leader lease but cannot catch up with the log; releasing it")
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = lease.Release(rctx)
@@ -223,12 +225,12 @@ func (l *Leadership) electOnce(timeout time.Duration) {
 		return
 	}
 	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err = l.term.backfill(bctx)
+	err = term.backfill(bctx)
 	bcancel()
 	if err != nil {
 		l.logger.Warn().Err(err).Msg("won the leader lease but cannot index the log's history; deciding anyway")
 	}
-	l.term.rearm()
+	term.rearm()
 	l.mu.Lock()
 	newTerm := l.ownToken != info.Token
 	l.mu.Unlock()
@@ -237,7 +239,7 @@ func (l *Leadership) electOnce(timeout time.Duration) {
 	// it. A failure (the term already over) is the next decision's problem.
 	var wait func() error
 	if newTerm && l.life.lost.Load() == nil {
-		if wait, err = l.term.mark(ctx, info); err != nil {
+		if wait, err = term.mark(ctx, info); err != nil {
 			return
 		}
 	}

@@ -19,7 +19,7 @@ type maintenance struct {
 	state    *projection.State
 	table    *commands.RuntimeTable
 	evidence *evidenceTable
-	dec      *decider
+	dec      writer
 	rules    commands.Rules
 	// now is the wall-clock time (what terminal members' records are aged
 	// by), timers the reading leases and rounds are measured against (nil:

@@ -40,7 +40,7 @@ type reconcilerDeps struct {
 	shards   ShardStore // nil: no Redis holds the shard streams
 	state    *projection.State
 	evidence *evidenceTable
-	dec      *decider
+	dec      writer
 	locks    *prefixLocks
 	rules    commands.Rules
 	ready    *lifecycle

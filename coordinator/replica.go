@@ -54,10 +54,6 @@ type replicaDeps struct {
 	life  *lifecycle
 	// rearm gives every member a fresh lease after a load or a reload.
 	rearm func()
-	// writer catches up in the writer (set once the decider exists).
-	writer interface {
-		catchUpPast(ctx context.Context, seen string) error
-	}
 	// recent are the ids the projection applied last (guard.go).
 	recent *recentIDs
 	// answered is the last entry this process appended whose append
@@ -663,8 +659,10 @@ func (r *Replica) reportGaps(ctx context.Context) {
 }
 
 // follow tails the log so entries appended by another coordinator process reach
-// this projection (through the writer), and re-checks Redis after an outage.
-func (r *Replica) follow() {
+// this projection, and re-checks Redis after an outage. It folds nothing
+// itself: catchUp folds, in the writer, what the log holds past seen, the last
+// entry it read (the writer's catchUpPast).
+func (r *Replica) follow(catchUp func(ctx context.Context, seen string) error) {
 	c := r
 	for {
 		select {
@@ -695,7 +693,7 @@ func (r *Replica) follow() {
 		}
 		if foreign || !r.life.healthy.Load() {
 			jctx, jcancel := context.WithTimeout(context.Background(), 15*time.Second)
-			err := r.writer.catchUpPast(jctx, seen)
+			err := catchUp(jctx, seen)
 			jcancel()
 			if err != nil && !errors.Is(err, commands.ErrTerminating) {
 				c.cfg.Logger.Warn().Err(err).Msg("catch up with the log")

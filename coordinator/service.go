@@ -28,7 +28,7 @@ type Service struct {
 type serviceDeps struct {
 	rules    commands.Rules
 	state    *projection.State
-	dec      *decider
+	dec      writer
 	rec      *reconciler
 	locks    *prefixLocks
 	table    *commands.RuntimeTable
