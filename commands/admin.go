@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"context"
 	"strings"
 
 	"github.com/rscoord/rsc/events"
@@ -23,10 +22,10 @@ type CreateGroupInput struct {
 // ValidateKey checks a group's names: they become Redis keys.
 func ValidateKey(k projection.GroupKey) error {
 	if err := routing.ValidatePrefix(k.StreamPrefix); err != nil {
-		return withMsg(ErrInvalid, "%s", err.Error())
+		return WithMsg(ErrInvalid, "%s", err.Error())
 	}
 	if err := routing.ValidateName("consumerGroup", k.ConsumerGroup); err != nil {
-		return withMsg(ErrInvalid, "%s", err.Error())
+		return WithMsg(ErrInvalid, "%s", err.Error())
 	}
 	return nil
 }
@@ -35,7 +34,7 @@ func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
 // checkAudit validates an admin command's requestedBy (never blank) and reason
 // (never blank when required): both reach the log.
-func checkAudit(requestedBy, reason string, reasonRequired bool) []string {
+func CheckAudit(requestedBy, reason string, reasonRequired bool) []string {
 	var problems []string
 	if blank(requestedBy) {
 		problems = append(problems, "requestedBy: must not be blank")
@@ -53,17 +52,17 @@ func checkAudit(requestedBy, reason string, reasonRequired bool) []string {
 // groupPlan is how a new group fits its prefix: its shard count and
 // starting metadata version, whether it writes the stream's metadata (the
 // first group of a bare prefix), and the prefix's record of shard streams.
-type groupPlan struct {
-	count int
-	mv    int64
+type GroupPlan struct {
+	Count int
+	MV    int64
 	// bare: the prefix has no stream metadata and no group: the group's
 	// create writes the stream's metadata.
-	bare bool
+	Bare bool
 	// unknown: the coordinator never used the prefix (Redis's bare prefix
 	// key is checked too); leftovers: groups of an earlier build used it and
 	// left no record (its streams are the coordinator's own).
-	unknown, leftovers bool
-	stream             *projection.Stream // a copy, nil when none
+	Unknown, Leftovers bool
+	Stream             *projection.Stream // a copy, nil when none
 }
 
 // planGroup places a new group of by on its prefix: on a stream with
@@ -72,117 +71,59 @@ type groupPlan struct {
 // otherwise the requested count (or the default). It refuses a group that
 // exists, one whose name's consumer groups are still being destroyed
 // (removal.go), and one beyond the quotas and the caps.
-func planGroup(t *tx, k projection.GroupKey, requested *int, defaultCount int, by owner) (groupPlan, error) {
-	if t.group(k) != nil {
-		return groupPlan{}, ErrGroupExists
+func PlanGroup(t *Tx, k projection.GroupKey, requested *int, defaultCount int, by Owner) (GroupPlan, error) {
+	if t.Group(k) != nil {
+		return GroupPlan{}, ErrGroupExists
 	}
 	if err := removalPending(t, k); err != nil {
-		return groupPlan{}, err
+		return GroupPlan{}, err
 	}
-	p := groupPlan{count: defaultCount, mv: 1}
+	p := GroupPlan{Count: defaultCount, MV: 1}
 	if requested != nil {
-		p.count = *requested
+		p.Count = *requested
 	}
-	st := t.b.ov.Stream(k.StreamPrefix)
-	groups := t.groupsWithPrefix(k.StreamPrefix)
+	st := t.B.Overlay.Stream(k.StreamPrefix)
+	groups := t.GroupsWithPrefix(k.StreamPrefix)
 	switch {
 	case st != nil && st.Metadata:
 		if requested != nil && *requested != st.ShardCount {
-			return groupPlan{}, withMsg(ErrInvalid, "Group shard count must match stream shard count %d for '%s'", st.ShardCount, k.StreamPrefix)
+			return GroupPlan{}, WithMsg(ErrInvalid, "Group shard count must match stream shard count %d for '%s'", st.ShardCount, k.StreamPrefix)
 		}
-		p.count, p.mv = st.ShardCount, st.MetadataVersion
+		p.Count, p.MV = st.ShardCount, st.MetadataVersion
 		if err := preparingIn(t, k.StreamPrefix); err != nil {
-			return groupPlan{}, err
+			return GroupPlan{}, err
 		}
 	case len(groups) == 0:
-		p.bare = true
-		p.unknown = st == nil && !t.prefixSeen(k.StreamPrefix)
-		p.leftovers = st == nil && !p.unknown
+		p.Bare = true
+		p.Unknown = st == nil && !t.prefixSeen(k.StreamPrefix)
+		p.Leftovers = st == nil && !p.Unknown
 	}
 	if st != nil {
-		p.stream = st.Clone()
+		p.Stream = st.Clone()
 	}
-	return p, withinQuotas(t, k.StreamPrefix, by, 1, p.count)
-}
-
-// CreateGroup creates a group: verify it does not exist, place it on its
-// stream (planGroup), read what Redis holds under its shard keys and
-// provision every shard stream and consumer group (outside the writer,
-// refusing keys the coordinator does not manage), then record group.created
-// (after the stream's metadata, for the first group of a bare prefix) in a
-// decision that checks everything again.
-func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in CreateGroupInput) (projection.GroupView, error) {
-	k := projection.GroupKey{StreamPrefix: in.StreamPrefix, ConsumerGroup: in.ConsumerGroup}
-	by := ownerOfCaller(meta.Actor) // the authenticated caller
-	return admin(ctx, s, meta, k, "group.create", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
-		if err := ValidateKey(k); err != nil {
-			return projection.GroupView{}, err
-		}
-		problems := checkAudit(in.RequestedBy, in.Reason, false)
-		ordering, bad := checkOrdering(in.Ordering)
-		problems = append(problems, bad...)
-		_, bad = s.rules.shardCountOf("initialShardCount", in.InitialShardCount, 1)
-		if problems = append(problems, bad...); len(problems) > 0 {
-			return projection.GroupView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-		}
-		// Refuse what the committed state refuses before touching Redis,
-		// with the prefix's side effects serialised: a create that
-		// provisioned before this one has decided by then.
-		if s.rules.provisioning {
-			unlock := s.locks.lock(k.StreamPrefix)
-			defer unlock()
-			// The consumer groups of a deleted group of this name go first.
-			if err := s.rec.finishRemovalLocked(ctx, k); err != nil {
-				return projection.GroupView{}, err
-			}
-		}
-		var plan groupPlan
-		if err := s.peek(func(t *tx) (err error) {
-			plan, err = planGroup(t, k, in.InitialShardCount, s.rules.defaultShardCount, by)
-			return err
-		}); err != nil {
-			return projection.GroupView{}, err
-		}
-		var prov provisioned
-		if s.rules.provisioning {
-			var err error
-			if prov, err = s.rec.provisionGroup(ctx, k, plan); err != nil {
-				return projection.GroupView{}, err
-			}
-		}
-		var refused error
-		v, err := submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) {
-			v, err := createGroup(t, k, in, ordering, plan, prov, by)
-			refused = err
-			return v, err
-		})
-		if refused != nil {
-			s.rec.unprovision(ctx, k, prov)
-		}
-		return v, err
-	})
+	return p, withinQuotas(t, k.StreamPrefix, by, 1, p.Count)
 }
 
 // createGroup records group.created, checking again what the request was
 // checked on: the group is placed on its stream as when it was provisioned
 // (else the caller retries). The first group of a bare prefix writes the
 // stream's metadata first.
-func createGroup(t *tx, k projection.GroupKey, in CreateGroupInput, ordering string, plan groupPlan, prov provisioned, by owner) (projection.GroupView, error) {
-	now, err := planGroup(t, k, in.InitialShardCount, t.rules.defaultShardCount, by)
+func CreateGroup(t *Tx, k projection.GroupKey, in CreateGroupInput, ordering string, plan GroupPlan, prov Provisioned, by Owner) (projection.GroupView, error) {
+	now, err := PlanGroup(t, k, in.InitialShardCount, t.Rules.DefaultShardCount, by)
 	if err != nil {
 		return projection.GroupView{}, err
 	}
-	if now.count != plan.count || now.mv != plan.mv || now.bare != plan.bare {
-		return projection.GroupView{}, withMsg(ErrStateConflict, "stream %s changed while the group was provisioned; retry", k.StreamPrefix)
+	if now.Count != plan.Count || now.MV != plan.MV || now.Bare != plan.Bare {
+		return projection.GroupView{}, WithMsg(ErrStateConflict, "stream %s changed while the group was provisioned; retry", k.StreamPrefix)
 	}
-	ev := &events.GroupCreated{ShardCount: now.count, Provisioned: t.rules.provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering,
-		MetadataVersion: now.mv, KeysChecked: true, CreatedShards: prov.created, Principal: by.principal, Anonymous: by.anonymous, ForeignShards: prov.foreign}
-	if now.bare {
-		t.emit(projection.GroupKey{StreamPrefix: k.StreamPrefix}, &events.StreamCreated{ShardCount: now.count, Provisioned: t.rules.provisioning,
-			RequestedBy: in.RequestedBy, Reason: in.Reason, Group: k.ConsumerGroup, CreatedShards: prov.created, Principal: by.principal, Anonymous: by.anonymous})
+	ev := &events.GroupCreated{ShardCount: now.Count, Provisioned: t.Rules.Provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering,
+		MetadataVersion: now.MV, KeysChecked: true, CreatedShards: prov.Created, Principal: by.Principal, Anonymous: by.Anonymous, ForeignShards: prov.Foreign}
+	if now.Bare {
+		t.Emit(projection.GroupKey{StreamPrefix: k.StreamPrefix}, &events.StreamCreated{ShardCount: now.Count, Provisioned: t.Rules.Provisioning,
+			RequestedBy: in.RequestedBy, Reason: in.Reason, Group: k.ConsumerGroup, CreatedShards: prov.Created, Principal: by.Principal, Anonymous: by.Anonymous})
 		ev.CreatedShards = nil // the stream's metadata records them
 	}
-	g := t.emit(k, ev)
+	g := t.Emit(k, ev)
 	return projection.ViewGroup(g), nil
 }
 
@@ -193,32 +134,10 @@ type DeleteGroupInput struct {
 	Force       bool
 }
 
-// DeleteGroup removes a group (refused while members are live unless
-// forced) and the Redis consumer groups the coordinator provisioned for it
-// (removal.go: destroyed by the reconciler after the decision). Shard
-// streams are left in place.
-func (s *Service) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
-	v, err := admin(ctx, s, meta, k, "group.delete", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
-		if problems := checkAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
-			return projection.GroupView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-		}
-		return submit(ctx, s.dec, meta, func(t *tx) (projection.GroupView, error) { return deleteGroup(t, k, in) })
-	})
-	if err == nil {
-		s.evidence.dropGroup(k)
-		// Its consumer groups now, best effort: the reconciler finishes
-		// what this leaves (a Redis that fails, a coordinator that stops).
-		if rerr := s.rec.finishRemoval(ctx, k); rerr != nil {
-			s.logger.Warn().Err(rerr).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("destroy the consumer groups of a deleted group (retried by the reconciler)")
-		}
-	}
-	return v, err
-}
-
 // deleteGroup records group.deleted (refused while members are live unless
 // forced) and forgets the group's runtime.
-func deleteGroup(t *tx, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
-	g := t.group(k)
+func DeleteGroup(t *Tx, k projection.GroupKey, in DeleteGroupInput) (projection.GroupView, error) {
+	g := t.Group(k)
 	if g == nil {
 		return projection.GroupView{}, ErrGroupNotFound
 	}
@@ -228,4 +147,42 @@ func deleteGroup(t *tx, k projection.GroupKey, in DeleteGroupInput) (projection.
 	view := projection.ViewGroup(g)
 	removeGroup(t, k, &events.GroupDeleted{RequestedBy: in.RequestedBy, Reason: in.Reason, Force: in.Force})
 	return view, nil
+}
+
+// provisioned is what a new group's provisioning did: the shards whose
+// streams it created, and those whose consumer group of the group's name it
+// found on a stream the coordinator did not create (someone else's: the
+// group's delete leaves it).
+type Provisioned struct {
+	Created, Foreign []int
+	// made are the shards on which this provisioning created the consumer
+	// group (the others had one of the name already).
+	Made []int
+}
+
+// RecordRejection records a refused admin command (command.rejected) with
+// the refusals of its principal left out since the last record. A refusal
+// naming a group that does not exist is recorded as such (NoGroup): it
+// reaches no group's history index, so made-up names create no key; a name
+// that is not valid is recorded without one.
+func RecordRejection(t *Tx, k projection.GroupKey, command, requestedBy string, ce *Error, suppressed int64) {
+	stream := k.ConsumerGroup == "" // a stream's command: its history is the stream's
+	if (stream && routing.ValidatePrefix(k.StreamPrefix) != nil) || (!stream && ValidateKey(k) != nil) {
+		k = projection.GroupKey{}
+	}
+	ev := &events.CommandRejected{Command: command, ErrorCode: ce.Code, Message: Truncate(ce.Message, 4*MaxTextBytes), RequestedBy: Truncate(requestedBy, MaxTextBytes),
+		Suppressed: suppressed}
+	switch {
+	case k == (projection.GroupKey{}):
+	case stream && t.B.Overlay.Stream(k.StreamPrefix) == nil, !stream && t.Group(k) == nil:
+		ev.NoGroup = true
+	}
+	t.Emit(k, ev)
+}
+
+// StartTerm records the start of a leader's term (term.started), before
+// anything of the term is decided.
+func StartTerm(t *Tx, term int64, holder, url string) error {
+	t.Emit(projection.GroupKey{}, &events.TermStarted{Term: term, Holder: holder, URL: url})
+	return nil
 }

@@ -26,7 +26,7 @@ func deltaFromScratch(g *projection.Group, n int) (events.Targets, []string) {
 // target assignments: mostly what reconcile decides, sometimes an arbitrary
 // one (unbalanced, with shards out of range or given twice).
 func randomMembership(r *rand.Rand, w *world, ids []string, n *int) events.Event {
-	g := w.st.GroupLocked(rulesKey)
+	g := w.group()
 	id := ids[r.IntN(len(ids))]
 	m := g.Member(id)
 	switch k := r.IntN(20); {
@@ -85,8 +85,7 @@ func TestAssignmentDeltaIsAssign(t *testing.T) {
 			fast := 0
 			for step := 0; step < 300; step++ {
 				w.apply(randomMembership(r, w, ids, &n))
-				w.st.Lock()
-				g := w.st.GroupLocked(rulesKey)
+				g := w.group()
 				check("the State's group", g)
 				if x, ok := g.TargetIndex(); ok {
 					if _, _, ok := moves(g, x, n); ok {
@@ -100,7 +99,6 @@ func TestAssignmentDeltaIsAssign(t *testing.T) {
 						Meta: events.Meta{StreamPrefix: rulesKey.StreamPrefix, ConsumerGroup: rulesKey.ConsumerGroup, Time: t0.Add(time.Hour)}})
 				}
 				check("an overlay's group", ov.Group(rulesKey))
-				w.st.Unlock()
 			}
 			if fast == 0 {
 				t.Error("the index never decided: the test compares nothing")

@@ -1,14 +1,11 @@
 package commands
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
@@ -65,13 +62,13 @@ type AutoscalingInput struct {
 }
 
 // policy validates the input and fills the defaults; problems name the field.
-func (r rules) policy(in AutoscalingInput) (events.AutoscalingConfigured, []string) {
+func (r Rules) Policy(in AutoscalingInput) (events.AutoscalingConfigured, []string) {
 	p := events.AutoscalingConfigured{
 		Enabled: true, ScaleOutCooldown: DefaultScaleOutCooldown, ScaleInCooldown: DefaultScaleInCooldown,
 		EvaluationWindow: DefaultEvaluationWindow, MaxStepFactor: DefaultMaxStepFactor,
 		RequestedBy: in.RequestedBy, Reason: in.Reason,
 	}
-	problems := checkAudit(in.RequestedBy, in.Reason, false)
+	problems := CheckAudit(in.RequestedBy, in.Reason, false)
 	if in.Enabled != nil {
 		p.Enabled = *in.Enabled
 	}
@@ -89,8 +86,8 @@ func (r rules) policy(in AutoscalingInput) (events.AutoscalingConfigured, []stri
 	switch {
 	case in.MaxShards == nil:
 		problems = append(problems, "maxShards: must not be null")
-	case *in.MaxShards > r.maxShardCount:
-		problems = append(problems, fmt.Sprintf("maxShards: must be less than or equal to %d (--max-shard-count)", r.maxShardCount))
+	case *in.MaxShards > r.MaxShardCount:
+		problems = append(problems, fmt.Sprintf("maxShards: must be less than or equal to %d (--max-shard-count)", r.MaxShardCount))
 	case in.MinShards != nil && *in.MaxShards < *in.MinShards:
 		problems = append(problems, "maxShards: must be greater than or equal to minShards")
 	case *in.MaxShards < 1:
@@ -139,49 +136,6 @@ func (r rules) policy(in AutoscalingInput) (events.AutoscalingConfigured, []stri
 		}
 	}
 	return p, problems
-}
-
-// SetAutoscaling stores a group's autoscaling policy (autoscaling.configured).
-func (s *Service) SetAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, in AutoscalingInput) (*projection.Autoscaling, error) {
-	return admin(ctx, s, meta, k, "autoscaling.set", in.RequestedBy, func(meta events.Meta) (*projection.Autoscaling, error) {
-		if err := ValidateKey(k); err != nil {
-			return nil, err
-		}
-		p, problems := s.rules.policy(in)
-		if len(problems) > 0 {
-			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-		}
-		return submit(ctx, s.dec, meta, func(t *tx) (*projection.Autoscaling, error) {
-			if t.group(k) == nil {
-				return nil, ErrGroupNotFound
-			}
-			pe := p
-			return t.emit(k, &pe).Autoscaling, nil
-		})
-	})
-}
-
-// DisableAutoscaling turns a group's autoscaling off (autoscaling.disabled;
-// nothing is recorded when it is not on).
-func (s *Service) DisableAutoscaling(ctx context.Context, meta events.Meta, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error) {
-	return admin(ctx, s, meta, k, "autoscaling.delete", requestedBy, func(meta events.Meta) (*projection.Autoscaling, error) {
-		if err := ValidateKey(k); err != nil {
-			return nil, err
-		}
-		if problems := checkAudit(requestedBy, reason, false); len(problems) > 0 {
-			return nil, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-		}
-		return submit(ctx, s.dec, meta, func(t *tx) (*projection.Autoscaling, error) {
-			g := t.group(k)
-			if g == nil {
-				return nil, ErrGroupNotFound
-			}
-			if !g.AutoscalingEnabled() {
-				return g.Autoscaling, nil
-			}
-			return t.emit(k, &events.AutoscalingDisabled{RequestedBy: requestedBy, Reason: reason}).Autoscaling, nil
-		})
-	})
 }
 
 // Load is a group's load over an evaluation window, as the autoscaler sees
@@ -333,92 +287,11 @@ func recommend(p events.AutoscalingConfigured, cur int, load Load) (int, string)
 
 // --- the loop ---
 
-// autoscaler samples every autoscaled group's shards, evaluates its policy
-// and acts on the verdict: an ordinary scale request (scale), or for a dry
-// run the recorded recommendation.
-type autoscaler struct {
-	sampler  Sampler // nil: no Redis holds the shard streams
-	state    *projection.State
-	evidence *evidenceTable
-	table    *runtimeTable
-	dec      *decider
-	scale    func(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error)
-	now      func() time.Time
-	logger   zerolog.Logger
-	// afterEvaluate, if set, sees every evaluation (Config.AfterEvaluate).
-	afterEvaluate func(k projection.GroupKey, v Verdict, outcome string)
-}
-
-// run reads the load of every autoscaled group, evaluates its policy and
-// acts on the verdict.
-func (a *autoscaler) run(ctx context.Context) {
-	if a.sampler == nil {
-		return
-	}
-	groups := a.state.GroupsWhere(func(g *projection.Group) bool { return g.AutoscalingEnabled() })
-	on := make(map[projection.GroupKey]bool, len(groups))
-	for _, g := range groups {
-		on[g.Key] = true
-	}
-	a.evidence.keepLoadOf(on)
-	for _, g := range groups {
-		a.group(ctx, g)
-	}
-}
-
-// group samples one group's shards, evaluates and acts.
-func (a *autoscaler) group(ctx context.Context, g *projection.Group) {
-	k := g.Key
-	p := g.Autoscaling.Policy
-	span := max(g.ShardCount, g.AssignableCount)
-	shards := make([]int, span)
-	for i := range shards {
-		shards[i] = i
-	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	samples, err := a.sampler.Load(rctx, k.StreamPrefix, k.ConsumerGroup, shards)
-	cancel()
-	now := a.now()
-	if err != nil {
-		a.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("read autoscaling load")
-	}
-	load := a.evidence.addLoadSample(k, now, samples, err, time.Duration(p.EvaluationWindow)*time.Second)
-	st := AutoscaleState{ShardCount: g.ShardCount, CorrectionOpen: a.table.CorrectionOpen(k), LastOutAt: g.Autoscaling.LastOutAt, LastInAt: g.Autoscaling.LastInAt, LastDecision: g.Autoscaling.LastDecision}
-	if m := g.Active(); m != nil {
-		st.Resharding = fmt.Sprintf("resharding %s is %s", m.ReshardingID, m.State)
-	} else if len(g.Barriers) > 0 {
-		st.Resharding = "ordering barriers still wait"
-	}
-	v := Evaluate(p, st, load, now)
-	outcome := "hold"
-	if v.Change {
-		decided := &events.AutoscalingDecided{From: v.From, To: v.To, Direction: v.Direction, DryRun: p.DryRun, Reason: v.Reason, Window: load.Window.Seconds(), Rate: load.Rate, Shards: load.Shards}
-		meta := events.Meta{Actor: AutoscalerActor}
-		if p.DryRun {
-			outcome = "dry_run"
-			_, err = submit(ctx, a.dec, meta, func(t *tx) (struct{}, error) { return struct{}{}, recordDryRun(t, k, decided) })
-		} else {
-			outcome = "applied"
-			target := v.To
-			_, err = a.scale(ctx, meta, k, ScaleInput{TargetShardCount: &target, RequestedBy: AutoscalerActor, Reason: "autoscaler: " + v.Reason, Decided: decided})
-		}
-		if err != nil {
-			outcome = "refused"
-			v.Reason = fmt.Sprintf("%s (not applied: %v)", v.Reason, err)
-			a.logger.Warn().Err(err).Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Int("to", v.To).Msg("autoscaling decision")
-		}
-	}
-	a.evidence.setEvaluation(k, Evaluation{At: now, Verdict: v, Outcome: outcome, Load: load})
-	if a.afterEvaluate != nil {
-		a.afterEvaluate(k, v, outcome)
-	}
-}
-
 // recordDryRun records a dry-run policy's recommendation, while the policy
 // is still a dry run.
-func recordDryRun(t *tx, k projection.GroupKey, decided *events.AutoscalingDecided) error {
-	if g := t.group(k); g == nil || !g.AutoscalingEnabled() || !g.Autoscaling.Policy.DryRun {
-		return withMsg(ErrStateConflict, "the autoscaling policy changed")
+func RecordDryRun(t *Tx, k projection.GroupKey, decided *events.AutoscalingDecided) error {
+	if g := t.Group(k); g == nil || !g.AutoscalingEnabled() || !g.Autoscaling.Policy.DryRun {
+		return WithMsg(ErrStateConflict, "the autoscaling policy changed")
 	}
 	t.emitAs(AutoscalerActor, k, decided)
 	return nil
@@ -437,52 +310,52 @@ type Evaluation struct {
 // when, and the entries added to each shard (-1: no stream), which is what a
 // load over a window is measured from; the newest read's other figures (lag,
 // the oldest unread entry) are kept apart, once.
-type loadSample struct {
-	at    time.Time
-	added []int64 // by shard index
+type LoadSample struct {
+	At    time.Time
+	Added []int64 // by shard index
 }
 
-func newLoadSample(at time.Time, samples []events.ShardSample) loadSample {
+func NewLoadSample(at time.Time, samples []events.ShardSample) LoadSample {
 	n := 0
 	for _, x := range samples {
 		n = max(n, x.ShardIndex+1)
 	}
-	s := loadSample{at: at, added: make([]int64, n)}
-	for i := range s.added {
-		s.added[i] = -1
+	s := LoadSample{At: at, Added: make([]int64, n)}
+	for i := range s.Added {
+		s.Added[i] = -1
 	}
 	for _, x := range samples {
 		if x.Exists && x.ShardIndex >= 0 {
-			s.added[x.ShardIndex] = x.EntriesAdded
+			s.Added[x.ShardIndex] = x.EntriesAdded
 		}
 	}
 	return s
 }
 
 // addedOf is the entries added to shard i as of the sample (false: no stream).
-func (s loadSample) addedOf(i int) (int64, bool) {
-	if i < 0 || i >= len(s.added) || s.added[i] < 0 {
+func (s LoadSample) addedOf(i int) (int64, bool) {
+	if i < 0 || i >= len(s.Added) || s.Added[i] < 0 {
 		return 0, false
 	}
-	return s.added[i], true
+	return s.Added[i], true
 }
 
 // loadOver computes the load between the oldest sample at least window before
 // the newest one (or the oldest kept) and the newest, whose full read is
 // latest.
-func loadOver(samples []loadSample, latest map[int]events.ShardSample, window time.Duration) Load {
+func LoadOver(samples []LoadSample, latest map[int]events.ShardSample, window time.Duration) Load {
 	if len(samples) == 0 {
 		return Load{}
 	}
 	last := samples[len(samples)-1]
 	first := samples[0]
 	for _, s := range samples {
-		if last.at.Sub(s.at) >= window {
+		if last.At.Sub(s.At) >= window {
 			first = s
 		}
 	}
-	span := last.at.Sub(first.at)
-	l := Load{Window: span, MeasuredAt: last.at, Complete: span >= window && span > 0}
+	span := last.At.Sub(first.At)
+	l := Load{Window: span, MeasuredAt: last.At, Complete: span >= window && span > 0}
 	idx := make([]int, 0, len(latest))
 	for i := range latest {
 		idx = append(idx, i)

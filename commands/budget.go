@@ -23,42 +23,42 @@ const (
 
 // budget is a token bucket's shape: rate tokens a second, burst at most
 // (zero: no budget, everything passes).
-type budget struct {
-	rate  float64
-	burst float64
+type Budget struct {
+	Rate  float64
+	Burst float64
 }
 
 // perMinute is the budget of n a minute (n <= 0: none), with a quarter of it
 // (at least one) available at once.
-func perMinute(n int) budget {
+func PerMinute(n int) Budget {
 	if n <= 0 {
-		return budget{}
+		return Budget{}
 	}
-	return budget{rate: float64(n) / 60, burst: math.Max(1, math.Floor(float64(n)/4))}
+	return Budget{Rate: float64(n) / 60, Burst: math.Max(1, math.Floor(float64(n)/4))}
 }
 
-func (b budget) on() bool { return b.rate > 0 }
+func (b Budget) On() bool { return b.Rate > 0 }
 
 // bucket is what one principal has left of a budget, as of at.
-type bucket struct {
-	tokens float64
-	at     time.Time
+type Bucket struct {
+	Tokens float64
+	At     time.Time
 }
 
 // take spends one token of the bucket (nil: a full one) at now, if there is
 // one: the bucket after, and otherwise how long until there is one.
-func (b budget) take(cur *bucket, now time.Time) (bucket, bool, time.Duration) {
-	next := bucket{tokens: b.burst, at: now}
+func (b Budget) Take(cur *Bucket, now time.Time) (Bucket, bool, time.Duration) {
+	next := Bucket{Tokens: b.Burst, At: now}
 	if cur != nil {
-		next.tokens = cur.tokens
-		if now.After(cur.at) {
-			next.tokens = math.Min(b.burst, cur.tokens+now.Sub(cur.at).Seconds()*b.rate)
+		next.Tokens = cur.Tokens
+		if now.After(cur.At) {
+			next.Tokens = math.Min(b.Burst, cur.Tokens+now.Sub(cur.At).Seconds()*b.Rate)
 		}
 	}
-	if next.tokens < 1 {
-		wait := time.Duration((1 - next.tokens) / b.rate * float64(time.Second))
+	if next.Tokens < 1 {
+		wait := time.Duration((1 - next.Tokens) / b.Rate * float64(time.Second))
 		return next, false, max(wait, time.Millisecond)
 	}
-	next.tokens--
+	next.Tokens--
 	return next, true, 0
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
 
@@ -41,14 +42,14 @@ func churnedWorld(records, live int) *world {
 // steadyTable is the runtime table of a world whose members all heartbeat
 // just now, after one maintenance decision (which sets the lease floor, as
 // the tick does).
-func steadyTable(w *world, r rules, now time.Time) *runtimeTable {
-	table := newRuntimeTable()
-	table.rearm(w.st, now, r.memberLease)
-	bc := newBatch(w.st, table, now)
-	t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+func steadyTable(w *world, r Rules, now time.Time) *RuntimeTable {
+	table := NewRuntimeTable()
+	table.Rearm(w.st, now, r.MemberLease)
+	bc := NewBatch(w.st, table, now)
+	t := &Tx{B: bc, RT: bc.RT.Child(now), Rules: r, Now: now, Log: zerolog.Nop()}
 	expireLapsed(t, rulesKey)
-	t.rt.merge()
-	table.commit(bc.rt)
+	t.RT.Merge()
+	table.Commit(bc.RT)
 	return table
 }
 
@@ -67,8 +68,8 @@ func BenchmarkJoinDecision(b *testing.B) {
 			req := beat{member: "joiner"}.request()
 			b.ReportAllocs()
 			for b.Loop() {
-				bc := newBatch(w.st, table, now)
-				t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+				bc := NewBatch(w.st, table, now)
+				t := &Tx{B: bc, RT: bc.RT.Child(now), Rules: r, Now: now, Log: zerolog.Nop()}
 				resp, err := heartbeat(t, rulesKey, "joiner", "", req)
 				if err != nil || resp.Status != wire.StatusOK {
 					b.Fatalf("join: %v %+v", err, resp)
@@ -93,17 +94,17 @@ func BenchmarkJoinAfterJoinInBatch(b *testing.B) {
 			first, second := beat{member: "first"}.request(), beat{member: "second"}.request()
 			b.ReportAllocs()
 			for b.Loop() {
-				bc := newBatch(w.st, table, now)
+				bc := NewBatch(w.st, table, now)
 				for _, j := range []struct {
 					id  string
 					req *wire.HeartbeatRequest
 				}{{"first", first}, {"second", second}} {
-					t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+					t := &Tx{B: bc, RT: bc.RT.Child(now), Rules: r, Now: now, Log: zerolog.Nop()}
 					resp, err := heartbeat(t, rulesKey, j.id, "", j.req)
 					if err != nil || resp.Status != wire.StatusOK {
 						b.Fatalf("join %s: %v %+v", j.id, err, resp)
 					}
-					t.rt.merge()
+					t.RT.Merge()
 				}
 			}
 		})
@@ -123,8 +124,8 @@ func BenchmarkLeaveDecision(b *testing.B) {
 			req := beat{member: "live-0000", epoch: -1, mv: g.MetadataVersion}.request()
 			b.ReportAllocs()
 			for b.Loop() {
-				bc := newBatch(w.st, table, now)
-				t := &tx{b: bc, rt: bc.rt.child(now), rules: r, now: now, log: zerolog.Nop()}
+				bc := NewBatch(w.st, table, now)
+				t := &Tx{B: bc, RT: bc.RT.Child(now), Rules: r, Now: now, Log: zerolog.Nop()}
 				resp, err := heartbeat(t, rulesKey, "live-0000", "", req)
 				if err != nil || resp.Status != wire.StatusOK {
 					b.Fatalf("leave: %v %+v", err, resp)
@@ -143,12 +144,12 @@ func BenchmarkSteadyHeartbeat(b *testing.B) {
 			r := testRules()
 			now := rulesNow()
 			table := steadyTable(w, r, now)
-			g := w.st.GroupLocked(rulesKey)
+			g := w.group()
 			m := g.Members["live-0000"]
 			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()
 			b.ReportAllocs()
 			for b.Loop() {
-				if resp := steady(r, table, g, rulesKey, m.ID, req, now.Add(time.Second)); resp == nil {
+				if resp := Steady(r, table, g, rulesKey, m.ID, req, now.Add(time.Second)); resp == nil {
 					b.Fatal("not steady")
 				}
 			}
@@ -162,30 +163,28 @@ func BenchmarkSteadyHeartbeat(b *testing.B) {
 // nothing to do.
 func TestMaintenanceDue(t *testing.T) {
 	r := testRules()
-	r.staleRetention = 24 * time.Hour
+	r.StaleRetention = 24 * time.Hour
 	w := churnedWorld(3000, 10)
-	now := w.st.GroupLocked(rulesKey).UpdatedAt.Add(time.Second)
-	table := newRuntimeTable()
-	table.rearm(w.st, now, r.memberLease)
-	mt := &maintenance{state: w.st, table: table, rules: r, now: func() time.Time { return now }}
-	if due := mt.due(); len(due) != 1 {
+	now := w.group().UpdatedAt.Add(time.Second)
+	table := NewRuntimeTable()
+	table.Rearm(w.st, now, r.MemberLease)
+	due := func() []projection.GroupKey { return Due(w.st, table, r, now, now) }
+	if due := due(); len(due) != 1 {
 		t.Fatalf("due %v before any maintenance decision, want the group (its lease floor is unknown)", due)
 	}
 	table = steadyTable(w, r, now)
-	mt.table = table
-	if due := mt.due(); len(due) != 0 {
+	if due := due(); len(due) != 0 {
 		t.Fatalf("due %v with every lease renewed now and the records younger than the retention", due)
 	}
 	lapsed("live-0003")(table, now)
-	if due := mt.due(); len(due) != 1 {
+	if due := due(); len(due) != 1 {
 		t.Fatalf("due %v with a lapsed lease, want the group", due)
 	}
 	table = steadyTable(w, r, now)
-	mt.table = table
-	later := now.Add(r.staleRetention + time.Hour)
-	mt.now = func() time.Time { return later }
-	table.renew(rulesKey, "live-0000", renewal{at: later, lease: r.memberLease}) // leases are not what is due
-	if due := mt.due(); len(due) != 1 {
+	later := now.Add(r.StaleRetention + time.Hour)
+	now = later
+	table.renew(rulesKey, "live-0000", renewal{at: later, lease: r.MemberLease}) // leases are not what is due
+	if due := due(); len(due) != 1 {
 		t.Fatalf("due %v with terminal records past the retention, want the group", due)
 	}
 }
@@ -196,6 +195,8 @@ func TestMaintenanceDue(t *testing.T) {
 // methods (Member, EachMember, Target, TargetOf, ...), never the maps.
 func TestDecisionsReadGroupsThroughMethods(t *testing.T) {
 	files, err := filepath.Glob("*.go")
+	more, _ := filepath.Glob("../coordinator/*.go") // the writer and the reconciler read groups too
+	files = append(files, more...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,12 +132,12 @@ var (
 	ErrLogNotLost = &Error{Kind: KindConflict, Code: "LOG_NOT_LOST", Message: "The event log holds this coordinator's state: there is nothing to restore"}
 )
 
-func withMsg(base *Error, format string, args ...any) *Error {
+func WithMsg(base *Error, format string, args ...any) *Error {
 	return base.WithMessage(fmt.Sprintf(format, args...))
 }
 
 // failed is base with a generic message about what failed and the internal
 // cause kept for the log (never shown to the caller).
-func failed(base *Error, cause error, format string, args ...any) *Error {
-	return withMsg(base, format, args...).WithCause(cause)
+func Failed(base *Error, cause error, format string, args ...any) *Error {
+	return WithMsg(base, format, args...).WithCause(cause)
 }

@@ -26,19 +26,36 @@ const DefaultEmptyGroupRetention = 7 * 24 * time.Hour
 
 // expiredGroup reports whether g registered itself and has had no live
 // member for retention (<= 0: never) as of now.
-func expiredGroup(g *projection.Group, now time.Time, retention time.Duration) bool {
+func ExpiredGroup(g *projection.Group, now time.Time, retention time.Duration) bool {
 	return retention > 0 && g.Registered && !g.EmptySince.IsZero() && g.LiveCount() == 0 && !now.Before(g.EmptySince.Add(retention))
 }
 
 // expireGroup removes k when it expired (expiredGroup), and reports whether
 // it did.
-func expireGroup(t *tx, k projection.GroupKey) bool {
-	g := t.group(k)
-	if g == nil || !expiredGroup(g, t.now, t.rules.emptyGroupRetention) {
+func expireGroup(t *Tx, k projection.GroupKey) bool {
+	g := t.Group(k)
+	if g == nil || !ExpiredGroup(g, t.Now, t.Rules.EmptyGroupRetention) {
 		return false
 	}
 	removeGroup(t, k, &events.GroupDeleted{RequestedBy: Actor, Expired: true,
 		Reason: fmt.Sprintf("registered by a member's heartbeat and without a live member since %s, for at least --empty-group-retention %s",
-			g.EmptySince.UTC().Format(time.RFC3339), t.rules.emptyGroupRetention)})
+			g.EmptySince.UTC().Format(time.RFC3339), t.Rules.EmptyGroupRetention)})
 	return true
+}
+
+// expireDropped is the decision at the end of a dropped held heartbeat's
+// grace: the member is expired when it still takes part and renewed nothing
+// since its heartbeat was held (token).
+func ExpireDropped(t *Tx, k projection.GroupKey, id string, token uint64, grace time.Duration) {
+	g := t.Group(k)
+	if g == nil {
+		return
+	}
+	if m := g.Member(id); m == nil || !m.Active() {
+		return
+	}
+	if rt, ok := t.RT.view(k, id); !ok || rt.beats != token {
+		return
+	}
+	expire(t, k, []string{id}, fmt.Sprintf("the connection of its held heartbeat closed and it did not heartbeat again within %s", grace))
 }

@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,68 +10,15 @@ import (
 	"github.com/rscoord/rsc/wire"
 )
 
-// Heartbeat runs the member protocol: join, leave, fencing, ownership validation,
-// revoke before assign. A heartbeat that changes nothing is answered from the
-// projection without touching the log. principal is the authenticated user that
-// sent it ("" when the member API is anonymous): a member id is bound to the
-// principal that joined it, and a heartbeat for it from anyone else is refused
-// (ErrMemberPrincipal, HTTP 403) before it can release or claim anything.
-//
-// A first heartbeat (epoch 0) for a group that does not exist, on a stream
-// with metadata, registers the group: its consumer group is provisioned on
-// every shard of the stream (at the stream's end, outside the writer; a
-// failure is 503 and records nothing), then one decision records
-// group.created with the stream's layout and joins the member.
-func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
-	req, resp, err := screen(s.rules, pathID, req)
-	if resp != nil || err != nil {
-		return resp, err
-	}
-	if !s.lead.IsLeader() {
-		// Even a steady answer needs a running term: a deposed leader's view
-		// may already be stale.
-		return nil, ErrNotLeader
-	}
-	req, err = s.admissible(k, pathID, principal, req)
-	if err != nil {
-		return nil, err
-	}
-	if resp := s.steadyHeartbeat(k, pathID, req); resp != nil {
-		s.issued(k, pathID, resp)
-		return resp, nil
-	}
-	reg, unlock, err := s.registration(ctx, k, principal, req)
-	if err != nil {
-		return nil, err
-	}
-	// A registration holds its prefix's lock from its provisioning to its
-	// decision (removal.go).
-	defer unlock()
-	var refused error
-	resp, err = submitFor(ctx, s.dec, k, events.Meta{Actor: pathID, RequestID: req.RequestID}, func(t *tx) (*wire.HeartbeatResponse, error) {
-		resp, err := registerAndBeat(t, k, pathID, principal, req, reg)
-		refused = err
-		return resp, err
-	})
-	if refused != nil && reg != nil {
-		s.rec.unprovision(ctx, k, reg.prov)
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.issued(k, pathID, resp)
-	return resp, nil
-}
-
 // screen is what a heartbeat is refused for before any state is read
 // (CONTRACT.md §3.2 steps 0-2): a body that fails validation (HTTP 400), a
 // protocol version other than 1, a member id other than the path's. A
 // missing protocolVersion is 1 and a missing runtimeConsumerCapacity is
 // {1, 1} (the reference's 0.3.5 defaults): it returns the request with them.
 // A nil answer and error: the heartbeat goes on.
-func screen(r rules, pathID string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, *wire.HeartbeatResponse, error) {
+func Screen(r Rules, pathID string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, *wire.HeartbeatResponse, error) {
 	req = withDefaults(req)
-	if err := validateHeartbeat(req, r.maxShardCount); err != nil {
+	if err := validateHeartbeat(req, r.MaxShardCount); err != nil {
 		return req, nil, err
 	}
 	if *req.ProtocolVersion != wire.ProtocolVersion {
@@ -107,103 +52,18 @@ func withDefaults(req *wire.HeartbeatRequest) *wire.HeartbeatRequest {
 // decided on: the stream's layout when the consumer groups were provisioned,
 // the shards whose streams that created, and those where the group's
 // consumer group was someone else's.
-type registration struct {
-	count int
-	mv    int64
-	prov  provisioned
-}
-
-// registration provisions the consumer group of a heartbeat that registers
-// its group (nil when it does not: the group exists, the epoch is not 0, or
-// the stream has no metadata), refusing first what the decision would: the
-// quotas of the principal and the prefix among them, before anything is
-// provisioned. With provisioning it returns holding the prefix's lock (call
-// unlock after the decision), having finished first a pending removal of
-// the consumer groups of a deleted group of this name.
-func (s *Service) registration(ctx context.Context, k projection.GroupKey, principal string, req *wire.HeartbeatRequest) (reg *registration, unlock func(), err error) {
-	unlock = func() {}
-	if *req.MemberEpoch != 0 || !s.unregistered(k) || ValidateKey(k) != nil {
-		return nil, unlock, nil // the group exists, or UNKNOWN_MEMBER_ID
-	}
-	by := ownerOfCaller(principal)
-	var plan groupPlan
-	found := false
-	check := func(t *tx) (err error) {
-		found = false
-		if t.group(k) != nil {
-			return nil
-		}
-		st := t.b.ov.Stream(k.StreamPrefix)
-		if st == nil || !st.Metadata {
-			return nil
-		}
-		found = true
-		if plan, err = planGroup(t, k, nil, st.ShardCount, by); err != nil {
-			return err
-		}
-		// The member is new to a new group: a report with more shards than
-		// the stream has is refused by the decision (checkCaller), so it is
-		// refused here, before a consumer group is provisioned for it; so
-		// is a join past the principal's member quota or churn budget (the
-		// peek's runtime overlay is dropped: this spends nothing).
-		if len(req.OwnedShards) > plan.count || len(req.RevokingShards) > plan.count || len(req.ShardProgress) > plan.count {
-			return overSpan(req, plan.count)
-		}
-		if err := withinMemberQuota(t, principal); err != nil {
-			return err
-		}
-		return spendChurn(t, k, principal)
-	}
-	if s.rules.provisioning {
-		// Refused by the committed state: no lock taken, nothing touched.
-		if err := s.peek(func(t *tx) error {
-			if err := check(t); err != nil && !errors.Is(err, ErrStateConflict) {
-				return err
-			}
-			return nil
-		}); err != nil || !found {
-			return nil, unlock, err
-		}
-		// Again with the prefix's side effects serialised: a concurrent
-		// first heartbeat of the group may have registered it meanwhile.
-		unlock = s.locks.lock(k.StreamPrefix)
-		if err := s.rec.finishRemovalLocked(ctx, k); err != nil {
-			unlock()
-			return nil, func() {}, err
-		}
-	}
-	if err := s.peek(check); err != nil || !found {
-		unlock()
-		return nil, func() {}, err
-	}
-	reg = &registration{count: plan.count, mv: plan.mv}
-	if s.rules.provisioning && plan.count > 0 {
-		prov, err := s.rec.provisionGroup(ctx, k, plan)
-		if err != nil {
-			unlock()
-			return nil, func() {}, err
-		}
-		reg.prov = prov
-	}
-	return reg, unlock, nil
-}
-
-// unregistered reports, under the read lock only, whether k does not exist
-// and its stream has metadata (a first heartbeat then registers it): the
-// joins of existing groups pay one map lookup for it.
-func (s *Service) unregistered(k projection.GroupKey) bool {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	st := s.state.StreamLocked(k.StreamPrefix)
-	return s.state.GroupLocked(k) == nil && st != nil && st.Metadata
+type Registration struct {
+	Count int
+	MV    int64
+	Prov  Provisioned
 }
 
 // registerAndBeat is a heartbeat's decision: with a registration (its
 // consumer groups provisioned), a group that still does not exist is
 // created on its stream first (a race with another first heartbeat finds it
 // created: it is re-read and joined), then the member protocol decides.
-func registerAndBeat(t *tx, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest, reg *registration) (*wire.HeartbeatResponse, error) {
-	if reg != nil && t.group(k) == nil && *req.MemberEpoch == 0 {
+func RegisterAndBeat(t *Tx, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest, reg *Registration) (*wire.HeartbeatResponse, error) {
+	if reg != nil && t.Group(k) == nil && *req.MemberEpoch == 0 {
 		if err := register(t, k, id, principal, reg); err != nil {
 			return nil, err
 		}
@@ -213,60 +73,27 @@ func registerAndBeat(t *tx, k projection.GroupKey, id, principal string, req *wi
 
 // register records group.created for a group registered by member id's
 // first heartbeat, at the layout its consumer groups were provisioned for.
-func register(t *tx, k projection.GroupKey, id, principal string, reg *registration) error {
-	st := t.b.ov.Stream(k.StreamPrefix)
+func register(t *Tx, k projection.GroupKey, id, principal string, reg *Registration) error {
+	st := t.B.Overlay.Stream(k.StreamPrefix)
 	if st == nil || !st.Metadata {
 		return nil // the heartbeat is UNKNOWN_MEMBER_ID
 	}
-	by := ownerOfCaller(principal)
-	plan, err := planGroup(t, k, nil, st.ShardCount, by)
+	by := OwnerOfCaller(principal)
+	plan, err := PlanGroup(t, k, nil, st.ShardCount, by)
 	if err != nil {
 		return err
 	}
-	if plan.count != reg.count || plan.mv != reg.mv {
-		return withMsg(ErrStateConflict, "stream %s changed while group %s was registered; retry", k.StreamPrefix, k.ConsumerGroup)
+	if plan.Count != reg.Count || plan.MV != reg.MV {
+		return WithMsg(ErrStateConflict, "stream %s changed while group %s was registered; retry", k.StreamPrefix, k.ConsumerGroup)
 	}
 	requestedBy := principal
 	if requestedBy == "" {
 		requestedBy = id
 	}
-	t.emit(k, &events.GroupCreated{ShardCount: plan.count, Provisioned: t.rules.provisioning, RequestedBy: truncate(requestedBy, MaxTextBytes),
-		Reason: truncate("registered by the first heartbeat of member "+id, MaxTextBytes), MetadataVersion: plan.mv, RegisteredBy: id,
-		KeysChecked: true, CreatedShards: reg.prov.created, Principal: by.principal, Anonymous: by.anonymous, ForeignShards: reg.prov.foreign})
+	t.Emit(k, &events.GroupCreated{ShardCount: plan.Count, Provisioned: t.Rules.Provisioning, RequestedBy: Truncate(requestedBy, MaxTextBytes),
+		Reason: Truncate("registered by the first heartbeat of member "+id, MaxTextBytes), MetadataVersion: plan.MV, RegisteredBy: id,
+		KeysChecked: true, CreatedShards: reg.Prov.Created, Principal: by.Principal, Anonymous: by.Anonymous, ForeignShards: reg.Prov.Foreign})
 	return nil
-}
-
-// issued remembers the member epoch an accepted heartbeat was answered with
-// (monitoring shows it; the log records epochs only with grants).
-func (s *Service) issued(k projection.GroupKey, id string, resp *wire.HeartbeatResponse) {
-	switch resp.Status {
-	case wire.StatusOK, wire.StatusSyncMetadata, wire.StatusRevokePending:
-	default:
-		return
-	}
-	s.table.issued(k, id, resp.MemberEpoch)
-}
-
-// admissible refuses, from the recorded state, a heartbeat from another
-// principal than the member's, and drops from the report the shards past the
-// group's span (withinSpan). The decision does both again against the state
-// it decides on.
-func (s *Service) admissible(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	g := s.state.GroupLocked(k)
-	if g == nil {
-		return req, nil
-	}
-	return checkCaller(g, id, principal, req)
-}
-
-// steadyHeartbeat answers a heartbeat that changes nothing under the read
-// lock, without the writer (nil: the writer must decide).
-func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.HeartbeatRequest) *wire.HeartbeatResponse {
-	s.state.RLock()
-	defer s.state.RUnlock()
-	return steady(s.rules, s.table, s.state.GroupLocked(k), k, id, req, s.timers())
 }
 
 // steady is the answer to a heartbeat that changes nothing: the member is
@@ -275,7 +102,7 @@ func (s *Service) steadyHeartbeat(k projection.GroupKey, id string, req *wire.He
 // open and no rebalance deadline passed. It renews the lease in the runtime
 // table directly; nil when the heartbeat needs a decision. Its answer is the
 // decision's (the rules table checks it, heartbeat_rules_test.go).
-func steady(r rules, table *runtimeTable, g *projection.Group, k projection.GroupKey, id string, req *wire.HeartbeatRequest, now time.Time) *wire.HeartbeatResponse {
+func Steady(r Rules, table *RuntimeTable, g *projection.Group, k projection.GroupKey, id string, req *wire.HeartbeatRequest, now time.Time) *wire.HeartbeatResponse {
 	if g == nil {
 		return nil
 	}
@@ -283,7 +110,7 @@ func steady(r rules, table *runtimeTable, g *projection.Group, k projection.Grou
 	if m == nil || !m.Live() || !currentEpoch(g, m, *req.MemberEpoch) || *req.MetadataVersion > g.MetadataVersion {
 		return nil
 	}
-	if table.round(k).open {
+	if table.Round(k).Open {
 		return nil
 	}
 	rep := parseReport(req, m)
@@ -303,7 +130,7 @@ func steady(r rules, table *runtimeTable, g *projection.Group, k projection.Grou
 	if table.deadlinePassed(k, id, now) {
 		return nil
 	}
-	table.renew(k, id, renewal{at: now, lease: r.memberLease, reportedMV: *req.MetadataVersion, available: rep.available, progress: progressWithin(k, req, auth)})
+	table.renew(k, id, renewal{at: now, lease: r.MemberLease, reportedMV: *req.MetadataVersion, available: rep.available, progress: progressWithin(k, req, auth)})
 	return r.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
 }
 
@@ -314,18 +141,18 @@ func steady(r rules, table *runtimeTable, g *projection.Group, k projection.Grou
 // member's case, each a function below: a left member's old epoch, a
 // metadata correction, join and rejoin, leave, fencing, ownership
 // validation, and what every accepted heartbeat settles.
-func heartbeat(t *tx, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
-	g := t.group(k)
+func heartbeat(t *Tx, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
+	g := t.Group(k)
 	if g == nil {
-		return t.rules.rejected(req, id, wire.StatusUnknownMember), nil
+		return t.Rules.rejected(req, id, wire.StatusUnknownMember), nil
 	}
-	req, err := checkCaller(g, id, principal, req)
+	req, err := CheckCaller(g, id, principal, req)
 	if err != nil {
 		return nil, err
 	}
 	expireLapsed(t, k)
 	endOverdueRound(t, k)
-	g = t.group(k)
+	g = t.Group(k)
 	m := g.Member(id)
 	hb := heartbeatCase{k: k, id: id, principal: principal, req: req, r: parseReport(req, m), epoch: *req.MemberEpoch, mv: *req.MetadataVersion}
 	// A correction round concerns members that carry state; a join or rejoin
@@ -335,7 +162,7 @@ func heartbeat(t *tx, k projection.GroupKey, id, principal string, req *wire.Hea
 		return leftWithOldEpoch(t, hb, g, m), nil
 	}
 	reportsNewerMetadata(t, &hb, g)
-	hb.round = t.rt.round(k).open
+	hb.round = t.RT.round(k).Open
 	if hb.syncable && hb.round && hb.mv != g.MetadataVersion {
 		return syncMetadata(t, hb, g, m), nil
 	}
@@ -367,8 +194,8 @@ type heartbeatCase struct {
 // -1, which clients adopt), renewed its lease and kept it LEAVING for as
 // long as it heartbeat. The contract refuses it (INVALID_REQUEST, the epoch
 // is above the stored -1); FENCED tells every client to rejoin.
-func leftWithOldEpoch(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
-	return t.rules.respond(hb.req, hb.id, wire.StatusFenced, g, m.Epoch, nil, nil)
+func leftWithOldEpoch(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
+	return t.Rules.respond(hb.req, hb.id, wire.StatusFenced, g, m.Epoch, nil, nil)
 }
 
 // reportsNewerMetadata: a member that saw a newer metadata version than the
@@ -377,16 +204,16 @@ func leftWithOldEpoch(t *tx, hb heartbeatCase, g *projection.Group, m *projectio
 // whose earlier round had to be ended by fencing it does not open another:
 // its higher version is taken for the stored one, and ownership validation
 // still fences it for any shard it may not hold.
-func reportsNewerMetadata(t *tx, hb *heartbeatCase, g *projection.Group) {
+func reportsNewerMetadata(t *Tx, hb *heartbeatCase, g *projection.Group) {
 	if !hb.syncable || hb.mv <= g.MetadataVersion {
 		return
 	}
-	if !t.rt.round(hb.k).open && t.rt.isQuarantined(hb.k, hb.id, hb.principal) {
+	if !t.RT.round(hb.k).Open && t.RT.isQuarantined(hb.k, hb.id, hb.principal) {
 		hb.mv = g.MetadataVersion
 		return
 	}
-	if t.rt.openRound(hb.k, g.MetadataVersion) {
-		t.log.Warn().Str("prefix", hb.k.StreamPrefix).Str("group", hb.k.ConsumerGroup).Str("member", hb.id).Int64("reported", hb.mv).Int64("stored", g.MetadataVersion).Msg("member reports a newer metadata version: correction round opened")
+	if t.RT.openRound(hb.k, g.MetadataVersion) {
+		t.Log.Warn().Str("prefix", hb.k.StreamPrefix).Str("group", hb.k.ConsumerGroup).Str("member", hb.id).Int64("reported", hb.mv).Int64("stored", g.MetadataVersion).Msg("member reports a newer metadata version: correction round opened")
 	}
 }
 
@@ -397,7 +224,7 @@ func reportsNewerMetadata(t *tx, hb *heartbeatCase, g *projection.Group) {
 // nothing new: what it was granted and does not read is released, or the
 // round could never close; what it still reads (or drains) stays held until
 // a heartbeat shows it released.
-func syncMetadata(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
+func syncMetadata(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
 	k, id := hb.k, hb.id
 	t.renew(k, id, hb.req, hb.r.available, progressWithin(k, hb.req, authority(g, m)))
 	target := g.Target(id)
@@ -409,60 +236,60 @@ func syncMetadata(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Me
 	if m.Live() && currentEpoch(g, m, hb.epoch) {
 		effective = hb.epoch
 		if !projection.EqualSets(grant, m.Granted) {
-			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
+			g = t.Emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
 		}
 	}
-	return t.rules.respond(hb.req, id, wire.StatusSyncMetadata, g, effective, kept, minus(target, kept))
+	return t.Rules.respond(hb.req, id, wire.StatusSyncMetadata, g, effective, kept, minus(target, kept))
 }
 
 // admit sorts the heartbeat by its epoch: an answer when the protocol ends
 // here (a refusal, a fence, a leave), else the accepted member's progress
 // reports, with a join, a rejoin or its ownership report recorded.
-func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (*wire.HeartbeatResponse, []wire.ShardProgress, error) {
+func admit(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (*wire.HeartbeatResponse, []wire.ShardProgress, error) {
 	k, id, req, r, epoch := hb.k, hb.id, hb.req, hb.r, hb.epoch
 	switch {
 	case epoch < -1:
-		return t.rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
+		return t.Rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
 	case m == nil && epoch != 0:
-		return t.rules.rejected(req, id, wire.StatusUnknownMember), nil, nil
+		return t.Rules.rejected(req, id, wire.StatusUnknownMember), nil, nil
 	case m == nil:
-		if err := withinMemberQuota(t, hb.principal); err != nil {
+		if err := WithinMemberQuota(t, hb.principal); err != nil {
 			return nil, nil, err
 		}
-		if err := spendChurn(t, k, hb.principal); err != nil {
+		if err := SpendChurn(t, k, hb.principal); err != nil {
 			return nil, nil, err
 		}
 		if err := makeRoom(t, k); err != nil {
 			return nil, nil, err
 		}
-		g = t.group(k)
-		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
+		g = t.Group(k)
+		t.Emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0 && !m.Live():
 		if !m.Active() {
-			if err := withinMemberQuota(t, hb.principal); err != nil {
+			if err := WithinMemberQuota(t, hb.principal); err != nil {
 				return nil, nil, err
 			}
 		}
-		if err := spendChurn(t, k, hb.principal); err != nil {
+		if err := SpendChurn(t, k, hb.principal); err != nil {
 			return nil, nil, err
 		}
-		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: hb.principal, Epochs: bump(g)})
+		t.Emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0:
 		if len(m.Current) > 0 || len(m.Revoking) > 0 || len(r.owned) > 0 || len(req.RevokingShards) > 0 || len(req.ShardProgress) > 0 {
-			return t.rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
+			return t.Rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
 		}
 		// Initial-join replay: the member lost our answer to its join.
 	case m.State == projection.MemberFenced || m.State == projection.MemberExpired:
-		return t.rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
+		return t.Rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
 	case epoch == -1:
 		resp, err := leave(t, hb)
 		return resp, nil, err
 	case epoch > g.AssignmentEpoch:
-		return t.rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
+		return t.Rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
 	case epoch < m.Epoch:
-		return t.rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
+		return t.Rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
 	default:
 		return validateOwnership(t, hb, g, m)
 	}
@@ -473,7 +300,7 @@ func admit(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 // authority: a shard outside it fences the member (during a correction round
 // only owned shards count: revoking and progress reports outside it are
 // dropped). What passes is recorded (recordOwnership).
-func validateOwnership(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (*wire.HeartbeatResponse, []wire.ShardProgress, error) {
+func validateOwnership(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (*wire.HeartbeatResponse, []wire.ShardProgress, error) {
 	k, id, r := hb.k, hb.id, hb.r
 	auth := authority(g, m)
 	var bad []int
@@ -489,7 +316,7 @@ func validateOwnership(t *tx, hb heartbeatCase, g *projection.Group, m *projecti
 	}
 	if len(bad) > 0 {
 		g = fence(t, k, id, fmt.Sprintf("reported shards it may not hold: %v", projection.SortedInts(bad)))
-		return t.rules.respond(hb.req, id, wire.StatusFenced, g, g.Member(id).Epoch, nil, nil), nil, nil
+		return t.Rules.respond(hb.req, id, wire.StatusFenced, g, g.Member(id).Epoch, nil, nil), nil, nil
 	}
 	revoking := r.revoking
 	if hb.round {
@@ -506,32 +333,32 @@ func validateOwnership(t *tx, hb heartbeatCase, g *projection.Group, m *projecti
 // converged (until then REVOKE_PENDING with what it may keep); otherwise the
 // member is granted what is grantable (revoke before assign: a shard another
 // member still holds stays pending).
-func settle(t *tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.HeartbeatResponse {
+func settle(t *Tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.HeartbeatResponse {
 	k, id, r := hb.k, hb.id, hb.r
-	g := t.group(k)
+	g := t.Group(k)
 	m := g.Member(id)
 	if r.name != m.Name || r.maxConc != m.MaxConcurrency {
-		t.emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
+		t.Emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
 	}
 	t.renew(k, id, hb.req, r.available, progress)
 	reconcile(t, k)
 	enforceRebalance(t, k)
 	advance(t, k)
-	g = t.group(k)
+	g = t.Group(k)
 	m = g.Member(id)
 	if m.State == projection.MemberFenced {
-		return t.rules.respond(hb.req, id, wire.StatusFenced, g, m.Epoch, nil, nil)
+		return t.Rules.respond(hb.req, id, wire.StatusFenced, g, m.Epoch, nil, nil)
 	}
-	if hb.round && t.rt.round(k).open {
+	if hb.round && t.RT.round(k).Open {
 		if resp := convergeInRound(t, hb, g, m); resp != nil {
 			return resp
 		}
 	}
 	assigned, pending := g.Grantable(id)
 	if !projection.EqualSets(assigned, m.Granted) {
-		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
+		g = t.Emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
 	}
-	return t.rules.respond(hb.req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
+	return t.Rules.respond(hb.req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
 }
 
 // convergeInRound acknowledges a member that converged on the stored
@@ -539,21 +366,21 @@ func settle(t *tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.Heartb
 // did and nothing is being revoked; while it stays open the member gets
 // REVOKE_PENDING with the shards it holds and may keep (nil: the round
 // closed, answer as usual).
-func convergeInRound(t *tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
+func convergeInRound(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
 	k, id := hb.k, hb.id
 	if hb.mv == g.MetadataVersion || hb.epoch == 0 {
-		t.rt.ackRound(k, id)
+		t.RT.ackRound(k, id)
 	}
-	if roundClosed(t, k, g) && t.rt.closeRound(k) {
-		t.log.Info().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("metadata correction round closed")
+	if roundClosed(t, k, g) && t.RT.closeRound(k) {
+		t.Log.Info().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Msg("metadata correction round closed")
 		return nil
 	}
 	assignedNow, _ := g.Grantable(id)
 	kept := intersect(m.Current, assignedNow)
 	if !projection.EqualSets(kept, m.Granted) {
-		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
+		g = t.Emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 	}
-	return t.rules.respond(hb.req, id, wire.StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept))
+	return t.Rules.respond(hb.req, id, wire.StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept))
 }
 
 func keys(set map[int]bool) []int {
@@ -566,12 +393,12 @@ func keys(set map[int]bool) []int {
 
 // roundClosed reports whether every participant converged and nobody
 // revokes or blocks anything.
-func roundClosed(t *tx, k projection.GroupKey, g *projection.Group) bool {
+func roundClosed(t *Tx, k projection.GroupKey, g *projection.Group) bool {
 	// Only active members can take part, revoke or wait for a shard: a
 	// terminal record holds nothing and has no target.
 	for _, id := range g.ActiveMemberIDs() {
 		m := g.Member(id)
-		if roundParticipant(m) && !t.rt.roundAcked(k, id) {
+		if roundParticipant(m) && !t.RT.roundAcked(k, id) {
 			return false
 		}
 		if m.CanHold() && (len(m.Revoking) > 0 || len(g.Blocked(id)) > 0) {
@@ -591,35 +418,35 @@ func roundParticipant(m *projection.Member) bool { return m.Active() }
 // quarantined so that it cannot open another round for a while; the others
 // proceed. One member, buggy or hostile, cannot hold the group in
 // REVOKE_PENDING for longer than that.
-func endOverdueRound(t *tx, k projection.GroupKey) {
-	round := t.rt.round(k)
-	if !round.open || t.timers().Before(round.openedAt.Add(t.rules.rebalanceTimeout)) {
+func endOverdueRound(t *Tx, k projection.GroupKey) {
+	round := t.RT.round(k)
+	if !round.Open || t.timers().Before(round.OpenedAt.Add(t.Rules.RebalanceTimeout)) {
 		return
 	}
-	g := t.group(k)
+	g := t.Group(k)
 	var late []string
 	for _, id := range g.ActiveMemberIDs() {
 		m := g.Member(id)
-		if roundParticipant(m) && (!t.rt.roundAcked(k, id) || len(m.Revoking) > 0) {
+		if roundParticipant(m) && (!t.RT.roundAcked(k, id) || len(m.Revoking) > 0) {
 			late = append(late, id)
 		}
 	}
-	t.rt.closeRound(k)
+	t.RT.closeRound(k)
 	for _, id := range late {
 		principal := g.Member(id).Principal
-		fence(t, k, id, fmt.Sprintf("metadata correction round: did not converge on metadata version %d within the rebalance timeout (%s)", round.targetMV, t.rules.rebalanceTimeout))
-		t.rt.quarantine(k, id, principal, t.timers().Add(t.rules.quarantineFor()))
+		fence(t, k, id, fmt.Sprintf("metadata correction round: did not converge on metadata version %d within the rebalance timeout (%s)", round.TargetMV, t.Rules.RebalanceTimeout))
+		t.RT.quarantine(k, id, principal, t.timers().Add(t.Rules.quarantineFor()))
 	}
-	t.log.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Strs("fenced", late).Msg("metadata correction round ended at the rebalance timeout")
+	t.Log.Warn().Str("prefix", k.StreamPrefix).Str("group", k.ConsumerGroup).Strs("fenced", late).Msg("metadata correction round ended at the rebalance timeout")
 }
 
 // makeRoom keeps a group within MaxMembersPerGroup member records: before a
 // new member joins a full group, the terminal records (expired, fenced, or left
 // holding nothing) are pruned, oldest first; if every record is a member that
 // still takes part, the join is refused.
-func makeRoom(t *tx, k projection.GroupKey) error {
-	g := t.group(k)
-	limit := t.rules.maxMembers
+func makeRoom(t *Tx, k projection.GroupKey) error {
+	g := t.Group(k)
+	limit := t.Rules.MaxMembers
 	count := g.MemberCount()
 	if count < limit {
 		return nil
@@ -627,7 +454,7 @@ func makeRoom(t *tx, k projection.GroupKey) error {
 	need := count - limit + 1
 	oldest := g.OldestTerminal(need, nil)
 	if len(oldest) < need {
-		return withMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, count-len(oldest), limit)
+		return WithMsg(ErrGroupFull, "group %s already has %d members that take part (--max-members-per-group %d); a new member cannot join until one leaves or expires", k.ConsumerGroup, count-len(oldest), limit)
 	}
 	gone := make([]string, 0, need)
 	for _, m := range oldest {
@@ -643,8 +470,8 @@ func terminalMember(m *projection.Member) bool { return !m.Active() }
 
 // recordOwnership records a changed owned/revoking report and acknowledges
 // revokes the member completed.
-func recordOwnership(t *tx, k projection.GroupKey, id string, owned, revoking []int) *projection.Group {
-	g := t.group(k)
+func recordOwnership(t *Tx, k projection.GroupKey, id string, owned, revoking []int) *projection.Group {
+	g := t.Group(k)
 	m := g.Member(id)
 	if projection.EqualSets(owned, m.Current) && projection.EqualSets(revoking, m.Revoking) {
 		return g
@@ -652,15 +479,15 @@ func recordOwnership(t *tx, k projection.GroupKey, id string, owned, revoking []
 	before := projection.SortedInts(append(append([]int{}, m.Current...), m.Revoking...))
 	after := projection.SortedInts(append(append([]int{}, owned...), revoking...))
 	released := minus(before, after)
-	g = t.emit(k, &events.OwnershipReported{MemberID: id, Owned: owned, Revoking: revoking})
+	g = t.Emit(k, &events.OwnershipReported{MemberID: id, Owned: owned, Revoking: revoking})
 	var acked []int
 	for _, s := range released {
-		if !containsInt(g.Target(id), s) {
+		if !ContainsInt(g.Target(id), s) {
 			acked = append(acked, s)
 		}
 	}
 	if len(acked) > 0 {
-		g = t.emit(k, &events.RevokeAcknowledged{MemberID: id, Shards: acked})
+		g = t.Emit(k, &events.RevokeAcknowledged{MemberID: id, Shards: acked})
 	}
 	return g
 }
@@ -670,26 +497,26 @@ func recordOwnership(t *tx, k projection.GroupKey, id string, owned, revoking []
 // draining (a revoke report that is not REVOKED with nothing in flight) stay
 // blocked for their new owners until released or the rebalance timeout. A
 // report on a shard outside the member's authority is dropped.
-func leave(t *tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
+func leave(t *Tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 	k, id, req, r := hb.k, hb.id, hb.req, hb.r
-	g := t.group(k)
+	g := t.Group(k)
 	m := g.Member(id)
 	var held []int
 	if len(r.revoking) > 0 { // a member that reports nothing draining needs no authority
 		held = intersect(r.revoking, keys(authority(g, m)))
 	}
 	if m.State != projection.MemberLeaving {
-		if err := spendChurn(t, k, hb.principal); err != nil {
+		if err := SpendChurn(t, k, hb.principal); err != nil {
 			return nil, err
 		}
-		t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
+		t.Emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
 	}
 	recordOwnership(t, k, id, []int{}, held)
 	t.renew(k, id, req, 0, nil)
 	reconcile(t, k)
 	advance(t, k)
-	g = t.group(k)
-	return t.rules.respond(req, id, wire.StatusOK, g, -1, nil, nil), nil
+	g = t.Group(k)
+	return t.Rules.respond(req, id, wire.StatusOK, g, -1, nil, nil), nil
 }
 
 // spendChurn spends one of the principal's joins and leaves in the group,
@@ -698,39 +525,39 @@ func leave(t *tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 // repeated leave record nothing and spend nothing); the refusal when either
 // has none left, saying when to retry: the heartbeat appends nothing (and a
 // refused decision spends nothing).
-func spendChurn(t *tx, k projection.GroupKey, principal string) error {
+func SpendChurn(t *Tx, k projection.GroupKey, principal string) error {
 	who := principal
 	if who == "" {
 		who = "anonymous"
 	}
-	if b := t.rules.quotas.churn; b.on() {
-		if ok, wait := t.rt.takePrincipalChurn(principal, b); !ok {
-			return withMsg(ErrRateLimited, "too many member joins and leaves by %s across its groups (at most %.0f a minute, --principal-churn-per-minute); retry in %s",
-				who, b.rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
+	if b := t.Rules.quotas.churn; b.On() {
+		if ok, wait := t.RT.takePrincipalChurn(principal, b); !ok {
+			return WithMsg(ErrRateLimited, "too many member joins and leaves by %s across its groups (at most %.0f a minute, --principal-churn-per-minute); retry in %s",
+				who, b.Rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
 		}
 	}
-	b := t.rules.churn
-	if !b.on() {
+	b := t.Rules.churn
+	if !b.On() {
 		return nil
 	}
-	ok, wait := t.rt.takeChurn(k, principal, b)
+	ok, wait := t.RT.takeChurn(k, principal, b)
 	if ok {
 		return nil
 	}
-	return withMsg(ErrRateLimited, "too many member joins and leaves by %s in group %s/%s (at most %.0f a minute, --member-churn-per-minute); retry in %s",
-		who, k.StreamPrefix, k.ConsumerGroup, b.rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
+	return WithMsg(ErrRateLimited, "too many member joins and leaves by %s in group %s/%s (at most %.0f a minute, --member-churn-per-minute); retry in %s",
+		who, k.StreamPrefix, k.ConsumerGroup, b.Rate*60, wait.Round(time.Millisecond)).WithRetryAfter(wait)
 }
 
 // fence records that a member lost its shards.
-func fence(t *tx, k projection.GroupKey, id, reason string) *projection.Group {
-	g := t.group(k)
+func fence(t *Tx, k projection.GroupKey, id, reason string) *projection.Group {
+	g := t.Group(k)
 	m := g.Member(id)
 	epoch := g.GroupEpoch + 1
 	if m.Epoch+1 > epoch {
 		epoch = m.Epoch + 1
 	}
 	t.emitAs(Actor, k, &events.MemberFenced{MemberID: id, Reason: reason, MemberEpoch: epoch, Epochs: bump(g)})
-	t.rt.clearDeadline(k, id)
+	t.RT.clearDeadline(k, id)
 	return reconcile(t, k)
 }
 
@@ -815,7 +642,7 @@ func currentEpoch(g *projection.Group, m *projection.Member, epoch int64) bool {
 func intersect(a, b []int) []int {
 	var out []int
 	for _, x := range a {
-		if containsInt(b, x) {
+		if ContainsInt(b, x) {
 			out = append(out, x)
 		}
 	}
@@ -825,14 +652,14 @@ func intersect(a, b []int) []int {
 func minus(a, b []int) []int {
 	var out []int
 	for _, x := range a {
-		if !containsInt(b, x) {
+		if !ContainsInt(b, x) {
 			out = append(out, x)
 		}
 	}
 	return projection.SortedInts(out)
 }
 
-func containsInt(s []int, v int) bool {
+func ContainsInt(s []int, v int) bool {
 	for _, x := range s {
 		if x == v {
 			return true

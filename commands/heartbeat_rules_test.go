@@ -37,10 +37,10 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func rulesNow() time.Time { return t0.Add(time.Hour) }
 
-func testRules() rules {
-	return newRules(Config{HeartbeatInterval: 3 * time.Second, MemberLease: 15 * time.Second, RebalanceTimeout: 60 * time.Second,
+func testRules() Rules {
+	return NewRules(Policy{HeartbeatInterval: 3 * time.Second, MemberLease: 15 * time.Second, RebalanceTimeout: 60 * time.Second,
 		StaleMemberRetention: 10 * time.Minute, DefaultShardCount: 12, MaxShardCount: 1024, MaxMembersPerGroup: 4096,
-		MaxGroups: 1024, MaxTotalShards: 65536}, true)
+		MaxGroups: 1024, MaxTotalShards: 65536, Provisioning: true, Streams: true})
 }
 
 // world builds a group's state from events, keeping the group epoch and
@@ -56,6 +56,14 @@ func group(shards int) *world {
 	w := &world{st: projection.New(), g: 1, mv: 1}
 	w.apply(&events.GroupCreated{ShardCount: shards, Provisioned: true, RequestedBy: "test"})
 	return w
+}
+
+// group is the world's group as its state holds it (only the test's
+// goroutine touches the state).
+func (w *world) group() *projection.Group {
+	var g *projection.Group
+	w.st.Read(func(st projection.Reader) { g = st.Group(rulesKey) })
+	return g
 }
 
 func noGroup() *world { return &world{st: projection.New(), noneOf: true} }
@@ -200,8 +208,8 @@ func draining(s int) wire.RevokingReport {
 // runtime setups: the table is re-armed (every member's lease from now)
 // before each.
 
-func lapsed(ids ...string) func(*runtimeTable, time.Time) {
-	return func(rt *runtimeTable, now time.Time) {
+func lapsed(ids ...string) func(*RuntimeTable, time.Time) {
+	return func(rt *RuntimeTable, now time.Time) {
 		for _, id := range ids {
 			rt.renew(rulesKey, id, renewal{at: now.Add(-20 * time.Second), lease: 15 * time.Second})
 		}
@@ -210,8 +218,8 @@ func lapsed(ids ...string) func(*runtimeTable, time.Time) {
 
 // roundOpen opens a correction round targeting mv, opened ago, that the
 // members acked converged in.
-func roundOpen(mv int64, ago time.Duration, acked ...string) func(*runtimeTable, time.Time) {
-	return func(rt *runtimeTable, now time.Time) {
+func roundOpen(mv int64, ago time.Duration, acked ...string) func(*RuntimeTable, time.Time) {
+	return func(rt *RuntimeTable, now time.Time) {
 		r := &correctionRound{targetMV: mv, openedAt: now.Add(-ago), acked: map[string]bool{}}
 		for _, id := range acked {
 			r.acked[id] = true
@@ -220,34 +228,34 @@ func roundOpen(mv int64, ago time.Duration, acked ...string) func(*runtimeTable,
 	}
 }
 
-func quarantined(id string) func(*runtimeTable, time.Time) {
-	return func(rt *runtimeTable, now time.Time) {
+func quarantined(id string) func(*RuntimeTable, time.Time) {
+	return func(rt *RuntimeTable, now time.Time) {
 		rt.groupLocked(rulesKey).quarantineLocked("m:"+id, now.Add(10*time.Minute), now)
 	}
 }
 
-func deadlinePassed(id string) func(*runtimeTable, time.Time) {
-	return func(rt *runtimeTable, now time.Time) {
+func deadlinePassed(id string) func(*RuntimeTable, time.Time) {
+	return func(rt *RuntimeTable, now time.Time) {
 		m := rt.memberLocked(rulesKey, id, now, 15*time.Second)
 		rt.groups[rulesKey].setDeadline(id, m, now.Add(-time.Second))
 	}
 }
 
 // churnSpent: the principal has no join or leave left in the group.
-func churnSpent(principal string) func(*runtimeTable, time.Time) {
-	return func(rt *runtimeTable, now time.Time) {
-		rt.groupLocked(rulesKey).churn = map[string]bucket{principal: {tokens: 0, at: now}}
+func churnSpent(principal string) func(*RuntimeTable, time.Time) {
+	return func(rt *RuntimeTable, now time.Time) {
+		rt.groupLocked(rulesKey).churn = map[string]Bucket{principal: {Tokens: 0, At: now}}
 	}
 }
 
 // churnBudget is a budget of 60 joins and leaves a minute (15 at once).
-func churnBudget(r *rules) { r.churn = perMinute(60) }
+func churnBudget(r *Rules) { r.churn = PerMinute(60) }
 
 // churnLeft checks what the principal has left after the decision.
-func churnLeft(principal string, want float64) func(t *testing.T, rt *runtimeTable) {
-	return func(t *testing.T, rt *runtimeTable) {
+func churnLeft(principal string, want float64) func(t *testing.T, rt *RuntimeTable) {
+	return func(t *testing.T, rt *RuntimeTable) {
 		b, ok := rt.churnBucket(rulesKey, principal)
-		if !ok || b.tokens != want {
+		if !ok || b.Tokens != want {
 			t.Errorf("%q has %+v (recorded %v) of its churn budget, want %v tokens", principal, b, ok, want)
 		}
 	}
@@ -263,20 +271,20 @@ type answer struct {
 type ruleRow struct {
 	name    string
 	world   *world
-	runtime func(*runtimeTable, time.Time)
-	rules   func(*rules)
+	runtime func(*RuntimeTable, time.Time)
+	rules   func(*Rules)
 	beat    beat
 	events  []string // the types emitted, in order
 	want    answer
 	err     error // a refusal instead of an answer
 	// after checks the runtime table once the decision committed.
-	after func(t *testing.T, rt *runtimeTable)
+	after func(t *testing.T, rt *RuntimeTable)
 	// steadyDefers: the steady path takes this heartbeat and leaves what the
 	// decision does about other members to the maintenance tick.
 	steadyDefers bool
 	// reg is the registration evidence the heartbeat carries (its group's
 	// consumer groups provisioned on the stream's layout); nil for none.
-	reg *registration
+	reg *Registration
 }
 
 // heartbeatRules is the table.
@@ -296,31 +304,31 @@ func heartbeatRules() []ruleRow {
 		{name: "0.3.5 defaults: a join without protocolVersion and runtimeConsumerCapacity records capacity 1", world: aloneSteady(),
 			beat:   beat{member: "C", noProtocol: true, noCapacity: true},
 			events: []string{"member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 3, nil, []int{2, 3}},
-			after: func(t *testing.T, rt *runtimeTable) {
+			after: func(t *testing.T, rt *RuntimeTable) {
 				if m, _ := rt.member(rulesKey, "C"); m.available != 1 {
 					t.Errorf("C's available concurrency is %d, want the default 1", m.available)
 				}
 			}},
 		{name: "§3.2 step 3 (0.3.1): a first heartbeat for a group of a stream with metadata registers it at the stream's layout and joins",
-			world: streamOnly(4, 2), reg: &registration{count: 4, mv: 3},
+			world: streamOnly(4, 2), reg: &Registration{Count: 4, MV: 3},
 			beat:   beat{member: "A"},
 			events: []string{"group.created", "member.joined", "assignment.changed", "member.synced"}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil}},
 		{name: "§3.2 step 3 (0.3.1): a registration finds the group a concurrent first heartbeat registered, and joins it",
-			world: group(4).join("A").assign(map[string][]int{"A": {0, 1, 2, 3}}), reg: &registration{count: 4, mv: 1},
+			world: group(4).join("A").assign(map[string][]int{"A": {0, 1, 2, 3}}), reg: &Registration{Count: 4, MV: 1},
 			beat:   beat{member: "B"},
 			events: []string{"member.joined", "assignment.changed", "member.synced"}, want: answer{wire.StatusOK, 3, []int{2, 3}, nil}},
 		{name: "§3.2 step 3 (0.3.1): a first heartbeat on a stream at 0 shards registers the group and joins with an empty assignment",
-			world: streamOnly(0, 0), reg: &registration{count: 0, mv: 1},
+			world: streamOnly(0, 0), reg: &Registration{Count: 0, MV: 1},
 			beat:   beat{member: "A"},
 			events: []string{"group.created", "member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 2, nil, nil}},
 		{name: "§3.2 step 3 (0.3.1): a registration whose stream changed layout since its provisioning is refused (the member retries)",
-			world: streamOnly(4, 1), reg: &registration{count: 4, mv: 1},
+			world: streamOnly(4, 1), reg: &Registration{Count: 4, MV: 1},
 			beat: beat{member: "A"}, err: ErrStateConflict},
 		{name: "§3.2 step 3 (0.3.1): a registration past --max-groups is refused",
-			world: streamOnly(4, 0), reg: &registration{count: 4, mv: 1}, rules: func(r *rules) { r.maxGroups = 0 },
+			world: streamOnly(4, 0), reg: &Registration{Count: 4, MV: 1}, rules: func(r *Rules) { r.maxGroups = 0 },
 			beat: beat{member: "A"}, err: ErrGroupLimit},
 		{name: "§3.2 step 3 (0.3.1): a registration past --max-total-shards is refused",
-			world: streamOnly(4, 0), reg: &registration{count: 4, mv: 1}, rules: func(r *rules) { r.maxTotalShards = 3 },
+			world: streamOnly(4, 0), reg: &Registration{Count: 4, MV: 1}, rules: func(r *Rules) { r.maxTotalShards = 3 },
 			beat: beat{member: "A"}, err: ErrShardLimit},
 		{name: "§3.2 step 3 (0.3.1): without a registration (a positive epoch, or no stream metadata) a missing group is UNKNOWN_MEMBER_ID", world: streamOnly(4, 0),
 			beat: beat{member: "A", epoch: 3, mv: 1}, want: answer{status: wire.StatusUnknownMember, epoch: 3}},
@@ -340,8 +348,8 @@ func heartbeatRules() []ruleRow {
 		// --- §3.2 steps 5-6, §3.7: metadata correction ---
 		{name: "§3.2 step 5 (§3.7): a member reporting a newer metadata version opens a correction round: SYNC_METADATA", world: aloneSteady(),
 			beat: beat{member: "A", epoch: 2, mv: 9, owned: []int{0, 1, 2, 3}}, want: answer{wire.StatusSyncMetadata, 2, []int{0, 1, 2, 3}, nil},
-			after: func(t *testing.T, rt *runtimeTable) {
-				if r := rt.round(rulesKey); !r.open || r.targetMV != 2 {
+			after: func(t *testing.T, rt *RuntimeTable) {
+				if r := rt.Round(rulesKey); !r.Open || r.TargetMV != 2 {
 					t.Errorf("round %+v, want open targeting the stored version 2", r)
 				}
 			}},
@@ -350,22 +358,22 @@ func heartbeatRules() []ruleRow {
 		{name: "§3.7: a member on the stored version while the round waits for others is REVOKE_PENDING, keeping what it may", world: twoMembers(), runtime: roundOpen(3, time.Second),
 			beat:   beat{member: "A", epoch: 2, mv: 3, owned: []int{0, 1, 2, 3}},
 			events: []string{"member.synced"}, want: answer{wire.StatusRevokePending, 3, []int{0, 1}, nil},
-			after: func(t *testing.T, rt *runtimeTable) {
-				if !rt.roundAcked(rulesKey, "A") || !rt.round(rulesKey).open {
+			after: func(t *testing.T, rt *RuntimeTable) {
+				if !rt.roundAcked(rulesKey, "A") || !rt.Round(rulesKey).Open {
 					t.Error("A's convergence was not acknowledged, or the round closed while B had not converged")
 				}
 			}},
 		{name: "§3.7: the round closes once every participant converged and nothing is revoked: OK", world: aloneSteady(), runtime: roundOpen(2, time.Second),
 			beat: beat{member: "A", epoch: 2, mv: 2, owned: []int{0, 1, 2, 3}}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil},
-			after: func(t *testing.T, rt *runtimeTable) {
-				if rt.round(rulesKey).open {
+			after: func(t *testing.T, rt *RuntimeTable) {
+				if rt.Round(rulesKey).Open {
 					t.Error("the round is still open")
 				}
 			}},
 		{name: "§3.7: during a round, revoking and progress reports outside the authority are dropped, not fenced", world: twoMembers(), runtime: roundOpen(3, time.Second),
 			beat: beat{member: "B", epoch: 3, mv: 3, revoking: []wire.RevokingReport{draining(0)}, progress: []int{0}},
 			want: answer{wire.StatusRevokePending, 3, nil, []int{2, 3}},
-			after: func(t *testing.T, rt *runtimeTable) {
+			after: func(t *testing.T, rt *RuntimeTable) {
 				if m, _ := rt.member(rulesKey, "B"); len(m.progress) != 0 {
 					t.Errorf("B's progress on a shard outside its authority was stored: %+v", m.progress)
 				}
@@ -374,8 +382,8 @@ func heartbeatRules() []ruleRow {
 			world: twoMembers(), runtime: roundOpen(3, 61*time.Second, "A"),
 			beat:   beat{member: "A", epoch: 2, mv: 3, owned: []int{0, 1, 2, 3}},
 			events: []string{"member.fenced", "assignment.changed"}, want: answer{wire.StatusOK, 4, []int{0, 1, 2, 3}, nil},
-			after: func(t *testing.T, rt *runtimeTable) {
-				if rt.round(rulesKey).open {
+			after: func(t *testing.T, rt *RuntimeTable) {
+				if rt.Round(rulesKey).Open {
 					t.Error("the overdue round is still open")
 				}
 				if _, ok := rt.quarantinedUntil(rulesKey, "m:B"); !ok {
@@ -384,8 +392,8 @@ func heartbeatRules() []ruleRow {
 			}},
 		{name: "Deviation: a quarantined member's newer version is taken for the stored one (no round)", world: aloneSteady(), runtime: quarantined("A"),
 			beat: beat{member: "A", epoch: 2, mv: 9, owned: []int{0, 1, 2, 3}}, want: answer{wire.StatusOK, 2, []int{0, 1, 2, 3}, nil},
-			after: func(t *testing.T, rt *runtimeTable) {
-				if rt.round(rulesKey).open {
+			after: func(t *testing.T, rt *RuntimeTable) {
+				if rt.Round(rulesKey).Open {
 					t.Error("a quarantined member opened a round")
 				}
 			}},
@@ -431,7 +439,7 @@ func heartbeatRules() []ruleRow {
 		{name: "Deviation: an epoch between the recorded one and the assignment epoch is accepted (§3.1: A learns of B)", world: twoMembers(),
 			beat:   beat{member: "A", epoch: 3, mv: 3, owned: []int{0, 1, 2, 3}},
 			events: []string{"member.synced"}, want: answer{wire.StatusOK, 3, []int{0, 1}, nil},
-			after: func(t *testing.T, rt *runtimeTable) {
+			after: func(t *testing.T, rt *RuntimeTable) {
 				if m, _ := rt.member(rulesKey, "A"); !m.rebalanceDeadline.Equal(rulesNow().Add(60 * time.Second)) {
 					t.Errorf("A holds 2,3 outside its target: its rebalance deadline is %s, want now + 60 s (§3.5 step 5)", m.rebalanceDeadline)
 				}
@@ -480,7 +488,7 @@ func heartbeatRules() []ruleRow {
 			world: group(4).joinAs("A", "alice").assign(map[string][]int{"A": {0, 1, 2, 3}}),
 			beat:  beat{member: "A", principal: "bob", epoch: 2, mv: 2}, err: ErrMemberPrincipal},
 		{name: "Deviation: a join into a group whose members all take part, at --max-members-per-group, is refused",
-			world: twoMembers(), rules: func(r *rules) { r.maxMembers = 2 },
+			world: twoMembers(), rules: func(r *Rules) { r.MaxMembers = 2 },
 			beat: beat{member: "C"}, err: ErrGroupFull},
 		{name: "Deviation: a join spends one of its principal's joins and leaves in the group", world: aloneSteady(), rules: churnBudget,
 			beat:   beat{member: "C", principal: "svc"},
@@ -506,10 +514,10 @@ func heartbeatRules() []ruleRow {
 			world: aloneSteady().leave("A").own("A", nil, nil).assign(map[string][]int{}, "A"), rules: churnBudget, runtime: churnSpent(""),
 			beat: beat{member: "A", epoch: -1, mv: 3}, want: answer{wire.StatusOK, -1, nil, nil}},
 		{name: "Deviation: a join into a full group first prunes the terminal records, oldest first",
-			world: twoMembers().fence("B", 4).assign(map[string][]int{"A": {0, 1, 2, 3}}, "B"), rules: func(r *rules) { r.maxMembers = 2 },
+			world: twoMembers().fence("B", 4).assign(map[string][]int{"A": {0, 1, 2, 3}}, "B"), rules: func(r *Rules) { r.MaxMembers = 2 },
 			beat:   beat{member: "C"},
 			events: []string{"member.pruned", "member.joined", "assignment.changed"}, want: answer{wire.StatusOK, 5, nil, []int{2, 3}},
-			after: func(t *testing.T, rt *runtimeTable) {
+			after: func(t *testing.T, rt *RuntimeTable) {
 				if _, ok := rt.member(rulesKey, "B"); ok {
 					t.Error("the pruned member's runtime is still there")
 				}
@@ -546,25 +554,34 @@ func (row ruleRow) check(t *testing.T) {
 	g, _ := row.world.st.Group(rulesKey)
 	var steadyAnswer *wire.HeartbeatResponse
 	if !row.world.noneOf {
-		if req, resp, err := screen(r, path, req); resp == nil && err == nil {
-			steadyAnswer = steady(r, row.table(now), g, rulesKey, path, req, now)
+		if req, resp, err := Screen(r, path, req); resp == nil && err == nil {
+			steadyAnswer = Steady(r, row.table(now), g, rulesKey, path, req, now)
 		}
 	}
 
-	req, resp, err := screen(r, path, req)
+	req, resp, err := Screen(r, path, req)
 	var emitted []string
 	var after *projection.Group
 	if resp == nil && err == nil {
-		b := newBatch(row.world.st, table, now)
-		tx := &tx{b: b, rt: b.rt.child(now), rules: r, meta: events.Meta{Actor: path, Time: now}, now: now, log: zerolog.Nop()}
-		resp, err = registerAndBeat(tx, rulesKey, path, row.beat.principal, req, row.reg)
+		b := NewBatch(row.world.st, table, now)
+		tx := &Tx{B: b, RT: b.RT.Child(now), Rules: r, Meta: events.Meta{Actor: path, Time: now}, Now: now, Log: zerolog.Nop()}
+		var res Result[*wire.HeartbeatResponse]
+		res, err = Decide(tx, func(tx *Tx) (*wire.HeartbeatResponse, error) {
+			return RegisterAndBeat(tx, rulesKey, path, row.beat.principal, req, row.reg)
+		})
+		resp = res.Answer
 		if err == nil {
-			tx.rt.merge()
-			table.commit(b.rt)
-			for _, rec := range b.recs {
+			tx.RT.Merge()
+			table.Commit(b.RT)
+			// What the decision returned is all there is to check: its
+			// records, folded onto the state it was decided on, and its
+			// answer.
+			ov := row.world.st.NewOverlayLocked()
+			for _, rec := range res.Records {
 				emitted = append(emitted, rec.Type)
+				ov.Apply(rec)
 			}
-			after = b.ov.Group(rulesKey)
+			after = ov.Group(rulesKey)
 		}
 	}
 	if row.err != nil || err != nil {
@@ -613,9 +630,9 @@ func (row ruleRow) check(t *testing.T) {
 
 // table is the row's runtime table: every member armed now, then the row's
 // runtime setup.
-func (row ruleRow) table(now time.Time) *runtimeTable {
-	rt := newRuntimeTable()
-	rt.rearm(row.world.st, now, 15*time.Second)
+func (row ruleRow) table(now time.Time) *RuntimeTable {
+	rt := NewRuntimeTable()
+	rt.Rearm(row.world.st, now, 15*time.Second)
 	if row.runtime != nil {
 		row.runtime(rt, now)
 	}

@@ -104,7 +104,7 @@ func validateHeartbeat(req *wire.HeartbeatRequest, maxShards int) error {
 		}
 	}
 	if len(p) > 0 {
-		return withMsg(ErrInvalid, "%s", strings.Join(p, "; "))
+		return WithMsg(ErrInvalid, "%s", strings.Join(p, "; "))
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 // member's recorded shards: nothing a report brings into an event outgrows
 // the group. req is not modified.
 func withinSpan(req *wire.HeartbeatRequest, span int, m *projection.Member) *wire.HeartbeatRequest {
-	keep := func(i int) bool { return i < span || containsInt(m.Current, i) || containsInt(m.Revoking, i) }
+	keep := func(i int) bool { return i < span || ContainsInt(m.Current, i) || ContainsInt(m.Revoking, i) }
 	out := *req
 	out.OwnedShards = filterShards(req.OwnedShards, func(s wire.ShardRef) bool { return keep(s.ShardIndex) })
 	out.RevokingShards = filterShards(req.RevokingShards, func(rv wire.RevokingReport) bool { return keep(rv.Shard.ShardIndex) })
@@ -171,12 +171,12 @@ func filterShards[T any](in []T, keep func(T) bool) []T {
 	return out
 }
 
-func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
+func CheckCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
 	m := g.Member(id)
 	if m != nil && m.Principal != "" && m.Principal != principal {
-		return nil, withMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
+		return nil, WithMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
 	}
-	span := shardSpan(g)
+	span := ShardSpan(g)
 	limit := span
 	if m != nil {
 		// A member that stalled through the end of a resharding still lists
@@ -189,14 +189,14 @@ func checkCaller(g *projection.Group, id, principal string, req *wire.HeartbeatR
 	if m == nil {
 		// Nobody the group knows: no stale report explains more shards than
 		// the group has.
-		return nil, overSpan(req, limit)
+		return nil, OverSpan(req, limit)
 	}
 	return withinSpan(req, span, m), nil
 }
 
 // overSpan is the 400 for a report with more shards than the group has, from
 // a member the group does not know.
-func overSpan(req *wire.HeartbeatRequest, span int) error {
+func OverSpan(req *wire.HeartbeatRequest, span int) error {
 	var p []string
 	for _, a := range []struct {
 		field string
@@ -206,14 +206,14 @@ func overSpan(req *wire.HeartbeatRequest, span int) error {
 			p = append(p, fmt.Sprintf("%s: must not hold more shards than the group has (%d, got %d)", a.field, span, a.n))
 		}
 	}
-	return withMsg(ErrInvalid, "%s", strings.Join(p, "; "))
+	return WithMsg(ErrInvalid, "%s", strings.Join(p, "; "))
 }
 
 // shardSpan is how many shards a group's members can legitimately report: the
 // routed ones, the removed ones still assigned until drained, and the ones
 // the last resharding took out of use until they are retired (members release
 // them after a rollback or a drain; retirement waits until nobody holds them).
-func shardSpan(g *projection.Group) int {
+func ShardSpan(g *projection.Group) int {
 	span := max(g.ShardCount, g.AssignableCount)
 	if n := len(g.Reshardings); n > 0 && !g.Reshardings[n-1].Retired {
 		_, hi := g.Reshardings[n-1].RemovedRange()

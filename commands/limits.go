@@ -73,7 +73,7 @@ func appendProblem(problems []string, p string) []string {
 // truncate cuts s to at most n bytes on a rune boundary (for values recorded
 // in the audit trail of a refused command, which must be recorded even when
 // they are what was wrong).
-func truncate(s string, n int) string {
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -56,7 +56,7 @@ const (
 )
 
 // defaultTo sets a Config value left at zero to its default (<0 stays: off).
-func defaultTo(v *int, def int) {
+func DefaultTo(v *int, def int) {
 	if *v == 0 {
 		*v = def
 	}
@@ -68,55 +68,55 @@ type quotas struct {
 	groupsPerPrefix, shardsPerPrefix       int
 	membersPerPrincipal                    int
 	// churn is the join and leave budget of a principal across its groups.
-	churn budget
+	churn Budget
 }
 
 // owner is who a group or a stream counts against: a principal, or the
 // anonymous caller. The zero owner (a record from before quotas) counts
 // against nobody.
-type owner struct {
-	principal string
-	anonymous bool
+type Owner struct {
+	Principal string
+	Anonymous bool
 }
 
 // ownerOfCaller is the owner of what principal ("" without one) creates.
-func ownerOfCaller(principal string) owner {
-	return owner{principal: principal, anonymous: principal == ""}
+func OwnerOfCaller(principal string) Owner {
+	return Owner{Principal: principal, Anonymous: principal == ""}
 }
 
-func (o owner) known() bool { return o.principal != "" || o.anonymous }
+func (o Owner) known() bool { return o.Principal != "" || o.Anonymous }
 
-func (o owner) String() string {
-	if o.anonymous {
+func (o Owner) String() string {
+	if o.Anonymous {
 		return "anonymous"
 	}
-	return o.principal
+	return o.Principal
 }
 
-func groupOwner(g *projection.Group) owner {
-	return owner{principal: g.Owner, anonymous: g.OwnerAnonymous}
+func groupOwner(g *projection.Group) Owner {
+	return Owner{Principal: g.Owner, Anonymous: g.OwnerAnonymous}
 }
 
-func streamOwner(st *projection.Stream) owner {
+func streamOwner(st *projection.Stream) Owner {
 	if st == nil {
-		return owner{}
+		return Owner{}
 	}
-	return owner{principal: st.Owner, anonymous: st.OwnerAnonymous}
+	return Owner{Principal: st.Owner, Anonymous: st.OwnerAnonymous}
 }
 
 // ownedBy counts, as the batch sees them, the groups of o and the shards of
 // its groups and of its streams without groups.
-func ownedBy(t *tx, o owner) (groups, shards int) {
+func ownedBy(t *Tx, o Owner) (groups, shards int) {
 	withGroups := map[string]bool{}
-	for _, k := range t.b.ov.Keys() {
-		g := t.group(k)
+	for _, k := range t.B.Overlay.Keys() {
+		g := t.Group(k)
 		withGroups[k.StreamPrefix] = true
 		if groupOwner(g) == o {
 			groups++
 			shards += groupSpan(g)
 		}
 	}
-	t.b.ov.EachStream(func(st *projection.Stream) {
+	t.B.Overlay.EachStream(func(st *projection.Stream) {
 		if st.Metadata && !withGroups[st.Prefix] && streamOwner(st) == o {
 			shards += st.ShardCount
 		}
@@ -127,12 +127,12 @@ func ownedBy(t *tx, o owner) (groups, shards int) {
 // inPrefix counts, as the batch sees them, a prefix's groups and its shards
 // as the global caps count them (every group's span, or the stream's shard
 // count when it has no group).
-func inPrefix(t *tx, prefix string) (groups, shards int) {
-	for _, g := range t.groupsWithPrefix(prefix) {
+func inPrefix(t *Tx, prefix string) (groups, shards int) {
+	for _, g := range t.GroupsWithPrefix(prefix) {
 		groups++
 		shards += groupSpan(g)
 	}
-	if st := t.b.ov.Stream(prefix); groups == 0 && st != nil && st.Metadata {
+	if st := t.B.Overlay.Stream(prefix); groups == 0 && st != nil && st.Metadata {
 		shards = st.ShardCount
 	}
 	return groups, shards
@@ -142,24 +142,24 @@ func inPrefix(t *tx, prefix string) (groups, shards int) {
 // shards to prefix, owned by by (the zero owner: a change nobody owns, such
 // as the scale of a stream without groups), beyond a quota, and then beyond
 // the global caps.
-func withinQuotas(t *tx, prefix string, by owner, addGroups, addShards int) error {
-	q := t.rules.quotas
+func withinQuotas(t *Tx, prefix string, by Owner, addGroups, addShards int) error {
+	q := t.Rules.quotas
 	if addGroups > 0 || addShards > 0 {
 		groups, shards := inPrefix(t, prefix)
 		if addGroups > 0 && q.groupsPerPrefix > 0 && groups+addGroups > q.groupsPerPrefix {
-			return withMsg(ErrPrefixGroupQuota, "stream prefix %s has %d consumer groups; --max-groups-per-prefix is %d", prefix, groups, q.groupsPerPrefix)
+			return WithMsg(ErrPrefixGroupQuota, "stream prefix %s has %d consumer groups; --max-groups-per-prefix is %d", prefix, groups, q.groupsPerPrefix)
 		}
 		if addShards > 0 && q.shardsPerPrefix > 0 && shards+addShards > q.shardsPerPrefix {
-			return withMsg(ErrPrefixShardQuota, "stream prefix %s has %d shards (every group's counted) and this needs %d more; --max-shards-per-prefix is %d", prefix, shards, addShards, q.shardsPerPrefix)
+			return WithMsg(ErrPrefixShardQuota, "stream prefix %s has %d shards (every group's counted) and this needs %d more; --max-shards-per-prefix is %d", prefix, shards, addShards, q.shardsPerPrefix)
 		}
 	}
 	if by.known() && (addGroups > 0 || addShards > 0) {
 		groups, shards := ownedBy(t, by)
 		if addGroups > 0 && q.groupsPerPrincipal > 0 && groups+addGroups > q.groupsPerPrincipal {
-			return withMsg(ErrPrincipalGroupQuota, "principal %s created or registered %d consumer groups; --max-groups-per-principal is %d", by, groups, q.groupsPerPrincipal)
+			return WithMsg(ErrPrincipalGroupQuota, "principal %s created or registered %d consumer groups; --max-groups-per-principal is %d", by, groups, q.groupsPerPrincipal)
 		}
 		if addShards > 0 && q.shardsPerPrincipal > 0 && shards+addShards > q.shardsPerPrincipal {
-			return withMsg(ErrPrincipalShardQuota, "the groups and streams of principal %s have %d shards and this needs %d more; --max-shards-per-principal is %d", by, shards, addShards, q.shardsPerPrincipal)
+			return WithMsg(ErrPrincipalShardQuota, "the groups and streams of principal %s have %d shards and this needs %d more; --max-shards-per-principal is %d", by, shards, addShards, q.shardsPerPrincipal)
 		}
 	}
 	return withinCaps(t, addGroups, addShards)
@@ -167,17 +167,17 @@ func withinQuotas(t *tx, prefix string, by owner, addGroups, addShards int) erro
 
 // withinMemberQuota refuses a member record that would take part (a join,
 // or a rejoin of a terminal record) beyond the principal's quota.
-func withinMemberQuota(t *tx, principal string) error {
-	limit := t.rules.quotas.membersPerPrincipal
+func WithinMemberQuota(t *Tx, principal string) error {
+	limit := t.Rules.quotas.membersPerPrincipal
 	if limit <= 0 {
 		return nil
 	}
-	if n := t.b.ov.ActiveMembersOf(principal); n+1 > limit {
+	if n := t.B.Overlay.ActiveMembersOf(principal); n+1 > limit {
 		who := principal
 		if who == "" {
 			who = "anonymous"
 		}
-		return withMsg(ErrPrincipalMemberQuota, "principal %s has %d members taking part across its groups; --max-members-per-principal is %d (a member that leaves or expires frees its place)", who, n, limit)
+		return WithMsg(ErrPrincipalMemberQuota, "principal %s has %d members taking part across its groups; --max-members-per-principal is %d (a member that leaves or expires frees its place)", who, n, limit)
 	}
 	return nil
 }
@@ -187,8 +187,8 @@ func withinMemberQuota(t *tx, principal string) error {
 // takePrincipalChurn spends one join or leave of the principal's budget
 // across every group (b), committed with the decision; false, with when to
 // retry, when it has none left.
-func (o *runtimeOverlay) takePrincipalChurn(principal string, b budget) (bool, time.Duration) {
-	var cur *bucket
+func (o *RuntimeOverlay) takePrincipalChurn(principal string, b Budget) (bool, time.Duration) {
+	var cur *Bucket
 	found := false
 	for l := o; l != nil && !found; l = l.parent {
 		if v, ok := l.principals[principal]; ok {
@@ -200,25 +200,25 @@ func (o *runtimeOverlay) takePrincipalChurn(principal string, b budget) (bool, t
 			cur = &v
 		}
 	}
-	next, ok, wait := b.take(cur, o.now)
+	next, ok, wait := b.Take(cur, o.now)
 	if !ok {
 		return false, wait
 	}
 	if o.principals == nil {
-		o.principals = map[string]bucket{}
+		o.principals = map[string]Bucket{}
 	}
 	o.principals[principal] = next
 	return true, 0
 }
 
 // mergePrincipals folds a decision's principal budgets into its parent.
-func (o *runtimeOverlay) mergePrincipals() {
+func (o *RuntimeOverlay) mergePrincipals() {
 	if len(o.principals) == 0 {
 		return
 	}
 	p := o.parent
 	if p.principals == nil {
-		p.principals = map[string]bucket{}
+		p.principals = map[string]Bucket{}
 	}
 	for principal, b := range o.principals {
 		p.principals[principal] = b
@@ -227,7 +227,7 @@ func (o *runtimeOverlay) mergePrincipals() {
 
 // principalBucket is what the principal has left of its budget across its
 // groups (false: never spent, a full budget).
-func (r *runtimeTable) principalBucket(principal string) (bucket, bool) {
+func (r *RuntimeTable) principalBucket(principal string) (Bucket, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.principals[principal]
@@ -237,10 +237,10 @@ func (r *runtimeTable) principalBucket(principal string) (bucket, bool) {
 // commitPrincipalsLocked writes the principal budgets a batch spent; the
 // caller holds r.mu. The table keeps one entry per principal that joined or
 // left a member (bounded by the users file).
-func (r *runtimeTable) commitPrincipalsLocked(o *runtimeOverlay) {
+func (r *RuntimeTable) commitPrincipalsLocked(o *RuntimeOverlay) {
 	for principal, b := range o.principals {
 		if r.principals == nil {
-			r.principals = map[string]bucket{}
+			r.principals = map[string]Bucket{}
 		}
 		r.principals[principal] = b
 	}

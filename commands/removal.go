@@ -1,9 +1,6 @@
 package commands
 
 import (
-	"context"
-	"time"
-
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
@@ -51,8 +48,8 @@ import (
 // group whose consumer groups the coordinator did not provision, or when it
 // provisions nothing now (--disable-provisioning: it touches no consumer
 // group at all).
-func destroySet(t *tx, g *projection.Group) []string {
-	if !t.rules.provisioning || !g.Provisioned {
+func destroySet(t *Tx, g *projection.Group) []string {
+	if !t.Rules.Provisioning || !g.Provisioned {
 		return nil
 	}
 	hw := max(g.ShardCount, g.AssignableCount)
@@ -61,7 +58,7 @@ func destroySet(t *tx, g *projection.Group) []string {
 	}
 	var keys []string
 	for s := 0; s < hw; s++ {
-		if !containsInt(g.ForeignShards, s) {
+		if !ContainsInt(g.ForeignShards, s) {
 			keys = append(keys, routing.StreamKey(g.Key.StreamPrefix, s))
 		}
 	}
@@ -70,25 +67,25 @@ func destroySet(t *tx, g *projection.Group) []string {
 
 // removeGroup records ev (group.deleted) for k with the consumer groups to
 // destroy, and forgets the group's runtime.
-func removeGroup(t *tx, k projection.GroupKey, ev *events.GroupDeleted) {
-	ev.Destroy = destroySet(t, t.group(k))
-	t.emit(k, ev)
-	t.rt.dropGroup(k)
+func removeGroup(t *Tx, k projection.GroupKey, ev *events.GroupDeleted) {
+	ev.Destroy = destroySet(t, t.Group(k))
+	t.Emit(k, ev)
+	t.RT.dropGroup(k)
 }
 
 // removalPending refuses a group whose name still has consumer groups to
 // destroy (a group created now would lose them to that removal).
-func removalPending(t *tx, k projection.GroupKey) error {
-	if t.b.ov.Stream(k.StreamPrefix).RemovalOf(k.ConsumerGroup) != nil {
-		return withMsg(ErrStateConflict, "the consumer groups of an earlier group %s are still being destroyed; retry", k.ConsumerGroup)
+func removalPending(t *Tx, k projection.GroupKey) error {
+	if t.B.Overlay.Stream(k.StreamPrefix).RemovalOf(k.ConsumerGroup) != nil {
+		return WithMsg(ErrStateConflict, "the consumer groups of an earlier group %s are still being destroyed; retry", k.ConsumerGroup)
 	}
 	return nil
 }
 
 // destroyed records that the pending removal of k's consumer groups on
 // shards is done (nothing when it is not pending, or is another one).
-func destroyed(t *tx, k projection.GroupKey, shards []int) {
-	r := t.b.ov.Stream(k.StreamPrefix).RemovalOf(k.ConsumerGroup)
+func Destroyed(t *Tx, k projection.GroupKey, shards []int) {
+	r := t.B.Overlay.Stream(k.StreamPrefix).RemovalOf(k.ConsumerGroup)
 	if r == nil || !projection.EqualSets(r.Shards, projection.SortedInts(shards)) {
 		return
 	}
@@ -97,55 +94,4 @@ func destroyed(t *tx, k projection.GroupKey, shards []int) {
 		keys[i] = routing.StreamKey(k.StreamPrefix, s)
 	}
 	t.emitAs(Actor, k, &events.ConsumerGroupsDestroyed{StreamKeys: keys})
-}
-
-// removePass finishes every pending removal of consumer groups, oldest
-// first per prefix.
-func (r *reconciler) removePass(ctx context.Context) {
-	for _, p := range r.state.Removals() {
-		if !r.mayAct(ctx) {
-			return
-		}
-		if err := r.finishRemoval(ctx, p.Key); err != nil {
-			r.logger.Warn().Err(err).Str("prefix", p.Key.StreamPrefix).Str("group", p.Key.ConsumerGroup).Msg("destroy the consumer groups of a deleted group")
-		}
-	}
-}
-
-// finishRemoval destroys, with the prefix's lock held, the consumer groups
-// of k that a removal still names, and records it.
-func (r *reconciler) finishRemoval(ctx context.Context, k projection.GroupKey) error {
-	unlock := r.locks.lock(k.StreamPrefix)
-	defer unlock()
-	return r.finishRemovalLocked(ctx, k)
-}
-
-// finishRemovalLocked is finishRemoval for a caller holding the prefix's
-// lock: the removal is read again from the committed state (it may have
-// been finished meanwhile), the consumer groups destroyed, the removal
-// recorded as done.
-func (r *reconciler) finishRemovalLocked(ctx context.Context, k projection.GroupKey) error {
-	rm, ok := r.state.Removal(k)
-	if !ok {
-		return nil
-	}
-	if r.remover != nil && len(rm.Shards) > 0 {
-		if !r.lead.IsLeader() {
-			return ErrNotLeader
-		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := r.remover.DestroyGroups(rctx, k.StreamPrefix, k.ConsumerGroup, rm.Shards)
-		cancel()
-		if err != nil {
-			return failed(ErrProvisioningFailed, err, "could not destroy the consumer groups %s of a deleted group on %d shards of %s in Redis", k.ConsumerGroup, len(rm.Shards), k.StreamPrefix)
-		}
-	}
-	if _, err := submit(ctx, r.dec, events.Meta{Actor: Actor}, func(t *tx) (struct{}, error) {
-		destroyed(t, k, rm.Shards)
-		return struct{}{}, nil
-	}); err != nil {
-		return err
-	}
-	r.evidence.dropGroup(k)
-	return nil
 }

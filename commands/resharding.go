@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"context"
-	"crypto/rand"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,70 +21,11 @@ type ScaleInput struct {
 	Decided *events.AutoscalingDecided
 }
 
-// Scale starts a resharding of one group: read what Redis holds of the
-// shards it adds, record PREPARING (refusing keys the coordinator does not
-// manage), provision the target's shard streams (outside the writer),
-// activate the new count (producers switch at once; members converge
-// through heartbeats) and answer with the resharding. A provisioning failure
-// leaves it PREPARING; repeating the request, or the reconciler's next
-// pass, resumes it. A group of a stream with metadata and other groups
-// scales with all of them (scaleStream): the stream has one layout.
-func (s *Service) Scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
-	v, err := s.scale(ctx, meta, k, in)
-	return s.withEventIDs(k, v), err
-}
-
-func (s *Service) scale(ctx context.Context, meta events.Meta, k projection.GroupKey, in ScaleInput) (projection.ReshardingView, error) {
-	return admin(ctx, s, meta, k, "group.scale", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
-		if err := ValidateKey(k); err != nil {
-			return projection.ReshardingView{}, err
-		}
-		if err := s.rules.validateScale(in); err != nil {
-			return projection.ReshardingView{}, err
-		}
-		siblings := false
-		_ = s.peek(func(t *tx) error { siblings = managedSiblings(t, k); return nil })
-		if siblings {
-			res, err := s.scaleStream(ctx, meta, k.StreamPrefix, in, k)
-			if err != nil {
-				return projection.ReshardingView{}, err
-			}
-			for i, name := range res.AffectedConsumerGroups {
-				if name == k.ConsumerGroup {
-					return res.Reshardings[i], nil
-				}
-			}
-			return projection.ReshardingView{}, ErrReshardingNotFound
-		}
-		kc, err := s.readTarget(ctx, k.StreamPrefix, *in.TargetShardCount)
-		if err != nil {
-			return projection.ReshardingView{}, err
-		}
-		id, err := submit(ctx, s.dec, meta, func(t *tx) (string, error) { return prepareScale(t, k, in, kc) })
-		if err != nil {
-			return projection.ReshardingView{}, err
-		}
-		if err := s.rec.provisionFor(ctx, k, *in.TargetShardCount); err != nil {
-			return projection.ReshardingView{}, err
-		}
-		return fencedChange(ctx, s.rec, meta, []projection.GroupKey{k}, activation(func(projection.GroupKey) string { return id }), func(t *tx, co cutovers) (projection.ReshardingView, error) {
-			if err := activate(t, k, id, co); err != nil {
-				return projection.ReshardingView{}, err
-			}
-			g := t.group(k)
-			if g == nil || g.Resharding(id) == nil {
-				return projection.ReshardingView{}, ErrReshardingNotFound
-			}
-			return projection.ViewResharding(g, g.Resharding(id)), nil
-		})
-	})
-}
-
 // prepareScale checks a group scale request against the state (and, for the
 // autoscaler's, that the policy and the group are still what it evaluated)
 // and records the PREPARING resharding.
-func prepareScale(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string, error) {
-	if t.group(k) == nil {
+func PrepareScale(t *Tx, k projection.GroupKey, in ScaleInput, kc *KeyCheck) (string, error) {
+	if t.Group(k) == nil {
 		return "", ErrGroupNotFound
 	}
 	if err := checkScalable(t, k, *in.TargetShardCount, false); err != nil {
@@ -100,35 +39,14 @@ func prepareScale(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (st
 
 // decidedStill checks that an autoscaler's request meets the policy and the
 // group it evaluated (nil d: an operator's request).
-func decidedStill(t *tx, k projection.GroupKey, d *events.AutoscalingDecided) error {
+func decidedStill(t *Tx, k projection.GroupKey, d *events.AutoscalingDecided) error {
 	if d == nil {
 		return nil
 	}
-	if g := t.group(k); g == nil || !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
-		return withMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
+	if g := t.Group(k); g == nil || !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
+		return WithMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
 	}
 	return nil
-}
-
-// readTarget reads what Redis holds of the shards a scale of prefix's groups
-// to target adds (from the smallest shard count among them); nil when the
-// coordinator provisions nothing.
-func (s *Service) readTarget(ctx context.Context, prefix string, target int) (*keyCheck, error) {
-	if !s.rules.provisioning {
-		return nil, nil
-	}
-	from := target
-	_ = s.peek(func(t *tx) error {
-		for _, g := range t.groupsWithPrefix(prefix) {
-			from = min(from, g.ShardCount)
-		}
-		return nil
-	})
-	kc, err := s.rec.readKeys(ctx, prefix, shardRange(from, target), false)
-	if err != nil {
-		return nil, err
-	}
-	return &kc, nil
 }
 
 // StreamScaleResult is the answer to a stream-level scale: every group of the
@@ -141,91 +59,30 @@ type StreamScaleResult struct {
 	Reshardings            []projection.ReshardingView
 }
 
-// ScaleStream scales a stream: one without consumer groups changes its
-// layout at once (scaleBareStream); otherwise every group of the prefix
-// scales to the same count, all or none (scaleStream).
-func (s *Service) ScaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
-	res, err := s.scaleStreamCommand(ctx, meta, prefix, in)
-	for i, name := range res.AffectedConsumerGroups {
-		if i < len(res.Reshardings) {
-			res.Reshardings[i] = s.withEventIDs(projection.GroupKey{StreamPrefix: prefix, ConsumerGroup: name}, res.Reshardings[i])
-		}
-	}
-	return res, err
-}
-
-func (s *Service) scaleStreamCommand(ctx context.Context, meta events.Meta, prefix string, in ScaleInput) (StreamScaleResult, error) {
-	k := projection.GroupKey{StreamPrefix: prefix}
-	return admin(ctx, s, meta, k, "stream.scale", in.RequestedBy, func(meta events.Meta) (StreamScaleResult, error) {
-		if err := routing.ValidatePrefix(prefix); err != nil {
-			return StreamScaleResult{}, withMsg(ErrInvalid, "%s", err.Error())
-		}
-		if err := s.rules.validateScale(in); err != nil {
-			return StreamScaleResult{}, err
-		}
-		if res, bare, err := s.scaleBareStream(ctx, meta, prefix, in); bare || err != nil {
-			return res, err
-		}
-		return s.scaleStream(ctx, meta, prefix, in, projection.GroupKey{})
-	})
-}
-
-// scaleStream scales every group of a prefix to the same count, all or
-// none: one decision validates every group and records their PREPARING
-// reshardings, the target's streams are provisioned for each, and one
-// decision activates them all. by is the group whose own scale request it
-// is (an autoscaler's decision is recorded with its resharding alone); zero
-// for a stream-level request.
-func (s *Service) scaleStream(ctx context.Context, meta events.Meta, prefix string, in ScaleInput, by projection.GroupKey) (StreamScaleResult, error) {
-	{
-		target := *in.TargetShardCount
-		kc, err := s.readTarget(ctx, prefix, target)
-		if err != nil {
-			return StreamScaleResult{}, err
-		}
-		p, err := submit(ctx, s.dec, meta, func(t *tx) (streamPlan, error) { return prepareStreamScale(t, prefix, in, kc, by) })
-		if err != nil {
-			return StreamScaleResult{}, err
-		}
-		var keys []projection.GroupKey
-		for _, gk := range p.order {
-			if _, ok := p.prepped[gk]; ok {
-				if err := s.rec.provisionFor(ctx, gk, target); err != nil {
-					return StreamScaleResult{}, err
-				}
-				keys = append(keys, gk)
-			}
-		}
-		return fencedChange(ctx, s.rec, meta, keys, activation(func(gk projection.GroupKey) string { return p.prepped[gk] }), func(t *tx, co cutovers) (StreamScaleResult, error) {
-			return activateStream(t, p, co)
-		})
-	}
-}
-
 // streamPlan is what a stream scale prepared: the answer so far, the
 // PREPARING resharding of each group that changes, and every group in order.
-type streamPlan struct {
-	res     StreamScaleResult
-	prepped map[projection.GroupKey]string
-	order   []projection.GroupKey
+type StreamPlan struct {
+	Res     StreamScaleResult
+	Prepped map[projection.GroupKey]string
+	Order   []projection.GroupKey
 }
 
 // prepareStreamScale validates every group of the prefix and records the
 // PREPARING reshardings of those that change, all or none.
-func prepareStreamScale(t *tx, prefix string, in ScaleInput, kc *keyCheck, by projection.GroupKey) (streamPlan, error) {
+func PrepareStreamScale(t *Tx, prefix string, in ScaleInput, kc *KeyCheck, by projection.GroupKey) (StreamPlan, error) {
 	target := *in.TargetShardCount
-	groups := t.groupsWithPrefix(prefix)
+	groups := t.GroupsWithPrefix(prefix)
 	if len(groups) == 0 {
-		if st := t.b.ov.Stream(prefix); st != nil && st.Metadata {
-			return streamPlan{}, withMsg(ErrStateConflict, "the consumer groups of %s changed while it was scaled; retry", prefix)
+		if st := t.B.Overlay.Stream(prefix); st != nil && st.Metadata {
+			return StreamPlan{}, WithMsg(ErrStateConflict, "the consumer groups of %s changed while it was scaled; retry", prefix)
 		}
-		return streamPlan{}, withMsg(ErrStreamNotFound, "No coordinator metadata or groups exist for stream prefix %s", prefix)
+		return StreamPlan{}, WithMsg(ErrStreamNotFound, "No coordinator metadata or groups exist for stream prefix %s", prefix)
 	}
-	if by.ConsumerGroup != "" && t.group(by) == nil {
-		return streamPlan{}, ErrGroupNotFound
+	if by.ConsumerGroup != "" && t.Group(by) == nil {
+		return StreamPlan{}, ErrGroupNotFound
 	}
 	if err := decidedStill(t, by, in.Decided); err != nil {
-		return streamPlan{}, err
+		return StreamPlan{}, err
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Key.ConsumerGroup < groups[j].Key.ConsumerGroup })
 	unchanged := 0
@@ -235,16 +92,16 @@ func prepareStreamScale(t *tx, prefix string, in ScaleInput, kc *keyCheck, by pr
 			continue
 		}
 		if err := checkScalable(t, g.Key, target, true); err != nil {
-			return streamPlan{}, err
+			return StreamPlan{}, err
 		}
 	}
 	if unchanged == len(groups) {
-		return streamPlan{}, withMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
+		return StreamPlan{}, WithMsg(ErrShardCountUnchanged, "every group of %s already has %d shards", prefix, target)
 	}
-	p := streamPlan{res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, prepped: map[projection.GroupKey]string{}}
+	p := StreamPlan{Res: StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, Prepped: map[projection.GroupKey]string{}}
 	for _, g := range groups {
-		p.res.AffectedConsumerGroups = append(p.res.AffectedConsumerGroups, g.Key.ConsumerGroup)
-		p.order = append(p.order, g.Key)
+		p.Res.AffectedConsumerGroups = append(p.Res.AffectedConsumerGroups, g.Key.ConsumerGroup)
+		p.Order = append(p.Order, g.Key)
 		if g.ShardCount == target && g.Active() == nil {
 			continue
 		}
@@ -254,35 +111,35 @@ func prepareStreamScale(t *tx, prefix string, in ScaleInput, kc *keyCheck, by pr
 		}
 		id, err := prepare(t, g.Key, gin, kc)
 		if err != nil {
-			return streamPlan{}, err
+			return StreamPlan{}, err
 		}
-		p.prepped[g.Key] = id
+		p.Prepped[g.Key] = id
 	}
 	return p, nil
 }
 
 // activateStream activates every prepared resharding of a stream scale in
 // one decision; a group already at the target answers a synthetic "noop".
-func activateStream(t *tx, p streamPlan, co cutovers) (StreamScaleResult, error) {
-	target := p.res.TargetShardCount
-	res := p.res
+func ActivateStream(t *Tx, p StreamPlan, co Cutovers) (StreamScaleResult, error) {
+	target := p.Res.TargetShardCount
+	res := p.Res
 	res.Reshardings = []projection.ReshardingView{}
-	for _, gk := range p.order {
-		id, ok := p.prepped[gk]
+	for _, gk := range p.Order {
+		id, ok := p.Prepped[gk]
 		if !ok {
 			res.Reshardings = append(res.Reshardings, projection.ReshardingView{
 				ReshardingID: "noop", FromShardCount: target, ToShardCount: target, State: projection.Deprecated,
-				CreatedAt: t.now, UpdatedAt: t.now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
+				CreatedAt: t.Now, UpdatedAt: t.Now, Kind: "NOOP", Phase: "done", StateHistory: []projection.StateChange{},
 				Drain: []projection.ShardDrainRow{}, RemovedShards: []int{},
 				Revoke:   projection.RevokeProgress{Holding: map[string][]int{}},
 				Rollback: projection.RollbackInfo{Reason: "no-op: the group already had this shard count"},
 			})
 			continue
 		}
-		if err := activate(t, gk, id, co); err != nil {
+		if err := Activate(t, gk, id, co); err != nil {
 			return StreamScaleResult{}, err
 		}
-		g := t.group(gk)
+		g := t.Group(gk)
 		if g == nil || g.Resharding(id) == nil {
 			return StreamScaleResult{}, ErrReshardingNotFound
 		}
@@ -292,9 +149,9 @@ func activateStream(t *tx, p streamPlan, co cutovers) (StreamScaleResult, error)
 }
 
 // checkScalable applies the acceptance rules of a scale request to one group.
-func checkScalable(t *tx, k projection.GroupKey, target int, streamLevel bool) error {
-	g := t.group(k)
-	if t.rt.round(k).open {
+func checkScalable(t *Tx, k projection.GroupKey, target int, streamLevel bool) error {
+	g := t.Group(k)
+	if t.RT.round(k).Open {
 		return ErrMetadataSync
 	}
 	if m := g.Active(); m != nil {
@@ -302,15 +159,15 @@ func checkScalable(t *tx, k projection.GroupKey, target int, streamLevel bool) e
 			return nil // resumed by scaleGroup
 		}
 		if streamLevel {
-			return withMsg(ErrActiveResharding, "Consumer group %s already has an active resharding (%s, %s)", k.ConsumerGroup, m.ReshardingID, m.State)
+			return WithMsg(ErrActiveResharding, "Consumer group %s already has an active resharding (%s, %s)", k.ConsumerGroup, m.ReshardingID, m.State)
 		}
-		return withMsg(ErrActiveResharding, "Group already has an active migration: %s (%d -> %d, %s)", m.ReshardingID, m.From, m.To, m.State)
+		return WithMsg(ErrActiveResharding, "Group already has an active migration: %s (%d -> %d, %s)", m.ReshardingID, m.From, m.To, m.State)
 	}
 	if g.ShardCount == target {
-		return withMsg(ErrShardCountUnchanged, "group already has %d shards; a resharding must change the shard count", target)
+		return WithMsg(ErrShardCountUnchanged, "group already has %d shards; a resharding must change the shard count", target)
 	}
 	if len(g.Barriers) > 0 {
-		return withMsg(ErrActiveResharding, "Group still has %s; a new resharding starts once they are released", describeBarriers(g.Barriers))
+		return WithMsg(ErrActiveResharding, "Group still has %s; a new resharding starts once they are released", describeBarriers(g.Barriers))
 	}
 	return nil
 }
@@ -320,15 +177,15 @@ func checkScalable(t *tx, k projection.GroupKey, target int, streamLevel bool) e
 // shards it adds are claimed from what Redis held (kc; nil when the
 // coordinator provisions nothing): their streams are the coordinator's to
 // create, or refuse it when Redis has keys the coordinator does not manage.
-func prepare(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string, error) {
-	g := t.group(k)
+func prepare(t *Tx, k projection.GroupKey, in ScaleInput, kc *KeyCheck) (string, error) {
+	g := t.Group(k)
 	if m := g.Active(); m != nil {
 		return m.ReshardingID, nil // PREPARING with the same target (checkScalable)
 	}
 	target := *in.TargetShardCount
-	prep := &events.ReshardingPreparing{ReshardingID: "reshard-" + newUUID(), FromShardCount: g.ShardCount, ToShardCount: target, RequestedBy: in.RequestedBy, Reason: in.Reason, KeysChecked: true}
+	prep := &events.ReshardingPreparing{ReshardingID: "reshard-" + t.newID(), FromShardCount: g.ShardCount, ToShardCount: target, RequestedBy: in.RequestedBy, Reason: in.Reason, KeysChecked: true}
 	if kc != nil {
-		created, err := claim(t.b.ov.Stream(k.StreamPrefix), false, *kc, shardRange(g.ShardCount, target))
+		created, err := Claim(t.B.Overlay.Stream(k.StreamPrefix), false, *kc, ShardRange(g.ShardCount, target))
 		if err != nil {
 			return "", err
 		}
@@ -338,7 +195,7 @@ func prepare(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string,
 		return "", err
 	}
 	id := prep.ReshardingID
-	t.emit(k, prep)
+	t.Emit(k, prep)
 	if in.Decided != nil {
 		d := *in.Decided
 		d.ReshardingID = id
@@ -349,7 +206,7 @@ func prepare(t *tx, k projection.GroupKey, in ScaleInput, kc *keyCheck) (string,
 
 // activation is the layout change of activating the PREPARING resharding
 // idOf names for a group (ordering.go).
-func activation(idOf func(projection.GroupKey) string) layoutChange {
+func Activation(idOf func(projection.GroupKey) string) LayoutChange {
 	return func(g *projection.Group) (int, bool) {
 		m := g.Resharding(idOf(g.Key))
 		if m == nil || m.State != projection.Preparing || g.ActiveResharding != m.ReshardingID {
@@ -363,8 +220,8 @@ func activation(idOf func(projection.GroupKey) string) layoutChange {
 // ACTIVE (nothing when it is not PREPARING any more: somebody else did). An
 // ordered group's activation records its cutover first (errRefence when the
 // fences co holds are not this activation's).
-func activate(t *tx, k projection.GroupKey, id string, co cutovers) error {
-	g := t.group(k)
+func Activate(t *Tx, k projection.GroupKey, id string, co Cutovers) error {
+	g := t.Group(k)
 	if g == nil {
 		return nil
 	}
@@ -376,7 +233,7 @@ func activate(t *tx, k projection.GroupKey, id string, co cutovers) error {
 		return err
 	}
 	t.emitAs(Actor, k, &events.ReshardingProvisioned{ReshardingID: id, Shards: m.To})
-	g = t.group(k)
+	g = t.Group(k)
 	assignable := max(m.From, m.To)
 	t.emitAs(Actor, k, &events.ReshardingActivated{ReshardingID: id, ShardCount: m.To, AssignableCount: assignable, Epochs: bump(g),
 		StreamMetadataVersion: streamVersionAfter(t, k.StreamPrefix, m.To)})
@@ -393,11 +250,11 @@ func activate(t *tx, k projection.GroupKey, id string, co cutovers) error {
 // nothing away is made here; anything else is its member's heartbeat's to
 // decide. The member's epoch stays: the heartbeat in flight that reports it
 // is not fenced by the grant.
-func grantNewShards(t *tx, k projection.GroupKey, from, to int) {
-	if to <= from || t.rt.round(k).open {
+func grantNewShards(t *Tx, k projection.GroupKey, from, to int) {
+	if to <= from || t.RT.round(k).Open {
 		return
 	}
-	g := t.group(k)
+	g := t.Group(k)
 	for _, id := range g.LiveMemberIDs() {
 		m := g.Member(id)
 		if m.Epoch < 1 {
@@ -421,78 +278,23 @@ type RollbackInput struct {
 	Policy string
 }
 
-// Rollback reverses a resharding while metadata alone can reverse it. For a
-// scale-out past PREPARING, the entries added to its new shards are read from
-// Redis first and handed to the decision.
-func (s *Service) Rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
-	v, err := s.rollback(ctx, meta, k, id, in)
-	return s.withEventIDs(k, v), err
-}
-
-func (s *Service) rollback(ctx context.Context, meta events.Meta, k projection.GroupKey, id string, in RollbackInput) (projection.ReshardingView, error) {
-	return admin(ctx, s, meta, k, "resharding.rollback", in.RequestedBy, func(meta events.Meta) (projection.ReshardingView, error) {
-		if err := ValidateKey(k); err != nil {
-			return projection.ReshardingView{}, err
-		}
-		problems := checkAudit(in.RequestedBy, in.Reason, true)
-		if in.Policy != "" && in.Policy != "metadata" && in.Policy != "drain" {
-			problems = append(problems, `policy: must be "metadata" or "drain"`)
-		}
-		if len(problems) > 0 {
-			return projection.ReshardingView{}, withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
-		}
-		var ids map[projection.GroupKey]string
-		var keys []projection.GroupKey
-		if err := s.peek(func(t *tx) (err error) { ids, keys, err = rollbackSet(t, k, id); return err }); err != nil {
-			return projection.ReshardingView{}, err
-		}
-		written, err := s.rec.entriesForRollback(ctx, k, id)
-		if err != nil {
-			return projection.ReshardingView{}, err
-		}
-		return fencedChange(ctx, s.rec, meta, keys, rollbackLayout(func(gk projection.GroupKey) string { return ids[gk] }), func(t *tx, co cutovers) (projection.ReshardingView, error) {
-			now, _, err := rollbackSet(t, k, id)
-			if err != nil {
-				return projection.ReshardingView{}, err
-			}
-			if len(now) != len(ids) {
-				return projection.ReshardingView{}, withMsg(ErrStateConflict, "the consumer groups of %s changed while the rollback was prepared; retry", k.StreamPrefix)
-			}
-			var out projection.ReshardingView
-			for _, gk := range keys {
-				if now[gk] != ids[gk] {
-					return projection.ReshardingView{}, withMsg(ErrStateConflict, "the consumer groups of %s changed while the rollback was prepared; retry", k.StreamPrefix)
-				}
-				v, err := rollback(t, gk, ids[gk], in, written, co)
-				if err != nil {
-					return projection.ReshardingView{}, err
-				}
-				if gk == k {
-					out = v
-				}
-			}
-			return out, nil
-		})
-	})
-}
-
 // rollbackSet is what a rollback of k's resharding id reverses, by group:
 // on a stream with metadata and other groups, the same resharding of every
 // group of the stream (they changed the stream's layout together), all or
 // none, refused when one of them is not in it; otherwise k's alone. keys
 // lists them, k first, then by name.
-func rollbackSet(t *tx, k projection.GroupKey, id string) (map[projection.GroupKey]string, []projection.GroupKey, error) {
+func RollbackSet(t *Tx, k projection.GroupKey, id string) (map[projection.GroupKey]string, []projection.GroupKey, error) {
 	ids := map[projection.GroupKey]string{k: id}
 	keys := []projection.GroupKey{k}
-	g := t.group(k)
-	if g == nil || !managedSiblings(t, k) {
+	g := t.Group(k)
+	if g == nil || !ManagedSiblings(t, k) {
 		return ids, keys, nil
 	}
 	m := g.Resharding(id)
 	if m == nil || g.ActiveResharding != id || m.Terminal() || m.State == projection.RollingBack {
 		return ids, keys, nil // rollback answers it (refused, or already done)
 	}
-	others := t.groupsWithPrefix(k.StreamPrefix)
+	others := t.GroupsWithPrefix(k.StreamPrefix)
 	sort.Slice(others, func(i, j int) bool { return others[i].Key.ConsumerGroup < others[j].Key.ConsumerGroup })
 	for _, o := range others {
 		if o.Key == k {
@@ -500,7 +302,7 @@ func rollbackSet(t *tx, k projection.GroupKey, id string) (map[projection.GroupK
 		}
 		om := o.Active()
 		if om == nil || om.From != m.From || om.To != m.To || om.State == projection.RollingBack {
-			return nil, nil, withMsg(ErrTopologyConflict, "consumer group %s of stream %s is not in this resharding (%d -> %d) any more: rolling the others back would leave the stream's groups on different layouts; scale the stream (POST /coord/v1/streams/%s/scale) instead", o.Key.ConsumerGroup, k.StreamPrefix, m.From, m.To, k.StreamPrefix)
+			return nil, nil, WithMsg(ErrTopologyConflict, "consumer group %s of stream %s is not in this resharding (%d -> %d) any more: rolling the others back would leave the stream's groups on different layouts; scale the stream (POST /coord/v1/streams/%s/scale) instead", o.Key.ConsumerGroup, k.StreamPrefix, m.From, m.To, k.StreamPrefix)
 		}
 		ids[o.Key] = om.ReshardingID
 		keys = append(keys, o.Key)
@@ -510,7 +312,7 @@ func rollbackSet(t *tx, k projection.GroupKey, id string) (map[projection.GroupK
 
 // rollbackLayout is the layout change of rolling back the resharding idOf
 // names for a group once it was activated: back to its original count.
-func rollbackLayout(idOf func(projection.GroupKey) string) layoutChange {
+func RollbackLayout(idOf func(projection.GroupKey) string) LayoutChange {
 	return func(g *projection.Group) (int, bool) {
 		id := idOf(g.Key)
 		m := g.Resharding(id)
@@ -525,12 +327,12 @@ func rollbackLayout(idOf func(projection.GroupKey) string) layoutChange {
 // (nil: not read, because the resharding was not an active scale-out when the
 // evidence was gathered) and, for an ordered group past PREPARING, the
 // cutover of going back to the original layout.
-func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written map[int]int64, co cutovers) (projection.ReshardingView, error) {
-	g := t.group(k)
+func Rollback(t *Tx, k projection.GroupKey, id string, in RollbackInput, written map[int]int64, co Cutovers) (projection.ReshardingView, error) {
+	g := t.Group(k)
 	if g == nil {
 		return projection.ReshardingView{}, ErrGroupNotFound
 	}
-	if t.rt.round(k).open {
+	if t.RT.round(k).Open {
 		return projection.ReshardingView{}, ErrMetadataSync
 	}
 	m := g.Resharding(id)
@@ -541,10 +343,10 @@ func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written
 		return projection.ViewResharding(g, m), nil
 	}
 	if m.State == projection.Deprecated {
-		return projection.ReshardingView{}, withMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
+		return projection.ReshardingView{}, WithMsg(ErrRollbackNotAllowed, "resharding %s already completed (DEPRECATED); start a new resharding to change the shard count", id)
 	}
 	if g.ActiveResharding != id {
-		return projection.ReshardingView{}, withMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
+		return projection.ReshardingView{}, WithMsg(ErrRollbackNotAllowed, "resharding %s is not the group's active resharding", id)
 	}
 	policy, state := "metadata", projection.RolledBack
 	shardCount, assignable := m.From, m.From
@@ -552,9 +354,9 @@ func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written
 		var used []string
 		for s := m.From; s < m.To; s++ {
 			n, known := written[s]
-			if !known && t.rules.streams {
+			if !known && t.Rules.Streams {
 				// The resharding changed between reading Redis and deciding.
-				return projection.ReshardingView{}, withMsg(ErrStateConflict, "resharding %s changed while its new shards were read; retry", id)
+				return projection.ReshardingView{}, WithMsg(ErrStateConflict, "resharding %s changed while its new shards were read; retry", id)
 			}
 			if n > 0 {
 				used = append(used, fmt.Sprintf("%s (%d entries)", routing.StreamKey(k.StreamPrefix, s), n))
@@ -562,7 +364,7 @@ func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written
 		}
 		if len(used) > 0 {
 			if in.Policy != "drain" {
-				return projection.ReshardingView{}, withMsg(ErrRollbackNotAllowed, "entries were already written to new shards: %s; metadata alone cannot reverse this scale-out. Repeat with \"policy\": \"drain\" to route back to %d shards and drain the new ones first", strings.Join(used, ", "), m.From)
+				return projection.ReshardingView{}, WithMsg(ErrRollbackNotAllowed, "entries were already written to new shards: %s; metadata alone cannot reverse this scale-out. Repeat with \"policy\": \"drain\" to route back to %d shards and drain the new ones first", strings.Join(used, ", "), m.From)
 			}
 			policy, state = "drain", projection.RollingBack
 			assignable = m.To
@@ -572,13 +374,13 @@ func rollback(t *tx, k projection.GroupKey, id string, in RollbackInput, written
 		if err := recordCutover(t, k, id, m.From, co); err != nil {
 			return projection.ReshardingView{}, err
 		}
-		g = t.group(k)
+		g = t.Group(k)
 	}
 	var streamMV int64
 	if shardCount != g.ShardCount {
 		streamMV = streamVersionAfter(t, k.StreamPrefix, shardCount)
 	}
-	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g),
+	t.Emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g),
 		StreamMetadataVersion: streamMV})
 	g = reconcile(t, k)
 	return projection.ViewResharding(g, g.Resharding(id)), nil
@@ -591,8 +393,8 @@ func bump(g *projection.Group) events.Epochs {
 
 // reconcile recomputes the target assignment and records it when it changed or
 // when the assignment epoch lags the group epoch.
-func reconcile(t *tx, k projection.GroupKey) *projection.Group {
-	g := t.group(k)
+func reconcile(t *Tx, k projection.GroupKey) *projection.Group {
+	g := t.Group(k)
 	if g == nil {
 		return nil
 	}
@@ -605,8 +407,8 @@ func reconcile(t *tx, k projection.GroupKey) *projection.Group {
 
 // advance moves the active resharding along the steps that need no Redis: a
 // converged scale-out completes, a converged scale-in starts draining.
-func advance(t *tx, k projection.GroupKey) {
-	g := t.group(k)
+func advance(t *Tx, k projection.GroupKey) {
+	g := t.Group(k)
 	if g == nil {
 		return
 	}
@@ -628,7 +430,7 @@ func advance(t *tx, k projection.GroupKey) {
 	reconcile(t, k)
 }
 
-func removedShards(m *projection.Resharding) []int {
+func RemovedShards(m *projection.Resharding) []int {
 	lo, hi := m.RemovedRange()
 	var out []int
 	for i := lo; i < hi; i++ {
@@ -637,7 +439,7 @@ func removedShards(m *projection.Resharding) []int {
 	return out
 }
 
-func allDrained(ev []events.ShardDrain) bool {
+func AllDrained(ev []events.ShardDrain) bool {
 	for _, e := range ev {
 		if !projection.ShardDrained(e) {
 			return false
@@ -650,15 +452,15 @@ func allDrained(ev []events.ShardDrain) bool {
 // reconciler read just before a decision: ev per shard, and whether it proves
 // every one drained (always, without a Redis for shard streams: nothing to
 // prove against).
-type drainProof struct {
-	shards []int
-	ev     []events.ShardDrain
-	ok     bool
+type DrainProof struct {
+	Shards []int
+	Ev     []events.ShardDrain
+	OK     bool
 }
 
 // covers reports whether the proof is about exactly these shards.
-func (p drainProof) covers(shards []int) bool {
-	return projection.EqualSets(projection.SortedInts(p.shards), projection.SortedInts(shards))
+func (p DrainProof) covers(shards []int) bool {
+	return projection.EqualSets(projection.SortedInts(p.Shards), projection.SortedInts(shards))
 }
 
 // drainStep advances a DRAINING (or ROLLING_BACK) resharding with the proof
@@ -666,8 +468,8 @@ func (p drainProof) covers(shards []int) bool {
 // holds them and the proof still says drained, the resharding completes; if
 // entries appeared again they are reopened. A proof about other shards (the
 // resharding changed since it was read) decides nothing.
-func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
-	g := t.group(k)
+func DrainStep(t *Tx, k projection.GroupKey, id string, p DrainProof) {
+	g := t.Group(k)
 	if g == nil {
 		return
 	}
@@ -675,7 +477,7 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 	if m == nil || g.ActiveResharding != id || (m.State != projection.Draining && m.State != projection.RollingBack) {
 		return
 	}
-	removed := removedShards(m)
+	removed := RemovedShards(m)
 	if !p.covers(removed) {
 		return
 	}
@@ -685,12 +487,12 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 	}
 	justDrained := false
 	if !m.Drained {
-		if !p.ok {
+		if !p.OK {
 			return
 		}
-		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
+		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.Ev, Epochs: bump(g)})
 		reconcile(t, k)
-		g = t.group(k)
+		g = t.Group(k)
 		justDrained = true
 	}
 	for _, s := range removed {
@@ -698,10 +500,10 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 			return // revoke in progress
 		}
 	}
-	if !p.ok {
-		if p.ev != nil && !justDrained {
+	if !p.OK {
+		if p.Ev != nil && !justDrained {
 			hi := max(m.From, m.To)
-			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
+			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.Ev, Epochs: bump(g)})
 			reconcile(t, k)
 		}
 		return
@@ -709,7 +511,7 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 	if len(g.BarriersOf(id)) > 0 {
 		return // ordered: completes once its barriers are released
 	}
-	t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: id, State: final, Evidence: p.ev, MetadataVersion: g.MetadataVersion + 1})
+	t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: id, State: final, Evidence: p.Ev, MetadataVersion: g.MetadataVersion + 1})
 }
 
 // retireStep decides what happens to the streams a finished resharding took
@@ -727,8 +529,8 @@ func drainStep(t *tx, k projection.GroupKey, id string, p drainProof) {
 // left on a removed shard, the removed shards become assignable again
 // (resharding.reopened) so members read them, and once Redis proves them
 // drained they are revoked (resharding.drained) and retired as usual.
-func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kept []string) {
-	g := t.group(k)
+func RetireStep(t *Tx, k projection.GroupKey, id string, p DrainProof) (del, kept []string) {
+	g := t.Group(k)
 	if g == nil || len(g.Reshardings) == 0 {
 		return nil, nil
 	}
@@ -736,19 +538,19 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kep
 	if m.ReshardingID != id || !m.Terminal() || m.Retired {
 		return nil, nil
 	}
-	removed := removedShards(m)
+	removed := RemovedShards(m)
 	if len(removed) == 0 || !p.covers(removed) {
 		return nil, nil
 	}
 	lo := removed[0]
 	hi := removed[len(removed)-1] + 1
 	reopened := g.AssignableCount > lo
-	for _, other := range t.groupsWithPrefix(k.StreamPrefix) {
+	for _, other := range t.GroupsWithPrefix(k.StreamPrefix) {
 		if other.ShardCount > lo || (other.Key != k && other.AssignableCount > lo) {
 			return nil, nil
 		}
 	}
-	st := t.b.ov.Stream(k.StreamPrefix)
+	st := t.B.Overlay.Stream(k.StreamPrefix)
 	if st != nil && st.Metadata && st.ShardCount > lo {
 		return nil, nil // the stream routes to them again
 	}
@@ -756,7 +558,7 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kep
 	for i, s := range removed {
 		keys[i] = routing.StreamKey(k.StreamPrefix, s)
 	}
-	if !reopened && t.rules.keepRetired {
+	if !reopened && t.Rules.KeepRetired {
 		t.emitAs(Actor, k, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys, Kept: true})
 		return nil, nil
 	}
@@ -768,15 +570,15 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kep
 		return nil, nil // revoke in progress
 	}
 	switch {
-	case reopened && p.ok:
-		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.ev, Epochs: bump(g)})
+	case reopened && p.OK:
+		t.emitAs(Actor, k, &events.ReshardingDrained{ReshardingID: id, AssignableCount: g.ShardCount, Evidence: p.Ev, Epochs: bump(g)})
 		reconcile(t, k)
 		return nil, nil
 	case reopened:
 		return nil, nil // members are reading them
-	case !p.ok:
-		if p.ev != nil && unreadBy(p.ev, k.ConsumerGroup) {
-			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.ev, Epochs: bump(g)})
+	case !p.OK:
+		if p.Ev != nil && unreadBy(p.Ev, k.ConsumerGroup) {
+			t.emitAs(Actor, k, &events.ReshardingReopened{ReshardingID: id, AssignableCount: hi, Evidence: p.Ev, Epochs: bump(g)})
 			reconcile(t, k)
 		}
 		return nil, nil
@@ -798,8 +600,8 @@ func retireStep(t *tx, k projection.GroupKey, id string, p drainProof) (del, kep
 // retired records that the reconciler deleted a finished resharding's
 // streams, and kept those it did not create (nothing when somebody recorded
 // it already).
-func retired(t *tx, k projection.GroupKey, id string, keys, kept []string) {
-	g := t.group(k)
+func Retired(t *Tx, k projection.GroupKey, id string, keys, kept []string) {
+	g := t.Group(k)
 	if g == nil || len(g.Reshardings) == 0 {
 		return
 	}
@@ -824,45 +626,4 @@ func unreadBy(ev []events.ShardDrain, name string) bool {
 		}
 	}
 	return false
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-// withEventIDs fills in v the event ids of the state changes its own
-// decision recorded: a decision answers before its records are appended, so
-// those changes have no id yet in the answer, while the projection has them
-// once the append landed. A history only grows: the change at the same
-// position, with the same state and time, is the same one.
-func (s *Service) withEventIDs(k projection.GroupKey, v projection.ReshardingView) projection.ReshardingView {
-	missing := false
-	for _, c := range v.StateHistory {
-		missing = missing || c.EventID == ""
-	}
-	if !missing || v.ReshardingID == "" {
-		return v
-	}
-	s.state.RLock()
-	defer s.state.RUnlock()
-	g := s.state.GroupLocked(k)
-	if g == nil {
-		return v
-	}
-	r := g.Resharding(v.ReshardingID)
-	if r == nil {
-		return v
-	}
-	hist := append([]projection.StateChange(nil), v.StateHistory...)
-	for i := range hist {
-		if hist[i].EventID == "" && i < len(r.History) && r.History[i].State == hist[i].State && r.History[i].Phase == hist[i].Phase && r.History[i].At.Equal(hist[i].At) {
-			hist[i].EventID = r.History[i].EventID
-		}
-	}
-	v.StateHistory = hist
-	return v
 }

@@ -21,15 +21,15 @@ import (
 // only a write copies a member or a round into the overlay, so a decision
 // that reads every member's lease (expiry) allocates nothing for those it
 // leaves alone.
-type runtimeOverlay struct {
-	base    *runtimeTable
-	parent  *runtimeOverlay
+type RuntimeOverlay struct {
+	base    *RuntimeTable
+	parent  *RuntimeOverlay
 	now     time.Time
 	members map[memberKey]*memberEdit
 	groups  map[projection.GroupKey]*groupEdit
 	// principals are the join and leave budgets across groups spent, by
 	// principal (quota.go).
-	principals map[string]bucket
+	principals map[string]Bucket
 }
 
 type memberKey struct {
@@ -62,22 +62,22 @@ type groupEdit struct {
 	quarantine map[string]time.Time // entries added
 	floorSet   bool                 // floor replaces the table's lease floor
 	floor      time.Time
-	churn      map[string]bucket // budgets spent, by principal
+	churn      map[string]Bucket // budgets spent, by principal
 }
 
-func newRuntimeOverlay(base *runtimeTable, now time.Time) *runtimeOverlay {
-	return &runtimeOverlay{base: base, now: now}
+func newRuntimeOverlay(base *RuntimeTable, now time.Time) *RuntimeOverlay {
+	return &RuntimeOverlay{base: base, now: now}
 }
 
 // child starts the overlay of one decision.
-func (o *runtimeOverlay) child(now time.Time) *runtimeOverlay {
+func (o *RuntimeOverlay) Child(now time.Time) *RuntimeOverlay {
 	c := newRuntimeOverlay(o.base, now)
 	c.parent = o
 	return c
 }
 
 // merge folds a decision's overlay into its parent (the decision succeeded).
-func (o *runtimeOverlay) merge() {
+func (o *RuntimeOverlay) Merge() {
 	o.mergePrincipals()
 	p := o.parent
 	for k, ge := range o.groups {
@@ -98,7 +98,7 @@ func (o *runtimeOverlay) merge() {
 		}
 		for principal, b := range ge.churn {
 			if pe.churn == nil {
-				pe.churn = map[string]bucket{}
+				pe.churn = map[string]Bucket{}
 			}
 			pe.churn[principal] = b
 		}
@@ -121,7 +121,7 @@ func (o *runtimeOverlay) merge() {
 	}
 }
 
-func (o *runtimeOverlay) groupEdit(k projection.GroupKey) *groupEdit {
+func (o *RuntimeOverlay) groupEdit(k projection.GroupKey) *groupEdit {
 	ge := o.groups[k]
 	if ge == nil {
 		if o.groups == nil {
@@ -135,7 +135,7 @@ func (o *runtimeOverlay) groupEdit(k projection.GroupKey) *groupEdit {
 
 // setMember puts a member's edit into the overlay (its maps are made on
 // first write: most decisions change little or nothing in memory).
-func (o *runtimeOverlay) setMember(mk memberKey, e *memberEdit) {
+func (o *RuntimeOverlay) setMember(mk memberKey, e *memberEdit) {
 	if o.members == nil {
 		o.members = map[memberKey]*memberEdit{}
 	}
@@ -144,7 +144,7 @@ func (o *runtimeOverlay) setMember(mk memberKey, e *memberEdit) {
 
 // view is a member's runtime as the overlay sees it (false: never seen, or
 // gone).
-func (o *runtimeOverlay) view(k projection.GroupKey, id string) (memberRuntime, bool) {
+func (o *RuntimeOverlay) view(k projection.GroupKey, id string) (memberRuntime, bool) {
 	for l := o; l != nil; l = l.parent {
 		if e := l.members[memberKey{k, id}]; e != nil {
 			return e.m, e.exists
@@ -158,7 +158,7 @@ func (o *runtimeOverlay) view(k projection.GroupKey, id string) (memberRuntime, 
 
 // edit is the member's runtime to change, copied into this overlay on first
 // write; a member never seen is armed from now.
-func (o *runtimeOverlay) edit(k projection.GroupKey, id string, lease time.Duration) *memberEdit {
+func (o *RuntimeOverlay) edit(k projection.GroupKey, id string, lease time.Duration) *memberEdit {
 	mk := memberKey{k, id}
 	if e := o.members[mk]; e != nil {
 		if !e.exists {
@@ -180,7 +180,7 @@ func (o *runtimeOverlay) edit(k projection.GroupKey, id string, lease time.Durat
 // leaseLapsed reports whether the member's lease passed at now (arming one
 // from now for a member never seen), and when it ends; a lapsed member's
 // rebalance deadline is cleared.
-func (o *runtimeOverlay) leaseLapsed(k projection.GroupKey, id string, lease time.Duration) (bool, time.Time) {
+func (o *RuntimeOverlay) leaseLapsed(k projection.GroupKey, id string, lease time.Duration) (bool, time.Time) {
 	m, ok := o.view(k, id)
 	if !ok {
 		return false, o.edit(k, id, lease).m.leaseExpiresAt
@@ -198,7 +198,7 @@ func (o *runtimeOverlay) leaseLapsed(k projection.GroupKey, id string, lease tim
 
 // leaseFloor is the group's lease floor as the overlay sees it (zero:
 // unknown): no member's lease ends before it.
-func (o *runtimeOverlay) leaseFloor(k projection.GroupKey) time.Time {
+func (o *RuntimeOverlay) leaseFloor(k projection.GroupKey) time.Time {
 	for l := o; l != nil; l = l.parent {
 		if ge := l.groups[k]; ge != nil {
 			if ge.floorSet {
@@ -209,21 +209,21 @@ func (o *runtimeOverlay) leaseFloor(k projection.GroupKey) time.Time {
 			}
 		}
 	}
-	return o.base.leaseFloor(k)
+	return o.base.LeaseFloor(k)
 }
 
 // setLeaseFloor records a new lease floor for the group, committed with the
 // decision (an expiry scan found no lease ending before it).
-func (o *runtimeOverlay) setLeaseFloor(k projection.GroupKey, floor time.Time) {
+func (o *RuntimeOverlay) setLeaseFloor(k projection.GroupKey, floor time.Time) {
 	ge := o.groupEdit(k)
 	ge.floorSet, ge.floor = true, floor
 }
 
 // deadlineIDs lists, sorted, the members with a rebalance deadline as the
 // overlay sees them.
-func (o *runtimeOverlay) deadlineIDs(k projection.GroupKey) []string {
-	set := o.base.deadlineIDs(k)
-	var chain []*runtimeOverlay
+func (o *RuntimeOverlay) deadlineIDs(k projection.GroupKey) []string {
+	set := o.base.DeadlineIDs(k)
+	var chain []*RuntimeOverlay
 	for l := o; l != nil; l = l.parent {
 		chain = append(chain, l)
 	}
@@ -253,7 +253,7 @@ func (o *runtimeOverlay) deadlineIDs(k projection.GroupKey) []string {
 
 // rebalanceDue arms the member's rebalance deadline (now + timeout) when it
 // has none, and reports whether an armed one passed.
-func (o *runtimeOverlay) rebalanceDue(k projection.GroupKey, id string, lease, timeout time.Duration) bool {
+func (o *RuntimeOverlay) rebalanceDue(k projection.GroupKey, id string, lease, timeout time.Duration) bool {
 	m, ok := o.view(k, id)
 	if ok && !m.rebalanceDeadline.IsZero() {
 		return !o.now.Before(m.rebalanceDeadline)
@@ -265,7 +265,7 @@ func (o *runtimeOverlay) rebalanceDue(k projection.GroupKey, id string, lease, t
 }
 
 // clearDeadline forgets the member's rebalance deadline.
-func (o *runtimeOverlay) clearDeadline(k projection.GroupKey, id string) {
+func (o *RuntimeOverlay) clearDeadline(k projection.GroupKey, id string) {
 	if m, ok := o.view(k, id); !ok || m.rebalanceDeadline.IsZero() {
 		return
 	}
@@ -275,21 +275,21 @@ func (o *runtimeOverlay) clearDeadline(k projection.GroupKey, id string) {
 }
 
 // renew records the in-memory part of an accepted heartbeat.
-func (o *runtimeOverlay) renew(k projection.GroupKey, id string, lease time.Duration, req *wire.HeartbeatRequest, available int, progress []wire.ShardProgress) {
+func (o *RuntimeOverlay) renew(k projection.GroupKey, id string, lease time.Duration, req *wire.HeartbeatRequest, available int, progress []wire.ShardProgress) {
 	e := o.edit(k, id, lease)
 	e.m.renew(renewal{at: o.now, lease: lease, reportedMV: *req.MetadataVersion, available: available, progress: progress})
 	e.changed |= fieldRenewed
 }
 
 // dropMembers forgets members (pruned).
-func (o *runtimeOverlay) dropMembers(k projection.GroupKey, ids []string) {
+func (o *RuntimeOverlay) dropMembers(k projection.GroupKey, ids []string) {
 	for _, id := range ids {
 		o.setMember(memberKey{k, id}, &memberEdit{dropped: true})
 	}
 }
 
 // dropGroup forgets a group (deleted).
-func (o *runtimeOverlay) dropGroup(k projection.GroupKey) {
+func (o *RuntimeOverlay) dropGroup(k projection.GroupKey) {
 	for mk := range o.members {
 		if mk.k == k {
 			delete(o.members, mk)
@@ -300,7 +300,7 @@ func (o *runtimeOverlay) dropGroup(k projection.GroupKey) {
 
 // roundOf finds the group's round in the overlays (found false: the table
 // decides).
-func (o *runtimeOverlay) roundOf(k projection.GroupKey) (r *correctionRound, found bool) {
+func (o *RuntimeOverlay) roundOf(k projection.GroupKey) (r *correctionRound, found bool) {
 	for l := o; l != nil; l = l.parent {
 		if ge := l.groups[k]; ge != nil {
 			if ge.roundSet {
@@ -315,15 +315,15 @@ func (o *runtimeOverlay) roundOf(k projection.GroupKey) (r *correctionRound, fou
 }
 
 // round returns the group's correction round, if one is open.
-func (o *runtimeOverlay) round(k projection.GroupKey) roundInfo {
+func (o *RuntimeOverlay) round(k projection.GroupKey) RoundInfo {
 	if r, found := o.roundOf(k); found {
 		return infoOf(r)
 	}
-	return o.base.round(k)
+	return o.base.Round(k)
 }
 
 // roundAcked reports whether member id converged in the open round.
-func (o *runtimeOverlay) roundAcked(k projection.GroupKey, id string) bool {
+func (o *RuntimeOverlay) roundAcked(k projection.GroupKey, id string) bool {
 	if r, found := o.roundOf(k); found {
 		return r != nil && r.acked[id]
 	}
@@ -332,7 +332,7 @@ func (o *runtimeOverlay) roundAcked(k projection.GroupKey, id string) bool {
 
 // writeRound is the group's round to change, copied into this overlay (nil
 // when none is open).
-func (o *runtimeOverlay) writeRound(k projection.GroupKey) *groupEdit {
+func (o *RuntimeOverlay) writeRound(k projection.GroupKey) *groupEdit {
 	ge := o.groupEdit(k)
 	if ge.roundSet {
 		return ge
@@ -356,8 +356,8 @@ func (o *runtimeOverlay) writeRound(k projection.GroupKey) *groupEdit {
 
 // openRound opens a correction round targeting targetMV (or re-targets the
 // open one); it reports whether it opened a new one.
-func (o *runtimeOverlay) openRound(k projection.GroupKey, targetMV int64) bool {
-	if cur := o.round(k); cur.open && cur.targetMV == targetMV {
+func (o *RuntimeOverlay) openRound(k projection.GroupKey, targetMV int64) bool {
+	if cur := o.round(k); cur.Open && cur.TargetMV == targetMV {
 		return false
 	}
 	ge := o.writeRound(k)
@@ -370,16 +370,16 @@ func (o *runtimeOverlay) openRound(k projection.GroupKey, targetMV int64) bool {
 }
 
 // ackRound records that member id converged on the round's version.
-func (o *runtimeOverlay) ackRound(k projection.GroupKey, id string) {
-	if !o.round(k).open || o.roundAcked(k, id) {
+func (o *RuntimeOverlay) ackRound(k projection.GroupKey, id string) {
+	if !o.round(k).Open || o.roundAcked(k, id) {
 		return
 	}
 	o.writeRound(k).round.acked[id] = true
 }
 
 // closeRound ends the open round; it reports whether one was open.
-func (o *runtimeOverlay) closeRound(k projection.GroupKey) bool {
-	if !o.round(k).open {
+func (o *RuntimeOverlay) closeRound(k projection.GroupKey) bool {
+	if !o.round(k).Open {
 		return false
 	}
 	ge := o.groupEdit(k)
@@ -389,7 +389,7 @@ func (o *runtimeOverlay) closeRound(k projection.GroupKey) bool {
 
 // quarantine records that member id (and its principal, if any) may not open
 // a correction round until until.
-func (o *runtimeOverlay) quarantine(k projection.GroupKey, id, principal string, until time.Time) {
+func (o *RuntimeOverlay) quarantine(k projection.GroupKey, id, principal string, until time.Time) {
 	ge := o.groupEdit(k)
 	if ge.quarantine == nil {
 		ge.quarantine = map[string]time.Time{}
@@ -402,7 +402,7 @@ func (o *runtimeOverlay) quarantine(k projection.GroupKey, id, principal string,
 
 // isQuarantined reports whether member id or its principal may not open a
 // correction round now.
-func (o *runtimeOverlay) isQuarantined(k projection.GroupKey, id, principal string) bool {
+func (o *RuntimeOverlay) isQuarantined(k projection.GroupKey, id, principal string) bool {
 	keys := []string{"m:" + id}
 	if principal != "" {
 		keys = append(keys, "p:"+principal)
@@ -416,7 +416,7 @@ func (o *runtimeOverlay) isQuarantined(k projection.GroupKey, id, principal stri
 }
 
 // quarantinedUntil finds a quarantine entry in the overlays, then the table.
-func (o *runtimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (time.Time, bool) {
+func (o *RuntimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (time.Time, bool) {
 	for l := o; l != nil; l = l.parent {
 		if ge := l.groups[k]; ge != nil {
 			if until, ok := ge.quarantine[key]; ok {
@@ -433,8 +433,8 @@ func (o *runtimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (ti
 // takeChurn spends one join or leave of the principal's budget in the group
 // (b), committed with the decision; false, with when to retry, when it has
 // none left.
-func (o *runtimeOverlay) takeChurn(k projection.GroupKey, principal string, b budget) (bool, time.Duration) {
-	var cur *bucket
+func (o *RuntimeOverlay) takeChurn(k projection.GroupKey, principal string, b Budget) (bool, time.Duration) {
+	var cur *Bucket
 	found := false
 	for l := o; l != nil && !found; l = l.parent {
 		if ge := l.groups[k]; ge != nil {
@@ -450,14 +450,26 @@ func (o *runtimeOverlay) takeChurn(k projection.GroupKey, principal string, b bu
 			cur = &v
 		}
 	}
-	next, ok, wait := b.take(cur, o.now)
+	next, ok, wait := b.Take(cur, o.now)
 	if !ok {
 		return false, wait
 	}
 	ge := o.groupEdit(k)
 	if ge.churn == nil {
-		ge.churn = map[string]bucket{}
+		ge.churn = map[string]Bucket{}
 	}
 	ge.churn[principal] = next
 	return true, 0
+}
+
+// roundsChanged lists the groups whose correction round the overlay's
+// decisions opened, re-targeted or closed.
+func (o *RuntimeOverlay) RoundsChanged() []projection.GroupKey {
+	var out []projection.GroupKey
+	for k, ge := range o.groups {
+		if ge.roundSet || ge.dropped {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -20,19 +20,19 @@ func ovRequest(mv int64) *wire.HeartbeatRequest { return &wire.HeartbeatRequest{
 
 func TestOverlayCommitKeepsALaterSteadyRenewal(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	table := newRuntimeTable()
+	table := NewRuntimeTable()
 	table.renew(ovKey, "a", renewal{at: t0, lease: 15 * time.Second})
 	batch := newRuntimeOverlay(table, t0.Add(time.Second))
-	d := batch.child(t0.Add(time.Second))
+	d := batch.Child(t0.Add(time.Second))
 	d.renew(ovKey, "a", 15*time.Second, ovRequest(3), 1, nil)
 	d.rebalanceDue(ovKey, "a", 15*time.Second, time.Minute) // arms a deadline
-	d.merge()
+	d.Merge()
 	if m, _ := table.member(ovKey, "a"); !m.rebalanceDeadline.IsZero() || m.reportedMV != 0 {
 		t.Fatalf("the table shows what the batch has not committed: %+v", m)
 	}
 	// The steady heartbeat renews a while the batch is appended.
 	table.renew(ovKey, "a", renewal{at: t0.Add(2 * time.Second), lease: 15 * time.Second, reportedMV: 4})
-	table.commit(batch)
+	table.Commit(batch)
 	m, _ := table.member(ovKey, "a")
 	if want := t0.Add(17 * time.Second); !m.leaseExpiresAt.Equal(want) || m.reportedMV != 4 {
 		t.Errorf("the commit undid the later steady renewal: lease %s (want %s), reported mv %d (want 4)", m.leaseExpiresAt, want, m.reportedMV)
@@ -44,13 +44,13 @@ func TestOverlayCommitKeepsALaterSteadyRenewal(t *testing.T) {
 
 func TestOverlayCommitRenewsWhenItIsTheLater(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	table := newRuntimeTable()
+	table := NewRuntimeTable()
 	table.renew(ovKey, "a", renewal{at: t0, lease: 15 * time.Second})
 	batch := newRuntimeOverlay(table, t0.Add(5*time.Second))
-	d := batch.child(t0.Add(5 * time.Second))
+	d := batch.Child(t0.Add(5 * time.Second))
 	d.renew(ovKey, "a", 15*time.Second, ovRequest(7), 0, nil)
-	d.merge()
-	table.commit(batch)
+	d.Merge()
+	table.Commit(batch)
 	if m, _ := table.member(ovKey, "a"); !m.leaseExpiresAt.Equal(t0.Add(20*time.Second)) || m.reportedMV != 7 {
 		t.Errorf("the decision's renewal was not committed: %+v", m)
 	}
@@ -58,25 +58,25 @@ func TestOverlayCommitRenewsWhenItIsTheLater(t *testing.T) {
 
 func TestOverlayDroppedDecisionChangesNothing(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	table := newRuntimeTable()
+	table := NewRuntimeTable()
 	table.renew(ovKey, "a", renewal{at: t0, lease: 15 * time.Second})
 	batch := newRuntimeOverlay(table, t0)
-	ok := batch.child(t0)
+	ok := batch.Child(t0)
 	ok.openRound(ovKey, 5)
-	ok.merge()
-	failed := batch.child(t0)
+	ok.Merge()
+	failed := batch.Child(t0)
 	failed.closeRound(ovKey)
 	failed.quarantine(ovKey, "b", "p", t0.Add(time.Hour))
 	failed.dropMembers(ovKey, []string{"a"})
 	// failed is never merged: the decision returned an error.
-	if !batch.round(ovKey).open || batch.isQuarantined(ovKey, "b", "p") {
+	if !batch.round(ovKey).Open || batch.isQuarantined(ovKey, "b", "p") {
 		t.Fatal("a dropped decision's changes reached the batch")
 	}
-	if table.round(ovKey).open {
+	if table.Round(ovKey).Open {
 		t.Fatal("the table shows a round the batch has not committed")
 	}
-	table.commit(batch)
-	if !table.round(ovKey).open {
+	table.Commit(batch)
+	if !table.Round(ovKey).Open {
 		t.Error("the committed round is not open")
 	}
 	if _, ok := table.member(ovKey, "a"); !ok {
@@ -89,23 +89,23 @@ func TestOverlayDroppedDecisionChangesNothing(t *testing.T) {
 
 func TestOverlayRoundAndQuarantineCommit(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	table := newRuntimeTable()
+	table := NewRuntimeTable()
 	batch := newRuntimeOverlay(table, t0)
-	d := batch.child(t0)
+	d := batch.Child(t0)
 	if !d.openRound(ovKey, 5) || d.openRound(ovKey, 5) {
 		t.Fatal("openRound: a new round opens once")
 	}
 	d.ackRound(ovKey, "a")
-	d.merge()
-	d = batch.child(t0.Add(time.Minute))
+	d.Merge()
+	d = batch.Child(t0.Add(time.Minute))
 	if !d.roundAcked(ovKey, "a") {
 		t.Fatal("a later decision of the batch does not see the ack")
 	}
 	d.closeRound(ovKey)
 	d.quarantine(ovKey, "b", "", t0.Add(time.Hour))
-	d.merge()
-	table.commit(batch)
-	if table.round(ovKey).open {
+	d.Merge()
+	table.Commit(batch)
+	if table.Round(ovKey).Open {
 		t.Error("the round the batch closed is open")
 	}
 	after := newRuntimeOverlay(table, t0.Add(2*time.Minute))
@@ -119,20 +119,20 @@ func TestOverlayRoundAndQuarantineCommit(t *testing.T) {
 
 func TestOverlayDropGroupForgetsItsRuntime(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	table := newRuntimeTable()
+	table := NewRuntimeTable()
 	table.renew(ovKey, "a", renewal{at: t0, lease: 15 * time.Second})
 	batch := newRuntimeOverlay(table, t0)
-	d := batch.child(t0)
+	d := batch.Child(t0)
 	d.openRound(ovKey, 5)
-	d.merge()
-	d = batch.child(t0)
+	d.Merge()
+	d = batch.Child(t0)
 	d.dropGroup(ovKey)
-	if _, ok := d.view(ovKey, "a"); ok || d.round(ovKey).open {
+	if _, ok := d.view(ovKey, "a"); ok || d.round(ovKey).Open {
 		t.Fatal("the deleted group's runtime is still seen")
 	}
-	d.merge()
-	table.commit(batch)
-	if _, ok := table.member(ovKey, "a"); ok || table.round(ovKey).open {
+	d.Merge()
+	table.Commit(batch)
+	if _, ok := table.member(ovKey, "a"); ok || table.Round(ovKey).Open {
 		t.Error("the deleted group's runtime survived the commit")
 	}
 }

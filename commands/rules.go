@@ -14,81 +14,100 @@ import (
 // rules is what the decisions need from the configuration, as values: a
 // decision depends on the state, the runtime, its evidence, its request and
 // the time, and on these, never on how the coordinator is wired.
-type rules struct {
-	heartbeatInterval time.Duration
-	memberLease       time.Duration
-	rebalanceTimeout  time.Duration
+type Rules struct {
+	HeartbeatInterval time.Duration
+	MemberLease       time.Duration
+	RebalanceTimeout  time.Duration
 	// staleRetention is how long terminal members stay (<= 0: forever).
-	staleRetention    time.Duration
-	defaultShardCount int
-	maxShardCount     int
-	maxMembers        int
+	StaleRetention    time.Duration
+	DefaultShardCount int
+	MaxShardCount     int
+	MaxMembers        int
 	maxGroups         int
 	maxTotalShards    int
 	// provisioning: the coordinator creates the shard streams and groups.
-	provisioning bool
+	Provisioning bool
 	// streams: a Redis holds the shard streams. Without one there is nothing
 	// to fence (ordered layout changes record no cutover), no entry can be on
 	// a new shard (a rollback needs no read of them) and no stream to delete
 	// (retired streams are recorded as kept).
-	streams bool
+	Streams bool
 	// keepRetired: retired streams are kept, by policy or for want of a Redis.
-	keepRetired bool
+	KeepRetired bool
 	// churn is the join and leave budget of a principal in a group (zero:
 	// none).
-	churn budget
+	churn Budget
 	// quotas per principal and per prefix (quota.go).
 	quotas quotas
 	// emptyGroupRetention is how long a group registered by heartbeat may
 	// stay without a live member before it is removed (<= 0: never;
 	// expiry.go).
-	emptyGroupRetention time.Duration
+	EmptyGroupRetention time.Duration
 }
 
-func newRules(cfg Config, streams bool) rules {
-	return rules{
-		heartbeatInterval: cfg.HeartbeatInterval, memberLease: cfg.MemberLease, rebalanceTimeout: cfg.RebalanceTimeout,
-		staleRetention: cfg.StaleMemberRetention, defaultShardCount: cfg.DefaultShardCount, maxShardCount: cfg.MaxShardCount,
-		maxMembers: cfg.MaxMembersPerGroup, maxGroups: cfg.MaxGroups, maxTotalShards: cfg.MaxTotalShards,
-		provisioning: !cfg.DisableProvisioning, streams: streams,
-		keepRetired: cfg.KeepRetiredStreams || !streams, churn: perMinute(cfg.MemberChurnPerMinute),
+// Policy is what the rules take from the coordinator's configuration
+// (coordinator.Config documents each value).
+type Policy struct {
+	HeartbeatInterval, MemberLease, RebalanceTimeout time.Duration
+	StaleMemberRetention, EmptyGroupRetention        time.Duration
+	DefaultShardCount, MaxShardCount                 int
+	MaxMembersPerGroup, MaxGroups, MaxTotalShards    int
+	MemberChurnPerMinute                             int
+	MaxGroupsPerPrincipal, MaxShardsPerPrincipal     int
+	MaxGroupsPerPrefix, MaxShardsPerPrefix           int
+	MaxMembersPerPrincipal, PrincipalChurnPerMinute  int
+	// Provisioning: the coordinator creates the shard streams and groups.
+	Provisioning bool
+	// Streams: a Redis holds the shard streams.
+	Streams            bool
+	KeepRetiredStreams bool
+}
+
+// NewRules are the rules of a policy.
+func NewRules(p Policy) Rules {
+	return Rules{
+		HeartbeatInterval: p.HeartbeatInterval, MemberLease: p.MemberLease, RebalanceTimeout: p.RebalanceTimeout,
+		StaleRetention: p.StaleMemberRetention, DefaultShardCount: p.DefaultShardCount, MaxShardCount: p.MaxShardCount,
+		MaxMembers: p.MaxMembersPerGroup, maxGroups: p.MaxGroups, maxTotalShards: p.MaxTotalShards,
+		Provisioning: p.Provisioning, Streams: p.Streams,
+		KeepRetired: p.KeepRetiredStreams || !p.Streams, churn: PerMinute(p.MemberChurnPerMinute),
 		quotas: quotas{
-			groupsPerPrincipal: max(cfg.MaxGroupsPerPrincipal, 0), shardsPerPrincipal: max(cfg.MaxShardsPerPrincipal, 0),
-			groupsPerPrefix: max(cfg.MaxGroupsPerPrefix, 0), shardsPerPrefix: max(cfg.MaxShardsPerPrefix, 0),
-			membersPerPrincipal: max(cfg.MaxMembersPerPrincipal, 0), churn: perMinute(cfg.PrincipalChurnPerMinute),
+			groupsPerPrincipal: max(p.MaxGroupsPerPrincipal, 0), shardsPerPrincipal: max(p.MaxShardsPerPrincipal, 0),
+			groupsPerPrefix: max(p.MaxGroupsPerPrefix, 0), shardsPerPrefix: max(p.MaxShardsPerPrefix, 0),
+			membersPerPrincipal: max(p.MaxMembersPerPrincipal, 0), churn: PerMinute(p.PrincipalChurnPerMinute),
 		},
-		emptyGroupRetention: cfg.EmptyGroupRetention,
+		EmptyGroupRetention: p.EmptyGroupRetention,
 	}
 }
 
 // quarantineFor is how long a member fenced by an overdue correction round
 // cannot open another one.
-func (r rules) quarantineFor() time.Duration {
-	if r.staleRetention > 0 {
-		return r.staleRetention
+func (r Rules) quarantineFor() time.Duration {
+	if r.StaleRetention > 0 {
+		return r.StaleRetention
 	}
-	return 10 * r.rebalanceTimeout
+	return 10 * r.RebalanceTimeout
 }
 
 // rejected is a heartbeat answer without an assignment (a refusal the
 // protocol answers with a status).
-func (r rules) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire.HeartbeatResponse {
+func (r Rules) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire.HeartbeatResponse {
 	var epoch int64
 	if req.MemberEpoch != nil {
 		epoch = *req.MemberEpoch
 	}
 	return &wire.HeartbeatResponse{
 		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
-		HeartbeatIntervalMs: r.heartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.rebalanceTimeout.Milliseconds(),
+		HeartbeatIntervalMs: r.HeartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.RebalanceTimeout.Milliseconds(),
 		Assignment: wire.HeartbeatAssignment{AssignedShards: []wire.ShardRef{}, PendingShards: []wire.ShardRef{}},
 	}
 }
 
 // respond is a heartbeat answer from the group's state.
-func (r rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
+func (r Rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
 	res := &wire.HeartbeatResponse{
 		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
-		HeartbeatIntervalMs: r.heartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.rebalanceTimeout.Milliseconds(),
+		HeartbeatIntervalMs: r.HeartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.RebalanceTimeout.Milliseconds(),
 		GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
 		Assignment: wire.HeartbeatAssignment{AssignedShards: shardRefs(assigned), PendingShards: shardRefs(pending), MetadataVersion: g.MetadataVersion},
 	}
@@ -113,18 +132,18 @@ func (r rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *pro
 }
 
 // validateScale checks a scale request; a failure is HTTP 400.
-func (r rules) validateScale(in ScaleInput) error {
+func (r Rules) ValidateScale(in ScaleInput) error {
 	var problems []string
 	if in.TargetShardCount == nil {
 		problems = append(problems, "targetShardCount: must not be null")
 	} else if *in.TargetShardCount < 0 {
 		problems = append(problems, "targetShardCount must be zero or positive")
-	} else if *in.TargetShardCount > r.maxShardCount {
-		problems = append(problems, fmt.Sprintf("targetShardCount: must be less than or equal to %d", r.maxShardCount))
+	} else if *in.TargetShardCount > r.MaxShardCount {
+		problems = append(problems, fmt.Sprintf("targetShardCount: must be less than or equal to %d", r.MaxShardCount))
 	}
-	problems = append(problems, checkAudit(in.RequestedBy, in.Reason, true)...)
+	problems = append(problems, CheckAudit(in.RequestedBy, in.Reason, true)...)
 	if len(problems) > 0 {
-		return withMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+		return WithMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ type groupRuntime struct {
 	// churn is what each principal has left of its join and leave budget
 	// in the group (rules.churn; one entry per principal that joined or left
 	// a member: bounded by the users file).
-	churn map[string]bucket
+	churn map[string]Bucket
 	// leaseFloor is at or before every lease of the group's members (zero:
 	// unknown): until it passes nobody's lease can have, and expiry need not
 	// look at every member. Every write of a lease lowers it; an expiry scan
@@ -115,20 +115,20 @@ func (g *groupRuntime) setDeadline(id string, m *memberRuntime, at time.Time) {
 	g.deadlines[id] = struct{}{}
 }
 
-type runtimeTable struct {
+type RuntimeTable struct {
 	mu     sync.Mutex
 	groups map[projection.GroupKey]*groupRuntime
 	// principals is what each principal has left of its join and leave
 	// budget across its groups (quota.go).
-	principals map[string]bucket
+	principals map[string]Bucket
 }
 
-func newRuntimeTable() *runtimeTable {
-	return &runtimeTable{groups: map[projection.GroupKey]*groupRuntime{}}
+func NewRuntimeTable() *RuntimeTable {
+	return &RuntimeTable{groups: map[projection.GroupKey]*groupRuntime{}}
 }
 
 // groupLocked returns the runtime of a group, creating it; the caller holds r.mu.
-func (r *runtimeTable) groupLocked(k projection.GroupKey) *groupRuntime {
+func (r *RuntimeTable) groupLocked(k projection.GroupKey) *groupRuntime {
 	g := r.groups[k]
 	if g == nil {
 		g = &groupRuntime{members: map[string]*memberRuntime{}}
@@ -140,7 +140,7 @@ func (r *runtimeTable) groupLocked(k projection.GroupKey) *groupRuntime {
 // memberLocked returns a member's runtime, arming a lease from now if the
 // member was never seen by this process (joined before a restart or via
 // another coordinator); the caller holds r.mu.
-func (r *runtimeTable) memberLocked(k projection.GroupKey, id string, now time.Time, lease time.Duration) *memberRuntime {
+func (r *RuntimeTable) memberLocked(k projection.GroupKey, id string, now time.Time, lease time.Duration) *memberRuntime {
 	g := r.groupLocked(k)
 	m := g.members[id]
 	if m == nil {
@@ -159,7 +159,7 @@ func armed(now time.Time, lease time.Duration) *memberRuntime {
 // rearm forgets everything and gives every member of st a fresh lease from now:
 // after a load (or a new term) the coordinator cannot know when it last heard
 // from them.
-func (r *runtimeTable) rearm(st *projection.State, now time.Time, lease time.Duration) {
+func (r *RuntimeTable) Rearm(st *projection.State, now time.Time, lease time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.groups = map[projection.GroupKey]*groupRuntime{}
@@ -171,7 +171,7 @@ func (r *runtimeTable) rearm(st *projection.State, now time.Time, lease time.Dur
 }
 
 // renew records a steady heartbeat (answered without the writer).
-func (r *runtimeTable) renew(k projection.GroupKey, id string, rn renewal) {
+func (r *RuntimeTable) renew(k projection.GroupKey, id string, rn renewal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.memberLocked(k, id, rn.at, rn.lease)
@@ -181,7 +181,7 @@ func (r *runtimeTable) renew(k projection.GroupKey, id string, rn renewal) {
 
 // forgetLeaseFloors makes the next expiry look at every member of every
 // group (the projection changed under the decisions: a catch-up).
-func (r *runtimeTable) forgetLeaseFloors() {
+func (r *RuntimeTable) ForgetLeaseFloors() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.groups {
@@ -190,7 +190,7 @@ func (r *runtimeTable) forgetLeaseFloors() {
 }
 
 // leaseFloor is the group's lease floor (zero: unknown).
-func (r *runtimeTable) leaseFloor(k projection.GroupKey) time.Time {
+func (r *RuntimeTable) LeaseFloor(k projection.GroupKey) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil {
@@ -201,18 +201,18 @@ func (r *runtimeTable) leaseFloor(k projection.GroupKey) time.Time {
 
 // churnBucket is what the principal has left of its join and leave budget
 // in the group (false: never spent, a full budget).
-func (r *runtimeTable) churnBucket(k projection.GroupKey, principal string) (bucket, bool) {
+func (r *RuntimeTable) churnBucket(k projection.GroupKey, principal string) (Bucket, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil {
 		b, ok := g.churn[principal]
 		return b, ok
 	}
-	return bucket{}, false
+	return Bucket{}, false
 }
 
 // deadlineIDs is a copy of the set of members with a rebalance deadline.
-func (r *runtimeTable) deadlineIDs(k projection.GroupKey) map[string]struct{} {
+func (r *RuntimeTable) DeadlineIDs(k projection.GroupKey) map[string]struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]struct{}{}
@@ -225,7 +225,7 @@ func (r *runtimeTable) deadlineIDs(k projection.GroupKey) map[string]struct{} {
 }
 
 // issued remembers the member epoch a heartbeat was answered with.
-func (r *runtimeTable) issued(k projection.GroupKey, id string, epoch int64) {
+func (r *RuntimeTable) Issued(k projection.GroupKey, id string, epoch int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil && g.members[id] != nil {
@@ -235,7 +235,7 @@ func (r *runtimeTable) issued(k projection.GroupKey, id string, epoch int64) {
 
 // beatsOf is the number of renewals of the member's lease in this term (0:
 // never seen).
-func (r *runtimeTable) beatsOf(k projection.GroupKey, id string) uint64 {
+func (r *RuntimeTable) BeatsOf(k projection.GroupKey, id string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil && g.members[id] != nil {
@@ -245,7 +245,7 @@ func (r *runtimeTable) beatsOf(k projection.GroupKey, id string) uint64 {
 }
 
 // needsTick reports whether the member's lease passed or it has a deadline.
-func (r *runtimeTable) needsTick(k projection.GroupKey, id string, now time.Time, lease time.Duration) bool {
+func (r *RuntimeTable) needsTick(k projection.GroupKey, id string, now time.Time, lease time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.memberLocked(k, id, now, lease)
@@ -253,13 +253,13 @@ func (r *runtimeTable) needsTick(k projection.GroupKey, id string, now time.Time
 }
 
 // deadlinePassed reports whether the member has a rebalance deadline that passed.
-func (r *runtimeTable) deadlinePassed(k projection.GroupKey, id string, now time.Time) bool {
+func (r *RuntimeTable) deadlinePassed(k projection.GroupKey, id string, now time.Time) bool {
 	m, ok := r.member(k, id)
 	return ok && !m.rebalanceDeadline.IsZero() && !now.Before(m.rebalanceDeadline)
 }
 
 // member is a copy of a member's runtime (false: never seen).
-func (r *runtimeTable) member(k projection.GroupKey, id string) (memberRuntime, bool) {
+func (r *RuntimeTable) member(k projection.GroupKey, id string) (memberRuntime, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil && g.members[id] != nil {
@@ -269,31 +269,31 @@ func (r *runtimeTable) member(k projection.GroupKey, id string) (memberRuntime, 
 }
 
 // roundInfo is a copy of a group's open correction round.
-type roundInfo struct {
-	open     bool
-	targetMV int64
-	openedAt time.Time
+type RoundInfo struct {
+	Open     bool
+	TargetMV int64
+	OpenedAt time.Time
 }
 
-func infoOf(c *correctionRound) roundInfo {
+func infoOf(c *correctionRound) RoundInfo {
 	if c == nil {
-		return roundInfo{}
+		return RoundInfo{}
 	}
-	return roundInfo{open: true, targetMV: c.targetMV, openedAt: c.openedAt}
+	return RoundInfo{Open: true, TargetMV: c.targetMV, OpenedAt: c.openedAt}
 }
 
 // round returns the group's correction round, if one is open.
-func (r *runtimeTable) round(k projection.GroupKey) roundInfo {
+func (r *RuntimeTable) Round(k projection.GroupKey) RoundInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil {
 		return infoOf(g.correction)
 	}
-	return roundInfo{}
+	return RoundInfo{}
 }
 
 // roundCopy is a copy of the group's open round (nil when none).
-func (r *runtimeTable) roundCopy(k projection.GroupKey) *correctionRound {
+func (r *RuntimeTable) roundCopy(k projection.GroupKey) *correctionRound {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil {
@@ -303,7 +303,7 @@ func (r *runtimeTable) roundCopy(k projection.GroupKey) *correctionRound {
 }
 
 // roundAcked reports whether member id converged in the open round.
-func (r *runtimeTable) roundAcked(k projection.GroupKey, id string) bool {
+func (r *RuntimeTable) roundAcked(k projection.GroupKey, id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.groups[k]
@@ -312,7 +312,7 @@ func (r *runtimeTable) roundAcked(k projection.GroupKey, id string) bool {
 
 // quarantinedUntil is until when key ("m:<id>" or "p:<principal>") may not
 // open a correction round.
-func (r *runtimeTable) quarantinedUntil(k projection.GroupKey, key string) (time.Time, bool) {
+func (r *RuntimeTable) quarantinedUntil(k projection.GroupKey, key string) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[k]; g != nil {
@@ -353,7 +353,7 @@ func (g *groupRuntime) quarantineLocked(key string, until, now time.Time) {
 // nil: the batch's overlay), field by field: a renewal only when no later
 // one landed meanwhile (the steady heartbeat renews without the writer), a
 // member created only when the table has none.
-func (r *runtimeTable) commit(o *runtimeOverlay) {
+func (r *RuntimeTable) Commit(o *RuntimeOverlay) {
 	if len(o.groups) == 0 && len(o.members) == 0 && len(o.principals) == 0 {
 		return
 	}
@@ -377,7 +377,7 @@ func (r *runtimeTable) commit(o *runtimeOverlay) {
 		}
 		for principal, b := range ge.churn {
 			if g.churn == nil {
-				g.churn = map[string]bucket{}
+				g.churn = map[string]Bucket{}
 			}
 			g.churn[principal] = b
 		}
@@ -431,7 +431,7 @@ type MemberRuntime struct {
 }
 
 // MemberRuntimes returns the in-memory state of every member of a group.
-func (r *runtimeTable) MemberRuntimes(k projection.GroupKey) map[string]MemberRuntime {
+func (r *RuntimeTable) MemberRuntimes(k projection.GroupKey) map[string]MemberRuntime {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]MemberRuntime{}
@@ -451,11 +451,4 @@ func (r *runtimeTable) MemberRuntimes(k projection.GroupKey) map[string]MemberRu
 }
 
 // CorrectionOpen reports whether a metadata-correction round is open for the group.
-func (r *runtimeTable) CorrectionOpen(k projection.GroupKey) bool { return r.round(k).open }
-
-// RuntimeView is what this process holds only in memory, for monitoring
-// (httpapi.Runtime): the runtime table and the evidence table.
-type RuntimeView struct {
-	*runtimeTable
-	*evidenceTable
-}
+func (r *RuntimeTable) CorrectionOpen(k projection.GroupKey) bool { return r.Round(k).Open }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 )
@@ -17,7 +17,7 @@ import (
 // newConsoleServer is the API over an empty in-memory log. The coordinator is
 // neither loaded nor run: static files and authentication do not reach it.
 func newConsoleServer() *httpapi.Server {
-	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	coord := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	return httpapi.NewServer(httpapi.Config{Logger: zerolog.Nop()}, httpapi.PartsOf(coord), nil)
 }
 

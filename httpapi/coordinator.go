@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
@@ -12,8 +13,8 @@ import (
 
 // What the server asks of the coordinator, in four small parts; handlers use
 // the part they need. Each is implemented by the commands part of that name:
-// commands.Service, commands.Replica, commands.RuntimeView and
-// commands.Leadership.
+// coordinator.Service, coordinator.Replica, coordinator.RuntimeView and
+// coordinator.Leadership.
 
 // Commands are the requests that may change state: every one goes through it (on
 // the leader; a follower forwards writes before they get here).
@@ -31,10 +32,10 @@ type Commands interface {
 	Heartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error)
 	// HeldHeartbeat is Heartbeat for a member that asked to be held until
 	// its answer changes (hold.go).
-	HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h commands.HoldRequest) (*wire.HeartbeatResponse, commands.HoldOutcome, error)
+	HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h coordinator.HoldRequest) (*wire.HeartbeatResponse, coordinator.HoldOutcome, error)
 	// RestoreLog writes the state this coordinator holds back to a log that
 	// lost it (LOG_LOST).
-	RestoreLog(ctx context.Context, meta events.Meta, in commands.RestoreLogInput) (commands.RestoreResult, error)
+	RestoreLog(ctx context.Context, meta events.Meta, in coordinator.RestoreLogInput) (coordinator.RestoreResult, error)
 }
 
 // Reader answers from this replica's projection and the log: what every
@@ -61,13 +62,13 @@ type Reader interface {
 	// otherwise.
 	Quarantined(prefix string) error
 	// Config is the coordinator's effective configuration (its id and timings).
-	Config() commands.Config
+	Config() coordinator.Config
 	// LogLoss is the loss of the log this replica is in (nil: none);
 	// RedisSafety the last reading of Redis's eviction policy and
 	// persistence; Refusal why decisions that would append are refused
 	// (ErrLogLost, ErrEvictionPolicy; nil: they are not).
-	LogLoss() *commands.LogLoss
-	RedisSafety() (commands.RedisSafety, bool)
+	LogLoss() *coordinator.LogLoss
+	RedisSafety() (coordinator.RedisSafety, bool)
 	Refusal() error
 }
 
@@ -80,19 +81,19 @@ type Runtime interface {
 	DrainEvidence(k projection.GroupKey) ([]events.ShardDrain, time.Time)
 	RollbackEligibility(ctx context.Context, g *projection.Group, m *projection.Resharding) projection.RollbackInfo
 	// BarrierReads is the latest read of the shards waiting barriers wait on.
-	BarrierReads(k projection.GroupKey) map[string]commands.BarrierRead
+	BarrierReads(k projection.GroupKey) map[string]coordinator.BarrierRead
 	// LastEvaluation is the autoscaler's latest evaluation of a group.
 	LastEvaluation(k projection.GroupKey) (commands.Evaluation, bool)
 }
 
 // Leadership is this replica's place among --ha replicas.
 type Leadership interface {
-	// Role is commands.RoleStandalone, RoleLeader or RoleFollower.
+	// Role is coordinator.RoleStandalone, RoleLeader or RoleFollower.
 	Role() string
 	// Leader is the leader as this replica last saw it; LeaderNow asks the
 	// lease store when that may be stale.
-	Leader() commands.LeaderInfo
-	LeaderNow(ctx context.Context) commands.LeaderInfo
+	Leader() coordinator.LeaderInfo
+	LeaderNow(ctx context.Context) coordinator.LeaderInfo
 }
 
 // Parts are the coordinator's parts the server is built from.
@@ -104,13 +105,13 @@ type Parts struct {
 }
 
 // PartsOf is a coordinator's parts.
-func PartsOf(c *commands.Coordinator) Parts {
+func PartsOf(c *coordinator.Coordinator) Parts {
 	return Parts{Commands: c.Service, Reader: c.Replica, Runtime: c.RuntimeView, Leadership: c.Leadership}
 }
 
 var (
-	_ Commands   = (*commands.Service)(nil)
-	_ Reader     = (*commands.Replica)(nil)
-	_ Runtime    = commands.RuntimeView{}
-	_ Leadership = (*commands.Leadership)(nil)
+	_ Commands   = (*coordinator.Service)(nil)
+	_ Reader     = (*coordinator.Replica)(nil)
+	_ Runtime    = coordinator.RuntimeView{}
+	_ Leadership = (*coordinator.Leadership)(nil)
 )

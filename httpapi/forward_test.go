@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 )
@@ -27,15 +28,15 @@ const testClusterSecret = "cluster-secret"
 // otherLeader is a lease always held by another replica.
 type otherLeader struct{ url string }
 
-func (o otherLeader) info() commands.LeaderInfo {
-	return commands.LeaderInfo{Holder: "replica-a#00ff", URL: o.url, Token: 7}
+func (o otherLeader) info() coordinator.LeaderInfo {
+	return coordinator.LeaderInfo{Holder: "replica-a#00ff", URL: o.url, Token: 7}
 }
-func (o otherLeader) Acquire(context.Context, time.Duration) (commands.LeaderInfo, error) {
+func (o otherLeader) Acquire(context.Context, time.Duration) (coordinator.LeaderInfo, error) {
 	return o.info(), nil
 }
-func (o otherLeader) Renew(context.Context, time.Duration) (bool, error)  { return false, nil }
-func (o otherLeader) Release(context.Context) error                       { return nil }
-func (o otherLeader) Leader(context.Context) (commands.LeaderInfo, error) { return o.info(), nil }
+func (o otherLeader) Renew(context.Context, time.Duration) (bool, error)     { return false, nil }
+func (o otherLeader) Release(context.Context) error                          { return nil }
+func (o otherLeader) Leader(context.Context) (coordinator.LeaderInfo, error) { return o.info(), nil }
 
 // fakeLeader records what reaches it.
 type fakeLeader struct {
@@ -61,15 +62,15 @@ func (f *fakeLeader) count() int {
 	return len(f.hits)
 }
 
-func startFollower(t *testing.T, leaderURL string) (*httptest.Server, *commands.Coordinator) {
+func startFollower(t *testing.T, leaderURL string) (*httptest.Server, *coordinator.Coordinator) {
 	t.Helper()
 	return startFollowerOn(t, leaderURL, events.NewMemLog())
 }
 
 // startFollowerOn starts a follower of the leader at leaderURL on log.
-func startFollowerOn(t *testing.T, leaderURL string, log events.Log) (*httptest.Server, *commands.Coordinator) {
+func startFollowerOn(t *testing.T, leaderURL string, log events.Log) (*httptest.Server, *coordinator.Coordinator) {
 	t.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), CoordinatorID: "replica-b",
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop(), CoordinatorID: "replica-b",
 		Lease: otherLeader{url: leaderURL}, LeaseTTL: 300 * time.Millisecond}, log, nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestFollowerForwardsWritesAndLeaderReads(t *testing.T) {
 	ls := httptest.NewServer(leader)
 	defer ls.Close()
 	fs, c := startFollower(t, ls.URL)
-	if c.Role() != commands.RoleFollower || c.IsLeader() {
+	if c.Role() != coordinator.RoleFollower || c.IsLeader() {
 		t.Fatalf("role %s", c.Role())
 	}
 	scalePath := "/coord/v1/streams/a%2Fb/groups/g/scale"

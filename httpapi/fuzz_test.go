@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/wire"
@@ -48,7 +48,7 @@ type fuzzServer struct {
 
 func newFuzzServer(tb testing.TB) *fuzzServer {
 	tb.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		tb.Fatal(err)
 	}

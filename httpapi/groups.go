@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -261,7 +262,7 @@ func reshardingLive(ctx context.Context, rt Runtime, g *projection.Group, m *pro
 
 // fillBarrierReads adds to barrier views what the reconciler last read of
 // their source shards.
-func fillBarrierReads(bs []projection.BarrierView, reads map[string]commands.BarrierRead) {
+func fillBarrierReads(bs []projection.BarrierView, reads map[string]coordinator.BarrierRead) {
 	for i := range bs {
 		for j := range bs[i].WaitingOn {
 			src := &bs[i].WaitingOn[j]

@@ -12,7 +12,7 @@ import (
 // heartbeat to be held with the header X-Rsc-Hold-Ms: the longest it may
 // wait for news, in milliseconds (the coordinator holds it for at most
 // --max-heartbeat-hold and half the member lease). The answer says how it
-// went in X-Rsc-Hold (commands.HoldOutcome: answered, woken, elapsed,
+// went in X-Rsc-Hold (coordinator.HoldOutcome: answered, woken, elapsed,
 // limit, released, off). The reference's clients never send the header and
 // get every answer at once, as before.
 //

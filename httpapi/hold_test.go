@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/wire"
@@ -22,14 +22,14 @@ import (
 // holdLeader is a standalone coordinator and its server, with group p/g of
 // two shards.
 type holdLeader struct {
-	c   *commands.Coordinator
+	c   *coordinator.Coordinator
 	api *httpapi.Server
 	srv *httptest.Server
 }
 
 func startHoldLeader(t *testing.T) *holdLeader {
 	t.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestHeldHeartbeatHeader(t *testing.T) {
 	m := &hbMember{id: "m1"}
 	m.settle(t, l.srv.URL)
 	code, why, body, err := m.beat(context.Background(), l.srv.URL, map[string]string{"X-Rsc-Hold-Ms": "30"})
-	if err != nil || code != http.StatusOK || why != string(commands.HoldElapsed) {
+	if err != nil || code != http.StatusOK || why != string(coordinator.HoldElapsed) {
 		t.Fatalf("held for 30 ms: %d %q %s %v", code, why, body, err)
 	}
 	code, why, _, _ = m.beat(context.Background(), l.srv.URL, nil)
@@ -175,7 +175,7 @@ func TestServerCloseAnswersHeldHeartbeats(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	r := <-done
-	if r.err != nil || r.code != http.StatusOK || r.why != string(commands.HoldReleased) {
+	if r.err != nil || r.code != http.StatusOK || r.why != string(coordinator.HoldReleased) {
 		t.Fatalf("held heartbeat at Close: %d %q %s %v, want 200 released", r.code, r.why, r.body, r.err)
 	}
 }
@@ -209,7 +209,7 @@ func TestFollowerForwardsHeldHeartbeats(t *testing.T) {
 	}
 	select {
 	case r := <-done:
-		if r.err != nil || r.code != http.StatusOK || r.why != string(commands.HoldWoken) {
+		if r.err != nil || r.code != http.StatusOK || r.why != string(coordinator.HoldWoken) {
 			t.Fatalf("a's held heartbeat: %d %q %s %v, want 200 woken", r.code, r.why, r.body, r.err)
 		}
 		if len(a.lastResponse.Assignment.AssignedShards) != 1 {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/wire"
@@ -17,7 +17,7 @@ import (
 // answers list the layouts of the last window.
 func layoutServer(t *testing.T, window time.Duration) *httpapi.Server {
 	t.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true}, events.NewMemLog(), nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/httpapi/guard"
 	"github.com/rscoord/rsc/wire"
 )
@@ -35,7 +35,7 @@ func (h *logAPI) handleRestoreLog(w http.ResponseWriter, r *http.Request) {
 	if !h.limit.Allow(w, r) {
 		return
 	}
-	res, err := h.dec.RestoreLog(r.Context(), meta(r), commands.RestoreLogInput{RequestedBy: req.RequestedBy, Reason: req.Reason})
+	res, err := h.dec.RestoreLog(r.Context(), meta(r), coordinator.RestoreLogInput{RequestedBy: req.RequestedBy, Reason: req.Reason})
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/httpapi/guard"
 
 	"github.com/rscoord/rsc/wire"
@@ -55,9 +56,9 @@ func (h *memberAPI) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var resp *wire.HeartbeatResponse
 	var err error
 	if hold > 0 {
-		var why commands.HoldOutcome
-		resp, why, err = h.dec.HeldHeartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req, commands.HoldRequest{Bound: hold, Release: h.releasing})
-		if why == commands.HoldDropped {
+		var why coordinator.HoldOutcome
+		resp, why, err = h.dec.HeldHeartbeat(r.Context(), groupKeyOf(p, g), id, principal, &req, coordinator.HoldRequest{Bound: hold, Release: h.releasing})
+		if why == coordinator.HoldDropped {
 			// Nobody to answer; the status is for the access log and
 			// metrics only (nginx's "client closed request").
 			w.WriteHeader(statusClientClosed)

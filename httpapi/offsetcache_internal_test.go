@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
@@ -50,9 +51,9 @@ func (f *shardReads) take() (map[string]int, int) {
 	return r, c
 }
 
-func cacheFixture(t *testing.T, shards ...int) (*commands.Coordinator, []*projection.Group) {
+func cacheFixture(t *testing.T, shards ...int) (*coordinator.Coordinator, []*projection.Group) {
 	t.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true, MaxShardCount: 2048, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true, MaxShardCount: 2048, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/gorilla/mux"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/docs"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
@@ -111,9 +111,9 @@ func normalizeTemplate(p string) string { return templateParamRE.ReplaceAllStrin
 // pathShape drops parameter names too, for comparing shapes.
 func pathShape(p string) string { return templateParamRE.ReplaceAllString(p, "{}") }
 
-func newDocServer(tb testing.TB, auth httpapi.AuthConfig) (*httpapi.Server, *commands.Coordinator) {
+func newDocServer(tb testing.TB, auth httpapi.AuthConfig) (*httpapi.Server, *coordinator.Coordinator) {
 	tb.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true}, events.NewMemLog(), nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		tb.Fatal(err)
 	}

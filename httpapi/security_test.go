@@ -21,7 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
@@ -77,7 +77,7 @@ func (s *secServer) client() *http.Client {
 
 func newSecServer(t *testing.T, cfg httpapi.Config, streams httpapi.StreamReader) *secServer {
 	t.Helper()
-	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestRefreshedTokenNeverOutlivesTheOriginal(t *testing.T) {
 // TestHeaderLimit: 431 beyond MaxHeaderBytes, exactly at the boundary (and
 // by net/http itself far beyond it).
 func TestHeaderLimit(t *testing.T) {
-	c := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	c := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop()}, httpapi.PartsOf(c), nil)
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)

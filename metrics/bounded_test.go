@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/projection"
@@ -22,7 +23,7 @@ import (
 // manyGroups is a coordinator on an in-memory log with n groups of shards
 // shards each (quotas off, nothing provisioned) and metrics watching it with
 // cfg, refreshed once.
-func manyGroups(t testing.TB, n, shards int, cfg metrics.Config) (*commands.Coordinator, *metrics.Metrics) {
+func manyGroups(t testing.TB, n, shards int, cfg metrics.Config) (*coordinator.Coordinator, *metrics.Metrics) {
 	return manyGroupsRead(t, n, shards, cfg, &fakeOffsets{})
 }
 
@@ -41,11 +42,11 @@ func (everyValue) Offsets(ctx context.Context, prefix, group string, shards []in
 }
 
 // manyGroupsRead is manyGroups with the shard values offsets gives.
-func manyGroupsRead(t testing.TB, n, shards int, cfg metrics.Config, offsets metrics.OffsetReader) (*commands.Coordinator, *metrics.Metrics) {
+func manyGroupsRead(t testing.TB, n, shards int, cfg metrics.Config, offsets metrics.OffsetReader) (*coordinator.Coordinator, *metrics.Metrics) {
 	t.Helper()
 	cfg.Interval, cfg.Logger = -1, zerolog.Nop()
 	met := metrics.New(cfg)
-	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), MaxGroupsPerPrincipal: -1, MaxGroupsPerPrefix: -1,
+	coord := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop(), MaxGroupsPerPrincipal: -1, MaxGroupsPerPrefix: -1,
 		MaxShardsPerPrefix: -1, MaxShardsPerPrincipal: -1, MaxGroups: n + 1}, events.NewMemLog(), nil, nil, nil)
 	met.Watch(coord, offsets)
 	if err := coord.Load(context.Background(), false); err != nil {

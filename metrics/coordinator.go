@@ -6,8 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 )
 
 var (
@@ -89,7 +88,7 @@ var (
 // Watch registers the metrics that read the coordinator: readiness, append
 // conflicts, per-group gauges from the projection at scrape time, and the values
 // Run refreshes from Redis. offsets may be nil (no per-shard gauges). Call it once.
-func (m *Metrics) Watch(c *commands.Coordinator, offsets OffsetReader) {
+func (m *Metrics) Watch(c *coordinator.Coordinator, offsets OffsetReader) {
 	m.mu.Lock()
 	m.coord, m.offsets = c, offsets
 	m.mu.Unlock()
@@ -125,17 +124,17 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descConflicts, prometheus.CounterValue, float64(c.Conflicts()))
 	loss := c.LogLoss()
 	lostEntries := 0.0
-	for _, cause := range []string{commands.LossLogGone, commands.LossEntriesLost} {
+	for _, cause := range []string{coordinator.LossLogGone, coordinator.LossEntriesLost} {
 		on := loss != nil && loss.Cause == cause
 		ch <- prometheus.MustNewConstMetric(descLogLost, prometheus.GaugeValue, boolValue(on), cause)
-		if on && cause == commands.LossEntriesLost {
+		if on && cause == coordinator.LossEntriesLost {
 			lostEntries = float64(loss.LostEntries)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descLogLostEntries, prometheus.GaugeValue, lostEntries)
 	gone, entries := c.LogLosses()
-	ch <- prometheus.MustNewConstMetric(descLogLosses, prometheus.CounterValue, float64(gone), commands.LossLogGone)
-	ch <- prometheus.MustNewConstMetric(descLogLosses, prometheus.CounterValue, float64(entries), commands.LossEntriesLost)
+	ch <- prometheus.MustNewConstMetric(descLogLosses, prometheus.CounterValue, float64(gone), coordinator.LossLogGone)
+	ch <- prometheus.MustNewConstMetric(descLogLosses, prometheus.CounterValue, float64(entries), coordinator.LossEntriesLost)
 	if rs, ok := c.RedisSafety(); ok {
 		ch <- prometheus.MustNewConstMetric(descRedisEvicting, prometheus.GaugeValue, boolValue(rs.Evicts))
 		switch rs.Persistence {

@@ -3,7 +3,7 @@ package metrics
 import (
 	"time"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/projection"
 )
 
@@ -58,7 +58,7 @@ type summaryCache struct {
 
 // summaries returns the per-group values (cached for Config.CacheFor), in
 // the groups' creation order.
-func (m *Metrics) summaries(c *commands.Coordinator) []groupSummary {
+func (m *Metrics) summaries(c *coordinator.Coordinator) []groupSummary {
 	now := time.Now()
 	m.cacheMu.Lock()
 	defer m.cacheMu.Unlock()
@@ -66,27 +66,28 @@ func (m *Metrics) summaries(c *commands.Coordinator) []groupSummary {
 		return m.cache.sums
 	}
 	st := c.State()
-	st.RLock()
-	keys := st.GroupKeysLocked()
-	sums := make([]groupSummary, 0, len(keys))
-	for _, k := range keys {
-		g := st.GroupLocked(k)
-		s := groupSummary{
-			key: k, epoch: g.GroupEpoch, assignmentEpoch: g.AssignmentEpoch, mv: g.MetadataVersion, shardCount: g.ShardCount,
-			liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.ShardBarriers()),
-			autoscaling: g.AutoscalingEnabled(), policy: g.Autoscaling,
-		}
-		if mig := g.Active(); mig != nil {
-			s.resharding, s.reshardingSince = true, mig.CreatedAt
-		}
-		for _, b := range g.Barriers {
-			if s.oldestBarrier.IsZero() || b.Since.Before(s.oldestBarrier) {
-				s.oldestBarrier = b.Since
+	var sums []groupSummary
+	st.Read(func(st projection.Reader) {
+		keys := st.GroupKeys()
+		sums = make([]groupSummary, 0, len(keys))
+		for _, k := range keys {
+			g := st.Group(k)
+			s := groupSummary{
+				key: k, epoch: g.GroupEpoch, assignmentEpoch: g.AssignmentEpoch, mv: g.MetadataVersion, shardCount: g.ShardCount,
+				liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.ShardBarriers()),
+				autoscaling: g.AutoscalingEnabled(), policy: g.Autoscaling,
 			}
+			if mig := g.Active(); mig != nil {
+				s.resharding, s.reshardingSince = true, mig.CreatedAt
+			}
+			for _, b := range g.Barriers {
+				if s.oldestBarrier.IsZero() || b.Since.Before(s.oldestBarrier) {
+					s.oldestBarrier = b.Since
+				}
+			}
+			sums = append(sums, s)
 		}
-		sums = append(sums, s)
-	}
-	st.RUnlock()
+	})
 	// What memory (not the log) knows, outside the projection's lock.
 	for i := range sums {
 		s := &sums[i]

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/metrics"
 	"github.com/rscoord/rsc/wire"
@@ -50,7 +51,7 @@ func TestMetricsLagSeconds(t *testing.T) {
 		offs[g] = c.statuses
 	}
 	met := metrics.New(metrics.Config{Interval: -1, Logger: zerolog.Nop()})
-	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
+	coord := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, events.NewMemLog(), nil, nil, nil)
 	met.Watch(coord, offs)
 	if err := coord.Load(context.Background(), false); err != nil {
 		t.Fatal(err)

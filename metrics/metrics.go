@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
@@ -62,7 +63,7 @@ type Metrics struct {
 	refreshErrors  *prometheus.CounterVec
 
 	mu      sync.Mutex
-	coord   *commands.Coordinator
+	coord   *coordinator.Coordinator
 	offsets OffsetReader
 	redis   redisValues
 
@@ -72,7 +73,7 @@ type Metrics struct {
 
 // New builds the metrics that need nothing but hooks. Watch adds the ones that
 // read the coordinator; it must be called once the coordinator exists (the
-// AfterAppend hook has to be handed to commands.New before that).
+// AfterAppend hook has to be handed to coordinator.New before that).
 func New(cfg Config) *Metrics {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval

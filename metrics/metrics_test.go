@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/metrics"
@@ -63,7 +64,7 @@ func (f *fakeOffsets) fail(err error) {
 // metrics hooked in as cmd/coordinator hooks them.
 type fixture struct {
 	t       *testing.T
-	coord   *commands.Coordinator
+	coord   *coordinator.Coordinator
 	metrics *metrics.Metrics
 	offsets *fakeOffsets
 	url     string
@@ -72,7 +73,7 @@ type fixture struct {
 func mustFixture(t *testing.T) *fixture {
 	t.Helper()
 	met := metrics.New(metrics.Config{Interval: -1, Logger: zerolog.Nop(), CacheFor: -1})
-	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), AfterAppend: met.AfterAppend}, events.NewMemLog(), nil, nil, nil)
+	coord := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop(), AfterAppend: met.AfterAppend}, events.NewMemLog(), nil, nil, nil)
 	offs := &fakeOffsets{}
 	met.Watch(coord, offs)
 	if err := coord.Load(context.Background(), false); err != nil {
@@ -373,7 +374,7 @@ func TestMetricsRefreshDropsValuesOnFailure(t *testing.T) {
 
 func TestMetricsRunRefreshesPeriodically(t *testing.T) {
 	met := metrics.New(metrics.Config{Interval: 10 * time.Millisecond, Logger: zerolog.Nop()})
-	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop(), AfterAppend: met.AfterAppend}, events.NewMemLog(), nil, nil, nil)
+	coord := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop(), AfterAppend: met.AfterAppend}, events.NewMemLog(), nil, nil, nil)
 	offs := &fakeOffsets{}
 	met.Watch(coord, offs)
 	if err := coord.Load(context.Background(), false); err != nil {
@@ -420,7 +421,7 @@ func shard(g map[string]string, i int) map[string]string {
 	return out
 }
 
-func mustLen(t *testing.T, c *commands.Coordinator) int64 {
+func mustLen(t *testing.T, c *coordinator.Coordinator) int64 {
 	t.Helper()
 	n, err := c.Log().Len(context.Background())
 	if err != nil {
@@ -443,7 +444,7 @@ func TestMetricsScrapeSurvivesANameThatIsNotUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	met := metrics.New(metrics.Config{Interval: -1, Logger: zerolog.Nop()})
-	coord := commands.New(commands.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, log, nil, nil, nil)
+	coord := coordinator.New(coordinator.Config{DisableProvisioning: true, Logger: zerolog.Nop()}, log, nil, nil, nil)
 	met.Watch(coord, &fakeOffsets{})
 	if err := coord.Load(context.Background(), false); err != nil {
 		t.Fatal(err)

@@ -140,16 +140,17 @@ type groupSpan struct {
 // spans lists every group with shards, in creation order, read under the
 // projection's read lock without copying any group.
 func spans(st *projection.State) []groupSpan {
-	st.RLock()
-	defer st.RUnlock()
-	keys := st.GroupKeysLocked()
-	out := make([]groupSpan, 0, len(keys))
-	for _, k := range keys {
-		g := st.GroupLocked(k)
-		if n := max(g.ShardCount, g.AssignableCount); n > 0 {
-			out = append(out, groupSpan{key: k, n: n})
+	var out []groupSpan
+	st.Read(func(st projection.Reader) {
+		keys := st.GroupKeys()
+		out = make([]groupSpan, 0, len(keys))
+		for _, k := range keys {
+			g := st.Group(k)
+			if n := max(g.ShardCount, g.AssignableCount); n > 0 {
+				out = append(out, groupSpan{key: k, n: n})
+			}
 		}
-	}
+	})
 	return out
 }
 

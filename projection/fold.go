@@ -224,7 +224,7 @@ func (s *State) applyPage(recs []events.Record, o FoldOptions, ix *foldIndexes) 
 		defer s.mu.Unlock()
 		s.suspendIndexes(recs, ix)
 		for i, rec := range recs {
-			if err := s.ApplyLocked(rec); err != nil {
+			if err := s.applyLocked(rec); err != nil {
 				return i, err
 			}
 			if _, ok := rec.Event.(*events.GroupCreated); ok {

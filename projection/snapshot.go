@@ -50,11 +50,11 @@ type Capture struct{ snap snapshot }
 func (s *State) Capture() *Capture {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.CaptureLocked()
+	return s.captureLocked()
 }
 
-// CaptureLocked is Capture for a caller holding the lock (or the writer).
-func (s *State) CaptureLocked() *Capture {
+// captureLocked is Capture for a caller holding the lock.
+func (s *State) captureLocked() *Capture {
 	c := &Capture{snap: snapshot{Version: snapshotVersion, LastID: s.lastID}}
 	for _, k := range s.order {
 		c.snap.Groups = append(c.snap.Groups, s.groups[k].deepCopy())

@@ -31,7 +31,7 @@ type State struct {
 	applied    int64
 	// restored is the last log.restored applied (zero: none).
 	restored RestoreMark
-	// pos is lastID parsed, when posOf is lastID (ApplyLocked parses each
+	// pos is lastID parsed, when posOf is lastID (applyLocked parses each
 	// id once).
 	pos   events.ID
 	posOf string
@@ -44,10 +44,6 @@ func New() *State {
 
 // Lock and Unlock give a writer exclusive access; RLock and RUnlock shared access.
 // Methods with the Locked suffix expect the caller to hold one of them.
-func (s *State) Lock()    { s.mu.Lock() }
-func (s *State) Unlock()  { s.mu.Unlock() }
-func (s *State) RLock()   { s.mu.RLock() }
-func (s *State) RUnlock() { s.mu.RUnlock() }
 
 // LastID is the id of the last applied entry.
 func (s *State) LastID() string {
@@ -80,11 +76,28 @@ func (s *State) Applied() int64 {
 	return s.applied
 }
 
-// GroupLocked returns the live group (read-only) for a caller holding the lock.
-func (s *State) GroupLocked(k GroupKey) *Group { return s.groups[k] }
+// Reader is the state under its read lock, as Read hands it to a
+// function: the groups and streams it returns are live, valid only while
+// that function runs, and must be neither kept nor changed.
+type Reader struct{ s *State }
 
-// GroupKeysLocked lists groups in creation order.
-func (s *State) GroupKeysLocked() []GroupKey { return append([]GroupKey(nil), s.order...) }
+// Group is the group k, or nil.
+func (r Reader) Group(k GroupKey) *Group { return r.s.groups[k] }
+
+// Stream is the stream of a prefix, or nil.
+func (r Reader) Stream(prefix string) *Stream { return r.s.streams[prefix] }
+
+// GroupKeys lists the groups in creation order.
+func (r Reader) GroupKeys() []GroupKey { return append([]GroupKey(nil), r.s.order...) }
+
+// Read runs fn under the read lock: the way to look at many groups, or at
+// one on a hot path (a steady heartbeat), without copying them. The lock
+// itself never leaves the projection.
+func (s *State) Read(fn func(r Reader)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(Reader{s})
+}
 
 // Group returns a deep copy of the group.
 func (s *State) Group(k GroupKey) (*Group, bool) {
@@ -139,7 +152,7 @@ func (s *State) removeOrder(k GroupKey) {
 func (s *State) Apply(rec events.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ApplyLocked(rec)
+	return s.applyLocked(rec)
 }
 
 // ApplyAll folds records under one lock (the writer applying a batch that
@@ -148,15 +161,15 @@ func (s *State) ApplyAll(recs []events.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, rec := range recs {
-		if err := s.ApplyLocked(rec); err != nil {
+		if err := s.applyLocked(rec); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ApplyLocked is Apply for a caller holding the lock.
-func (s *State) ApplyLocked(rec events.Record) error {
+// applyLocked is Apply for a caller holding the lock.
+func (s *State) applyLocked(rec events.Record) error {
 	id, err := events.ParseID(rec.ID)
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", rec.ID, err)
@@ -174,10 +187,6 @@ func (s *State) ApplyLocked(rec events.Record) error {
 	s.applied++
 	return nil
 }
-
-// StreamLocked returns the live stream of a prefix (read-only), or nil, for a
-// caller holding the lock.
-func (s *State) StreamLocked(prefix string) *Stream { return s.streams[prefix] }
 
 // Stream returns a copy of a prefix's stream.
 func (s *State) Stream(prefix string) (*Stream, bool) {

@@ -29,11 +29,12 @@ var importMap = map[string]struct {
 	"events/eventstest":   {pkgs: []string{"events"}},
 	"projection":          {pkgs: []string{"events", "wire"}, modules: []string{"github.com/vmihailenco/msgpack/v5"}},
 	"replay":              {pkgs: []string{"events", "projection", "wire"}, modules: []string{"github.com/vmihailenco/msgpack/v5"}},
-	"commands":            {pkgs: []string{"events", "projection", "replay", "routing", "wire"}, modules: []string{"github.com/rs/zerolog"}},
+	"commands":            {pkgs: []string{"events", "projection", "routing", "wire"}, modules: []string{"github.com/rs/zerolog"}},
+	"coordinator":         {pkgs: []string{"commands", "events", "projection", "replay", "routing", "wire"}, modules: []string{"github.com/rs/zerolog"}},
 	"redisstore":          {pkgs: []string{"events", "internal/redisurl", "routing"}, modules: []string{"github.com/redis/go-redis/v9"}},
-	"httpapi":             {pkgs: []string{"commands", "docs", "events", "httpapi/guard", "projection", "routing", "wire"}, modules: []string{"github.com/gorilla/mux", "github.com/rs/zerolog", "golang.org/x/crypto"}},
-	"httpapi/guard":       {pkgs: []string{"commands", "events", "routing", "wire"}, modules: []string{"github.com/gorilla/mux", "github.com/rs/zerolog"}},
-	"metrics":             {pkgs: []string{"commands", "events", "projection", "wire"}, modules: []string{"github.com/gorilla/mux", "github.com/prometheus/client_golang", "github.com/rs/zerolog"}},
+	"httpapi":             {pkgs: []string{"commands", "coordinator", "docs", "events", "httpapi/guard", "projection", "routing", "wire"}, modules: []string{"github.com/gorilla/mux", "github.com/rs/zerolog", "golang.org/x/crypto"}},
+	"httpapi/guard":       {pkgs: []string{"commands", "coordinator", "events", "routing", "wire"}, modules: []string{"github.com/gorilla/mux", "github.com/rs/zerolog"}},
+	"metrics":             {pkgs: []string{"commands", "coordinator", "events", "projection", "wire"}, modules: []string{"github.com/gorilla/mux", "github.com/prometheus/client_golang", "github.com/rs/zerolog"}},
 	"client":              {pkgs: []string{"internal/redisurl", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
 	"client/member":       {pkgs: []string{"client", "routing"}, modules: []string{"github.com/redis/go-redis/v9"}},
 	"client/producer":     {pkgs: []string{"client", "routing"}, modules: []string{"github.com/redis/go-redis/v9"}},
@@ -44,13 +45,50 @@ var importMap = map[string]struct {
 	"internal/consumed":   {modules: []string{"github.com/redis/go-redis/v9"}},
 	"internal/redistest":  {pkgs: []string{"internal/procs"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/testcontainers/testcontainers-go", "github.com/moby/moby", "github.com/docker/go-connections"}},
 	// The programs wire the packages above together.
-	"cmd/coordinator": {pkgs: []string{"commands", "events", "httpapi", "internal/redisurl", "metrics", "projection", "redisstore", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
+	"cmd/coordinator": {pkgs: []string{"commands", "coordinator", "events", "httpapi", "internal/redisurl", "metrics", "projection", "redisstore", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
 	"cmd/replay":      {pkgs: []string{"events", "internal/procs", "projection", "redisstore", "replay"}, modules: []string{"github.com/redis/go-redis/v9"}},
 	"cmd/rscctl":      {pkgs: []string{"client", "internal/procs", "wire"}},
 	"cmd/demo":        {pkgs: []string{"client", "client/member", "client/producer", "internal/consumed", "internal/faultproxy", "internal/procs", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
-	"cmd/rscbench":    {pkgs: []string{"client", "client/member", "client/producer", "commands", "events", "httpapi", "internal/procs", "projection", "redisstore", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
+	"cmd/rscbench":    {pkgs: []string{"client", "client/member", "client/producer", "commands", "coordinator", "events", "httpapi", "internal/procs", "projection", "redisstore", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9", "github.com/rs/zerolog"}},
 	"cmd/soak":        {pkgs: []string{"cmd/soak/chaos", "internal/procs"}},
 	"cmd/soak/chaos":  {pkgs: []string{"client", "client/member", "client/producer", "events", "httpapi", "internal/consumed", "internal/procs", "projection", "redisstore", "replay", "routing", "wire"}, modules: []string{"github.com/redis/go-redis/v9"}},
+}
+
+// neverReaches is what a package may not reach, directly or through the
+// packages importMap lets it import: the rules (commands) decide without a
+// Redis client, without the replay tools and without the machinery that
+// runs them, so that the folder answers "may I call Redis here?".
+var neverReaches = map[string][]string{
+	"commands": {"github.com/redis/go-redis/v9", "replay", "redisstore", "coordinator"},
+}
+
+// TestRulesReachNoRedis holds neverReaches to importMap: what a package can
+// reach is the closure of what importMap lets it import (TestImportMap holds
+// every package to its row). The same as
+// go list -deps ./commands | grep -E 'go-redis|rsc/(replay|redisstore|coordinator)$'
+// finding nothing.
+func TestRulesReachNoRedis(t *testing.T) {
+	for pkg, never := range neverReaches {
+		reached := map[string]bool{}
+		var walk func(p string)
+		walk = func(p string) {
+			for _, m := range importMap[p].modules {
+				reached[m] = true
+			}
+			for _, q := range importMap[p].pkgs {
+				if !reached[q] {
+					reached[q] = true
+					walk(q)
+				}
+			}
+		}
+		walk(pkg)
+		for _, n := range never {
+			if reached[n] {
+				t.Errorf("%s can reach %s through importMap; it must not", pkg, n)
+			}
+		}
+	}
 }
 
 // TestImportsOnlyTheStandardLibrary holds the package to its doc comment: any

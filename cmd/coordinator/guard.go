@@ -7,12 +7,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/internal/redisurl"
 	"github.com/rscoord/rsc/redisstore"
 )
 
-// redisGuard adapts redisstore.CheckDurability to commands.RedisGuard: the
+// redisGuard adapts redisstore.CheckDurability to coordinator.RedisGuard: the
 // eviction policy and persistence of the servers holding the coordinator's
 // keys, which keys names (the log and its archive, the snapshots, the
 // history index, the token secret and the lease).
@@ -22,12 +22,12 @@ type redisGuard struct {
 	keys   func(ctx context.Context) ([]string, error)
 }
 
-func (g redisGuard) CheckRedis(ctx context.Context) (commands.RedisSafety, error) {
+func (g redisGuard) CheckRedis(ctx context.Context) (coordinator.RedisSafety, error) {
 	d, err := redisstore.CheckDurability(ctx, g.rdb, g.logKey, g.keys)
 	if err != nil {
-		return commands.RedisSafety{}, err
+		return coordinator.RedisSafety{}, err
 	}
-	return commands.RedisSafety{Policy: d.Policy, Node: d.Node, Evicts: d.Evicts, Why: d.Why, Persistence: d.Persistence}, nil
+	return coordinator.RedisSafety{Policy: d.Policy, Node: d.Node, Evicts: d.Evicts, Why: d.Why, Persistence: d.Persistence}, nil
 }
 
 // coordinatorKeys lists the coordinator's own keys: the ones whose time to

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 )
 
 // TestHeldHeartbeatFlags: the held heartbeats' flags take the documented
@@ -22,7 +22,7 @@ func TestHeldHeartbeatFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.MaxHeartbeatHold != commands.DefaultMaxHeartbeatHold || m.MaxHeldHeartbeats != 10000 || m.MaxHeldHeartbeatsPerPrincipal != 2500 || m.HeartbeatDropGrace != time.Second {
+	if m.MaxHeartbeatHold != coordinator.DefaultMaxHeartbeatHold || m.MaxHeldHeartbeats != 10000 || m.MaxHeldHeartbeatsPerPrincipal != 2500 || m.HeartbeatDropGrace != time.Second {
 		t.Fatalf("defaults: hold %v, held %d, per principal %d, grace %v", m.MaxHeartbeatHold, m.MaxHeldHeartbeats, m.MaxHeldHeartbeatsPerPrincipal, m.HeartbeatDropGrace)
 	}
 	for _, c := range []struct {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/metrics"
@@ -79,9 +79,9 @@ func (c countedHeartbeats) Heartbeat(ctx context.Context, k projection.GroupKey,
 
 // HeldHeartbeat counts the answer a held heartbeat got (none when its caller
 // went away).
-func (c countedHeartbeats) HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h commands.HoldRequest) (*wire.HeartbeatResponse, commands.HoldOutcome, error) {
+func (c countedHeartbeats) HeldHeartbeat(ctx context.Context, k projection.GroupKey, memberID, principal string, req *wire.HeartbeatRequest, h coordinator.HoldRequest) (*wire.HeartbeatResponse, coordinator.HoldOutcome, error) {
 	resp, why, err := c.Commands.HeldHeartbeat(ctx, k, memberID, principal, req, h)
-	if why != commands.HoldDropped {
+	if why != coordinator.HoldDropped {
 		c.answered(resp, err)
 	}
 	return resp, why, err

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/internal/redisurl"
@@ -127,7 +128,7 @@ type Main struct {
 	Stderr io.Writer
 	logger zerolog.Logger
 	rdb    redis.UniversalClient
-	coord  *commands.Coordinator
+	coord  *coordinator.Coordinator
 	server *httpapi.Server
 	cancel context.CancelFunc
 
@@ -141,7 +142,7 @@ type Main struct {
 	secret *secretKeeper
 	// coordClock, if set, is the decisions' clock (nil: the system clock);
 	// tests step its wall clock apart from its monotonic one.
-	coordClock commands.Clock
+	coordClock coordinator.Clock
 }
 
 // MaxDedupLayoutWindow bounds --dedup-layout-window (a week: seven times
@@ -179,10 +180,10 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.HeartbeatInterval, "heartbeat-interval", 3*time.Second, "heartbeat interval told to members")
 	fs.DurationVar(&m.MemberLease, "member-lease", 15*time.Second, "member lease: a member silent this long expires")
 	fs.DurationVar(&m.RebalanceTimeout, "rebalance-timeout", 60*time.Second, "time a member has to release a revoked shard before it is fenced")
-	fs.DurationVar(&m.MaxHeartbeatHold, "max-heartbeat-hold", commands.DefaultMaxHeartbeatHold, "longest a heartbeat that asks to be held (X-Rsc-Hold-Ms) waits for news; never more than half the member lease")
-	fs.IntVar(&m.MaxHeldHeartbeats, "max-held-heartbeats", commands.DefaultMaxHeldHeartbeats, "heartbeats held at once, in total; past it a heartbeat is answered at once (negative: none is held)")
-	fs.IntVar(&m.MaxHeldHeartbeatsPerPrincipal, "max-held-heartbeats-per-principal", commands.DefaultMaxHeldHeartbeatsPerPrincipal, "heartbeats held at once per principal (anonymous members count as one); past it a heartbeat is answered at once (negative: none is held)")
-	fs.DurationVar(&m.HeartbeatDropGrace, "heartbeat-drop-grace", commands.DefaultHeartbeatDropGrace, "a member whose held heartbeat's connection closed without an answer is expired unless it heartbeats again within this (negative: only the member lease expires members)")
+	fs.DurationVar(&m.MaxHeartbeatHold, "max-heartbeat-hold", coordinator.DefaultMaxHeartbeatHold, "longest a heartbeat that asks to be held (X-Rsc-Hold-Ms) waits for news; never more than half the member lease")
+	fs.IntVar(&m.MaxHeldHeartbeats, "max-held-heartbeats", coordinator.DefaultMaxHeldHeartbeats, "heartbeats held at once, in total; past it a heartbeat is answered at once (negative: none is held)")
+	fs.IntVar(&m.MaxHeldHeartbeatsPerPrincipal, "max-held-heartbeats-per-principal", coordinator.DefaultMaxHeldHeartbeatsPerPrincipal, "heartbeats held at once per principal (anonymous members count as one); past it a heartbeat is answered at once (negative: none is held)")
+	fs.DurationVar(&m.HeartbeatDropGrace, "heartbeat-drop-grace", coordinator.DefaultHeartbeatDropGrace, "a member whose held heartbeat's connection closed without an answer is expired unless it heartbeats again within this (negative: only the member lease expires members)")
 	fs.DurationVar(&m.TickInterval, "tick-interval", time.Second, "maintenance interval (expiry, timeouts, resharding progress)")
 	fs.DurationVar(&m.StaleMemberRetention, "stale-member-retention", 10*time.Minute, "how long expired/fenced/left members stay visible (negative: forever)")
 	fs.BoolVar(&m.DisableProvisioning, "disable-provisioning", false, "do not create shard streams and consumer groups")
@@ -352,7 +353,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.checkRedisAtStart(ctx, guard); err != nil {
 		return err
 	}
-	cfg := commands.Config{
+	cfg := coordinator.Config{
 		HeartbeatInterval: m.HeartbeatInterval, MemberLease: m.MemberLease, RebalanceTimeout: m.RebalanceTimeout,
 		TickInterval: m.TickInterval, StaleMemberRetention: m.StaleMemberRetention,
 		DefaultShardCount: m.DefaultShardCount, MaxShardCount: m.MaxShardCount,
@@ -393,7 +394,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.metrics = m.newMetrics()
 	cfg.AfterAppend = thenAlso(m.metrics.AfterAppend, cfg.AfterAppend)
 	cfg.AfterEvaluate = m.metrics.AfterEvaluate
-	m.coord = commands.New(cfg, appendLog, shards, snaps, m.coordClock)
+	m.coord = coordinator.New(cfg, appendLog, shards, snaps, m.coordClock)
 	parts := httpapi.PartsOf(m.coord)
 	parts.Commands = countedHeartbeats{Commands: parts.Commands, answered: m.metrics.HeartbeatAnswered}
 	m.server = httpapi.NewServer(httpapi.Config{
@@ -482,7 +483,7 @@ func (m *Main) load(ctx context.Context) error {
 func (m *Main) URL() string { return m.server.URL() }
 
 // Coordinator exposes the decision engine (tests).
-func (m *Main) Coordinator() *commands.Coordinator { return m.coord }
+func (m *Main) Coordinator() *coordinator.Coordinator { return m.coord }
 
 // Close stops serving, lets decisions in flight finish, writes a snapshot.
 func (m *Main) Close() error {
@@ -515,7 +516,7 @@ func (m *Main) loadUsers() ([]httpapi.User, []byte, error) {
 	return users, data, nil
 }
 
-// offIfZero maps a flag's 0 (off) to commands.Config's -1 (its 0 is the
+// offIfZero maps a flag's 0 (off) to coordinator.Config's -1 (its 0 is the
 // default).
 func offIfZero(n int) int {
 	if n == 0 {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/internal/redistest"
 	"github.com/rscoord/rsc/redisstore"
@@ -441,7 +441,7 @@ func TestIntegrationRedisTrimmedLog(t *testing.T) {
 	}
 	archived, _, err := log.TrimBefore(ctx, ids[15], func(e events.Entry) bool {
 		rec, err := events.Decode(e.ID, e.Data)
-		return err != nil || commands.ArchivedType(rec.Type)
+		return err != nil || coordinator.ArchivedType(rec.Type)
 	})
 	if err != nil {
 		t.Fatal(err)

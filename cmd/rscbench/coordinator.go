@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/rscoord/rsc/coordinator"
 
 	"github.com/rs/zerolog"
 
@@ -18,8 +19,8 @@ import (
 
 // runCoordinator builds a coordinator on l, loads the log and runs it; the
 // caller closes it.
-func runCoordinator(ctx context.Context, cfg commands.Config, l events.Log, shards commands.ShardStore, snaps commands.SnapshotStore, clock commands.Clock) (*commands.Coordinator, error) {
-	c := commands.New(cfg, l, shards, snaps, clock)
+func runCoordinator(ctx context.Context, cfg coordinator.Config, l events.Log, shards coordinator.ShardStore, snaps coordinator.SnapshotStore, clock coordinator.Clock) (*coordinator.Coordinator, error) {
+	c := coordinator.New(cfg, l, shards, snaps, clock)
 	if err := c.Load(ctx, false); err != nil {
 		return nil, err
 	}
@@ -32,7 +33,7 @@ func runCoordinator(ctx context.Context, cfg commands.Config, l events.Log, shar
 // Redis for provisioning. Every key it writes is tracked for cleanup once
 // done is called (older snapshots are named by their ids: they are known
 // only then).
-func (b *bench) runRedisCoordinator(ctx context.Context, name string, cfg commands.Config) (c *commands.Coordinator, rlog *redisstore.Log, done func(), err error) {
+func (b *bench) runRedisCoordinator(ctx context.Context, name string, cfg coordinator.Config) (c *coordinator.Coordinator, rlog *redisstore.Log, done func(), err error) {
 	rdb := b.st.rdb
 	logKey := b.st.key(name)
 	snaps := redisstore.NewSnapshotStore(rdb, logKey)
@@ -56,7 +57,7 @@ func (b *bench) runRedisCoordinator(ctx context.Context, name string, cfg comman
 
 // serveAPI serves c's HTTP API on a loopback port to the benchmark's users
 // (benchAuth); the caller closes the server.
-func serveAPI(c *commands.Coordinator) (*httpapi.Server, error) {
+func serveAPI(c *coordinator.Coordinator) (*httpapi.Server, error) {
 	srv := httpapi.NewServer(httpapi.Config{Addr: "127.0.0.1:0", Logger: zerolog.Nop(), Auth: benchAuth}, httpapi.PartsOf(c), nil)
 	if err := srv.Open(); err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func serveAPI(c *commands.Coordinator) (*httpapi.Server, error) {
 }
 
 // createGroup creates the group k with shards shards, as rscbench.
-func createGroup(ctx context.Context, c *commands.Coordinator, k projection.GroupKey, shards int, reason string) error {
+func createGroup(ctx context.Context, c *coordinator.Coordinator, k projection.GroupKey, shards int, reason string) error {
 	if _, err := c.CreateGroup(ctx, events.Meta{Actor: "rscbench"}, commands.CreateGroupInput{
 		StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, InitialShardCount: &shards, RequestedBy: "rscbench", Reason: reason,
 	}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rscoord/rsc/coordinator"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -34,11 +34,11 @@ const (
 )
 
 // runHeartbeat measures steady heartbeats through the real HTTP server (a
-// commands.Coordinator on a redisstore.Log in real Redis) against a bare
+// coordinator.Coordinator on a redisstore.Log in real Redis) against a bare
 // net/http JSON handler served and driven the same way.
 func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	o := b.o
-	coord, rlog, done, err := b.runRedisCoordinator(ctx, "hb-events", commands.Config{
+	coord, rlog, done, err := b.runRedisCoordinator(ctx, "hb-events", coordinator.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(),
 	})
@@ -222,29 +222,29 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 // the follower it is given forwards to that coordinator's URL.
 type fixedLeader struct{ url string }
 
-func (f fixedLeader) info() commands.LeaderInfo {
-	return commands.LeaderInfo{Holder: "rscbench-leader", URL: f.url, Token: 1}
+func (f fixedLeader) info() coordinator.LeaderInfo {
+	return coordinator.LeaderInfo{Holder: "rscbench-leader", URL: f.url, Token: 1}
 }
-func (f fixedLeader) Acquire(context.Context, time.Duration) (commands.LeaderInfo, error) {
+func (f fixedLeader) Acquire(context.Context, time.Duration) (coordinator.LeaderInfo, error) {
 	return f.info(), nil
 }
-func (f fixedLeader) Renew(context.Context, time.Duration) (bool, error)  { return false, nil }
-func (f fixedLeader) Release(context.Context) error                       { return nil }
-func (f fixedLeader) Leader(context.Context) (commands.LeaderInfo, error) { return f.info(), nil }
+func (f fixedLeader) Renew(context.Context, time.Duration) (bool, error)     { return false, nil }
+func (f fixedLeader) Release(context.Context) error                          { return nil }
+func (f fixedLeader) Leader(context.Context) (coordinator.LeaderInfo, error) { return f.info(), nil }
 
 // runForwarded measures the same steady heartbeats sent to a follower (--ha),
 // which forwards them to the leader, against the same heartbeats sent to the
 // leader directly, in alternating passes.
 func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.Log, leaderURL string, members []*member, bodies [][]byte) error {
 	o := b.o
-	follower, err := runCoordinator(ctx, commands.Config{MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
+	follower, err := runCoordinator(ctx, coordinator.Config{MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(), CoordinatorID: "rscbench-follower",
 		Lease: fixedLeader{url: leaderURL}, LeaseTTL: benchLease}, rlog, nil, nil, nil)
 	if err != nil {
 		return err
 	}
 	defer follower.Close()
-	if follower.Role() != commands.RoleFollower {
+	if follower.Role() != coordinator.RoleFollower {
 		return fmt.Errorf("the follower reports role %s", follower.Role())
 	}
 	fsrv, err := serveAPI(follower)
@@ -298,7 +298,7 @@ func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.
 
 // checkBalanced verifies the converged state: every group STABLE and every
 // member owning exactly its target.
-func checkBalanced(coord *commands.Coordinator, members []*member) error {
+func checkBalanced(coord *coordinator.Coordinator, members []*member) error {
 	byGroup := map[projection.GroupKey][]*member{}
 	for _, m := range members {
 		k := projection.GroupKey{StreamPrefix: m.prefix, ConsumerGroup: m.group}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
@@ -27,7 +27,7 @@ import (
 // the client side of a raw connection is a few hundred bytes, in both.
 func (b *bench) runHoldMemory(ctx context.Context, rep *Report) error {
 	n := b.o.heldRequests
-	coord, err := runCoordinator(ctx, commands.Config{
+	coord, err := runCoordinator(ctx, coordinator.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true, SnapshotEvery: -1,
 		ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, MaxMembersPerPrincipal: -1,
 		MaxHeartbeatHold: benchLease, HeartbeatDropGrace: -1,
@@ -161,7 +161,7 @@ func (b *bench) runHoldMemory(ctx context.Context, rep *Report) error {
 	s.baseline("idle keep-alive connection", perIdle/1024, "KiB")
 	s.measured("held heartbeat", perHeld/1024, "KiB", "idle keep-alive connection")
 	s.info(fmt.Sprintf("%d held heartbeats", n), perHeld*float64(n)/(1<<20), "MiB")
-	s.note("heap and stacks in use after a GC, divided by the connections; with --max-held-heartbeats %d (the default) the holds take at most %.0f MiB", commands.DefaultMaxHeldHeartbeats, perHeld*commands.DefaultMaxHeldHeartbeats/(1<<20))
+	s.note("heap and stacks in use after a GC, divided by the connections; with --max-held-heartbeats %d (the default) the holds take at most %.0f MiB", coordinator.DefaultMaxHeldHeartbeats, perHeld*coordinator.DefaultMaxHeldHeartbeats/(1<<20))
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -33,7 +34,7 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 	rlog := redisstore.NewLog(b.st.rdb, key)
 	b.st.trackLog(rlog)
 	clock := &virtualClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c, err := runCoordinator(ctx, commands.Config{
+	c, err := runCoordinator(ctx, coordinator.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1, ShardCheckInterval: -1,
 		MaxMembersPerGroup: total + 1, Logger: zerolog.Nop(),
 		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here

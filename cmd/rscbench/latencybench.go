@@ -20,6 +20,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/producer"
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
@@ -52,7 +53,7 @@ func (b *bench) runLatency(ctx context.Context, rep *Report) error {
 		return err
 	}
 	o := b.o
-	coord, _, done, err := b.runRedisCoordinator(ctx, "lat-events", commands.Config{Logger: zerolog.Nop()})
+	coord, _, done, err := b.runRedisCoordinator(ctx, "lat-events", coordinator.Config{Logger: zerolog.Nop()})
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func (p *phaseStats) max() time.Duration {
 // they handled.
 type latencyRun struct {
 	b        *bench
-	coord    *commands.Coordinator
+	coord    *coordinator.Coordinator
 	url      string
 	redisURL string
 	exe      string

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -427,9 +428,9 @@ func (b *bench) logStartup(ctx context.Context, rep *Report, rlog *redisstore.Lo
 	lastID := st.LastID()
 
 	b.logf("log: start-up, best of %d", b.o.reps)
-	load := func(fromSnapshot bool) (*commands.Coordinator, time.Duration, error) {
+	load := func(fromSnapshot bool) (*coordinator.Coordinator, time.Duration, error) {
 		runtime.GC()
-		c := commands.New(commands.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true}, rlog, nil, snaps, nil)
+		c := coordinator.New(coordinator.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true}, rlog, nil, snaps, nil)
 		t0 := time.Now()
 		err := c.Load(ctx, fromSnapshot)
 		return c, time.Since(t0), err
@@ -437,7 +438,7 @@ func (b *bench) logStartup(ctx context.Context, rep *Report, rlog *redisstore.Lo
 	var fullTime, snapTime time.Duration
 	var applied int64
 	for r := 0; r < b.o.reps; r++ {
-		var full, fromSnap *commands.Coordinator
+		var full, fromSnap *coordinator.Coordinator
 		steps := []func() error{
 			func() (err error) {
 				var d time.Duration

@@ -128,9 +128,9 @@ func (g *logGen) emit(k projection.GroupKey, actor string, ev events.Event) {
 
 // group is the shadow's group; only this goroutine touches the shadow.
 func (g *logGen) group(k projection.GroupKey) *projection.Group {
-	g.shadow.RLock()
-	defer g.shadow.RUnlock()
-	return g.shadow.GroupLocked(k)
+	var out *projection.Group
+	g.shadow.Read(func(st projection.Reader) { out = st.Group(k) })
+	return out
 }
 
 func (g *logGen) step(k projection.GroupKey) {

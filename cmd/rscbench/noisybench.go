@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rscoord/rsc/coordinator"
 	"net/http"
 	"runtime"
 	"sync"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/wire"
@@ -34,7 +34,7 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 	logKey := b.st.key("noisy-events")
 	rlog := redisstore.NewLog(b.st.rdb, logKey)
 	b.st.trackLog(rlog)
-	coord, err := runCoordinator(ctx, commands.Config{
+	coord, err := runCoordinator(ctx, coordinator.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout, DisableProvisioning: true,
 		SnapshotEvery: -1, ShardCheckInterval: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, Logger: zerolog.Nop(),
 	}, rlog, nil, nil, nil)
@@ -178,7 +178,7 @@ func (b *bench) runNoisy(ctx context.Context, rep *Report) error {
 }
 
 // joinAndLeave joins member m and has it leave, in process.
-func joinAndLeave(ctx context.Context, coord *commands.Coordinator, m *member) error {
+func joinAndLeave(ctx context.Context, coord *coordinator.Coordinator, m *member) error {
 	k := projection.GroupKey{StreamPrefix: m.prefix, ConsumerGroup: m.group}
 	for _, leave := range []bool{false, true} {
 		req := m.request(leave)

@@ -19,7 +19,7 @@ import (
 	"github.com/rscoord/rsc/client"
 	sdkmember "github.com/rscoord/rsc/client/member"
 	"github.com/rscoord/rsc/client/producer"
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
@@ -48,7 +48,7 @@ import (
 //     PublishBatch of 64 against a pipeline of 64 XADDs.
 func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 	rdb := b.st.rdb
-	coord, rlog, done, err := b.runRedisCoordinator(ctx, "ordering-events", commands.Config{
+	coord, rlog, done, err := b.runRedisCoordinator(ctx, "ordering-events", coordinator.Config{
 		HeartbeatInterval: 500 * time.Millisecond, TickInterval: 100 * time.Millisecond,
 		MemberLease: 10 * time.Second, RebalanceTimeout: 30 * time.Second, Logger: zerolog.Nop(),
 	})
@@ -76,7 +76,7 @@ func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 
 type orderingBench struct {
 	b     *bench
-	coord *commands.Coordinator
+	coord *coordinator.Coordinator
 	rlog  *redisstore.Log
 	rdb   *redis.Client
 	admin *client.Client

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
@@ -36,7 +37,7 @@ func (c *virtualClock) advance(d time.Duration) {
 
 // rebalanceSim is one group on an in-process coordinator over an events.MemLog.
 type rebalanceSim struct {
-	c     *commands.Coordinator
+	c     *coordinator.Coordinator
 	log   *events.MemLog
 	clock *virtualClock
 	k     projection.GroupKey
@@ -55,7 +56,7 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 	}
 	// The ticker never fires on its own: the benchmark ticks once per round.
 	var err error
-	if sim.c, err = runCoordinator(ctx, commands.Config{
+	if sim.c, err = runCoordinator(ctx, coordinator.Config{
 		DisableProvisioning: true, TickInterval: time.Hour, SnapshotEvery: -1,
 		MaxShardCount: max(1024, o.rbShards), Logger: zerolog.Nop(),
 		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, // joins on a virtual clock: the budgets are not measured here

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -70,7 +70,7 @@ func (b *bench) logSnapshots(ctx context.Context, rep *Report, ml *events.MemLog
 	// repetition, so the answer cache never helps).
 	type target struct {
 		log    *redisstore.Log
-		c      *commands.Coordinator
+		c      *coordinator.Coordinator
 		points []string
 	}
 	setup := func(l *redisstore.Log, name string) (target, error) {
@@ -92,7 +92,7 @@ func (b *bench) logSnapshots(ctx context.Context, rep *Report, ml *events.MemLog
 		if err := snaps.Save(ctx, ids[snapAt].ID, data, redisstore.DefaultSnapshotKeep); err != nil {
 			return target{}, err
 		}
-		c := commands.New(commands.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true}, l, nil, snaps, nil)
+		c := coordinator.New(coordinator.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true}, l, nil, snaps, nil)
 		tg := target{log: l, c: c}
 		for r := 0; r < b.o.reps; r++ {
 			tg.points = append(tg.points, ids[snapAt+replayDistance+r].ID)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -59,7 +59,7 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 	t0 := time.Now()
 	archived, removed, err := tlog.TrimBefore(ctx, trimAt, func(e events.Entry) bool {
 		rec, err := events.Decode(e.ID, e.Data)
-		return err != nil || commands.ArchivedType(rec.Type)
+		return err != nil || coordinator.ArchivedType(rec.Type)
 	})
 	if err != nil {
 		return err
@@ -82,9 +82,9 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 	}
 
 	snaps := redisstore.NewSnapshotStore(rdb, rlog.Key())
-	load := func(l *redisstore.Log, s *redisstore.SnapshotStore) (*commands.Coordinator, time.Duration, error) {
+	load := func(l *redisstore.Log, s *redisstore.SnapshotStore) (*coordinator.Coordinator, time.Duration, error) {
 		runtime.GC()
-		c := commands.New(commands.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true, Trimmer: l}, l, nil, s, nil)
+		c := coordinator.New(coordinator.Config{Logger: zerolog.Nop(), SnapshotEvery: -1, DisableProvisioning: true, Trimmer: l}, l, nil, s, nil)
 		t0 := time.Now()
 		err := c.Load(ctx, true)
 		return c, time.Since(t0), err
@@ -92,7 +92,7 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 	b.logf("log: start-up from the snapshot, trimmed vs untrimmed log, best of %d", b.o.reps)
 	var fullTime, trimmedTime time.Duration
 	for r := 0; r < b.o.reps; r++ {
-		var full, trimmed *commands.Coordinator
+		var full, trimmed *coordinator.Coordinator
 		steps := []func() error{
 			func() (err error) {
 				var d time.Duration

@@ -24,7 +24,8 @@
 // was read, so a malformed request spends nothing.
 //
 // The package knows no route of the API and no handler: it imports commands
-// for the error kinds it answers with and the leader's address, events for
-// log positions, routing for the names a scope may hold, wire for the held
-// heartbeat's header, and gorilla/mux for the route a request matched.
+// for the error kinds it answers with, coordinator for the leader's address
+// and role, events for log positions, routing for the names a scope may
+// hold, wire for the held heartbeat's header, and gorilla/mux for the route
+// a request matched.
 package guard

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/wire"
 )
@@ -63,10 +64,10 @@ const (
 // Leadership is what forwarding asks of this replica's place among --ha
 // replicas.
 type Leadership interface {
-	// Role is commands.RoleStandalone, RoleLeader or RoleFollower.
+	// Role is coordinator.RoleStandalone, RoleLeader or RoleFollower.
 	Role() string
 	// LeaderNow is the leader as the lease store names it now.
-	LeaderNow(ctx context.Context) commands.LeaderInfo
+	LeaderNow(ctx context.Context) coordinator.LeaderInfo
 }
 
 // Forwarder relays what only the leader may serve: writes (its Writes
@@ -124,7 +125,7 @@ func IsWrite(method string) bool {
 // the request, answers 503 NOT_LEADER with Retry-After.
 func (f *Forwarder) Writes(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !Of(r).Access.Write || f.lead.Role() != commands.RoleFollower {
+		if !Of(r).Access.Write || f.lead.Role() != coordinator.RoleFollower {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -146,7 +147,7 @@ func (f *Forwarder) Writes(next http.Handler) http.Handler {
 // follower's own when the request was forwarded to it or the leader is unknown
 // or did not answer.
 func (f *Forwarder) ToLeader(w http.ResponseWriter, r *http.Request) bool {
-	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || f.lead.Role() != commands.RoleFollower || forwarded(r) {
+	if fallback, _ := r.Context().Value(localFallbackKey{}).(bool); fallback || f.lead.Role() != coordinator.RoleFollower || forwarded(r) {
 		return false
 	}
 	leader := f.lead.LeaderNow(r.Context())

@@ -1,5 +1,0 @@
-package commands
-
-// PendingGraces is the number of graces of dropped held heartbeats not
-// decided yet (hold.go), for the external tests.
-func (s *Service) PendingGraces() int { return int(s.graces.Load()) }
