@@ -26,7 +26,7 @@ import (
 // AutoscalerActor is the actor and requestedBy of the autoscaler's decisions.
 const AutoscalerActor = "autoscaler"
 
-// Autoscaling defaults and bounds (README, "On-demand groups").
+// Autoscaling defaults and bounds (docs/autoscaling.md).
 const (
 	DefaultScaleOutCooldown = 60
 	DefaultScaleInCooldown  = 300

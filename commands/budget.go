@@ -10,7 +10,7 @@ import (
 // but a request, so each principal gets a budget per minute (a token bucket:
 // a quarter of a minute's budget at once, then the rest at an even pace).
 
-// Defaults of the budgets (README, "Security" and "Configuration").
+// Defaults of the budgets (docs/security.md and docs/configuration.md).
 const (
 	// DefaultMemberChurnPerMinute is joins and leaves per principal and
 	// group per minute (--member-churn-per-minute): a rolling restart of

@@ -107,7 +107,7 @@ var (
 	ErrTopologyConflict = &Error{Kind: KindConflict, Code: "STREAM_SHARD_TOPOLOGY_CONFLICT", Message: "Stream shard topology is inconsistent across consumer groups"}
 	// ErrMetadataCorrupt: the log or a snapshot holds what this build cannot
 	// decode; the coordinator answers nothing from a state it would have to
-	// guess (README, Runbook).
+	// guess (docs/operations.md, "Runbook").
 	ErrMetadataCorrupt    = &Error{Kind: KindConflict, Code: "COORDINATOR_METADATA_CORRUPT", Message: "Coordinator metadata is corrupt and requires operator repair"}
 	ErrProvisioningFailed = &Error{Kind: KindUnavailable, Code: "REDIS_STREAM_PROVISIONING_FAILED", Message: "Failed to provision Redis Stream consumer group"}
 	ErrRedisNotConfigured = &Error{Kind: KindUnavailable, Code: "REDIS_NOT_CONFIGURED", Message: "Redis Stream provisioning is enabled but Redis is not configured"}

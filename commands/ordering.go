@@ -13,8 +13,7 @@ import (
 // Fenced layout changes. Every layout change of every group (an activation,
 // or a rollback after one) raises the fences of step 1 below, whatever the
 // group's ordering; steps 2 (the record of the cutover and its barriers) and
-// 3 are ordered resharding's (a group created with ordering KEY; README,
-// "Ordered groups"):
+// 3 are ordered resharding's (a group created with ordering KEY; docs/ordered-groups.md):
 //
 //  1. The reconciler raises, on every shard of the layout before the change
 //     whose keys move elsewhere, the group's fence to the metadata version the

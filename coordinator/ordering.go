@@ -87,7 +87,7 @@ func fencedChange[T any](ctx context.Context, r *reconciler, meta events.Meta, k
 // fence). Every group is fenced: producers that publish idempotently check,
 // after a layout change, the shard an event id routed to before it, and
 // rely on that shard's fence to know no publish with the old layout lands
-// there after the change (README, "Exactly once across layout changes").
+// there after the change (docs/exactly-once.md).
 // The barriers are an ordered group's alone (recordCutover).
 func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout commands.LayoutChange) (*commands.CutoverEvidence, error) {
 	g, ok := r.state.Group(k)

@@ -37,7 +37,7 @@ const (
 )
 
 // Member is one logical consumer as the log knows it. Lease times and reported
-// progress are not here: they live in memory in commands (see README).
+// progress are not here: they live in memory in commands (docs/design.md).
 type Member struct {
 	ID             string    `msgpack:"id"`
 	Name           string    `msgpack:"name"`

@@ -4,8 +4,7 @@ import "time"
 
 // AutoscalingRequest is PUT .../groups/{g}/autoscaling: the group's policy.
 // minShards, maxShards and targetEntriesPerSecondPerShard are required; the
-// others take their defaults when missing or null (README, "On-demand
-// groups").
+// others take their defaults when missing or null (docs/autoscaling.md).
 type AutoscalingRequest struct {
 	Enabled                        *bool    `json:"enabled"`
 	MinShards                      *int     `json:"minShards"`

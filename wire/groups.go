@@ -78,7 +78,7 @@ type RoutingShard struct {
 	RedisSlot  int    `json:"redisSlot"`
 	// FenceKey is the Redis hash, in the stream's slot, whose field named
 	// after the consumer group holds the shard's fence: a publish with a
-	// routing metadataVersion below it is stale (see README, ordering).
+	// routing metadataVersion below it is stale (see docs/ordered-groups.md).
 	FenceKey string `json:"fenceKey"`
 }
 

@@ -232,7 +232,7 @@ type ConsumerShardProgress struct {
 // order the answer has always had them (alphabetical).
 type OffsetsResponse struct {
 	// AsOf is when Redis was read (the coordinator keeps a cache refreshed in
-	// the background; see the README's Security section).
+	// the background; see docs/security.md).
 	AsOf          time.Time `json:"asOf"`
 	ConsumerGroup string    `json:"consumerGroup"`
 	// LagSeconds and OldestPendingSeconds are the greatest of the shards'

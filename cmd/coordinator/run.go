@@ -104,7 +104,7 @@ type Main struct {
 	LeaderLease  time.Duration
 	AdvertiseURL string
 	// SnapshotKeep is how many snapshots are kept; TrimLog trims the log behind
-	// the oldest of them after each snapshot (README: Log growth).
+	// the oldest of them after each snapshot (docs/operations.md, "Log growth").
 	SnapshotKeep int
 	TrimLog      bool
 	// RedisTLS are the --redis-tls-* files; LogReplicas and LogReplicasTimeout

@@ -26,7 +26,7 @@ import (
 //     (prefixes) is the user's current one, read from the table per request.
 //
 // Payload: "v2\n<user>\n<expires unix s>\n<roles sorted, comma-separated>\n<issued unix s>".
-// A token of the reference's v1 format is refused (see README, Deviations).
+// A token of the reference's v1 format is refused (see docs/deviations.md).
 
 // tokenVersion is the first payload line.
 const tokenVersion = "v2"

@@ -187,7 +187,7 @@ func NewRound(ctx context.Context, o Options) (*Round, error) {
 			r.Close()
 			return nil, err
 		}
-		// Fetch the routing before publishing (the README's start-up step): a
+		// Fetch the routing before publishing (the producer's start-up step, docs/sdk.md): a
 		// producer that never had a routing cannot ride out an outage.
 		if err := r.retry(ctx, "fetch the producer routing", func() error { return p.Refresh(ctx) }); err != nil {
 			r.Close()
