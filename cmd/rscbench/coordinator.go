@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/rscoord/rsc/coordinator"
 
 	"github.com/rs/zerolog"
 
 	"github.com/rscoord/rsc/commands"
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"

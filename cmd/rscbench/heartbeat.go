@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rscoord/rsc/coordinator"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/httpapi"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
@@ -41,6 +41,13 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	coord, rlog, done, err := b.runRedisCoordinator(ctx, "hb-events", coordinator.Config{
 		MemberLease: benchLease, RebalanceTimeout: benchRebalanceTimeout,
 		MaxShardCount: max(1024, o.shards), Logger: zerolog.Nop(),
+		// One principal (the benchmark's) creates every group and runs every
+		// member: the per-principal and per-prefix quotas and churn budgets
+		// would refuse the defaults' 100 groups of 128 shards and 10,000
+		// joins; they are not what this measures.
+		MaxGroupsPerPrincipal: -1, MaxShardsPerPrincipal: -1, MaxMembersPerPrincipal: -1,
+		MaxGroupsPerPrefix: -1, MaxShardsPerPrefix: -1,
+		MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1,
 	})
 	if err != nil {
 		return err

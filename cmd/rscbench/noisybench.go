@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rscoord/rsc/coordinator"
 	"net/http"
 	"runtime"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rscoord/rsc/coordinator"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/wire"
