@@ -26,6 +26,19 @@ func decisionEnd(ctx context.Context, log events.Log, until, end string) (string
 	if c, err := events.CompareIDs(until, end); err != nil || c >= 0 {
 		return until, nil
 	}
+	// A point before the log's first entry (a trimmed log) belongs to no
+	// decision the log holds: it stays where it is, and the caller refuses
+	// it as before the trim point.
+	first, err := log.Read(ctx, events.ZeroID, 1)
+	if err != nil {
+		return "", fmt.Errorf("read the log's first entry: %w", err)
+	}
+	if len(first) == 0 {
+		return until, nil
+	}
+	if c, err := events.CompareIDs(until, first[0].ID); err != nil || c < 0 {
+		return until, nil
+	}
 	at := until
 	for {
 		entries, err := log.Read(ctx, at, decisionPage)

@@ -304,13 +304,24 @@ func TestIntegrationScrapesCostRedisNothing(t *testing.T) {
 		apiDo(t, tc, "GET", apiMonPath("scrape0", "g", "offsets"), nil).apiWant(t, 200)
 	}
 	scrape() // the first read of each group fills the cache
-	before := budgetShardReads(budgetCommandStats(t, rdb))
-	for i := 0; i < 30; i++ {
-		scrape()
-	}
-	after := budgetShardReads(budgetCommandStats(t, rdb))
-	if after != before {
-		t.Fatalf("30 rounds of scrapes cost Redis %d shard reads, want 0", after-before)
+	// The counters count the log's appends too (its scripts): a round during
+	// which the coordinator appended (a create's follow-up decisions landing
+	// late on a loaded machine) is measured again; a round with a quiet log
+	// must cost nothing.
+	var before, after int64
+	for attempt := 1; ; attempt++ {
+		lastID := tc.Main.Coordinator().State().LastID()
+		before = budgetShardReads(budgetCommandStats(t, rdb))
+		for i := 0; i < 30; i++ {
+			scrape()
+		}
+		after = budgetShardReads(budgetCommandStats(t, rdb))
+		if after == before {
+			break
+		}
+		if quiet := tc.Main.Coordinator().State().LastID() == lastID; quiet || attempt == 5 {
+			t.Fatalf("30 rounds of scrapes cost Redis %d shard reads, want 0 (the log appended during them: %v)", after-before, !quiet)
+		}
 	}
 	calls := budgetCommandStats(t, rdb)["evalsha"]
 	tc.Main.server.RefreshOffsets(context.Background())
