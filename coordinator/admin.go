@@ -41,7 +41,7 @@ func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in commands
 			}
 		}
 		var plan commands.GroupPlan
-		if err := s.peek(func(t *commands.Tx) (err error) {
+		if err := s.committed.peek(func(t *commands.Tx) (err error) {
 			plan, err = commands.PlanGroup(t, k, in.InitialShardCount, s.rules.DefaultShardCount, by)
 			return err
 		}); err != nil {

@@ -80,7 +80,7 @@ type deciderDeps struct {
 	// longer holds its last entry (a Redis failover lost entries), before a
 	// catch-up; fold folds the log into the projection,
 	// failing with errTrimmedDuringFold, before applying anything after a
-	// gap, when a trim passed it while it read (Replica.foldLog).
+	// gap, when a trim passed it while it read (loader.foldLog).
 	reload func(ctx context.Context) error
 	fold   func(ctx context.Context, st *projection.State) (int, error)
 	// holds are the held heartbeats, told what each batch changed.

@@ -2,4 +2,4 @@ package coordinator
 
 // PendingGraces is the number of graces of dropped held heartbeats not
 // decided yet (hold.go), for the external tests.
-func (s *Service) PendingGraces() int { return int(s.graces.Load()) }
+func (s *Service) PendingGraces() int { return int(s.beats.graces.Load()) }

@@ -40,47 +40,47 @@ import (
 // holdBound is how long a heartbeat asking for d is held: at most the
 // configured maximum and half the member lease, so a member whose held
 // answer is lost in transit still has time to heartbeat again.
-func (s *Service) holdBound(d time.Duration) time.Duration {
-	return min(d, s.hold.maxBound, s.rules.MemberLease/2)
+func (hb *heartbeats) holdBound(d time.Duration) time.Duration {
+	return min(d, hb.hold.maxBound, hb.rules.MemberLease/2)
 }
 
-// HeldHeartbeat is Heartbeat for a member that asked to be held (see
-// above). It returns the answer, how it was reached, and the error of a
-// heartbeat that failed (none answers HoldDropped).
-func (s *Service) HeldHeartbeat(ctx context.Context, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest, h HoldRequest) (*wire.HeartbeatResponse, HoldOutcome, error) {
-	resp, err := s.Heartbeat(ctx, k, id, principal, req)
+// held answers a heartbeat that asked to be held (see above): the answer,
+// how it was reached, and the error of a heartbeat that failed
+// (Service.HeldHeartbeat).
+func (hb *heartbeats) held(ctx context.Context, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest, h HoldRequest) (*wire.HeartbeatResponse, HoldOutcome, error) {
+	resp, err := hb.beat(ctx, k, id, principal, req)
 	switch {
 	case err != nil:
 		return nil, HoldAnswered, err
-	case !s.holds.on():
+	case !hb.holds.on():
 		return resp, HoldOff, nil
 	case h.Bound <= 0 || !quiet(req, resp):
 		return resp, HoldAnswered, nil
 	}
 	w := &waiter{k: k, id: id, principal: principal, mv: resp.MetadataVersion,
 		assigned: indexesOf(resp.Assignment.AssignedShards), pending: indexesOf(resp.Assignment.PendingShards)}
-	if why := s.holds.register(w); why != "" {
+	if why := hb.holds.register(w); why != "" {
 		return resp, why, nil
 	}
 	// Read after the answer's renewal: a later renewal means the member is
 	// still there.
-	token := s.table.BeatsOf(k, id)
-	if s.heldAnswerMoved(w) {
+	token := hb.table.BeatsOf(k, id)
+	if hb.heldAnswerMoved(w) {
 		// A batch applied between the answer and the registration.
-		s.holds.fire(w, HoldWoken)
+		hb.holds.fire(w, HoldWoken)
 	}
-	why := s.await(ctx, w, s.holdBound(h.Bound), h.Release)
+	why := hb.await(ctx, w, hb.holdBound(h.Bound), h.Release)
 	switch why {
 	case HoldDropped:
-		s.dropped(k, id, token)
+		hb.dropped(k, id, token)
 		return nil, HoldDropped, ctx.Err()
 	case HoldReleased:
 		return resp, HoldReleased, nil
 	}
-	again, err := s.Heartbeat(ctx, k, id, principal, req)
+	again, err := hb.beat(ctx, k, id, principal, req)
 	if ctx.Err() != nil {
 		// Gone while it was decided: the answer reaches nobody.
-		s.dropped(k, id, s.table.BeatsOf(k, id))
+		hb.dropped(k, id, hb.table.BeatsOf(k, id))
 		return nil, HoldDropped, ctx.Err()
 	}
 	if err != nil {
@@ -90,13 +90,13 @@ func (s *Service) HeldHeartbeat(ctx context.Context, k projection.GroupKey, id, 
 }
 
 // await waits for w's wait to end and takes it out of the registry.
-func (s *Service) await(ctx context.Context, w *waiter, bound time.Duration, release <-chan struct{}) HoldOutcome {
+func (hb *heartbeats) await(ctx context.Context, w *waiter, bound time.Duration, release <-chan struct{}) HoldOutcome {
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	var why HoldOutcome
 	select {
 	case <-w.done:
-		return s.holds.outcome(w)
+		return hb.holds.outcome(w)
 	case <-timer.C:
 		why = HoldElapsed
 	case <-ctx.Done():
@@ -104,16 +104,16 @@ func (s *Service) await(ctx context.Context, w *waiter, bound time.Duration, rel
 	case <-release:
 		why = HoldReleased
 	}
-	s.holds.remove(w)
+	hb.holds.remove(w)
 	return why
 }
 
 // heldAnswerMoved reports, from the committed state, whether w's answer
 // changed since it was given (or a correction round is open).
-func (s *Service) heldAnswerMoved(w *waiter) bool {
+func (hb *heartbeats) heldAnswerMoved(w *waiter) bool {
 	var moved bool
-	s.state.Read(func(st projection.Reader) { moved = answerMoved(st.Group(w.k), w) })
-	return moved || s.table.Round(w.k).Open
+	hb.state.Read(func(st projection.Reader) { moved = answerMoved(st.Group(w.k), w) })
+	return moved || hb.table.Round(w.k).Open
 }
 
 // dropped starts the grace of a member whose held heartbeat's caller went
@@ -121,29 +121,26 @@ func (s *Service) heldAnswerMoved(w *waiter) bool {
 // (token is the count of its renewals when it was held). At most as many
 // graces run at once as heartbeats may be held; past that the lease alone
 // applies.
-func (s *Service) dropped(k projection.GroupKey, id string, token uint64) {
-	grace := s.hold.grace
+func (hb *heartbeats) dropped(k projection.GroupKey, id string, token uint64) {
+	grace := hb.hold.grace
 	if grace <= 0 || token == 0 {
 		return
 	}
-	if s.graces.Add(1) > int64(s.holds.maxTotal) {
-		s.graces.Add(-1)
+	if hb.graces.Add(1) > int64(hb.holds.maxTotal) {
+		hb.graces.Add(-1)
 		return
 	}
 	time.AfterFunc(grace, func() {
-		defer s.graces.Add(-1)
-		_, err := submitFor(s.life.ctx, s.dec, k, events.Meta{Actor: commands.Actor}, func(t *commands.Tx) (struct{}, error) {
+		defer hb.graces.Add(-1)
+		_, err := submitFor(hb.life.ctx, hb.dec, k, events.Meta{Actor: commands.Actor}, func(t *commands.Tx) (struct{}, error) {
 			commands.ExpireDropped(t, k, id, token, grace)
 			return struct{}{}, nil
 		})
 		if err != nil {
-			s.logger.Debug().Err(err).Str("group", k.ConsumerGroup).Str("member", id).Msg("grace of a dropped held heartbeat")
+			hb.logger.Debug().Err(err).Str("group", k.ConsumerGroup).Str("member", id).Msg("grace of a dropped held heartbeat")
 		}
 	})
 }
-
-// HeldHeartbeats is the number of heartbeats held now.
-func (s *Service) HeldHeartbeats() int { return int(s.holds.total.Load()) }
 
 // HoldOutcome says how a heartbeat that asked to be held was answered (the
 // HTTP header X-Rsc-Hold: wire.Hold*, but for HoldDropped, which nobody
@@ -180,12 +177,6 @@ const (
 type HoldRequest struct {
 	Bound   time.Duration
 	Release <-chan struct{}
-}
-
-// holdRules are the tunables of held heartbeats (Config).
-type holdRules struct {
-	maxBound time.Duration
-	grace    time.Duration
 }
 
 // quiet reports whether resp tells the member nothing its request did not

@@ -32,7 +32,7 @@ func (s *Service) scale(ctx context.Context, meta events.Meta, k projection.Grou
 			return projection.ReshardingView{}, err
 		}
 		siblings := false
-		_ = s.peek(func(t *commands.Tx) error { siblings = commands.ManagedSiblings(t, k); return nil })
+		_ = s.committed.peek(func(t *commands.Tx) error { siblings = commands.ManagedSiblings(t, k); return nil })
 		if siblings {
 			res, err := s.scaleStream(ctx, meta, k.StreamPrefix, in, k)
 			if err != nil {
@@ -77,7 +77,7 @@ func (s *Service) readTarget(ctx context.Context, prefix string, target int) (*c
 		return nil, nil
 	}
 	from := target
-	_ = s.peek(func(t *commands.Tx) error {
+	_ = s.committed.peek(func(t *commands.Tx) error {
 		for _, g := range t.GroupsWithPrefix(prefix) {
 			from = min(from, g.ShardCount)
 		}
@@ -175,7 +175,7 @@ func (s *Service) rollback(ctx context.Context, meta events.Meta, k projection.G
 		}
 		var ids map[projection.GroupKey]string
 		var keys []projection.GroupKey
-		if err := s.peek(func(t *commands.Tx) (err error) { ids, keys, err = commands.RollbackSet(t, k, id); return err }); err != nil {
+		if err := s.committed.peek(func(t *commands.Tx) (err error) { ids, keys, err = commands.RollbackSet(t, k, id); return err }); err != nil {
 			return projection.ReshardingView{}, err
 		}
 		written, err := s.rec.entriesForRollback(ctx, k, id)

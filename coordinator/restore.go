@@ -49,29 +49,29 @@ func (s *Service) RestoreLog(ctx context.Context, meta events.Meta, in RestoreLo
 // log, the projection and the kept snapshots have): the log never holds a
 // restore without its snapshot, and a snapshot whose entry did not land is
 // one the log does not hold, which start-up skips.
-func (r *Replica) restoreLog(ctx context.Context, meta events.Meta, in RestoreLogInput, now time.Time) (RestoreResult, error) {
-	loss := r.life.lost.Load()
+func (g *logGuard) restoreLog(ctx context.Context, meta events.Meta, in RestoreLogInput, now time.Time) (RestoreResult, error) {
+	loss := g.life.lost.Load()
 	if loss == nil {
 		return RestoreResult{}, commands.ErrLogNotLost
 	}
-	rs, ok := r.log.(events.Restorable)
-	if !ok || r.snaps == nil {
+	rs, ok := g.tl.log.(events.Restorable)
+	if !ok || !g.snaps.on() {
 		return RestoreResult{}, commands.WithMsg(commands.ErrUnavailable, "this coordinator keeps no snapshots in Redis: it cannot restore the log")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	at := r.state.LastIDLocked()
-	if held, err := r.log.Get(ctx, []string{at}); err != nil {
+	at := g.state.LastIDLocked()
+	if held, err := g.tl.log.Get(ctx, []string{at}); err != nil {
 		return RestoreResult{}, commands.Failed(commands.ErrUnavailable, err, "the event log cannot be read: nothing was restored; retry")
 	} else if len(held) == 1 {
-		r.life.lost.Store(nil)
+		g.life.lost.Store(nil)
 		return RestoreResult{}, commands.ErrLogNotLost
 	}
-	logLast, err := r.log.LastID(ctx)
+	logLast, err := g.tl.log.LastID(ctx)
 	if err != nil {
 		return RestoreResult{}, commands.Failed(commands.ErrUnavailable, err, "the event log cannot be read: nothing was restored; retry")
 	}
-	kept, err := r.snaps.Kept(ctx)
+	kept, err := g.snaps.store.Kept(ctx)
 	if err != nil {
 		return RestoreResult{}, commands.Failed(commands.ErrUnavailable, err, "the snapshots cannot be read: nothing was restored; retry")
 	}
@@ -79,21 +79,18 @@ func (r *Replica) restoreLog(ctx context.Context, meta events.Meta, in RestoreLo
 	meta.Time = now
 	meta.StreamPrefix, meta.ConsumerGroup = "", ""
 	ev := &events.LogRestored{RestoredFrom: at, LogLastID: logLast, Cause: loss.Cause, LostEntries: loss.LostEntries,
-		RequestedBy: in.RequestedBy, Reason: in.Reason, Coordinator: r.cfg.CoordinatorID}
+		RequestedBy: in.RequestedBy, Reason: in.Reason, Coordinator: g.coordinatorID}
 	meta.Actor, meta.RequestID = commands.Truncate(meta.Actor, commands.MaxTextBytes), commands.Truncate(meta.RequestID, commands.MaxTextBytes)
 	data, err := events.Encode(meta, ev)
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("encode log.restored: %w", err)
 	}
 	rec := events.Record{ID: id, Type: ev.EventType(), Schema: events.SchemaVersion, Meta: meta, Event: ev}
-	snap, err := restoredSnapshot(r.state, rec)
+	snap, err := restoredSnapshot(g.state, rec)
 	if err != nil {
 		return RestoreResult{}, err
 	}
-	r.snapMu.Lock() // one snapshot save at a time
-	err = r.snaps.Save(ctx, id, snap, r.cfg.SnapshotKeep)
-	r.snapMu.Unlock()
-	if err != nil {
+	if err := g.snaps.saveAt(ctx, id, snap); err != nil {
 		return RestoreResult{}, commands.Failed(commands.ErrUnavailable, err, "the snapshot of the restored state could not be stored: nothing was restored; retry")
 	}
 	if err := rs.AppendRestore(ctx, logLast, id, data); err != nil {
@@ -105,18 +102,18 @@ func (r *Replica) restoreLog(ctx context.Context, meta events.Meta, in RestoreLo
 		}
 		return RestoreResult{}, commands.Failed(commands.ErrUnavailable, err, "the log.restored entry was not confirmed: if it landed, the coordinator follows it within seconds (GET /readyz); else retry")
 	}
-	if err := r.state.Apply(rec); err != nil {
+	if err := g.state.Apply(rec); err != nil {
 		// The log is past the projection now; the next catch-up reloads.
 		return RestoreResult{}, fmt.Errorf("apply log.restored: %w", err)
 	}
-	r.life.lost.Store(nil)
-	r.life.healthy.Store(true)
-	r.recent.reset(id)
-	r.answered = id
-	if r.cfg.AfterAppend != nil {
-		r.cfg.AfterAppend(rec)
+	g.life.lost.Store(nil)
+	g.life.healthy.Store(true)
+	g.recent.reset(id)
+	g.answered = id
+	if g.afterAppend != nil {
+		g.afterAppend(rec)
 	}
-	r.cfg.Logger.Warn().Str("eventId", id).Str("restoredFrom", at).Str("logLastId", logLast).Str("cause", loss.Cause).
+	g.logger.Warn().Str("eventId", id).Str("restoredFrom", at).Str("logLastId", logLast).Str("cause", loss.Cause).
 		Str("requestedBy", in.RequestedBy).Str("reason", in.Reason).Msg("the event log was restored from the state this coordinator held: deciding again")
 	return RestoreResult{EventID: id, RestoredFrom: at, LogLastID: logLast, Cause: loss.Cause, LostEntries: loss.LostEntries, AtLeast: loss.AtLeast}, nil
 }

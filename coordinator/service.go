@@ -4,24 +4,22 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
+	"github.com/rscoord/rsc/wire"
 )
 
 // Service is the commands callers send (httpapi.Commands): the operator's
 // admin commands (admin.go, resharding.go, ordering.go, autoscale.go) and the
-// members' heartbeats (heartbeat.go). Each validates its request, gathers
+// members' heartbeats (heartbeat.go, hold.go: answered by its heartbeats part). Each validates its request, gathers
 // the evidence its decision needs (through the reconciler, outside the
 // writer), submits the decision and answers with what it decided.
 type Service struct {
 	serviceDeps
-	// graces counts the graces of dropped held heartbeats running (hold.go).
-	graces atomic.Int64
 }
 
 // serviceDeps is what the Service is built from.
@@ -31,7 +29,6 @@ type serviceDeps struct {
 	dec      writer
 	rec      *reconciler
 	locks    *prefixLocks
-	table    *commands.RuntimeTable
 	evidence *evidenceTable
 	lead     interface{ IsLeader() bool }
 	life     *lifecycle
@@ -42,11 +39,12 @@ type serviceDeps struct {
 	logger zerolog.Logger
 	// rejections bounds the refusals recorded per principal.
 	rejections *rejectionLog
-	// holds are the held heartbeats and hold their tunables (hold.go).
-	holds *waiters
-	hold  holdRules
+	// committed peeks at the committed state before a decision.
+	committed committedState
+	// beats answers the members' heartbeats (heartbeat.go, hold.go).
+	beats *heartbeats
 	// restore restores the log from the projection (in the writer;
-	// Replica.restoreLog).
+	// logGuard.restoreLog).
 	restore func(ctx context.Context, meta events.Meta, in RestoreLogInput, now time.Time) (RestoreResult, error)
 }
 
@@ -146,19 +144,6 @@ func (l *rejectionLog) done(principal string, suppressed int64, landed bool) {
 	}
 }
 
-// peek runs a read-only check against the committed state, as a decision
-// would see it, without the writer: a command refused by the state it would
-// find is refused before anything touches Redis. The decision checks again.
-func (s *Service) peek(check func(t *commands.Tx) error) error {
-	var err error
-	s.state.Read(func(projection.Reader) {
-		now := s.now()
-		b := commands.NewBatch(s.state, s.table, s.timers())
-		err = check(&commands.Tx{B: b, RT: b.RT, Rules: s.rules, Now: now, Log: s.logger})
-	})
-	return err
-}
-
 // canDecide refuses a command before its side effects when this coordinator
 // could not decide it anyway.
 func (s *Service) canDecide() error {
@@ -172,3 +157,29 @@ func (s *Service) canDecide() error {
 	}
 	return s.life.refusal()
 }
+
+// Heartbeat runs the member protocol: join, leave, fencing, ownership validation,
+// revoke before assign. A heartbeat that changes nothing is answered from the
+// projection without touching the log. principal is the authenticated user that
+// sent it ("" when the member API is anonymous): a member id is bound to the
+// principal that joined it, and a heartbeat for it from anyone else is refused
+// (ErrMemberPrincipal, HTTP 403) before it can release or claim anything.
+//
+// A first heartbeat (epoch 0) for a group that does not exist, on a stream
+// with metadata, registers the group: its consumer group is provisioned on
+// every shard of the stream (at the stream's end, outside the writer; a
+// failure is 503 and records nothing), then one decision records
+// group.created with the stream's layout and joins the member.
+func (s *Service) Heartbeat(ctx context.Context, k projection.GroupKey, pathID, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatResponse, error) {
+	return s.beats.beat(ctx, k, pathID, principal, req)
+}
+
+// HeldHeartbeat is Heartbeat for a member that asked to be held (hold.go).
+// It returns the answer, how it was reached, and the error of a
+// heartbeat that failed (none answers HoldDropped).
+func (s *Service) HeldHeartbeat(ctx context.Context, k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest, h HoldRequest) (*wire.HeartbeatResponse, HoldOutcome, error) {
+	return s.beats.held(ctx, k, id, principal, req, h)
+}
+
+// HeldHeartbeats is the number of heartbeats held now.
+func (s *Service) HeldHeartbeats() int { return int(s.beats.holds.total.Load()) }

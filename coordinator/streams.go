@@ -75,7 +75,7 @@ func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in command
 			unlock := s.locks.lock(prefix)
 			defer unlock()
 		}
-		if err := s.peek(func(t *commands.Tx) error { return commands.StreamCreatable(t, prefix, count, by) }); err != nil {
+		if err := s.committed.peek(func(t *commands.Tx) error { return commands.StreamCreatable(t, prefix, count, by) }); err != nil {
 			return projection.StreamView{}, err
 		}
 		var created []int
@@ -160,7 +160,7 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in commands
 		prefix := in.StreamPrefix
 		unlock := s.locks.lock(prefix)
 		defer unlock()
-		if err := s.peek(func(t *commands.Tx) error { return commands.StreamCreatable(t, prefix, count, by) }); err != nil {
+		if err := s.committed.peek(func(t *commands.Tx) error { return commands.StreamCreatable(t, prefix, count, by) }); err != nil {
 			return projection.StreamView{}, err
 		}
 		kc, err := s.rec.readKeys(ctx, prefix, commands.ShardRange(0, count), false)
@@ -199,7 +199,7 @@ func (s *Service) scaleBareStream(ctx context.Context, meta events.Meta, prefix 
 	var plan commands.BareScale
 	var st *projection.Stream
 	bare := false
-	err := s.peek(func(t *commands.Tx) error {
+	err := s.committed.peek(func(t *commands.Tx) error {
 		cur := t.B.Overlay.Stream(prefix)
 		if cur == nil || !cur.Metadata || len(t.GroupsWithPrefix(prefix)) > 0 {
 			return nil

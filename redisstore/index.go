@@ -27,24 +27,33 @@ import (
 // indexField is the one field of an index entry (its id is the log id).
 const indexField = "t"
 
-func (l *Log) indexKey(suffix string) string {
-	k, err := SameSlotKey(l.key, "idx"+suffix)
+// historyIndex names, lists and trims the history index of one log (above);
+// the log writes it in its append scripts.
+type historyIndex struct {
+	rdb redis.UniversalClient
+	log string // the log's key
+}
+
+func (x historyIndex) key(suffix string) string {
+	k, err := SameSlotKey(x.log, "idx"+suffix)
 	if err != nil {
 		// NewLog's callers use keys without a stray '}' (the coordinator checks
 		// --log-stream); such a log just has no index in the same slot.
-		return l.key + ":idx" + suffix
+		return x.log + ":idx" + suffix
 	}
 	return k
 }
 
 // IndexKey is the hash of the history index (its high-water mark and names).
-func (l *Log) IndexKey() string { return l.indexKey("") }
+func (l *Log) IndexKey() string { return l.index.key("") }
 
-func (l *Log) historyKey(membership bool, name string) string {
+// stream is the index stream of name: its membership chatter, or the rest of
+// its history.
+func (x historyIndex) stream(membership bool, name string) string {
 	if membership {
-		return l.indexKey(":m:" + name)
+		return x.key(":m:" + name)
 	}
-	return l.indexKey(":h:" + name)
+	return x.key(":h:" + name)
 }
 
 // indexedAppendLua is compare-and-append that also indexes: KEYS[1] the log,
@@ -73,16 +82,16 @@ return ids
 
 var indexedAppendScript = redis.NewScript(indexedAppendLua(1, 2))
 
-// indexedArgs lays a batch out for indexedAppendLua: keys after the first
+// appendArgs lays a batch out for indexedAppendLua: keys after the first
 // firstKey ones, args after the position.
-func (l *Log) indexedArgs(batch []events.Draft, firstKey int) (keys []string, args []any) {
-	keys = []string{l.IndexKey()}
+func (x historyIndex) appendArgs(batch []events.Draft, firstKey int) (keys []string, args []any) {
+	keys = []string{x.key("")}
 	pos := map[string]int{}
 	args = append(args, len(batch))
 	for _, d := range batch {
 		k, name := 0, ""
 		if d.Index != "" {
-			hk := l.historyKey(d.Membership, d.Index)
+			hk := x.stream(d.Membership, d.Index)
 			p, seen := pos[hk]
 			if !seen {
 				keys = append(keys, hk)
@@ -107,7 +116,7 @@ func (l *Log) AppendIndexed(ctx context.Context, after string, batch []events.Dr
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	keys, args := l.indexedArgs(batch, 1)
+	keys, args := l.index.appendArgs(batch, 1)
 	res, err := l.repl.runScript(ctx, l.rdb, indexedAppendScript, append([]string{l.key}, keys...), append([]any{pos.String()}, args...)).StringSlice()
 	if err != nil {
 		return nil, appendError(err, l.key, after, len(batch), 0)
@@ -126,8 +135,8 @@ func (l *Log) History(ctx context.Context, index, after string, limit int) ([]st
 		limit = 1000
 	}
 	pipe := l.rdb.Pipeline()
-	h := pipe.XRangeN(ctx, l.historyKey(false, index), "("+from.String(), "+", int64(limit))
-	m := pipe.XRangeN(ctx, l.historyKey(true, index), "("+from.String(), "+", int64(limit))
+	h := pipe.XRangeN(ctx, l.index.stream(false, index), "("+from.String(), "+", int64(limit))
+	m := pipe.XRangeN(ctx, l.index.stream(true, index), "("+from.String(), "+", int64(limit))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read the history index %s: %w", index, err)
 	}
@@ -150,11 +159,11 @@ func (l *Log) History(ctx context.Context, index, after string, limit int) ([]st
 	return out, nil
 }
 
-// indexNames lists the names of every history index.
-func (l *Log) indexNames(ctx context.Context) ([]string, error) {
-	fields, err := l.rdb.HKeys(ctx, l.IndexKey()).Result()
+// names lists the names of every history index.
+func (x historyIndex) names(ctx context.Context) ([]string, error) {
+	fields, err := x.rdb.HKeys(ctx, x.key("")).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("list history indexes of %s: %w", l.key, err)
+		return nil, fmt.Errorf("list history indexes of %s: %w", x.log, err)
 	}
 	var out []string
 	for _, f := range fields {
@@ -165,20 +174,20 @@ func (l *Log) indexNames(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// trimIndex drops the membership index entries before id (their log entries
+// trim drops the membership index entries before id (their log entries
 // were trimmed and not archived).
-func (l *Log) trimIndex(ctx context.Context, before events.ID) error {
-	names, err := l.indexNames(ctx)
+func (x historyIndex) trim(ctx context.Context, before events.ID) error {
+	names, err := x.names(ctx)
 	if err != nil {
 		return err
 	}
-	pipe := l.rdb.Pipeline()
+	pipe := x.rdb.Pipeline()
 	for _, name := range names {
-		pipe.XTrimMinID(ctx, l.historyKey(true, name), before.String())
+		pipe.XTrimMinID(ctx, x.stream(true, name), before.String())
 	}
 	if len(names) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("trim the membership history of %s: %w", l.key, err)
+			return fmt.Errorf("trim the membership history of %s: %w", x.log, err)
 		}
 	}
 	return nil
@@ -222,7 +231,7 @@ func (l *Log) BackfillIndex(ctx context.Context) (indexed, skipped int, err erro
 				continue
 			}
 			names[name] = true
-			adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: l.historyKey(membership, name), ID: e.ID, Values: []any{indexField, "1"}}))
+			adds = append(adds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: l.index.stream(membership, name), ID: e.ID, Values: []any{indexField, "1"}}))
 		}
 		fields := []any{"at", msgs[len(msgs)-1].ID}
 		for name := range names {
@@ -247,13 +256,13 @@ func (l *Log) BackfillIndex(ctx context.Context) (indexed, skipped int, err erro
 // IndexKeys lists every key of the history index (for tools that remove a
 // log with everything beside it).
 func (l *Log) IndexKeys(ctx context.Context) ([]string, error) {
-	names, err := l.indexNames(ctx)
+	names, err := l.index.names(ctx)
 	if err != nil {
 		return nil, err
 	}
 	keys := []string{l.IndexKey()}
 	for _, name := range names {
-		keys = append(keys, l.historyKey(false, name), l.historyKey(true, name))
+		keys = append(keys, l.index.stream(false, name), l.index.stream(true, name))
 	}
 	return keys, nil
 }

@@ -283,7 +283,7 @@ func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []eve
 	if err != nil || len(batch) == 0 {
 		return nil, err
 	}
-	keys, args := f.indexedArgs(batch, 2)
+	keys, args := f.index.appendArgs(batch, 2)
 	res, err := f.repl.runScript(ctx, f.rdb, fencedIndexedAppendScript, append([]string{f.key, f.lease.key}, keys...), append([]any{tok, pos.String()}, args...)).StringSlice()
 	if err != nil {
 		return nil, appendError(err, f.key, after, len(batch), tok)

@@ -55,9 +55,10 @@ return ids
 
 // Log is an events.Log on one Redis Stream.
 type Log struct {
-	rdb  redis.UniversalClient
-	key  string
-	repl Replication
+	rdb   redis.UniversalClient
+	key   string
+	repl  Replication
+	index historyIndex // index.go
 }
 
 // NewLog returns the log stored at key.
@@ -65,7 +66,7 @@ func NewLog(rdb redis.UniversalClient, key string) *Log {
 	if key == "" {
 		key = DefaultLogStream
 	}
-	return &Log{rdb: rdb, key: key}
+	return &Log{rdb: rdb, key: key, index: historyIndex{rdb: rdb, log: key}}
 }
 
 // Key is the stream key of the log.

@@ -307,13 +307,13 @@ func (l *Log) Repair(ctx context.Context, plan RepairPlan) (RepairResult, error)
 // forget removes the history index entries and the archived copies of the
 // entries a repair left out: the ids in skip, and every id after through.
 func (l *Log) forget(ctx context.Context, skip []string, through string) error {
-	names, err := l.indexNames(ctx)
+	names, err := l.index.names(ctx)
 	if err != nil {
 		return err
 	}
 	streams := []string{l.ArchiveKey()}
 	for _, name := range names {
-		streams = append(streams, l.historyKey(false, name), l.historyKey(true, name))
+		streams = append(streams, l.index.stream(false, name), l.index.stream(true, name))
 	}
 	var ids []string
 	for _, s := range skip {

@@ -278,7 +278,7 @@ func (l *Log) TrimBefore(ctx context.Context, id string, keep func(events.Entry)
 			}
 		}
 	}
-	if err := l.trimIndex(ctx, before); err != nil {
+	if err := l.index.trim(ctx, before); err != nil {
 		return archived, removed, err
 	}
 	return archived, removed, nil
