@@ -10,7 +10,8 @@
 // and answers. The reconciler and its sagas (fences, provisioning,
 // retirement, repair, removal) do the Redis work outside the writer and hand
 // their evidence to a decision; the loops (maintenance, autoscaler) submit
-// decisions on a tick; Replica loads, follows, snapshots and trims the log
+// decisions on a tick; Replica loads (loader.go), follows, snapshots
+// (snapshots.go) and trims (trimmedlog.go) the log
 // (through replay's checks); Leadership holds the lease. Coordinator only
 // wires the parts and runs their loops.
 //
