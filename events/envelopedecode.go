@@ -26,7 +26,7 @@ var errNoPayload = errors.New("no payload")
 func (st *decodeState) decode(id string, data []byte) (Record, error) {
 	r, env := &st.r, &st.env
 	r.b = data
-	if err := decodeStruct(r, envelopeDecoder{env}); err != nil {
+	if err := decodeStruct(r, env); err != nil {
 		return Record{}, &DecodeError{ID: id, Err: fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)}
 	}
 	if len(env.typ) == 0 {
@@ -72,9 +72,19 @@ func decodePayload(r *reader, p *plan, ev Event) error {
 		return errNoPayload
 	}
 	if p != nil {
-		return decodeStruct(r, plannedEvent(p, ev))
+		return decodePlanned(r, p, ev)
 	}
 	return msgpack.Unmarshal(r.b, ev)
+}
+
+// decodePlanned decodes a payload into ev through the decoder generated from
+// its plan p (decoders_gen.go), or through p itself when ev's type has none
+// (a type registered outside this package, or before go generate ran).
+func decodePlanned(r *reader, p *plan, ev Event) error {
+	if g, ok := ev.(generatedDecoder); ok {
+		return g.decode(r)
+	}
+	return decodeStruct(r, plannedEvent(p, ev))
 }
 
 // eventError is the DecodeError of an entry whose envelope was read but whose
@@ -113,15 +123,10 @@ type wireEnvelope struct {
 
 var envelopeFields = fieldTable{names: []string{"type", "v", "prefix", "group", "time", "actor", "req", "cont", "payload"}}
 
-// envelopeDecoder decodes into a wireEnvelope. A struct of its own, so that
-// decodeStruct is compiled for it (a pointer type would share the generic
-// code of every pointer, its calls made through a dictionary).
-type envelopeDecoder struct{ e *wireEnvelope }
-
-func (d envelopeDecoder) wireFields() *fieldTable            { return &envelopeFields }
-func (d envelopeDecoder) reset()                             { *d.e = wireEnvelope{} }
-func (d envelopeDecoder) decodeField(r *reader, i int) error { return d.e.decodeField(r, i) }
-
+// The envelope decodes through *wireEnvelope itself (decodeStruct's calls go
+// straight to its methods; a wrapper around it cost a second call per field).
+func (e *wireEnvelope) wireFields() *fieldTable { return &envelopeFields }
+func (e *wireEnvelope) reset()                  { *e = wireEnvelope{} }
 func (e *wireEnvelope) decodeField(r *reader, i int) (err error) {
 	switch i {
 	case 0:
@@ -180,7 +185,7 @@ func (e *wireEnvelope) decodeInline(r *reader) Event {
 		e.metaStrings()
 	}
 	r.actor, r.sawExt = e.meta.Actor, false
-	err := decodeStruct(r, plannedEvent(p, ev))
+	err := decodePlanned(r, p, ev)
 	r.actor = ""
 	if err != nil || r.sawExt {
 		return nil

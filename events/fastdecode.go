@@ -9,7 +9,8 @@ package events
 // msgpack.Unmarshal.
 
 // structDecoder is a struct that the fast path decodes field by field: the
-// envelope, and every struct a plan reads (planned).
+// envelope, every struct a generated decoder reads (decoders_gen.go), and
+// every struct a plan reads (planned).
 type structDecoder interface {
 	// wireFields lists the msgpack field names in the order the reflection
 	// decoder gives them (declaration order, embedded structs flattened in
@@ -130,29 +131,36 @@ func resize[T any](s []T, n int) []T {
 	return append(s, make([]T, n-len(s))...)
 }
 
-// ints decodes an array of integers into *p. nil gives a nil slice, an empty
-// array an empty one.
-func (r *reader) ints(p *[]int) error {
+// arrayInto reads an array header and gives *p, the slice to decode it into,
+// its length, the way msgpack does: nil gives a nil slice and an empty array
+// an empty one (s is then empty: nothing is left to decode).
+func arrayInto[T any](r *reader, p *[]T) (s []T, err error) {
 	n, err := r.arrayLen()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case n == -1:
 		*p = nil
-		return nil
+		return nil, nil
 	case n == 0 && *p == nil:
-		*p = []int{}
-		return nil
+		*p = []T{}
+		return nil, nil
 	}
-	s := resize(*p, n)
+	s = resize(*p, n)
 	*p = s
+	return s, nil
+}
+
+// ints decodes an array of integers into *p (arrayInto).
+func (r *reader) ints(p *[]int) error {
+	s, err := arrayInto(r, p)
 	for i := range s {
 		if s[i], err = r.int(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return err
 }
 
 // strings decodes an array of strings into *p. nil leaves *p as it is (so did
@@ -206,4 +214,27 @@ func (r *reader) targets(p *Targets) error {
 		m[k] = v
 	}
 	return nil
+}
+
+// generatedDecoder is an event type with a decoder generated from its plan
+// (decoders_gen.go). decode calls decodeStruct with the event's own type: with
+// an interface type, decodeStruct would convert it at every field it reads.
+type generatedDecoder interface {
+	decode(r *reader) error
+}
+
+// decodeStructs decodes an array of structs into *p (arrayInto), for the
+// generated decoders (decoders_gen.go); structs (plan.go) is the same for a
+// plan.
+func decodeStructs[T any, P interface {
+	*T
+	structDecoder
+}](r *reader, p *[]T) error {
+	s, err := arrayInto(r, p)
+	for i := range s {
+		if err := decodeStruct(r, P(&s[i])); err != nil {
+			return err
+		}
+	}
+	return err
 }

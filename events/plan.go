@@ -16,6 +16,15 @@ import (
 // registered, as long as its fields are of the kinds below (the kinds the
 // events use); a type with another kind of field decodes through
 // msgpack.Unmarshal instead (TestEveryTypeDecodesFast says which).
+//
+// go generate writes each plan of this package's event types out as Go
+// (decoders_gen.go, by TestGeneratedDecoders, which fails when the file is
+// stale): the same reader calls as the plan makes, in a switch on the wire
+// index, as the hand-written decoders that the plans replaced did: through
+// the plans, BenchmarkDecode's log took 9% more CPU an entry, a
+// resharding.completed 35% more (a plan looks each field up in its table and
+// sizes a slice of structs by reflection). A type without a generated decoder
+// decodes through its plan.
 
 // fieldKind is how one field is read.
 type fieldKind uint8
@@ -33,10 +42,12 @@ const (
 	kindStructs                  // a slice of structs
 )
 
-// planField is one field of a plan: its kind and offset in the struct, and
-// for a struct or a slice of structs, their plan (and the slice's type).
+// planField is one field of a plan: its kind, name (in Go) and offset in the
+// struct, and for a struct or a slice of structs, their plan (and the slice's
+// type).
 type planField struct {
 	kind  fieldKind
+	name  string
 	off   uintptr
 	elem  *plan
 	slice reflect.Type
@@ -90,7 +101,7 @@ func planOf(t reflect.Type) *plan {
 				p.fields = append(p.fields, pf)
 			}
 			p.table.whole = append(p.table.whole, f.Name)
-			whole = append(whole, planField{kind: kindStruct, off: f.Offset, elem: inner})
+			whole = append(whole, planField{kind: kindStruct, name: f.Name, off: f.Offset, elem: inner})
 			continue
 		}
 		pf, ok := fieldOf(f.Type)
@@ -98,7 +109,7 @@ func planOf(t reflect.Type) *plan {
 			delete(plans, t)
 			return nil
 		}
-		pf.off = f.Offset
+		pf.name, pf.off = f.Name, f.Offset
 		p.table.names = append(p.table.names, name)
 		p.fields = append(p.fields, pf)
 	}
