@@ -55,10 +55,7 @@ func (h *groupAPI) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req wire.CreateRequest
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
+	if !h.admit(h.limit, w, r, &req, true) {
 		return
 	}
 	view, err := h.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
@@ -106,15 +103,20 @@ func (h *groupAPI) handleSetOrdering(w http.ResponseWriter, r *http.Request) {
 // groupMutation is the shape of every mutation on one group: resolve the path's
 // group key, decode the required body, apply the rate limit, decide, answer.
 func groupMutation[T any](h *kit, limit *guard.RateLimiter, w http.ResponseWriter, r *http.Request, status int, do func(k projection.GroupKey, req *T) (any, error)) {
-	k, ok := h.groupKey(w, r)
+	mutation(h, limit, w, r, status, h.groupKey, do)
+}
+
+// mutation resolves what the path names with key (false: it answered),
+// decodes the required body, applies the rate limit, decides with do and
+// answers status with what it returned.
+func mutation[K, T any](h *kit, limit *guard.RateLimiter, w http.ResponseWriter, r *http.Request, status int,
+	key func(http.ResponseWriter, *http.Request) (K, bool), do func(k K, req *T) (any, error)) {
+	k, ok := key(w, r)
 	if !ok {
 		return
 	}
 	var req T
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !limit.Allow(w, r) {
+	if !h.admit(limit, w, r, &req, true) {
 		return
 	}
 	v, err := do(k, &req)
@@ -179,14 +181,11 @@ func (h *groupAPI) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 // handleListReshardings serves GET .../groups/{consumerGroup}/migrations (and
 // the monitoring twin): the group's reshardings, oldest first.
 func (h *groupAPI) handleListReshardings(w http.ResponseWriter, r *http.Request) {
-	if h.fwd.ToLeader(w, r) {
-		return
-	}
-	rt := h.rt
-	g, ok := h.loadGroup(w, r)
+	g, ok := h.leaderGroup(h.fwd, w, r)
 	if !ok {
 		return
 	}
+	rt := h.rt
 	resp := wire.ReshardingsResponse{Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
 		resp.Migrations = append(resp.Migrations, reshardingLive(r.Context(), rt, g, m))
