@@ -284,6 +284,28 @@ func best(cur, d time.Duration) time.Duration {
 	return cur
 }
 
+// bestStep is a step for alternate: it runs load, keeps what it loaded in
+// *out and the best time so far in *t.
+func bestStep[T any](out *T, t *time.Duration, load func() (T, time.Duration, error)) func() error {
+	return func() error {
+		v, d, err := load()
+		*out, *t = v, best(*t, d)
+		return err
+	}
+}
+
+// gcStep is a step for alternate: a GC, then f timed, its best time so far
+// kept in *t.
+func gcStep(t *time.Duration, f func() error) func() error {
+	return func() error {
+		runtime.GC()
+		t0 := time.Now()
+		err := f()
+		*t = best(*t, time.Since(t0))
+		return err
+	}
+}
+
 // alternate runs the steps in order on even repetitions and reversed on odd
 // ones, so neither a measurement nor its baseline always runs first.
 func alternate(rep int, steps []func() error) error {
@@ -440,18 +462,8 @@ func (b *bench) logStartup(ctx context.Context, rep *Report, rlog *redisstore.Lo
 	for r := 0; r < b.o.reps; r++ {
 		var full, fromSnap *coordinator.Coordinator
 		steps := []func() error{
-			func() (err error) {
-				var d time.Duration
-				full, d, err = load(false)
-				fullTime = best(fullTime, d)
-				return err
-			},
-			func() (err error) {
-				var d time.Duration
-				fromSnap, d, err = load(true)
-				snapTime = best(snapTime, d)
-				return err
-			},
+			bestStep(&full, &fullTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(false) }),
+			bestStep(&fromSnap, &snapTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(true) }),
 		}
 		if err := alternate(r, steps); err != nil {
 			return err

@@ -311,12 +311,30 @@ func (pb *publishBench) section(ctx context.Context, rep *Report, name, title st
 	return s
 }
 
-func (pb *publishBench) single(ctx context.Context, rep *Report) error {
+// producers is a producer without a dedup window and the dedup paths to
+// compare with it.
+func (pb *publishBench) producers(ctx context.Context) (*producer.Producer, []dedupPath, error) {
 	plain, err := pb.producer(0)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	paths, err := pb.dedupPaths(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return plain, paths, nil
+}
+
+// xaddOne is the variant that writes one XADD per call, counting in *i.
+func (pb *publishBench) xaddOne(ctx context.Context, name string, i *int) variant {
+	return variant{name: name, msgs: 1, call: func() error {
+		*i++
+		return pb.rdb.XAdd(ctx, pb.xadd(*i, pb.fields(false))).Err()
+	}}
+}
+
+func (pb *publishBench) single(ctx context.Context, rep *Report) error {
+	plain, paths, err := pb.producers(ctx)
 	if err != nil {
 		return err
 	}
@@ -333,10 +351,7 @@ func (pb *publishBench) single(ctx context.Context, rep *Report) error {
 	i, h := 0, 0
 	s := pb.section(ctx, rep, "publish.single", "one message per round trip: the SDK's publish (fenced script; with a dedup window; a dedup hit) against XADD NOMKSTREAM MAXLEN ~")
 	vs := []variant{
-		{name: "XADD, one per round trip", msgs: 1, call: func() error {
-			i++
-			return pb.rdb.XAdd(ctx, pb.xadd(i, pb.fields(false))).Err()
-		}},
+		pb.xaddOne(ctx, "XADD, one per round trip", &i),
 		{name: "Publish", msgs: 1, call: func() error {
 			i++
 			_, err := plain.Publish(ctx, pb.keys[i%len(pb.keys)], pb.fields(false))
@@ -364,11 +379,7 @@ func (pb *publishBench) single(ctx context.Context, rep *Report) error {
 }
 
 func (pb *publishBench) batch(ctx context.Context, rep *Report) error {
-	plain, err := pb.producer(0)
-	if err != nil {
-		return err
-	}
-	paths, err := pb.dedupPaths(ctx)
+	plain, paths, err := pb.producers(ctx)
 	if err != nil {
 		return err
 	}
@@ -407,11 +418,7 @@ func (pb *publishBench) batch(ctx context.Context, rep *Report) error {
 }
 
 func (pb *publishBench) async(ctx context.Context, rep *Report) error {
-	plain, err := pb.producer(0)
-	if err != nil {
-		return err
-	}
-	paths, err := pb.dedupPaths(ctx)
+	plain, paths, err := pb.producers(ctx)
 	if err != nil {
 		return err
 	}
@@ -446,10 +453,7 @@ func (pb *publishBench) async(ctx context.Context, rep *Report) error {
 	defer func() { _ = a1.Close(ctx); _ = a2.Close(ctx) }()
 	s := pb.section(ctx, rep, "publish.async", "the asynchronous batching path from one goroutine (defaults: linger 1 ms, batches of up to 1,024, 8,192 in flight; every result awaited at the end of each slice) against XADDs one after the other")
 	err = pb.compare(ctx, s, []variant{
-		{name: "XADD, one after the other", msgs: 1, call: func() error {
-			i++
-			return pb.rdb.XAdd(ctx, pb.xadd(i, pb.fields(false))).Err()
-		}},
+		pb.xaddOne(ctx, "XADD, one after the other", &i),
 		av, dv,
 	})
 	s.note("goal: Async.Publish (plain, and with DedupWindow) >= 5x of sequential XADD")

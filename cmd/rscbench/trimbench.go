@@ -94,18 +94,8 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 	for r := 0; r < b.o.reps; r++ {
 		var full, trimmed *coordinator.Coordinator
 		steps := []func() error{
-			func() (err error) {
-				var d time.Duration
-				full, d, err = load(rlog, snaps)
-				fullTime = best(fullTime, d)
-				return err
-			},
-			func() (err error) {
-				var d time.Duration
-				trimmed, d, err = load(tlog, tsnaps)
-				trimmedTime = best(trimmedTime, d)
-				return err
-			},
+			bestStep(&full, &fullTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(rlog, snaps) }),
+			bestStep(&trimmed, &trimmedTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(tlog, tsnaps) }),
 		}
 		if err := alternate(r, steps); err != nil {
 			return err
