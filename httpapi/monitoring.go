@@ -229,8 +229,7 @@ func (h *monitoringAPI) handleConsumption(w http.ResponseWriter, r *http.Request
 		for _, p := range prog {
 			out.Progress = append(out.Progress, wire.ConsumerShardProgress{
 				StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, MemberID: id, MemberName: m.Name, MemberState: m.State,
-				Shard: wire.ShardRef{ShardIndex: p.Shard.ShardIndex}, StreamKey: p.StreamKey, LastDeliveredID: p.LastDeliveredID,
-				LastAckedID: p.LastAckedID, PendingCount: p.PendingCount, UpdatedAt: p.UpdatedAt,
+				ShardProgress: p,
 			})
 		}
 	}

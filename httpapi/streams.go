@@ -204,16 +204,7 @@ func (h *historyAPI) handleStreamEvents(w http.ResponseWriter, r *http.Request) 
 	if !ok {
 		return
 	}
-	after, limit, ok := h.pageParams(w, r)
-	if !ok {
-		return
-	}
-	entries, next, err := h.read.GroupHistory(r.Context(), projection.GroupKey{StreamPrefix: prefix}, after, limit)
-	if err != nil {
-		h.writeError(w, r, logUnavailable(err))
-		return
-	}
-	h.decodeEntries(w, r, entries, next)
+	h.serveHistory(w, r, projection.GroupKey{StreamPrefix: prefix}, nil)
 }
 
 // handleStreamReplay serves GET /coord/v1/monitoring/streams/{streamPrefix}/replay?until=:
@@ -230,11 +221,7 @@ func (h *historyAPI) handleStreamReplay(w http.ResponseWriter, r *http.Request) 
 	}
 	stream, groups := st.StreamWithGroups(prefix)
 	if (stream == nil || !stream.Metadata) && len(groups) == 0 {
-		at := r.URL.Query().Get("until")
-		if at == "" {
-			at = st.LastID()
-		}
-		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+at+" (the log up to it ends at "+st.LastID()+")"))
+		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups "+replayedAt(r, st)))
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.StreamReplay{AsOf: st.LastID(), Stream: projection.WireStream(projection.ViewStream(prefix, stream, groups))})
