@@ -15,6 +15,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/producer"
+	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
 )
@@ -477,12 +478,11 @@ func (pb *publishBench) record(ctx context.Context, rep *Report) error {
 		if err != nil {
 			return 0, err
 		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				return strconv.ParseInt(v, 10, 64)
-			}
+		v := redisstore.InfoField(info, "used_memory")
+		if v == "" {
+			return 0, errors.New("INFO memory has no used_memory")
 		}
-		return 0, errors.New("INFO memory has no used_memory")
+		return strconv.ParseInt(v, 10, 64)
 	}
 	var lastRecord string // the record of the last message published with a window
 	perMessage := func(p *producer.Producer) (float64, error) {

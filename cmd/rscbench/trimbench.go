@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -103,15 +102,11 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 		if r > 0 {
 			continue
 		}
-		a, err := full.State().Encode()
+		same, err := statesEncodeTo(data, full, trimmed)
 		if err != nil {
 			return err
 		}
-		t, err := trimmed.State().Encode()
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(a, data) || !bytes.Equal(t, data) {
+		if !same {
 			return fmt.Errorf("start-up on the trimmed log, on the untrimmed log and the replayed state disagree")
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/internal/procs"
+	"github.com/rscoord/rsc/redisstore"
 )
 
 // Timings of a test cluster. A short node timeout makes a failover take a
@@ -483,14 +484,7 @@ func replicaAddrs(info string) []string {
 }
 
 // infoField returns a field of an INFO (or CLUSTER INFO) reply.
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
+var infoField = redisstore.InfoField
 
 // adminClient is a one-connection client for cluster administration.
 func adminClient(addr string) *redis.Client { return adminClientTLS(addr, nil) }
