@@ -82,13 +82,9 @@ func streamCreated(v projection.StreamView) wire.StreamCreateResponse {
 // metadata at version 1 (201).
 func (h *streamAPI) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 	streamMutation(h, w, r, http.StatusCreated, func(prefix string, req *wire.CreateRequest) (any, error) {
-		v, err := h.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
+		return answer(streamCreated)(h.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
 			StreamPrefix: prefix, InitialShardCount: req.InitialShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
-		})
-		if err != nil {
-			return nil, err
-		}
-		return streamCreated(v), nil
+		}))
 	})
 }
 
@@ -96,11 +92,7 @@ func (h *streamAPI) handleCreateStream(w http.ResponseWriter, r *http.Request) {
 // takes over existing shard streams without creating anything (201).
 func (h *streamAPI) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
 	streamMutation(h, w, r, http.StatusCreated, func(prefix string, req *wire.AdoptRequest) (any, error) {
-		v, err := h.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
-		if err != nil {
-			return nil, err
-		}
-		return streamCreated(v), nil
+		return answer(streamCreated)(h.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason}))
 	})
 }
 
