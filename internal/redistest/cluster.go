@@ -345,9 +345,14 @@ func (c *Cluster) onAnyNode(ctx context.Context, f func(*redis.Client) error) er
 // want nodes that are not failed, maps every slot to a master other than
 // gone, and, if it is a replica, has its link to its master up.
 func (c *Cluster) waitHealthy(ctx context.Context, want int, gone string) error {
-	var last error
+	return pollUntil(ctx, func() error { return c.healthy(ctx, want, gone) })
+}
+
+// pollUntil calls check every 100 ms until it returns nil, or ctx ends (its
+// last error joined with ctx's).
+func pollUntil(ctx context.Context, check func() error) error {
 	for {
-		last = c.healthy(ctx, want, gone)
+		last := check()
 		if last == nil {
 			return nil
 		}
