@@ -104,6 +104,19 @@ func (s *Shards) runEachOK(ctx context.Context, script *redis.Script, keys []str
 	return nil
 }
 
+// replyOf is a script's reply of n values; an error or another reply is
+// told as what failed.
+func replyOf(cmd *redis.Cmd, n int, what string) ([]any, error) {
+	res, err := cmd.Slice()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(res) != n {
+		return nil, fmt.Errorf("%s: unexpected reply %v", what, res)
+	}
+	return res, nil
+}
+
 // runEach runs script once per key, pipelined (a cluster client splits the
 // pipeline by node), and returns the commands in key order.
 func (s *Shards) runEach(ctx context.Context, script *redis.Script, keys []string, args ...any) []*redis.Cmd {
