@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -32,7 +33,7 @@ func (c *Client) endpoints() []string {
 	add := func(list string) {
 		for _, u := range strings.Split(list, ",") {
 			u = strings.TrimRight(strings.TrimSpace(u), "/")
-			if u != "" && !contains(out, u) {
+			if u != "" && !slices.Contains(out, u) {
 				out = append(out, u)
 			}
 		}
@@ -42,15 +43,6 @@ func (c *Client) endpoints() []string {
 		add(e)
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // first is the index in eps of the endpoint a call starts at.
@@ -75,7 +67,7 @@ const headerForwardedTo = "X-Rsc-Forwarded-To"
 // (forwardedTo is one of its endpoints), the leader is preferred instead, so
 // later calls skip the extra hop.
 func (c *Client) answered(ep, forwardedTo string) {
-	if forwardedTo = strings.TrimRight(forwardedTo, "/"); forwardedTo != "" && contains(c.endpoints(), forwardedTo) {
+	if forwardedTo = strings.TrimRight(forwardedTo, "/"); forwardedTo != "" && slices.Contains(c.endpoints(), forwardedTo) {
 		ep = forwardedTo
 	}
 	c.mu.Lock()
@@ -89,7 +81,7 @@ func (c *Client) failed(eps []string, ep, next string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.preferred
-	if !contains(eps, cur) {
+	if !slices.Contains(eps, cur) {
 		cur = eps[0]
 	}
 	if cur == ep {

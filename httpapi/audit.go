@@ -156,6 +156,16 @@ func (h *historyAPI) handleAllEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
+// replayedAt says where the request's replay stopped, for a not-found
+// answer: "at <until> (the log up to it ends at <last id of st>)".
+func replayedAt(r *http.Request, st *projection.State) string {
+	at := r.URL.Query().Get("until")
+	if at == "" {
+		at = st.LastID()
+	}
+	return "at " + at + " (the log up to it ends at " + st.LastID() + ")"
+}
+
 // replayState is the state after the request's until (the latest without
 // it), folded from the nearest kept snapshot; false when it answered. At
 // most MaxConcurrentReplays run at once (429 beyond).
@@ -198,6 +208,16 @@ func (h *historyAPI) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	h.serveHistory(w, r, k, func() bool {
+		_, exists := h.read.State().Group(k)
+		return exists
+	})
+}
+
+// serveHistory answers the request's page of k's history. exists, when not
+// nil, is asked on an empty first page whether k exists (404 GROUP_NOT_FOUND
+// when not).
+func (h *historyAPI) serveHistory(w http.ResponseWriter, r *http.Request, k projection.GroupKey, exists func() bool) {
 	after, limit, ok := h.pageParams(w, r)
 	if !ok {
 		return
@@ -207,11 +227,9 @@ func (h *historyAPI) handleGroupEvents(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, logUnavailable(err))
 		return
 	}
-	if len(entries) == 0 && next == "" && after == events.ZeroID {
-		if _, exists := h.read.State().Group(k); !exists {
-			h.writeError(w, r, commands.ErrGroupNotFound)
-			return
-		}
+	if exists != nil && len(entries) == 0 && next == "" && after == events.ZeroID && !exists() {
+		h.writeError(w, r, commands.ErrGroupNotFound)
+		return
 	}
 	h.decodeEntries(w, r, entries, next)
 }
@@ -232,11 +250,7 @@ func (h *historyAPI) handleReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	g, found := st.Group(k)
 	if !found {
-		at := r.URL.Query().Get("until")
-		if at == "" {
-			at = st.LastID()
-		}
-		h.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist at "+at+" (the log up to it ends at "+st.LastID()+")"))
+		h.writeError(w, r, commands.ErrGroupNotFound.WithMessage("group did not exist "+replayedAt(r, st)))
 		return
 	}
 	resp := wire.GroupReplay{Group: GroupOf(g), AsOf: st.LastID(), Members: MembersOf(g, nil, h.read.Config().RebalanceTimeout),

@@ -56,10 +56,7 @@ func (h *autoscalingAPI) handleDeleteAutoscaling(w http.ResponseWriter, r *http.
 		return
 	}
 	var req wire.AutoscalingDeleteRequest
-	if !h.decodeBody(w, r, &req, false) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
+	if !h.admit(h.limit, w, r, &req, false) {
 		return
 	}
 	if req.RequestedBy == "" {
@@ -75,14 +72,11 @@ func (h *autoscalingAPI) handleDeleteAutoscaling(w http.ResponseWriter, r *http.
 // handleGetAutoscaling serves GET .../groups/{consumerGroup}/autoscaling: the
 // policy, and the leader's latest evaluation (a follower asks the leader).
 func (h *autoscalingAPI) handleGetAutoscaling(w http.ResponseWriter, r *http.Request) {
-	if h.fwd.ToLeader(w, r) {
-		return
-	}
-	rt := h.rt
-	g, ok := h.loadGroup(w, r)
+	g, ok := h.leaderGroup(h.fwd, w, r)
 	if !ok {
 		return
 	}
+	rt := h.rt
 	writeJSON(w, http.StatusOK, h.autoscalingBody(g.Key, rt))
 }
 

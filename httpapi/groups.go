@@ -55,10 +55,7 @@ func (h *groupAPI) handleCreateGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req wire.CreateRequest
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
+	if !h.admit(h.limit, w, r, &req, true) {
 		return
 	}
 	view, err := h.dec.CreateGroup(r.Context(), meta(r), commands.CreateGroupInput{
@@ -84,37 +81,45 @@ func (h *groupAPI) handleGetGroup(w http.ResponseWriter, r *http.Request) {
 // handleDeleteGroup serves DELETE /coord/v1/streams/{streamPrefix}/groups/{consumerGroup}.
 func (h *groupAPI) handleDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	groupMutation(&h.kit, h.limit, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.DeleteRequest) (any, error) {
-		v, err := h.dec.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force})
-		if err != nil {
-			return nil, err
-		}
-		return projection.WireGroup(v), nil
+		return answer(projection.WireGroup)(h.dec.DeleteGroup(r.Context(), meta(r), k, commands.DeleteGroupInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Force: req.Force}))
 	})
 }
 
 // handleSetOrdering serves PUT .../groups/{consumerGroup}/ordering.
 func (h *groupAPI) handleSetOrdering(w http.ResponseWriter, r *http.Request) {
 	groupMutation(&h.kit, h.limit, w, r, http.StatusOK, func(k projection.GroupKey, req *wire.OrderingRequest) (any, error) {
-		v, err := h.dec.SetOrdering(r.Context(), meta(r), k, commands.OrderingInput{Ordering: req.Ordering, RequestedBy: req.RequestedBy, Reason: req.Reason})
-		if err != nil {
-			return nil, err
-		}
-		return projection.WireGroup(v), nil
+		return answer(projection.WireGroup)(h.dec.SetOrdering(r.Context(), meta(r), k, commands.OrderingInput{Ordering: req.Ordering, RequestedBy: req.RequestedBy, Reason: req.Reason}))
 	})
 }
 
 // groupMutation is the shape of every mutation on one group: resolve the path's
 // group key, decode the required body, apply the rate limit, decide, answer.
 func groupMutation[T any](h *kit, limit *guard.RateLimiter, w http.ResponseWriter, r *http.Request, status int, do func(k projection.GroupKey, req *T) (any, error)) {
-	k, ok := h.groupKey(w, r)
+	mutation(h, limit, w, r, status, h.groupKey, do)
+}
+
+// answer renders a decision's result with render, or passes its error on,
+// for a mutation's do: answer(projection.WireGroup)(h.dec.DeleteGroup(...)).
+func answer[V, W any](render func(V) W) func(V, error) (any, error) {
+	return func(v V, err error) (any, error) {
+		if err != nil {
+			return nil, err
+		}
+		return render(v), nil
+	}
+}
+
+// mutation resolves what the path names with key (false: it answered),
+// decodes the required body, applies the rate limit, decides with do and
+// answers status with what it returned.
+func mutation[K, T any](h *kit, limit *guard.RateLimiter, w http.ResponseWriter, r *http.Request, status int,
+	key func(http.ResponseWriter, *http.Request) (K, bool), do func(k K, req *T) (any, error)) {
+	k, ok := key(w, r)
 	if !ok {
 		return
 	}
 	var req T
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !limit.Allow(w, r) {
+	if !h.admit(limit, w, r, &req, true) {
 		return
 	}
 	v, err := do(k, &req)
@@ -168,25 +173,18 @@ func (h *groupAPI) handleProducerRouting(w http.ResponseWriter, r *http.Request)
 // handleScaleGroup serves POST .../groups/{consumerGroup}/scale.
 func (h *groupAPI) handleScaleGroup(w http.ResponseWriter, r *http.Request) {
 	groupMutation(&h.kit, h.limit, w, r, http.StatusAccepted, func(k projection.GroupKey, req *wire.ScaleRequest) (any, error) {
-		v, err := h.dec.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
-		if err != nil {
-			return nil, err
-		}
-		return projection.WireResharding(v), nil
+		return answer(projection.WireResharding)(h.dec.Scale(r.Context(), meta(r), k, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason}))
 	})
 }
 
 // handleListReshardings serves GET .../groups/{consumerGroup}/migrations (and
 // the monitoring twin): the group's reshardings, oldest first.
 func (h *groupAPI) handleListReshardings(w http.ResponseWriter, r *http.Request) {
-	if h.fwd.ToLeader(w, r) {
-		return
-	}
-	rt := h.rt
-	g, ok := h.loadGroup(w, r)
+	g, ok := h.leaderGroup(h.fwd, w, r)
 	if !ok {
 		return
 	}
+	rt := h.rt
 	resp := wire.ReshardingsResponse{Migrations: []wire.Resharding{}}
 	for _, m := range g.Reshardings {
 		resp.Migrations = append(resp.Migrations, reshardingLive(r.Context(), rt, g, m))
@@ -284,10 +282,6 @@ func (h *groupAPI) handleRollback(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, commands.ErrInvalid.WithMessage(err.Error())
 		}
-		v, err := h.dec.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy})
-		if err != nil {
-			return nil, err
-		}
-		return projection.WireResharding(v), nil
+		return answer(projection.WireResharding)(h.dec.Rollback(r.Context(), meta(r), k, id, commands.RollbackInput{RequestedBy: req.RequestedBy, Reason: req.Reason, Policy: req.Policy}))
 	})
 }

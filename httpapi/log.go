@@ -29,10 +29,7 @@ func (s *Server) registerLogRoutes(h *logAPI) {
 // forwards it to the leader, which restores from its own state.
 func (h *logAPI) handleRestoreLog(w http.ResponseWriter, r *http.Request) {
 	var req wire.LogRestoreRequest
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
+	if !h.admit(h.limit, w, r, &req, true) {
 		return
 	}
 	res, err := h.dec.RestoreLog(r.Context(), meta(r), coordinator.RestoreLogInput{RequestedBy: req.RequestedBy, Reason: req.Reason})

@@ -195,14 +195,11 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 
 // handleMembers serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/members.
 func (h *monitoringAPI) handleMembers(w http.ResponseWriter, r *http.Request) {
-	if h.fwd.ToLeader(w, r) {
-		return
-	}
-	rt := h.rt
-	g, ok := h.loadGroup(w, r)
+	g, ok := h.leaderGroup(h.fwd, w, r)
 	if !ok {
 		return
 	}
+	rt := h.rt
 	writeJSON(w, http.StatusOK, wire.MembersResponse{Members: MembersOf(g, rt.MemberRuntimes(g.Key), h.read.Config().RebalanceTimeout)})
 }
 
@@ -217,14 +214,11 @@ func (h *monitoringAPI) handleAssignments(w http.ResponseWriter, r *http.Request
 
 // handleConsumption serves GET /coord/v1/monitoring/streams/{p}/groups/{g}/consumption.
 func (h *monitoringAPI) handleConsumption(w http.ResponseWriter, r *http.Request) {
-	if h.fwd.ToLeader(w, r) {
-		return
-	}
-	memory := h.rt
-	g, ok := h.loadGroup(w, r)
+	g, ok := h.leaderGroup(h.fwd, w, r)
 	if !ok {
 		return
 	}
+	memory := h.rt
 	k := g.Key
 	rt := memory.MemberRuntimes(k)
 	out := wire.ConsumptionResponse{Progress: []wire.ConsumerShardProgress{}}
@@ -235,8 +229,7 @@ func (h *monitoringAPI) handleConsumption(w http.ResponseWriter, r *http.Request
 		for _, p := range prog {
 			out.Progress = append(out.Progress, wire.ConsumerShardProgress{
 				StreamPrefix: k.StreamPrefix, ConsumerGroup: k.ConsumerGroup, MemberID: id, MemberName: m.Name, MemberState: m.State,
-				Shard: wire.ShardRef{ShardIndex: p.Shard.ShardIndex}, StreamKey: p.StreamKey, LastDeliveredID: p.LastDeliveredID,
-				LastAckedID: p.LastAckedID, PendingCount: p.PendingCount, UpdatedAt: p.UpdatedAt,
+				ShardProgress: p,
 			})
 		}
 	}

@@ -364,9 +364,8 @@ func (s *Server) allowedMethods(r *http.Request) string {
 }
 
 func (h *kit) groupKey(w http.ResponseWriter, r *http.Request) (projection.GroupKey, bool) {
-	p, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
+	p, ok := h.pathPrefix(w, r)
+	if !ok {
 		return projection.GroupKey{}, false
 	}
 	g, err := pathVar(r, "consumerGroup")
@@ -399,6 +398,21 @@ func (h *kit) findGroup(w http.ResponseWriter, r *http.Request, k projection.Gro
 		return nil, false
 	}
 	return g, true
+}
+
+// leaderGroup resolves the path's group on the leader: a follower relays the
+// request to it (false: fwd or loadGroup answered).
+func (h *kit) leaderGroup(fwd *guard.Forwarder, w http.ResponseWriter, r *http.Request) (*projection.Group, bool) {
+	if fwd.ToLeader(w, r) {
+		return nil, false
+	}
+	return h.loadGroup(w, r)
+}
+
+// admit decodes a mutation's body into v, then applies the rate limit
+// (false: it answered).
+func (h *kit) admit(limit *guard.RateLimiter, w http.ResponseWriter, r *http.Request, v any, required bool) bool {
+	return h.decodeBody(w, r, v, required) && limit.Allow(w, r)
 }
 
 // decodeBody reads a JSON body into v. Unknown fields are ignored (as the

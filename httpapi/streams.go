@@ -44,9 +44,8 @@ func (s *Server) registerStreamRoutes(h *streamAPI, hist *historyAPI) {
 
 // streamPrefixOf is the path's stream prefix, validated (false: answered).
 func (h *kit) streamPrefixOf(w http.ResponseWriter, r *http.Request) (string, bool) {
-	prefix, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
+	prefix, ok := h.pathPrefix(w, r)
+	if !ok {
 		return "", false
 	}
 	if err := routing.ValidatePrefix(prefix); err != nil {
@@ -56,82 +55,63 @@ func (h *kit) streamPrefixOf(w http.ResponseWriter, r *http.Request) (string, bo
 	return prefix, true
 }
 
+// streamMutation is the shape of every mutation on one stream prefix: read
+// the path's prefix, decode the required body, apply the rate limit, decide,
+// answer.
+func streamMutation[T any](h *streamAPI, w http.ResponseWriter, r *http.Request, status int, do func(prefix string, req *T) (any, error)) {
+	mutation(&h.kit, h.limit, w, r, status, h.pathPrefix, do)
+}
+
+// pathPrefix is the path's stream prefix as it stands (false: answered).
+func (h *kit) pathPrefix(w http.ResponseWriter, r *http.Request) (string, bool) {
+	prefix, err := pathVar(r, "streamPrefix")
+	if err != nil {
+		h.badRequest(w, r, err.Error())
+		return "", false
+	}
+	return prefix, true
+}
+
+// streamCreated is the answer to a stream's create or adopt.
+func streamCreated(v projection.StreamView) wire.StreamCreateResponse {
+	return wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion}
+}
+
 // handleCreateStream serves POST /coord/v1/streams/{streamPrefix}: the
 // stream's shard streams, empty and without consumer groups, and its
 // metadata at version 1 (201).
 func (h *streamAPI) handleCreateStream(w http.ResponseWriter, r *http.Request) {
-	prefix, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
-		return
-	}
-	var req wire.CreateRequest
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
-		return
-	}
-	v, err := h.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
-		StreamPrefix: prefix, InitialShardCount: req.InitialShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
+	streamMutation(h, w, r, http.StatusCreated, func(prefix string, req *wire.CreateRequest) (any, error) {
+		return answer(streamCreated)(h.dec.CreateStream(r.Context(), meta(r), commands.CreateStreamInput{
+			StreamPrefix: prefix, InitialShardCount: req.InitialShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason, Ordering: req.Ordering,
+		}))
 	})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion})
 }
 
 // handleAdoptStream serves POST /coord/v1/streams/{streamPrefix}/adopt:
 // takes over existing shard streams without creating anything (201).
 func (h *streamAPI) handleAdoptStream(w http.ResponseWriter, r *http.Request) {
-	prefix, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
-		return
-	}
-	var req wire.AdoptRequest
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
-		return
-	}
-	v, err := h.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, wire.StreamCreateResponse{StreamPrefix: v.StreamPrefix, ShardCount: v.ShardCount, MetadataVersion: v.MetadataVersion})
+	streamMutation(h, w, r, http.StatusCreated, func(prefix string, req *wire.AdoptRequest) (any, error) {
+		return answer(streamCreated)(h.dec.AdoptStream(r.Context(), meta(r), commands.AdoptStreamInput{StreamPrefix: prefix, ShardCount: req.ShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason}))
+	})
 }
 
 // handleScaleStream serves POST /coord/v1/streams/{streamPrefix}/scale: a
 // stream without groups changes its layout at once (empty
 // affectedConsumerGroups and migrations); otherwise every group scales.
 func (h *streamAPI) handleScaleStream(w http.ResponseWriter, r *http.Request) {
-	prefix, err := pathVar(r, "streamPrefix")
-	if err != nil {
-		h.badRequest(w, r, err.Error())
-		return
-	}
-	var req wire.ScaleRequest
-	if !h.decodeBody(w, r, &req, true) {
-		return
-	}
-	if !h.limit.Allow(w, r) {
-		return
-	}
-	res, err := h.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
-		AffectedConsumerGroups: res.AffectedConsumerGroups, Migrations: make([]wire.Resharding, 0, len(res.Reshardings))}
-	for _, v := range res.Reshardings {
-		out.Migrations = append(out.Migrations, projection.WireResharding(v))
-	}
-	writeJSON(w, http.StatusAccepted, out)
+	streamMutation(h, w, r, http.StatusAccepted, func(prefix string, req *wire.ScaleRequest) (any, error) {
+		res, err := h.dec.ScaleStream(r.Context(), meta(r), prefix, commands.ScaleInput{TargetShardCount: req.TargetShardCount, RequestedBy: req.RequestedBy, Reason: req.Reason})
+		if err != nil {
+			return nil, err
+		}
+		out := wire.StreamScaleResult{StreamPrefix: res.StreamPrefix, TargetShardCount: res.TargetShardCount,
+			AffectedConsumerGroups: res.AffectedConsumerGroups, Migrations: make([]wire.Resharding, 0, len(res.Reshardings))}
+		for _, v := range res.Reshardings {
+			out.Migrations = append(out.Migrations, projection.WireResharding(v))
+		}
+		return out, nil
+	})
 }
 
 // StreamRoutingOf renders a stream-scoped producer routing of count shards
@@ -216,16 +196,7 @@ func (h *historyAPI) handleStreamEvents(w http.ResponseWriter, r *http.Request) 
 	if !ok {
 		return
 	}
-	after, limit, ok := h.pageParams(w, r)
-	if !ok {
-		return
-	}
-	entries, next, err := h.read.GroupHistory(r.Context(), projection.GroupKey{StreamPrefix: prefix}, after, limit)
-	if err != nil {
-		h.writeError(w, r, logUnavailable(err))
-		return
-	}
-	h.decodeEntries(w, r, entries, next)
+	h.serveHistory(w, r, projection.GroupKey{StreamPrefix: prefix}, nil)
 }
 
 // handleStreamReplay serves GET /coord/v1/monitoring/streams/{streamPrefix}/replay?until=:
@@ -242,11 +213,7 @@ func (h *historyAPI) handleStreamReplay(w http.ResponseWriter, r *http.Request) 
 	}
 	stream, groups := st.StreamWithGroups(prefix)
 	if (stream == nil || !stream.Metadata) && len(groups) == 0 {
-		at := r.URL.Query().Get("until")
-		if at == "" {
-			at = st.LastID()
-		}
-		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups at "+at+" (the log up to it ends at "+st.LastID()+")"))
+		h.writeError(w, r, commands.ErrStreamNotFound.WithMessage("stream "+prefix+" had neither metadata nor groups "+replayedAt(r, st)))
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.StreamReplay{AsOf: st.LastID(), Stream: projection.WireStream(projection.ViewStream(prefix, stream, groups))})

@@ -113,17 +113,8 @@ func (s *keyScan) value(t reflect.Type, at *keyPath, depth int) error {
 			if err := s.value(elem, &keyPath{parent: at, index: n}, depth+1); err != nil {
 				return err
 			}
-			s.ws()
-			if s.i >= len(s.data) {
-				return errNotJSON
-			}
-			s.i++
-			switch s.data[s.i-1] {
-			case ',':
-			case ']':
-				return nil
-			default:
-				return errNotJSON
+			if end, err := s.sep(']'); end || err != nil {
+				return err
 			}
 		}
 	case c == '"':
@@ -145,6 +136,23 @@ func (s *keyScan) value(t reflect.Type, at *keyPath, depth int) error {
 
 // str scans a string at s.i and returns its raw bytes, without the quotes,
 // and whether it holds escapes.
+// sep reads what follows an element or member: ',' (more follow, false) or
+// closer (the end, true); anything else is errNotJSON.
+func (s *keyScan) sep(closer byte) (bool, error) {
+	s.ws()
+	if s.i >= len(s.data) {
+		return false, errNotJSON
+	}
+	s.i++
+	switch s.data[s.i-1] {
+	case ',':
+		return false, nil
+	case closer:
+		return true, nil
+	}
+	return false, errNotJSON
+}
+
 func (s *keyScan) str() (raw []byte, escaped bool, err error) {
 	start := s.i + 1
 	for j := start; j < len(s.data); j++ {
@@ -234,17 +242,8 @@ func (s *keyScan) object(t reflect.Type, at *keyPath, depth int) error {
 		if err := s.value(next, here, depth); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.data) {
-			return errNotJSON
-		}
-		s.i++
-		switch s.data[s.i-1] {
-		case ',':
-		case '}':
-			return nil
-		default:
-			return errNotJSON
+		if end, err := s.sep('}'); end || err != nil {
+			return err
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"sync"
@@ -75,24 +76,16 @@ type Metrics struct {
 // read the coordinator; it must be called once the coordinator exists (the
 // AfterAppend hook has to be handed to coordinator.New before that).
 func New(cfg Config) *Metrics {
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultInterval
-	}
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	if cfg.RefreshTimeout <= 0 {
 		cfg.RefreshTimeout = min(max(cfg.Interval, time.Second), 30*time.Second)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxGroups == 0 {
-		cfg.MaxGroups = DefaultMaxGroups
-	}
-	if cfg.MaxShards == 0 {
-		cfg.MaxShards = DefaultMaxShards
-	}
-	if cfg.CacheFor == 0 {
-		cfg.CacheFor = DefaultCacheFor
-	}
+	cfg.MaxGroups = cmp.Or(cfg.MaxGroups, DefaultMaxGroups)
+	cfg.MaxShards = cmp.Or(cfg.MaxShards, DefaultMaxShards)
+	cfg.CacheFor = cmp.Or(cfg.CacheFor, DefaultCacheFor)
 	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry()}
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rsc_http_requests_total",

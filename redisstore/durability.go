@@ -156,7 +156,7 @@ func readDurability(ctx context.Context, c *redis.Client, db int) (nodeDurabilit
 	if err != nil {
 		return nodeDurability{}, err
 	}
-	d := nodeDurability{policy: infoField(info, "maxmemory_policy")}
+	d := nodeDurability{policy: InfoField(info, "maxmemory_policy")}
 	if d.policy == "" {
 		return d, fmt.Errorf("%w: INFO memory has no maxmemory_policy", ErrUnsupportedEngine)
 	}
@@ -175,7 +175,7 @@ func readDurability(ctx context.Context, c *redis.Client, db int) (nodeDurabilit
 			}
 		}
 	}
-	aof := infoField(info, "aof_enabled") == "1"
+	aof := InfoField(info, "aof_enabled") == "1"
 	rdb := PersistenceUnknown
 	if cfg, err := c.ConfigGet(ctx, "save").Result(); err == nil {
 		rdb = PersistenceOff

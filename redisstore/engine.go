@@ -124,16 +124,16 @@ func readEngine(ctx context.Context, c *redis.Client) (Engine, error) {
 		return Engine{}, err
 	}
 	e := Engine{
-		Name:    infoField(info, "server_name"),
-		Version: infoField(info, "valkey_version"),
-		Redis:   infoField(info, "redis_version"),
-		Mode:    infoField(info, "redis_mode"),
-		Role:    infoField(info, "role"),
+		Name:    InfoField(info, "server_name"),
+		Version: InfoField(info, "valkey_version"),
+		Redis:   InfoField(info, "redis_version"),
+		Mode:    InfoField(info, "redis_mode"),
+		Role:    InfoField(info, "role"),
 	}
 	if e.Mode == "" {
-		e.Mode = infoField(info, "server_mode") // Valkey's name for it
+		e.Mode = InfoField(info, "server_mode") // Valkey's name for it
 	}
-	e.Replicas, _ = strconv.Atoi(infoField(info, "connected_slaves"))
+	e.Replicas, _ = strconv.Atoi(InfoField(info, "connected_slaves"))
 	if e.Name == "" {
 		e.Name = "redis"
 	}
@@ -207,8 +207,9 @@ func older(a, b string) bool {
 	return false
 }
 
-// infoField returns a field of an INFO reply.
-func infoField(info, name string) string {
+// InfoField returns a field of an INFO (or CLUSTER INFO) reply ("" when it
+// has none).
+func InfoField(info, name string) string {
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
 			return v

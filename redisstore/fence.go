@@ -75,12 +75,9 @@ func (s *Shards) Cutover(ctx context.Context, prefix, group string, fence, strea
 	cmds := s.runEachKeys(ctx, cutoverScript, keys, args)
 	out := make([]events.CutoverRead, len(shards))
 	for i, sh := range shards {
-		res, err := cmds[i].Slice()
+		res, err := replyOf(cmds[i], 2, "cutover of "+keys[i][0])
 		if err != nil {
-			return nil, fmt.Errorf("cutover of %s: %w", keys[i][0], err)
-		}
-		if len(res) != 2 {
-			return nil, fmt.Errorf("cutover of %s: unexpected reply %v", keys[i][0], res)
+			return nil, err
 		}
 		last, _ := res[0].(string)
 		out[i] = events.CutoverRead{
@@ -213,12 +210,9 @@ func (s *Shards) BarrierEvidence(ctx context.Context, group string, sources []ev
 	cmds := s.runEachKeys(ctx, barrierScript, keys, args)
 	out := make([]events.BarrierRead, len(sources))
 	for i, src := range sources {
-		res, err := cmds[i].Slice()
+		res, err := replyOf(cmds[i], 7, "barrier evidence of "+src.StreamKey)
 		if err != nil {
-			return nil, fmt.Errorf("barrier evidence of %s: %w", src.StreamKey, err)
-		}
-		if len(res) != 7 {
-			return nil, fmt.Errorf("barrier evidence of %s: unexpected reply %v", src.StreamKey, res)
+			return nil, err
 		}
 		r := events.BarrierRead{BarrierProof: events.BarrierProof{
 			ShardIndex: src.ShardIndex, StreamKey: src.StreamKey, CutoverID: src.CutoverID,

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rscoord/rsc/routing"
 )
 
 // Redis 8.6's idempotent XADD (XADD key IDMP <producer> <id> * …) keeps, per
@@ -166,10 +164,7 @@ func (s *Shards) ConfigureIDMP(ctx context.Context, prefix string, shards []int)
 	if !has {
 		return nil, nil
 	}
-	keys := make([]string, len(shards))
-	for i, sh := range shards {
-		keys[i] = routing.StreamKey(prefix, sh)
-	}
+	keys := shardKeys(prefix, shards)
 	secs, size := int64(settings.Duration/time.Second), settings.MaxSize
 	var set, live []string
 	var errs []error

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
@@ -56,12 +55,9 @@ func (s *Shards) Load(ctx context.Context, prefix, group string, shards []int) (
 	cmds := s.runEachKeys(ctx, loadScript, keys, args)
 	out := make([]events.ShardSample, len(shards))
 	for i, sh := range shards {
-		res, err := cmds[i].Slice()
+		res, err := replyOf(cmds[i], 5, "load of "+keys[i][0])
 		if err != nil {
-			return nil, fmt.Errorf("load of %s: %w", keys[i][0], err)
-		}
-		if len(res) != 5 {
-			return nil, fmt.Errorf("load of %s: unexpected reply %v", keys[i][0], res)
+			return nil, err
 		}
 		out[i] = events.ShardSample{ShardIndex: sh, Exists: toInt(res[0]) == 1, EntriesAdded: toInt(res[1]), Lag: toInt(res[2]), OldestUnreadMs: toInt(res[3]), NowMs: toInt(res[4])}
 	}

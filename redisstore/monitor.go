@@ -90,10 +90,7 @@ return {1, t['length'], first, last, t['last-generated-id'] or '', found, delive
 // Offsets reads each shard's stream, the group's reading of it and its memory
 // (offsetsScript, one call per shard, pipelined).
 func (s *Shards) Offsets(ctx context.Context, prefix, group string, shards []int) ([]Offset, error) {
-	keys := make([]string, len(shards))
-	for i, sh := range shards {
-		keys[i] = routing.StreamKey(prefix, sh)
-	}
+	keys := shardKeys(prefix, shards)
 	cmds := s.runEach(ctx, offsetsScript, keys, group)
 	out := make([]Offset, 0, len(shards))
 	for i, sh := range shards {

@@ -79,16 +79,42 @@ return redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
 // pipelined script per key: cluster-safe); a missing stream or consumer
 // group is success.
 func (s *Shards) DestroyGroups(ctx context.Context, prefix, group string, shards []int) error {
+	return s.runEachOK(ctx, destroyScript, shardKeys(prefix, shards), func(key string) string {
+		return fmt.Sprintf("destroy consumer group %s of %s", group, key)
+	}, group)
+}
+
+// shardKeys are the stream keys of prefix's shards.
+func shardKeys(prefix string, shards []int) []string {
 	keys := make([]string, len(shards))
 	for i, sh := range shards {
 		keys[i] = routing.StreamKey(prefix, sh)
 	}
-	for i, c := range s.runEach(ctx, destroyScript, keys, group) {
+	return keys
+}
+
+// runEachOK is runEach for a script whose answer only tells success: the
+// first failure in key order, described by describe(its key).
+func (s *Shards) runEachOK(ctx context.Context, script *redis.Script, keys []string, describe func(key string) string, args ...any) error {
+	for i, c := range s.runEach(ctx, script, keys, args...) {
 		if err := c.Err(); err != nil {
-			return fmt.Errorf("destroy consumer group %s of %s: %w", group, keys[i], err)
+			return fmt.Errorf("%s: %w", describe(keys[i]), err)
 		}
 	}
 	return nil
+}
+
+// replyOf is a script's reply of n values; an error or another reply is
+// told as what failed.
+func replyOf(cmd *redis.Cmd, n int, what string) ([]any, error) {
+	res, err := cmd.Slice()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(res) != n {
+		return nil, fmt.Errorf("%s: unexpected reply %v", what, res)
+	}
+	return res, nil
 }
 
 // runEach runs script once per key, pipelined (a cluster client splits the
@@ -264,10 +290,7 @@ return groups
 // DrainEvidence reads, atomically per shard stream, whether it exists and each
 // consumer group's pending count and lag (see luaGroups for the lag rule).
 func (s *Shards) DrainEvidence(ctx context.Context, prefix string, shards []int) ([]events.ShardDrain, error) {
-	keys := make([]string, len(shards))
-	for i, sh := range shards {
-		keys[i] = routing.StreamKey(prefix, sh)
-	}
+	keys := shardKeys(prefix, shards)
 	cmds := s.runEach(ctx, drainScript, keys)
 	out := make([]events.ShardDrain, 0, len(shards))
 	for i, sh := range shards {
@@ -384,10 +407,7 @@ return {1, 0}
 // it, Redis no longer has (one pipelined script per key); healthy shards are
 // not listed.
 func (s *Shards) Damage(ctx context.Context, prefix, group string, shards []int) ([]events.ShardRepair, error) {
-	keys := make([]string, len(shards))
-	for i, sh := range shards {
-		keys[i] = routing.StreamKey(prefix, sh)
-	}
+	keys := shardKeys(prefix, shards)
 	cmds := s.runEach(ctx, healthScript, keys, group)
 	var out []events.ShardRepair
 	for i, sh := range shards {
@@ -424,14 +444,7 @@ return created and 1 or 0
 // Repair recreates the lost streams and consumer groups of the given shards
 // (see repairScript); it reports the first failure.
 func (s *Shards) Repair(ctx context.Context, prefix, group string, shards []int) error {
-	keys := make([]string, len(shards))
-	for i, sh := range shards {
-		keys[i] = routing.StreamKey(prefix, sh)
-	}
-	for i, c := range s.runEach(ctx, repairScript, keys, group) {
-		if err := c.Err(); err != nil {
-			return fmt.Errorf("repair %s group %s: %w", keys[i], group, err)
-		}
-	}
-	return nil
+	return s.runEachOK(ctx, repairScript, shardKeys(prefix, shards), func(key string) string {
+		return fmt.Sprintf("repair %s group %s", key, group)
+	}, group)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -253,7 +254,7 @@ func holding(g *projection.Group, lo, hi int) []string {
 		mem := g.Members[id]
 		var held []string
 		for s := lo; s < hi; s++ {
-			if mem.Holds(s) || containsShard(g.Targets[id], s) {
+			if mem.Holds(s) || slices.Contains(g.Targets[id], s) {
 				held = append(held, fmt.Sprint(s))
 			}
 		}
@@ -263,15 +264,6 @@ func holding(g *projection.Group, lo, hi int) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func containsShard(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func streamKeys(prefix string, lo, hi int) []string {

@@ -213,19 +213,15 @@ type ConsumptionResponse struct {
 	Progress []ConsumerShardProgress `json:"progress"`
 }
 
-// ConsumerShardProgress is one row of the consumption endpoint.
+// ConsumerShardProgress is one row of the consumption endpoint: a member and
+// the progress it reported on one shard (its fields follow the member's).
 type ConsumerShardProgress struct {
-	StreamPrefix    string     `json:"streamPrefix"`
-	ConsumerGroup   string     `json:"consumerGroup"`
-	MemberID        string     `json:"memberId"`
-	MemberName      string     `json:"memberName"`
-	MemberState     string     `json:"memberState"`
-	Shard           ShardRef   `json:"shard"`
-	StreamKey       string     `json:"streamKey"`
-	LastDeliveredID *string    `json:"lastDeliveredId"`
-	LastAckedID     *string    `json:"lastAckedId"`
-	PendingCount    int64      `json:"pendingCount"`
-	UpdatedAt       *time.Time `json:"updatedAt"`
+	StreamPrefix  string `json:"streamPrefix"`
+	ConsumerGroup string `json:"consumerGroup"`
+	MemberID      string `json:"memberId"`
+	MemberName    string `json:"memberName"`
+	MemberState   string `json:"memberState"`
+	ShardProgress
 }
 
 // OffsetsResponse answers GET .../groups/{g}/offsets. Its fields are in the

@@ -186,29 +186,22 @@ func (c *Config) setDefaults() {
 	if c.MemberIDBase == "" {
 		c.MemberIDBase = DefaultMemberIDBase()
 	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Block <= 0 {
-		c.Block = DefaultBlock
-	}
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if c.HoldHeartbeatInterval <= 0 {
-		c.HoldHeartbeatInterval = DefaultHoldHeartbeatInterval
-	}
-	if c.ClaimMinIdle <= 0 {
-		c.ClaimMinIdle = DefaultClaimMinIdle
-	}
-	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = DefaultRetryBackoff
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	positiveOr(&c.BatchSize, DefaultBatchSize)
+	positiveOr(&c.Block, DefaultBlock)
+	positiveOr(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	positiveOr(&c.HoldHeartbeatInterval, DefaultHoldHeartbeatInterval)
+	positiveOr(&c.ClaimMinIdle, DefaultClaimMinIdle)
+	positiveOr(&c.RetryBackoff, DefaultRetryBackoff)
+	positiveOr(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// positiveOr sets *v to def unless it is positive.
+func positiveOr[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 

@@ -68,18 +68,14 @@ func (r *reader) stop() {
 	})
 }
 
-func (r *reader) stopped() bool {
-	select {
-	case <-r.stopCh:
-		return true
-	default:
-		return false
-	}
-}
+func (r *reader) stopped() bool { return isClosed(r.stopCh) }
 
-func (r *reader) exited() bool {
+func (r *reader) exited() bool { return isClosed(r.done) }
+
+// isClosed says whether ch is closed (it is never sent on).
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-r.done:
+	case <-ch:
 		return true
 	default:
 		return false

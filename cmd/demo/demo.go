@@ -338,42 +338,51 @@ func (d *demo) startProducers(ctx context.Context) error {
 			d.say("producers", "%d producers using client/producer: routing v%d (%d shards) cached for 1s, routeV1 on the partition key, XADD NOMKSTREAM MAXLEN ~ %d, batches of %d every %s",
 				d.o.producers, rt.MetadataVersion, rt.ShardCount, producer.DefaultMaxLen, batch, every)
 		}
-		d.loadDone.Add(1)
-		go func(id int) {
-			defer d.loadDone.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for n := 0; ; n++ {
-				select {
-				case <-d.stopLoad:
-					return
-				case <-ctx.Done():
-					return
-				case <-t.C:
+		id := i
+		d.load(ctx, every, func(n int) {
+			msgs := make([]producer.Message, batch)
+			for j := range msgs {
+				k := n*batch + j
+				msgs[j] = producer.Message{
+					PartitionKey: "customer-" + strconv.Itoa((k*7+id)%500),
+					Fields:       map[string]any{"producer": strconv.Itoa(id), "seq": strconv.Itoa(k), "amount": strconv.Itoa(k % 100)},
 				}
-				msgs := make([]producer.Message, batch)
-				for j := range msgs {
-					k := n*batch + j
-					msgs[j] = producer.Message{
-						PartitionKey: "customer-" + strconv.Itoa((k*7+id)%500),
-						Fields:       map[string]any{"producer": strconv.Itoa(id), "seq": strconv.Itoa(k), "amount": strconv.Itoa(k % 100)},
-					}
-				}
-				res, err := p.PublishBatch(context.Background(), msgs)
-				d.pubMu.Lock()
-				for _, r := range res {
-					if r.Err == nil {
-						d.published = append(d.published, r.EventID)
-					}
-				}
-				if err != nil {
-					d.pubErrs = append(d.pubErrs, err)
-				}
-				d.pubMu.Unlock()
 			}
-		}(i)
+			res, err := p.PublishBatch(context.Background(), msgs)
+			d.pubMu.Lock()
+			for _, r := range res {
+				if r.Err == nil {
+					d.published = append(d.published, r.EventID)
+				}
+			}
+			if err != nil {
+				d.pubErrs = append(d.pubErrs, err)
+			}
+			d.pubMu.Unlock()
+		})
 	}
 	return nil
+}
+
+// load calls batch every interval, on a goroutine of its own, until the
+// load stops (stopProducers) or ctx ends; n counts the calls from 0.
+func (d *demo) load(ctx context.Context, every time.Duration, batch func(n int)) {
+	d.loadDone.Add(1)
+	go func() {
+		defer d.loadDone.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-d.stopLoad:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			batch(n)
+		}
+	}()
 }
 
 func (d *demo) stopProducers() {

@@ -300,39 +300,26 @@ func (d *demo) startSideProducers(ctx context.Context) error {
 			}
 			// Every key once per round: the group publishes ratePerSecond.
 			every := time.Duration(float64(time.Second) * orderedKeys / float64(d.o.ratePerSecond))
-			d.loadDone.Add(1)
-			go func(s *side, p *producer.Producer, own []string) {
-				defer d.loadDone.Done()
-				seq := make([]int, len(own))
-				t := time.NewTicker(every)
-				defer t.Stop()
-				for {
-					select {
-					case <-d.stopLoad:
-						return
-					case <-ctx.Done():
-						return
-					case <-t.C:
-					}
-					msgs := make([]producer.Message, len(own))
-					for j, k := range own {
-						msgs[j] = producer.Message{PartitionKey: k, Fields: map[string]any{"k": k, "n": strconv.Itoa(seq[j])}}
-					}
-					res, err := p.PublishBatch(context.Background(), msgs)
-					s.mu.Lock()
-					for j, r := range res {
-						if r.Err == nil {
-							seq[j]++
-							s.next[own[j]] = seq[j]
-						}
-					}
-					if err != nil {
-						s.pubErrs++
-						s.lastErr = err
-					}
-					s.mu.Unlock()
+			seq := make([]int, len(own))
+			d.load(ctx, every, func(int) {
+				msgs := make([]producer.Message, len(own))
+				for j, k := range own {
+					msgs[j] = producer.Message{PartitionKey: k, Fields: map[string]any{"k": k, "n": strconv.Itoa(seq[j])}}
 				}
-			}(s, p, own)
+				res, err := p.PublishBatch(context.Background(), msgs)
+				s.mu.Lock()
+				for j, r := range res {
+					if r.Err == nil {
+						seq[j]++
+						s.next[own[j]] = seq[j]
+					}
+				}
+				if err != nil {
+					s.pubErrs++
+					s.lastErr = err
+				}
+				s.mu.Unlock()
+			})
 		}
 	}
 	return nil

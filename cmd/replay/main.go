@@ -260,6 +260,15 @@ func (c *cli) key(cmd string) (projection.GroupKey, error) {
 	return projection.GroupKey{StreamPrefix: c.prefix, ConsumerGroup: c.group}, nil
 }
 
+// parseNone parses the flags of cmd, which takes no positional arguments.
+func (c *cli) parseNone(fs *flag.FlagSet, cmd string, args []string) error {
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	return noArgs(cmd, pos)
+}
+
 func noArgs(cmd string, pos []string) error {
 	if len(pos) > 0 {
 		return usagef("%s takes no arguments, got %q", cmd, strings.Join(pos, " "))
@@ -369,6 +378,14 @@ func (c *cli) printJSON(v any) error {
 // textWriter is output that can render itself for people.
 type textWriter interface{ WriteText(io.Writer) error }
 
+// printOr prints v, or returns err when there is one.
+func (c *cli) printOr(v textWriter, err error) error {
+	if err != nil {
+		return err
+	}
+	return c.print(v)
+}
+
 // print writes v as JSON, or as text with -o text.
 func (c *cli) print(v textWriter) error {
 	if c.output == "text" {
@@ -412,11 +429,8 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	to := fs.String("to", "", "last entry `ID` (inclusive)")
 	since := fs.String("since", "", "keep events decided at or after `TIME` (RFC3339)")
 	until := fs.String("until", "", "keep events decided at or before `TIME` (RFC3339)")
-	pos, err := c.parse(fs, args)
+	err := c.parseNone(fs, "events", args)
 	if err != nil {
-		return err
-	}
-	if err := noArgs("events", pos); err != nil {
 		return err
 	}
 	f := replay.Filter{StreamPrefix: c.prefix, ConsumerGroup: c.group, Types: types, FromID: *from, ToID: *to}
@@ -474,11 +488,8 @@ func (c *cli) state(ctx context.Context, args []string) error {
 	c.groupFlags(fs)
 	until := fs.String("until", "", "fold up to and including entry `ID`")
 	at := fs.String("at", "", "fold the entries decided at or before `TIME` (RFC3339)")
-	pos, err := c.parse(fs, args)
+	err := c.parseNone(fs, "state", args)
 	if err != nil {
-		return err
-	}
-	if err := noArgs("state", pos); err != nil {
 		return err
 	}
 	if c.output != "json" {
@@ -524,11 +535,8 @@ func (c *cli) state(ctx context.Context, args []string) error {
 // groupSource parses a group command's flags (no positional arguments), names
 // the group and opens the log.
 func (c *cli) groupSource(ctx context.Context, fs *flag.FlagSet, cmd string, args []string) (projection.GroupKey, *source, error) {
-	pos, err := c.parse(fs, args)
+	err := c.parseNone(fs, cmd, args)
 	if err != nil {
-		return projection.GroupKey{}, nil, err
-	}
-	if err := noArgs(cmd, pos); err != nil {
 		return projection.GroupKey{}, nil, err
 	}
 	k, err := c.key(cmd)
@@ -551,11 +559,7 @@ func (c *cli) history(ctx context.Context, args []string) error {
 		return err
 	}
 	defer src.Close()
-	t, err := replay.History(ctx, src.log, k)
-	if err != nil {
-		return err
-	}
-	return c.print(t)
+	return c.printOr(replay.History(ctx, src.log, k))
 }
 
 // diff prints what changed for a group between two entries.
@@ -569,11 +573,7 @@ func (c *cli) diff(ctx context.Context, args []string) error {
 		return err
 	}
 	defer src.Close()
-	d, err := replay.Diff(ctx, src.log, k, *from, *to)
-	if err != nil {
-		return err
-	}
-	return c.print(d)
+	return c.printOr(replay.Diff(ctx, src.log, k, *from, *to))
 }
 
 // rollbackPlan prints what undoing a resharding involves.
@@ -596,11 +596,7 @@ func (c *cli) rollbackPlan(ctx context.Context, args []string) error {
 		return err
 	}
 	defer src.Close()
-	p, err := replay.RollbackPlan(ctx, src.log, k, pos[0])
-	if err != nil {
-		return err
-	}
-	return c.print(p)
+	return c.printOr(replay.RollbackPlan(ctx, src.log, k, pos[0]))
 }
 
 // verify folds the log from zero and checks the snapshot against it; a failed
@@ -609,11 +605,8 @@ func (c *cli) verify(ctx context.Context, args []string) error {
 	fs := c.flagSet("verify", "[--no-snapshot | --snapshot FILE] [-o text]")
 	noSnapshot := fs.Bool("no-snapshot", false, "only fold the log; do not check a snapshot")
 	snapFile := fs.String("snapshot", "", "check the snapshot in `FILE` instead of the one in Redis")
-	pos, err := c.parse(fs, args)
+	err := c.parseNone(fs, "verify", args)
 	if err != nil {
-		return err
-	}
-	if err := noArgs("verify", pos); err != nil {
 		return err
 	}
 	if *noSnapshot && *snapFile != "" {
@@ -656,11 +649,8 @@ func (c *cli) verify(ctx context.Context, args []string) error {
 func (c *cli) export(ctx context.Context, args []string) error {
 	fs := c.flagSet("export", "[--out FILE]")
 	out := fs.String("out", "", "write to `FILE` instead of stdout")
-	pos, err := c.parse(fs, args)
+	err := c.parseNone(fs, "export", args)
 	if err != nil {
-		return err
-	}
-	if err := noArgs("export", pos); err != nil {
 		return err
 	}
 	src, err := c.open(ctx)

@@ -61,11 +61,8 @@ func (c *cli) repair(ctx context.Context, args []string) error {
 	reason := fs.String("reason", "", "why the entries are left out (recorded in the log; required)")
 	requestedBy := fs.String("requested-by", defaultRequester(), "who repairs (recorded in the log)")
 	ignoreLease := fs.Bool("ignore-lease", false, "repair even while a coordinator holds the log's leader lease (restart every coordinator after)")
-	pos, err := c.parse(fs, args)
+	err := c.parseNone(fs, "repair", args)
 	if err != nil {
-		return err
-	}
-	if err := noArgs("repair", pos); err != nil {
 		return err
 	}
 	switch {

@@ -55,6 +55,23 @@ func (b *bench) runRedisCoordinator(ctx context.Context, name string, cfg coordi
 	}, nil
 }
 
+// serveRedisCoordinator is runRedisCoordinator with c's HTTP API served
+// (serveAPI); done closes the server, then the coordinator.
+func (b *bench) serveRedisCoordinator(ctx context.Context, name string, cfg coordinator.Config) (c *coordinator.Coordinator, rlog *redisstore.Log, srv *httpapi.Server, done func(), err error) {
+	c, rlog, stop, err := b.runRedisCoordinator(ctx, name, cfg)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if srv, err = serveAPI(c); err != nil {
+		stop()
+		return nil, nil, nil, nil, err
+	}
+	return c, rlog, srv, func() {
+		_ = srv.Close(context.WithoutCancel(ctx))
+		stop()
+	}, nil
+}
+
 // serveAPI serves c's HTTP API on a loopback port to the benchmark's users
 // (benchAuth); the caller closes the server.
 func serveAPI(c *coordinator.Coordinator) (*httpapi.Server, error) {

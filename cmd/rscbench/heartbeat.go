@@ -203,12 +203,7 @@ func (b *bench) runHeartbeat(ctx context.Context, rep *Report) error {
 	s.param("requestBytesAvg", avgLen(bodies))
 	s.param("responseBytesAvg", fmt.Sprintf("%.0f coordinator, %.0f bare", realRes.avgBytes(), baseRes.avgBytes()))
 	s.param("lease", benchLease)
-	s.baseline("bare handler throughput", passRate(baseRes), "req/s")
-	s.measured("coordinator throughput", passRate(realRes), "req/s", "bare handler throughput")
-	s.baseline("bare handler p50", ms(baseRes.percentile(0.50)), "ms")
-	s.measured("coordinator p50", ms(realRes.percentile(0.50)), "ms", "bare handler p50")
-	s.baseline("bare handler p99", ms(baseRes.percentile(0.99)), "ms")
-	s.measured("coordinator p99", ms(realRes.percentile(0.99)), "ms", "bare handler p99")
+	comparePasses(s, "bare handler", &baseRes, "coordinator", &realRes)
 	s.info("events appended per steady heartbeat", appendedPerHB, "events")
 	s.info("answers not OK-and-unchanged in the steady phase", float64(realRes.unsteady), "answers")
 	s.info("join+converge rounds", float64(rounds), "rounds")
@@ -291,16 +286,25 @@ func (b *bench) runForwarded(ctx context.Context, rep *Report, rlog *redisstore.
 	s.param("members", len(members))
 	s.param("concurrency", o.concurrency)
 	s.param("requests", viaRes.n)
-	s.baseline("leader direct throughput", passRate(directRes), "req/s")
-	s.measured("through a follower throughput", passRate(viaRes), "req/s", "leader direct throughput")
-	s.baseline("leader direct p50", ms(directRes.percentile(0.50)), "ms")
-	s.measured("through a follower p50", ms(viaRes.percentile(0.50)), "ms", "leader direct p50")
-	s.baseline("leader direct p99", ms(directRes.percentile(0.99)), "ms")
-	s.measured("through a follower p99", ms(viaRes.percentile(0.99)), "ms", "leader direct p99")
+	comparePasses(s, "leader direct", &directRes, "through a follower", &viaRes)
 	if viaRes.unsteady > 0 {
 		return fmt.Errorf("%d forwarded answers were not steady", viaRes.unsteady)
 	}
 	return nil
+}
+
+// comparePasses reports res against the baseline base: throughput, p50 and
+// p99, each named after its side ("<name> throughput", ...).
+func comparePasses(s *Section, baseName string, base *passResult, name string, res *passResult) {
+	s.baseline(baseName+" throughput", passRate(*base), "req/s")
+	s.measured(name+" throughput", passRate(*res), "req/s", baseName+" throughput")
+	for _, p := range []struct {
+		label string
+		q     float64
+	}{{"p50", 0.50}, {"p99", 0.99}} {
+		s.baseline(baseName+" "+p.label, ms(base.percentile(p.q)), "ms")
+		s.measured(name+" "+p.label, ms(res.percentile(p.q)), "ms", baseName+" "+p.label)
+	}
 }
 
 // checkBalanced verifies the converged state: every group STABLE and every
@@ -347,11 +351,14 @@ func (p *passResult) add(o passResult) {
 
 func (p *passResult) avgBytes() float64 { return float64(p.bytes) / float64(max(p.n, 1)) }
 
-func (p *passResult) percentile(q float64) time.Duration {
-	if len(p.lat) == 0 {
+func (p *passResult) percentile(q float64) time.Duration { return percentile(p.lat, q) }
+
+// percentile is the q-quantile of lat (0 when it is empty).
+func percentile(lat []time.Duration, q float64) time.Duration {
+	if len(lat) == 0 {
 		return 0
 	}
-	s := slices.Clone(p.lat)
+	s := slices.Clone(lat)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

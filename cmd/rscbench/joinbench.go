@@ -57,12 +57,7 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 		m := &member{id: fmt.Sprintf("member-%04d", i), prefix: k.StreamPrefix, group: k.ConsumerGroup}
 		members[i] = m
 		before := c.State().LastID()
-		req := m.request(false)
-		resp, err := c.Heartbeat(ctx, k, m.id, "", req)
-		if err != nil {
-			return fmt.Errorf("join %s: %w", m.id, err)
-		}
-		if err := m.adopt(req, resp); err != nil {
+		if err := m.beat(ctx, c, "join"); err != nil {
 			return err
 		}
 		phase := 0
@@ -118,12 +113,7 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 	// One heartbeat of every member: each adopts the last assignment epoch.
 	n0, _ := rlog.Len(ctx)
 	for _, m := range members {
-		req := m.request(false)
-		resp, err := c.Heartbeat(ctx, k, m.id, "", req)
-		if err != nil {
-			return fmt.Errorf("heartbeat of %s: %w", m.id, err)
-		}
-		if err := m.adopt(req, resp); err != nil {
+		if err := m.beat(ctx, c, "heartbeat of"); err != nil {
 			return err
 		}
 	}

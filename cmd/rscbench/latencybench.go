@@ -53,16 +53,11 @@ func (b *bench) runLatency(ctx context.Context, rep *Report) error {
 		return err
 	}
 	o := b.o
-	coord, _, done, err := b.runRedisCoordinator(ctx, "lat-events", coordinator.Config{Logger: zerolog.Nop()})
+	coord, _, srv, done, err := b.serveRedisCoordinator(ctx, "lat-events", coordinator.Config{Logger: zerolog.Nop()})
 	if err != nil {
 		return err
 	}
 	defer done()
-	srv, err := serveAPI(coord)
-	if err != nil {
-		return err
-	}
-	defer srv.Close(context.WithoutCancel(ctx))
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -110,14 +105,7 @@ func (p *phaseStats) add(o *phaseStats) {
 	p.unhandled += o.unhandled
 }
 
-func (p *phaseStats) percentile(q float64) time.Duration {
-	if len(p.lat) == 0 {
-		return 0
-	}
-	s := slices.Clone(p.lat)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
+func (p *phaseStats) percentile(q float64) time.Duration { return percentile(p.lat, q) }
 
 func (p *phaseStats) max() time.Duration {
 	if len(p.lat) == 0 {

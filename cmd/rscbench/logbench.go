@@ -284,6 +284,46 @@ func best(cur, d time.Duration) time.Duration {
 	return cur
 }
 
+// statesEncodeTo says whether the state of every one of cs encodes to data.
+func statesEncodeTo(data []byte, cs ...*coordinator.Coordinator) (bool, error) {
+	encoded := make([][]byte, len(cs))
+	for i, c := range cs {
+		b, err := c.State().Encode()
+		if err != nil {
+			return false, err
+		}
+		encoded[i] = b
+	}
+	for _, b := range encoded {
+		if !bytes.Equal(b, data) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// bestStep is a step for alternate: it runs load, keeps what it loaded in
+// *out and the best time so far in *t.
+func bestStep[T any](out *T, t *time.Duration, load func() (T, time.Duration, error)) func() error {
+	return func() error {
+		v, d, err := load()
+		*out, *t = v, best(*t, d)
+		return err
+	}
+}
+
+// gcStep is a step for alternate: a GC, then f timed, its best time so far
+// kept in *t.
+func gcStep(t *time.Duration, f func() error) func() error {
+	return func() error {
+		runtime.GC()
+		t0 := time.Now()
+		err := f()
+		*t = best(*t, time.Since(t0))
+		return err
+	}
+}
+
 // alternate runs the steps in order on even repetitions and reversed on odd
 // ones, so neither a measurement nor its baseline always runs first.
 func alternate(rep int, steps []func() error) error {
@@ -440,18 +480,8 @@ func (b *bench) logStartup(ctx context.Context, rep *Report, rlog *redisstore.Lo
 	for r := 0; r < b.o.reps; r++ {
 		var full, fromSnap *coordinator.Coordinator
 		steps := []func() error{
-			func() (err error) {
-				var d time.Duration
-				full, d, err = load(false)
-				fullTime = best(fullTime, d)
-				return err
-			},
-			func() (err error) {
-				var d time.Duration
-				fromSnap, d, err = load(true)
-				snapTime = best(snapTime, d)
-				return err
-			},
+			bestStep(&full, &fullTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(false) }),
+			bestStep(&fromSnap, &snapTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(true) }),
 		}
 		if err := alternate(r, steps); err != nil {
 			return err
@@ -463,15 +493,11 @@ func (b *bench) logStartup(ctx context.Context, rep *Report, rlog *redisstore.Lo
 		if got := fromSnap.State().Applied(); got != 0 {
 			return fmt.Errorf("Load from the snapshot folded %d events; the tail should be empty", got)
 		}
-		a, err := full.State().Encode()
+		same, err := statesEncodeTo(data, full, fromSnap)
 		if err != nil {
 			return err
 		}
-		restored, err := fromSnap.State().Encode()
-		if err != nil {
-			return err
-		}
-		if full.State().LastID() != lastID || !bytes.Equal(a, data) || !bytes.Equal(restored, data) {
+		if full.State().LastID() != lastID || !same {
 			return fmt.Errorf("Load of the whole log, Load from the snapshot and the folded state disagree (last ids %s, %s, %s)", full.State().LastID(), fromSnap.State().LastID(), lastID)
 		}
 	}

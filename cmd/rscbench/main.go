@@ -395,48 +395,29 @@ func (b *bench) runCommand(ctx context.Context, cmd string, rep *Report) (err er
 		defer func() { err = errors.Join(err, b.st.close(ctx)) }()
 		rep.Env.Redis, rep.Env.RedisSource = b.st.version, b.st.source()
 	}
-	switch cmd {
-	case "log":
-		return b.runLog(ctx, rep)
-	case "heartbeat":
-		if err := b.runHeartbeat(ctx, rep); err != nil {
-			return err
-		}
-		return b.runRebalance(ctx, rep)
-	case "rebalance":
-		return b.runRebalance(ctx, rep)
-	case "joins":
-		return b.runJoins(ctx, rep)
-	case "ordering":
-		return b.runOrdering(ctx, rep)
-	case "publish":
-		return b.runPublish(ctx, rep)
-	case "noisy":
-		return b.runNoisy(ctx, rep)
-	case "latency":
-		return b.runLatency(ctx, rep)
-	case "all":
-		if err := b.runLog(ctx, rep); err != nil {
-			return err
-		}
-		if err := b.runHeartbeat(ctx, rep); err != nil {
-			return err
-		}
-		if err := b.runJoins(ctx, rep); err != nil {
-			return err
-		}
-		if err := b.runOrdering(ctx, rep); err != nil {
-			return err
-		}
-		if err := b.runPublish(ctx, rep); err != nil {
-			return err
-		}
-		if err := b.runNoisy(ctx, rep); err != nil {
-			return err
-		}
-		return b.runRebalance(ctx, rep)
+	// The sections each command runs, in order.
+	type run = func(*bench, context.Context, *Report) error
+	runs, ok := map[string][]run{
+		"log":       {(*bench).runLog},
+		"heartbeat": {(*bench).runHeartbeat, (*bench).runRebalance},
+		"rebalance": {(*bench).runRebalance},
+		"joins":     {(*bench).runJoins},
+		"ordering":  {(*bench).runOrdering},
+		"publish":   {(*bench).runPublish},
+		"noisy":     {(*bench).runNoisy},
+		"latency":   {(*bench).runLatency},
+		"all": {(*bench).runLog, (*bench).runHeartbeat, (*bench).runJoins, (*bench).runOrdering,
+			(*bench).runPublish, (*bench).runNoisy, (*bench).runRebalance},
+	}[cmd]
+	if !ok {
+		return fmt.Errorf("unknown command %q", cmd)
 	}
-	return fmt.Errorf("unknown command %q", cmd)
+	for _, r := range runs {
+		if err := r(b, ctx, rep); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lockedWriter serializes writes to w: the latency benchmark's member

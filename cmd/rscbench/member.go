@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/rscoord/rsc/coordinator"
+	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
 )
@@ -61,6 +64,17 @@ func (m *member) request(leave bool) *wire.HeartbeatRequest {
 		})
 	}
 	return req
+}
+
+// beat sends m's heartbeat (not a leave) to c and adopts the answer; an error
+// of the heartbeat reads "<what> <member id>: ...".
+func (m *member) beat(ctx context.Context, c *coordinator.Coordinator, what string) error {
+	req := m.request(false)
+	resp, err := c.Heartbeat(ctx, projection.GroupKey{StreamPrefix: m.prefix, ConsumerGroup: m.group}, m.id, "", req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, m.id, err)
+	}
+	return m.adopt(req, resp)
 }
 
 // adopt applies an answer to the heartbeat req.

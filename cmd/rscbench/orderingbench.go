@@ -48,7 +48,7 @@ import (
 //     PublishBatch of 64 against a pipeline of 64 XADDs.
 func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 	rdb := b.st.rdb
-	coord, rlog, done, err := b.runRedisCoordinator(ctx, "ordering-events", coordinator.Config{
+	coord, rlog, srv, done, err := b.serveRedisCoordinator(ctx, "ordering-events", coordinator.Config{
 		HeartbeatInterval: 500 * time.Millisecond, TickInterval: 100 * time.Millisecond,
 		MemberLease: 10 * time.Second, RebalanceTimeout: 30 * time.Second, Logger: zerolog.Nop(),
 	})
@@ -56,11 +56,6 @@ func (b *bench) runOrdering(ctx context.Context, rep *Report) error {
 		return err
 	}
 	defer done()
-	srv, err := serveAPI(coord)
-	if err != nil {
-		return err
-	}
-	defer srv.Close(context.WithoutCancel(ctx))
 	// The SDK's own pool: every owned shard keeps a connection in a blocking read.
 	opts := *rdb.Options()
 	opts.PoolSize = 64

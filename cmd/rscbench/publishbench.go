@@ -15,6 +15,7 @@ import (
 
 	"github.com/rscoord/rsc/client"
 	"github.com/rscoord/rsc/client/producer"
+	"github.com/rscoord/rsc/redisstore"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
 )
@@ -311,12 +312,30 @@ func (pb *publishBench) section(ctx context.Context, rep *Report, name, title st
 	return s
 }
 
-func (pb *publishBench) single(ctx context.Context, rep *Report) error {
+// producers is a producer without a dedup window and the dedup paths to
+// compare with it.
+func (pb *publishBench) producers(ctx context.Context) (*producer.Producer, []dedupPath, error) {
 	plain, err := pb.producer(0)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	paths, err := pb.dedupPaths(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return plain, paths, nil
+}
+
+// xaddOne is the variant that writes one XADD per call, counting in *i.
+func (pb *publishBench) xaddOne(ctx context.Context, name string, i *int) variant {
+	return variant{name: name, msgs: 1, call: func() error {
+		*i++
+		return pb.rdb.XAdd(ctx, pb.xadd(*i, pb.fields(false))).Err()
+	}}
+}
+
+func (pb *publishBench) single(ctx context.Context, rep *Report) error {
+	plain, paths, err := pb.producers(ctx)
 	if err != nil {
 		return err
 	}
@@ -333,10 +352,7 @@ func (pb *publishBench) single(ctx context.Context, rep *Report) error {
 	i, h := 0, 0
 	s := pb.section(ctx, rep, "publish.single", "one message per round trip: the SDK's publish (fenced script; with a dedup window; a dedup hit) against XADD NOMKSTREAM MAXLEN ~")
 	vs := []variant{
-		{name: "XADD, one per round trip", msgs: 1, call: func() error {
-			i++
-			return pb.rdb.XAdd(ctx, pb.xadd(i, pb.fields(false))).Err()
-		}},
+		pb.xaddOne(ctx, "XADD, one per round trip", &i),
 		{name: "Publish", msgs: 1, call: func() error {
 			i++
 			_, err := plain.Publish(ctx, pb.keys[i%len(pb.keys)], pb.fields(false))
@@ -364,11 +380,7 @@ func (pb *publishBench) single(ctx context.Context, rep *Report) error {
 }
 
 func (pb *publishBench) batch(ctx context.Context, rep *Report) error {
-	plain, err := pb.producer(0)
-	if err != nil {
-		return err
-	}
-	paths, err := pb.dedupPaths(ctx)
+	plain, paths, err := pb.producers(ctx)
 	if err != nil {
 		return err
 	}
@@ -407,11 +419,7 @@ func (pb *publishBench) batch(ctx context.Context, rep *Report) error {
 }
 
 func (pb *publishBench) async(ctx context.Context, rep *Report) error {
-	plain, err := pb.producer(0)
-	if err != nil {
-		return err
-	}
-	paths, err := pb.dedupPaths(ctx)
+	plain, paths, err := pb.producers(ctx)
 	if err != nil {
 		return err
 	}
@@ -446,10 +454,7 @@ func (pb *publishBench) async(ctx context.Context, rep *Report) error {
 	defer func() { _ = a1.Close(ctx); _ = a2.Close(ctx) }()
 	s := pb.section(ctx, rep, "publish.async", "the asynchronous batching path from one goroutine (defaults: linger 1 ms, batches of up to 1,024, 8,192 in flight; every result awaited at the end of each slice) against XADDs one after the other")
 	err = pb.compare(ctx, s, []variant{
-		{name: "XADD, one after the other", msgs: 1, call: func() error {
-			i++
-			return pb.rdb.XAdd(ctx, pb.xadd(i, pb.fields(false))).Err()
-		}},
+		pb.xaddOne(ctx, "XADD, one after the other", &i),
 		av, dv,
 	})
 	s.note("goal: Async.Publish (plain, and with DedupWindow) >= 5x of sequential XADD")
@@ -473,12 +478,11 @@ func (pb *publishBench) record(ctx context.Context, rep *Report) error {
 		if err != nil {
 			return 0, err
 		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				return strconv.ParseInt(v, 10, 64)
-			}
+		v := redisstore.InfoField(info, "used_memory")
+		if v == "" {
+			return 0, errors.New("INFO memory has no used_memory")
 		}
-		return 0, errors.New("INFO memory has no used_memory")
+		return strconv.ParseInt(v, 10, 64)
 	}
 	var lastRecord string // the record of the last message published with a window
 	perMessage := func(p *producer.Producer) (float64, error) {

@@ -76,18 +76,9 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 	}
 
 	// Joins: every member's first heartbeat is in round 1.
-	t0 := time.Now()
 	empty := make([]string, o.rbShards)
 	pos0, _ := sim.log.Len(ctx)
-	granted0 := sim.granted()
-	joinRounds, err := sim.roundsUntilStable(ctx, members, nil)
-	if err != nil {
-		return fmt.Errorf("join: %w", err)
-	}
-	joinTime := time.Since(t0)
-	pos1, _ := sim.log.Len(ctx)
-	owners1, loads1 := sim.owners()
-	joinGrants, err := sim.grants(pos0, pos1, granted0)
+	join, err := sim.phase(ctx, "join", members, nil, pos0)
 	if err != nil {
 		return err
 	}
@@ -99,21 +90,12 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 		leaving[members[i*o.rbMembers/o.rbLeavers].id] = true
 	}
 	mustMove := 0
-	for _, owner := range owners1 {
+	for _, owner := range join.owners {
 		if leaving[owner] {
 			mustMove++
 		}
 	}
-	t0 = time.Now()
-	granted1 := sim.granted()
-	leaveRounds, err := sim.roundsUntilStable(ctx, members, leaving)
-	if err != nil {
-		return fmt.Errorf("leave: %w", err)
-	}
-	leaveTime := time.Since(t0)
-	pos2, _ := sim.log.Len(ctx)
-	owners2, loads2 := sim.owners()
-	leaveGrants, err := sim.grants(pos1, pos2, granted1)
+	leave, err := sim.phase(ctx, "leave", members, leaving, join.pos)
 	if err != nil {
 		return err
 	}
@@ -124,21 +106,51 @@ func (b *bench) runRebalance(ctx context.Context, rep *Report) error {
 	s.param("leavers", o.rbLeavers)
 	s.param("round", "every live member heartbeats once, then the clock moves one heartbeat interval and maintenance ticks")
 	s.param("stable", "group STABLE and every live member reporting exactly its target")
-	s.param("loadAfterJoin", loads1)
-	s.param("loadAfterLeave", loads2)
-	s.info("join: rounds until stable", float64(joinRounds), "rounds")
+	s.param("loadAfterJoin", join.loads)
+	s.param("loadAfterLeave", leave.loads)
+	s.info("join: rounds until stable", float64(join.rounds), "rounds")
 	s.baseline("join: minimum (every shard assigned once)", float64(o.rbShards), "shards")
-	s.measured("join: shards assigned, empty -> stable", float64(movedShards(empty, owners1)), "shards", "join: minimum (every shard assigned once)")
-	s.measured("join: grants while converging", float64(joinGrants), "shards", "join: minimum (every shard assigned once)")
-	s.info("join: events appended", float64(pos1-pos0), "events")
-	s.info("join: wall time", ms(joinTime), "ms")
-	s.info("leave: rounds until stable", float64(leaveRounds), "rounds")
+	s.measured("join: shards assigned, empty -> stable", float64(movedShards(empty, join.owners)), "shards", "join: minimum (every shard assigned once)")
+	s.measured("join: grants while converging", float64(join.grants), "shards", "join: minimum (every shard assigned once)")
+	s.info("join: events appended", float64(join.pos-pos0), "events")
+	s.info("join: wall time", ms(join.time), "ms")
+	s.info("leave: rounds until stable", float64(leave.rounds), "rounds")
 	s.baseline("leave: minimum (the leavers' shards)", float64(mustMove), "shards")
-	s.measured("leave: shards moved between stable states", float64(movedShards(owners1, owners2)), "shards", "leave: minimum (the leavers' shards)")
-	s.measured("leave: grants while converging", float64(leaveGrants), "shards", "leave: minimum (the leavers' shards)")
-	s.info("leave: events appended", float64(pos2-pos1), "events")
-	s.info("leave: wall time", ms(leaveTime), "ms")
+	s.measured("leave: shards moved between stable states", float64(movedShards(join.owners, leave.owners)), "shards", "leave: minimum (the leavers' shards)")
+	s.measured("leave: grants while converging", float64(leave.grants), "shards", "leave: minimum (the leavers' shards)")
+	s.info("leave: events appended", float64(leave.pos-join.pos), "events")
+	s.info("leave: wall time", ms(leave.time), "ms")
 	return nil
+}
+
+// rebalancePhase is what one phase of the simulation did: heartbeat rounds
+// until stable and their wall time, the log's length after them, the owners
+// and loads then, and the shards granted while converging.
+type rebalancePhase struct {
+	rounds int
+	time   time.Duration
+	pos    int64
+	owners []string
+	loads  string
+	grants int
+}
+
+// phase runs rounds until the group is stable (the members in leaving leave)
+// from log position pos and measures them; errors of the rounds are prefixed
+// with name.
+func (sim *rebalanceSim) phase(ctx context.Context, name string, members []*member, leaving map[string]bool, pos int64) (rebalancePhase, error) {
+	var ph rebalancePhase
+	t0 := time.Now()
+	granted := sim.granted()
+	rounds, err := sim.roundsUntilStable(ctx, members, leaving)
+	if err != nil {
+		return ph, fmt.Errorf("%s: %w", name, err)
+	}
+	ph.rounds, ph.time = rounds, time.Since(t0)
+	ph.pos, _ = sim.log.Len(ctx)
+	ph.owners, ph.loads = sim.owners()
+	ph.grants, err = sim.grants(pos, ph.pos, granted)
+	return ph, err
 }
 
 // roundsUntilStable heartbeats in rounds until the group is stable. Members in

@@ -111,20 +111,14 @@ func (b *bench) logSnapshots(ctx context.Context, rep *Report, ml *events.MemLog
 	var longTime, shortTime, zeroTime time.Duration
 	for r := 0; r < b.o.reps; r++ {
 		steps := []func() error{
-			func() error {
-				runtime.GC()
-				t0 := time.Now()
+			gcStep(&longTime, func() error {
 				_, err := long.c.StateAt(ctx, long.points[r])
-				longTime = best(longTime, time.Since(t0))
 				return err
-			},
-			func() error {
-				runtime.GC()
-				t0 := time.Now()
+			}),
+			gcStep(&shortTime, func() error {
 				_, err := shortT.c.StateAt(ctx, shortT.points[r])
-				shortTime = best(shortTime, time.Since(t0))
 				return err
-			},
+			}),
 		}
 		if err := alternate(r, steps); err != nil {
 			return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -94,18 +93,8 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 	for r := 0; r < b.o.reps; r++ {
 		var full, trimmed *coordinator.Coordinator
 		steps := []func() error{
-			func() (err error) {
-				var d time.Duration
-				full, d, err = load(rlog, snaps)
-				fullTime = best(fullTime, d)
-				return err
-			},
-			func() (err error) {
-				var d time.Duration
-				trimmed, d, err = load(tlog, tsnaps)
-				trimmedTime = best(trimmedTime, d)
-				return err
-			},
+			bestStep(&full, &fullTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(rlog, snaps) }),
+			bestStep(&trimmed, &trimmedTime, func() (*coordinator.Coordinator, time.Duration, error) { return load(tlog, tsnaps) }),
 		}
 		if err := alternate(r, steps); err != nil {
 			return err
@@ -113,15 +102,11 @@ func (b *bench) logTrim(ctx context.Context, rep *Report, rlog *redisstore.Log, 
 		if r > 0 {
 			continue
 		}
-		a, err := full.State().Encode()
+		same, err := statesEncodeTo(data, full, trimmed)
 		if err != nil {
 			return err
 		}
-		t, err := trimmed.State().Encode()
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(a, data) || !bytes.Equal(t, data) {
+		if !same {
 			return fmt.Errorf("start-up on the trimmed log, on the untrimmed log and the replayed state disagree")
 		}
 	}

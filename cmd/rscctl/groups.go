@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -117,7 +119,7 @@ func printGroup(a *app, g wire.Group) error {
 		return nil
 	}
 	t := newTable(a.stdout, "MEMBER", "TARGET", "CURRENT")
-	for _, id := range sortedKeys(ids) {
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		target, current := "-", "0"
 		if n, ok := g.TargetAssignmentSummary[id]; ok {
 			target = strconv.Itoa(n)

@@ -95,15 +95,6 @@ func formatCount(p *int64) string {
 	return strconv.FormatInt(*p, 10)
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // isTerminal reports whether w is a terminal that understands ANSI cursor movement.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -173,7 +175,7 @@ func (w *waiter) poll(ctx context.Context) (progress, error) {
 	for _, m := range members {
 		current[m.MemberID] = m.CurrentAssignment
 	}
-	for _, id := range sortedKeys(asg.TargetAssignment) {
+	for _, id := range slices.Sorted(maps.Keys(asg.TargetAssignment)) {
 		p.live = append(p.live, id)
 		if sameShards(current[id], asg.TargetAssignment[id]) {
 			p.converged++
@@ -243,7 +245,7 @@ func revokeText(m wire.Resharding) string {
 		return "none pending"
 	}
 	s := fmt.Sprintf("%d shard(s) still held:", m.Revoke.Remaining)
-	for _, id := range sortedKeys(m.Revoke.Holding) {
+	for _, id := range slices.Sorted(maps.Keys(m.Revoke.Holding)) {
 		s += fmt.Sprintf(" %s=%s", id, shardList(m.Revoke.Holding[id]))
 	}
 	return s

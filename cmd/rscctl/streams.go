@@ -52,15 +52,21 @@ func setupStreamCreate(fs *flag.FlagSet, a *app) func(context.Context, []string)
 		if given && *shards < 1 {
 			return usageErrorf("--shards must be at least 1")
 		}
-		s, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.StreamCreateResponse, error) {
+		return streamCreated(ctx, a, "created", "consumer groups register on their first heartbeat", func(ctx context.Context) (*wire.StreamCreateResponse, error) {
 			return a.c.CreateStream(ctx, args[0], *shards, *requestedBy, *reason)
 		})
-		if printed || err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "created stream %s with %d shards (metadata version %d); consumer groups register on their first heartbeat\n", s.StreamPrefix, s.ShardCount, s.MetadataVersion)
-		return nil
 	}
+}
+
+// streamCreated runs a stream's create or adopt and says what it did:
+// "<verb> stream P with N shards (metadata version V); <note>".
+func streamCreated(ctx context.Context, a *app, verb, note string, fn func(ctx context.Context) (*wire.StreamCreateResponse, error)) error {
+	s, printed, err := fetch(ctx, a, fn)
+	if printed || err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s stream %s with %d shards (metadata version %d); %s\n", verb, s.StreamPrefix, s.ShardCount, s.MetadataVersion, note)
+	return nil
 }
 
 // setupStreamAdopt: rscctl stream adopt <prefix> --shards N
@@ -73,14 +79,9 @@ func setupStreamAdopt(fs *flag.FlagSet, a *app) func(context.Context, []string) 
 		if *shards < 1 {
 			return usageErrorf("--shards N (at least 1) is required")
 		}
-		s, printed, err := fetch(ctx, a, func(ctx context.Context) (*wire.StreamCreateResponse, error) {
+		return streamCreated(ctx, a, "adopted", "the coordinator never deletes them", func(ctx context.Context) (*wire.StreamCreateResponse, error) {
 			return a.c.AdoptStream(ctx, args[0], *shards, *requestedBy, *reason)
 		})
-		if printed || err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "adopted stream %s with %d shards (metadata version %d); the coordinator never deletes them\n", s.StreamPrefix, s.ShardCount, s.MetadataVersion)
-		return nil
 	}
 }
 

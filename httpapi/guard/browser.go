@@ -139,23 +139,22 @@ func jsonContent(r *http.Request) bool {
 // Hosts refuses a request whose Host the policy does not allow (403
 // HOST_NOT_ALLOWED), on every route.
 func (g *Guard) Hosts(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.hosts.hostAllowed(r) {
-			g.logRefusal(r, "", nil, "Host not allowed")
-			g.writeError(w, r, errHostNotAllowed)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return g.refuseIf(next, func(r *http.Request) bool { return !g.hosts.hostAllowed(r) }, "Host not allowed", errHostNotAllowed)
 }
 
 // CrossSite refuses a mutation of the API that another site made a browser
 // send (403 CROSS_SITE_REQUEST).
 func (g *Guard) CrossSite(next http.Handler) http.Handler {
+	return g.refuseIf(next, func(r *http.Request) bool { return apiMutation(r) && g.hosts.crossSite(r) }, "cross-site mutation", errCrossSite)
+}
+
+// refuseIf answers err, logged as refused for why, to the requests refused
+// says so of, and passes the others to next.
+func (g *Guard) refuseIf(next http.Handler, refused func(*http.Request) bool, why string, err error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if apiMutation(r) && g.hosts.crossSite(r) {
-			g.logRefusal(r, "", nil, "cross-site mutation")
-			g.writeError(w, r, errCrossSite)
+		if refused(r) {
+			g.logRefusal(r, "", nil, why)
+			g.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -114,35 +114,32 @@ func knownRoles(in []string) []string {
 // each an exact stream prefix or a name prefix followed by a single trailing
 // '*' ("pay-*", or "*" for every prefix).
 func ValidateScope(patterns []string) error {
-	if len(patterns) == 0 {
-		return errors.New("prefixes must list at least one prefix (leave it out to cover every prefix)")
-	}
-	for i, p := range patterns {
-		head, wildcard := strings.CutSuffix(p, "*")
-		if wildcard && head == "" {
-			continue
-		}
-		if err := routing.ValidatePrefix(head); err != nil {
-			return errors.New("prefixes[" + strconv.Itoa(i) + "] " + strconv.Quote(p) + ": " + err.Error() + " (a '*' may only end a pattern)")
-		}
-	}
-	return nil
+	return validatePatterns("prefixes", patterns, routing.ValidatePrefix,
+		"prefixes must list at least one prefix (leave it out to cover every prefix)")
 }
 
 // ValidateGroups checks a users-file groups list: at least one pattern,
 // each an exact consumer group name or a name prefix followed by a single
 // trailing '*' ("orders-*", or "*" for every group), the syntax of prefixes.
 func ValidateGroups(patterns []string) error {
+	return validatePatterns("groups", patterns, func(head string) error { return routing.ValidateName("consumerGroup", head) },
+		"groups must list at least one consumer group (leave it out to cover every group)")
+}
+
+// validatePatterns checks the users-file list field: at least one pattern
+// (else the error empty), each a name validate accepts or a name prefix
+// followed by a single trailing '*' ("*" alone for every name).
+func validatePatterns(field string, patterns []string, validate func(string) error, empty string) error {
 	if len(patterns) == 0 {
-		return errors.New("groups must list at least one consumer group (leave it out to cover every group)")
+		return errors.New(empty)
 	}
 	for i, p := range patterns {
 		head, wildcard := strings.CutSuffix(p, "*")
 		if wildcard && head == "" {
 			continue
 		}
-		if err := routing.ValidateName("consumerGroup", head); err != nil {
-			return errors.New("groups[" + strconv.Itoa(i) + "] " + strconv.Quote(p) + ": " + err.Error() + " (a '*' may only end a pattern)")
+		if err := validate(head); err != nil {
+			return errors.New(field + "[" + strconv.Itoa(i) + "] " + strconv.Quote(p) + ": " + err.Error() + " (a '*' may only end a pattern)")
 		}
 	}
 	return nil

@@ -431,6 +431,20 @@ func header(r *bufio.Reader, w io.Writer) (int64, error) {
 	return n, nil
 }
 
+// boundedHeader is header for a length or count of at most limit; a larger
+// one is ErrProtocol, told with tooLarge (a format of the number). A negative
+// number (null, RESP2) is returned as it is.
+func boundedHeader(r *bufio.Reader, w io.Writer, limit int64, tooLarge string) (int64, error) {
+	n, err := header(r, w)
+	if err != nil {
+		return 0, err
+	}
+	if n > limit {
+		return 0, fmt.Errorf("%w: "+tooLarge, ErrProtocol, n)
+	}
+	return n, nil
+}
+
 // copyValue copies one RESP value from r to w. When name is not nil and the
 // value is a short bulk string, its bytes are also stored in *name.
 func copyValue(r *bufio.Reader, w io.Writer, depth int, name *[]byte) error {
@@ -450,15 +464,9 @@ func copyValue(r *bufio.Reader, w io.Writer, depth int, name *[]byte) error {
 		_, err = w.Write(line)
 		return err
 	case '$', '!', '=':
-		n, err := header(r, w)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			return nil // null bulk (RESP2)
-		}
-		if n > maxBulk {
-			return fmt.Errorf("%w: bulk of %d bytes", ErrProtocol, n)
+		n, err := boundedHeader(r, w, maxBulk, "bulk of %d bytes")
+		if err != nil || n < 0 {
+			return err // n < 0: null bulk (RESP2)
 		}
 		if name != nil && n <= 64 {
 			b := make([]byte, n+2)
@@ -472,15 +480,9 @@ func copyValue(r *bufio.Reader, w io.Writer, depth int, name *[]byte) error {
 		_, err = io.CopyN(w, r, n+2)
 		return err
 	case '*', '~', '>', '%', '|':
-		n, err := header(r, w)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			return nil // null array (RESP2)
-		}
-		if n > maxElements {
-			return fmt.Errorf("%w: aggregate of %d elements", ErrProtocol, n)
+		n, err := boundedHeader(r, w, maxElements, "aggregate of %d elements")
+		if err != nil || n < 0 {
+			return err // n < 0: null array (RESP2)
 		}
 		if kind == '%' || kind == '|' {
 			n *= 2

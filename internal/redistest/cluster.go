@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/internal/procs"
+	"github.com/rscoord/rsc/redisstore"
 )
 
 // Timings of a test cluster. A short node timeout makes a failover take a
@@ -344,9 +345,14 @@ func (c *Cluster) onAnyNode(ctx context.Context, f func(*redis.Client) error) er
 // want nodes that are not failed, maps every slot to a master other than
 // gone, and, if it is a replica, has its link to its master up.
 func (c *Cluster) waitHealthy(ctx context.Context, want int, gone string) error {
-	var last error
+	return pollUntil(ctx, func() error { return c.healthy(ctx, want, gone) })
+}
+
+// pollUntil calls check every 100 ms until it returns nil, or ctx ends (its
+// last error joined with ctx's).
+func pollUntil(ctx context.Context, check func() error) error {
 	for {
-		last = c.healthy(ctx, want, gone)
+		last := check()
 		if last == nil {
 			return nil
 		}
@@ -483,14 +489,7 @@ func replicaAddrs(info string) []string {
 }
 
 // infoField returns a field of an INFO (or CLUSTER INFO) reply.
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
+var infoField = redisstore.InfoField
 
 // adminClient is a one-connection client for cluster administration.
 func adminClient(addr string) *redis.Client { return adminClientTLS(addr, nil) }

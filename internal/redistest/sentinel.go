@@ -330,24 +330,14 @@ func (ss *SentinelSet) masterAddr(ctx context.Context, s *Server) (string, error
 // sentinel is still finishing the previous one can stall for good (that
 // sentinel goes on naming the old primary), so each step waits for this.
 func (ss *SentinelSet) waitSettled(ctx context.Context, primary string) error {
-	var last error
-	for {
-		last = nil
+	return pollUntil(ctx, func() error {
 		for _, s := range ss.sentinels {
 			if err := ss.sentinelSettled(ctx, s, primary); err != nil {
-				last = err
-				break
+				return err
 			}
 		}
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(last, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 func (ss *SentinelSet) sentinelSettled(ctx context.Context, s *Server, primary string) error {

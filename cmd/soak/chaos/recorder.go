@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -263,12 +265,7 @@ func analyze(recs []record, end time.Time, openSkew, tailLimit time.Duration) []
 			byShard[s] = append(byShard[s], ws...)
 		}
 	}
-	shards := make([]int, 0, len(byShard))
-	for s := range byShard {
-		shards = append(shards, s)
-	}
-	sort.Ints(shards)
-	for _, s := range shards {
+	for _, s := range slices.Sorted(maps.Keys(byShard)) {
 		ws := byShard[s]
 		sort.Slice(ws, func(i, j int) bool { return ws[i].first.Before(ws[j].first) })
 		for i := 0; i < len(ws); i++ {
