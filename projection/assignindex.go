@@ -141,7 +141,7 @@ func (x *targetIndex) remove(id string, live bool, target []int, has bool) {
 func (g *Group) LiveCount() int {
 	if l := g.lay; l != nil {
 		n := l.base.LiveCount()
-		for id, m := range l.members {
+		for id, m := range l.changedMembers() {
 			if b := l.base.Members[id]; b != nil && b.Live() {
 				n--
 			}

@@ -216,7 +216,7 @@ func (g *Group) settle() {
 func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
 	if l := g.lay; l != nil {
 		base := l.base.idsWhere(set, keep)
-		out := make([]string, 0, len(base)+len(l.members))
+		out := make([]string, 0, len(base)+l.members.EditCount())
 		for _, id := range base {
 			if !l.dirty(id) {
 				out = append(out, id)
@@ -278,7 +278,7 @@ func (g *Group) HeldByOthers(memberID string, s int) bool {
 				return true
 			}
 		}
-		for id, m := range l.members {
+		for id, m := range l.changedMembers() {
 			if id != memberID && m != nil && m.Holds(s) {
 				return true
 			}
@@ -317,7 +317,7 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		// The base's order without the members the layer changed, merged
 		// with the layer's terminal members.
 		var mine []*Member
-		for _, m := range l.members {
+		for _, m := range l.changedMembers() {
 			if m != nil && !m.Active() {
 				mine = append(mine, m)
 			}
@@ -325,12 +325,12 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		slices.SortFunc(mine, func(a, b *Member) int {
 			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
 		})
-		// At most len(l.members) of the base's records are skipped below (the
+		// At most l.members.EditCount() of the base's records are skipped below (the
 		// layer changed them): n more than that is all the merge can take,
 		// and a join into a full group costs what it prunes, not the group.
 		want := -1
 		if n >= 0 {
-			want = n + len(l.members)
+			want = n + l.members.EditCount()
 		}
 		base := l.base.OldestTerminal(want, nil)
 		i, j := 0, 0

@@ -109,13 +109,10 @@ func (s *State) ActiveMembersOfLocked(principal string) int { return s.principal
 // across every group, as the overlay sees them.
 func (o *Overlay) ActiveMembersOf(principal string) int {
 	n := o.base.principals[principal]
-	for k, g := range o.groups {
-		n += g.ActiveCountOf(principal)
-		if b := o.base.groups[k]; b != nil {
-			n -= b.ActiveCountOf(principal)
+	for k, e := range o.groups.Edits() {
+		if e.Value != nil {
+			n += e.Value.ActiveCountOf(principal)
 		}
-	}
-	for k := range o.deleted {
 		if b := o.base.groups[k]; b != nil {
 			n -= b.ActiveCountOf(principal)
 		}
@@ -130,7 +127,7 @@ func (o *Overlay) ActiveMembersOf(principal string) int {
 func (g *Group) ActiveCountOf(principal string) int {
 	if l := g.lay; l != nil {
 		n := l.base.ActiveCountOf(principal)
-		for id, m := range l.members {
+		for id, m := range l.changedMembers() {
 			if p, ok := activeOf(l.base.Members[id]); ok && p == principal {
 				n--
 			}
