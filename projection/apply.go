@@ -209,7 +209,7 @@ func (g *Group) anyLive() bool {
 	if g.lay != nil || g.ix != nil {
 		return g.LiveCount() > 0
 	}
-	for _, m := range g.Members {
+	for _, m := range g.members {
 		if m.Live() {
 			return true
 		}

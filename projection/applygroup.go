@@ -73,7 +73,7 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 	g := &Group{
 		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
 		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv, LayoutSince: mv,
-		Members: map[string]*Member{}, Targets: map[string][]int{},
+		members: map[string]*Member{}, targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
 		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
 		Provisioned: ev.Provisioned, Registered: ev.RegisteredBy != "", Owner: ev.Principal, OwnerAnonymous: ev.Anonymous,

@@ -275,7 +275,7 @@ func (s *State) suspendIndexes(recs []events.Record, ix *foldIndexes) {
 		ix.events[KeyOf(rec)]++
 	}
 	for k, n := range ix.events {
-		if g := s.groups[k]; g != nil && g.ix != nil && 2*n >= len(g.Members)+len(g.Targets) {
+		if g := s.groups[k]; g != nil && g.ix != nil && 2*n >= len(g.members)+len(g.targets) {
 			g.ix = nil
 			ix.rebuild[k] = true
 		}

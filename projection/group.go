@@ -132,9 +132,9 @@ func (m *Resharding) RemovedRange() (lo, hi int) {
 // Overlay returns for a group it changed shares the State's members and
 // holds only what the overlay's records changed (copy-on-write per member),
 // so folding a join into a group of thousands of members copies one member,
-// not thousands. A layered group's Members and Targets are nil: code that may
-// see one (package commands' decisions) reads members and targets only
-// through the methods, which answer the same for both.
+// not thousands. A layered group's members and targets are nil: code that may
+// see one reads members and targets only through the methods, which answer
+// the same for both (the maps are unexported).
 type Group struct {
 	Key             GroupKey `msgpack:"key"`
 	ShardCount      int      `msgpack:"shardCount"`
@@ -142,9 +142,12 @@ type Group struct {
 	GroupEpoch      int64    `msgpack:"groupEpoch"`
 	AssignmentEpoch int64    `msgpack:"assignmentEpoch"`
 	MetadataVersion int64    `msgpack:"metadataVersion"`
-	// Members by id, and the target assignment (member id to shards).
-	Members MemberMap      `msgpack:"members"`
-	Targets events.Targets `msgpack:"targets"`
+	// members by id, and the target assignment (member id to shards): read
+	// them through Member, EachMember, Target, EachTarget and the counts (a
+	// layered group holds them in its layer). Snapshots hold them between
+	// MetadataVersion and Reshardings (wire.go: EncodeMsgpack).
+	members MemberMap
+	targets events.Targets
 	// Reshardings in the order they were requested, and the id of the active
 	// one ("" when none). The msgpack names predate the rename from
 	// "migration" and stay: snapshots written with them keep restoring.
@@ -200,6 +203,13 @@ type Group struct {
 	// State's (layer.go): Members and Targets are then nil and every read
 	// goes through the methods (Member, Target, EachMember, ...).
 	lay *layer
+}
+
+// GroupWith is a flat group with these members and targets (either nil:
+// none) and nothing else but its key, for code that builds a group outside a
+// State (tests, tools); the group keeps the maps.
+func GroupWith(k GroupKey, members map[string]*Member, targets map[string][]int) *Group {
+	return &Group{Key: k, members: members, targets: targets}
 }
 
 // Autoscaling is a group's autoscaling policy (as last configured; Enabled
@@ -315,7 +325,7 @@ func splitID(id string) (ms, seq uint64) {
 // MemberIDs returns all member ids, sorted.
 func (g *Group) MemberIDs() []string {
 	ids := make([]string, 0, g.MemberCount())
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		ids = append(ids, m.ID)
 	}
 	sort.Strings(ids)
@@ -408,17 +418,17 @@ func (g *Group) deepCopy() *Group {
 	c := *g
 	c.ix = nil
 	c.lay = nil
-	c.Members = make(map[string]*Member, g.MemberCount())
-	for m := range g.EachMember() {
+	c.members = make(map[string]*Member, g.MemberCount())
+	for _, m := range g.EachMember() {
 		mc := *m
 		mc.Current = cloneInts(m.Current)
 		mc.Revoking = cloneInts(m.Revoking)
 		mc.Granted = cloneInts(m.Granted)
-		c.Members[mc.ID] = &mc
+		c.members[mc.ID] = &mc
 	}
-	c.Targets = make(map[string][]int, g.MemberCount())
+	c.targets = make(map[string][]int, g.MemberCount())
 	for id, t := range g.EachTarget() {
-		c.Targets[id] = cloneInts(t)
+		c.targets[id] = cloneInts(t)
 	}
 	c.Reshardings = make([]*Resharding, len(g.Reshardings))
 	for i, m := range g.Reshardings {

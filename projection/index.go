@@ -48,12 +48,12 @@ func newMemberIndex() *memberIndex {
 func (g *Group) buildIndex() {
 	g.ix = newMemberIndex()
 	g.ix.bulk, g.ix.targets.bulk = true, true
-	for id, m := range g.Members {
-		t, has := g.Targets[id]
+	for id, m := range g.members {
+		t, has := g.targets[id]
 		g.ix.add(id, m, t, has)
 	}
-	for id, t := range g.Targets {
-		if _, ok := g.Members[id]; !ok {
+	for id, t := range g.targets {
+		if _, ok := g.members[id]; !ok {
 			g.ix.add(id, nil, t, true)
 		}
 	}
@@ -190,8 +190,8 @@ func (g *Group) touch(id string) {
 	if g.ix == nil {
 		return
 	}
-	t, has := g.Targets[id]
-	g.ix.remove(id, g.Members[id], t, has)
+	t, has := g.targets[id]
+	g.ix.remove(id, g.members[id], t, has)
 	g.ix.touched = append(g.ix.touched, id)
 }
 
@@ -201,8 +201,8 @@ func (g *Group) settle() {
 		return
 	}
 	for _, id := range g.ix.touched {
-		t, has := g.Targets[id]
-		m := g.Members[id]
+		t, has := g.targets[id]
+		m := g.members[id]
 		g.ix.remove(id, m, t, has) // touched twice: added once
 		g.ix.add(id, m, t, has)
 	}
@@ -238,7 +238,7 @@ func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*
 		return sortedKeys(set(g.ix))
 	}
 	var out []string
-	for id, m := range g.Members {
+	for id, m := range g.members {
 		if keep(g, m) {
 			out = append(out, id)
 		}
@@ -299,7 +299,7 @@ func (g *Group) holderSet(s int) map[string]struct{} {
 		return g.ix.holders[s]
 	}
 	out := map[string]struct{}{}
-	for id, m := range g.Members {
+	for id, m := range g.members {
 		if m.Holds(s) {
 			out[id] = struct{}{}
 		}
@@ -358,7 +358,7 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 	}
 	if g.ix == nil {
 		var all []*Member
-		for _, m := range g.Members {
+		for _, m := range g.members {
 			if !m.Active() {
 				all = append(all, m)
 			}
@@ -378,7 +378,7 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		if n >= 0 && len(out) >= n {
 			break
 		}
-		m := g.Members[r.id]
+		m := g.members[r.id]
 		if !accept(m) {
 			break
 		}
@@ -409,11 +409,11 @@ func (g *Group) RevokingShardCount() int {
 	}
 	if g.lay == nil && g.ix != nil {
 		for id := range g.ix.active {
-			count(g.Members[id])
+			count(g.members[id])
 		}
 		return len(seen)
 	}
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		count(m)
 	}
 	return len(seen)

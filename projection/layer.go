@@ -2,6 +2,7 @@ package projection
 
 import (
 	"iter"
+	"maps"
 
 	"github.com/rscoord/rsc/internal/cow"
 )
@@ -30,8 +31,8 @@ type layer struct {
 // reshardings and barriers; each resharding on first write).
 func (g *Group) layered() *Group {
 	c := *g
-	c.Members, c.Targets, c.ix = nil, nil, nil
-	c.lay = &layer{base: g, members: cow.Over(g.Members), targets: cow.Over(g.Targets), ownReshardings: map[string]bool{}}
+	c.members, c.targets, c.ix = nil, nil, nil
+	c.lay = &layer{base: g, members: cow.Over(g.members), targets: cow.Over(g.targets), ownReshardings: map[string]bool{}}
 	c.Reshardings = append([]*Resharding(nil), g.Reshardings...)
 	c.Barriers = append([]*Barrier(nil), g.Barriers...)
 	return &c
@@ -74,7 +75,7 @@ func (g *Group) Member(id string) *Member {
 		m, _ := l.members.Get(id)
 		return m
 	}
-	return g.Members[id]
+	return g.members[id]
 }
 
 // MemberCount is the number of member records.
@@ -82,26 +83,15 @@ func (g *Group) MemberCount() int {
 	if l := g.lay; l != nil {
 		return l.members.Len()
 	}
-	return len(g.Members)
+	return len(g.members)
 }
 
-// EachMember yields every member, in no particular order.
-func (g *Group) EachMember() iter.Seq[*Member] {
-	return func(yield func(*Member) bool) {
-		if l := g.lay; l != nil {
-			for _, m := range l.members.All() {
-				if !yield(m) {
-					return
-				}
-			}
-			return
-		}
-		for _, m := range g.Members {
-			if !yield(m) {
-				return
-			}
-		}
+// EachMember yields every member by id, in no particular order.
+func (g *Group) EachMember() iter.Seq2[string, *Member] {
+	if l := g.lay; l != nil {
+		return l.members.All()
 	}
+	return maps.All(g.members)
 }
 
 // TargetOf is the member's target and whether the assignment has an entry
@@ -110,7 +100,7 @@ func (g *Group) TargetOf(id string) ([]int, bool) {
 	if l := g.lay; l != nil {
 		return l.targets.Get(id)
 	}
-	t, ok := g.Targets[id]
+	t, ok := g.targets[id]
 	return t, ok
 }
 
@@ -120,13 +110,7 @@ func (g *Group) EachTarget() iter.Seq2[string, []int] {
 	if l := g.lay; l != nil {
 		return l.targets.All()
 	}
-	return func(yield func(string, []int) bool) {
-		for id, t := range g.Targets {
-			if !yield(id, t) {
-				return
-			}
-		}
-	}
+	return maps.All(g.targets)
 }
 
 // TargetCount is the number of entries of the target assignment.
@@ -134,7 +118,7 @@ func (g *Group) TargetCount() int {
 	if l := g.lay; l != nil {
 		return l.targets.Len()
 	}
-	return len(g.Targets)
+	return len(g.targets)
 }
 
 // --- writes (the fold's) ---
@@ -144,7 +128,7 @@ func (g *Group) TargetCount() int {
 func (g *Group) memberForWrite(id string) *Member {
 	l := g.lay
 	if l == nil {
-		return g.Members[id]
+		return g.members[id]
 	}
 	if m, ok := l.members.Local(id); ok {
 		return m
@@ -164,7 +148,7 @@ func (g *Group) putMember(m *Member) {
 		l.members.Set(m.ID, m)
 		return
 	}
-	g.Members[m.ID] = m
+	g.members[m.ID] = m
 }
 
 // deleteMember removes a member record.
@@ -173,7 +157,7 @@ func (g *Group) deleteMember(id string) {
 		l.members.Delete(id)
 		return
 	}
-	delete(g.Members, id)
+	delete(g.members, id)
 }
 
 // setTarget sets a member's target.
@@ -182,7 +166,7 @@ func (g *Group) setTarget(id string, t []int) {
 		l.targets.Set(id, t)
 		return
 	}
-	g.Targets[id] = t
+	g.targets[id] = t
 }
 
 // deleteTarget removes a member's entry from the target assignment.
@@ -191,7 +175,7 @@ func (g *Group) deleteTarget(id string) {
 		l.targets.Delete(id)
 		return
 	}
-	delete(g.Targets, id)
+	delete(g.targets, id)
 }
 
 // replaceTargets replaces the whole target assignment (assignment.computed,
@@ -201,7 +185,7 @@ func (g *Group) replaceTargets(t map[string][]int) {
 	if flattened {
 		g.flatten()
 	}
-	g.Targets = t
+	g.targets = t
 	if g.ix != nil || flattened {
 		g.buildIndex()
 	}
@@ -215,7 +199,7 @@ func (g *Group) flatten() {
 		return
 	}
 	members := make(map[string]*Member, g.MemberCount())
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		mc := *m
 		members[mc.ID] = &mc
 	}
@@ -228,7 +212,7 @@ func (g *Group) flatten() {
 			g.Reshardings[i] = r.clone()
 		}
 	}
-	g.lay, g.Members, g.Targets = nil, members, targets
+	g.lay, g.members, g.targets = nil, members, targets
 }
 
 // reshardingForWrite is the resharding to change in place (nil when none): in

@@ -23,7 +23,7 @@ func countMembers(counts map[string]int, g *Group, sign int) {
 	if g == nil {
 		return
 	}
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		if p, ok := activeOf(m); ok {
 			counts[p] += sign
 			if counts[p] == 0 {
@@ -128,7 +128,7 @@ func (g *Group) ActiveCountOf(principal string) int {
 	if l := g.lay; l != nil {
 		n := l.base.ActiveCountOf(principal)
 		for id, m := range l.changedMembers() {
-			if p, ok := activeOf(l.base.Members[id]); ok && p == principal {
+			if p, ok := activeOf(l.base.members[id]); ok && p == principal {
 				n--
 			}
 			if p, ok := activeOf(m); ok && p == principal {
@@ -141,7 +141,7 @@ func (g *Group) ActiveCountOf(principal string) int {
 		return len(g.ix.activeBy[principal])
 	}
 	n := 0
-	for _, m := range g.Members {
+	for _, m := range g.members {
 		if p, ok := activeOf(m); ok && p == principal {
 			n++
 		}

@@ -109,11 +109,11 @@ func Restore(data []byte) (*State, error) {
 		s.restored = *snap.Restored
 	}
 	for _, g := range snap.Groups {
-		if g.Members == nil {
-			g.Members = map[string]*Member{}
+		if g.members == nil {
+			g.members = map[string]*Member{}
 		}
-		if g.Targets == nil {
-			g.Targets = map[string][]int{}
+		if g.targets == nil {
+			g.targets = map[string][]int{}
 		}
 		if snap.Version < 4 {
 			g.PreviousLayouts, g.LayoutSince = derivedLayouts(g)
