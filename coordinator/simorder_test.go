@@ -1065,7 +1065,7 @@ func TestOrderedRollbackOfScaleInWithWaitingBarriers(t *testing.T) {
 	// through (the lowest After per shard, as heartbeat answers list them);
 	// the coordinator proves barriers at every tick.
 	for round := 0; round < 20 && len(h.group().Barriers) > 0; round++ {
-		after := h.group().ShardBarriers()
+		after := h.group().Barriers.ByShard()
 		for sh := 0; sh < 2; sh++ {
 			held, _ := h.fake.claim(simKey.StreamPrefix, simKey.ConsumerGroup, sh, "m", 0, nil) // held back before
 			fresh, _ := h.fake.readNew(simKey.StreamPrefix, simKey.ConsumerGroup, sh, "m", 100)

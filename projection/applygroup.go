@@ -91,17 +91,17 @@ func assignmentComputed(g *Group, ev *events.AssignmentComputed) {
 	for id, t := range ev.Targets {
 		targets[id] = SortedInts(t)
 	}
-	g.replaceTargets(targets)
+	replaceTargets(g, targets)
 }
 
 func assignmentChanged(g *Group, ev *events.AssignmentChanged) {
 	g.AssignmentEpoch = ev.AssignmentEpoch
 	for id, t := range ev.Targets {
-		g.touch(id)
-		g.setTarget(id, SortedInts(t))
+		touch(g, id)
+		setTarget(g, id, SortedInts(t))
 	}
 	for _, id := range ev.Removed {
-		g.touch(id)
-		g.deleteTarget(id)
+		touch(g, id)
+		deleteTarget(g, id)
 	}
 }

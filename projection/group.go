@@ -161,7 +161,7 @@ type Group struct {
 	Ordering string `msgpack:"ordering,omitempty"`
 	// Barriers are the unreleased barriers, in the order their cutovers
 	// happened (released ones leave the state; the log keeps them).
-	Barriers []*Barrier `msgpack:"barriers,omitempty"`
+	Barriers Barriers `msgpack:"barriers,omitempty"`
 	// UnfencedWrites counts the entries found on fenced shards after their
 	// cutover that no fence check let in.
 	UnfencedWrites int64 `msgpack:"unfencedWrites,omitempty"`
@@ -233,10 +233,9 @@ type AutoscaleDecision struct {
 	Decided events.AutoscalingDecided `msgpack:"decided"`
 }
 
-// AutoscalingEnabled reports whether the autoscaler manages the group.
-func (g *Group) AutoscalingEnabled() bool {
-	return g.Autoscaling != nil && g.Autoscaling.Policy.Enabled
-}
+// Enabled reports whether the autoscaler manages the group (false for nil:
+// never configured).
+func (a *Autoscaling) Enabled() bool { return a != nil && a.Policy.Enabled }
 
 // Barrier is a shard of the layout after a cutover whose entries after After
 // wait until every source shard is proven read and acknowledged up to its
@@ -254,14 +253,17 @@ type Barrier struct {
 // Ordered reports whether the group keeps per-key order across reshardings.
 func (g *Group) Ordered() bool { return g.Ordering == events.OrderingKey }
 
-// ShardBarriers returns, for each shard with an unreleased barrier, the lowest
+// Barriers are a group's unreleased barriers.
+type Barriers []*Barrier
+
+// ByShard returns, for each shard with an unreleased barrier, the lowest
 // After (entries beyond it wait).
-func (g *Group) ShardBarriers() map[int]string {
-	if len(g.Barriers) == 0 {
+func (bs Barriers) ByShard() map[int]string {
+	if len(bs) == 0 {
 		return nil
 	}
-	out := make(map[int]string, len(g.Barriers))
-	for _, b := range g.Barriers {
+	out := make(map[int]string, len(bs))
+	for _, b := range bs {
 		if cur, ok := out[b.Shard]; !ok || CompareIDs(b.After, cur) < 0 {
 			out[b.Shard] = b.After
 		}
@@ -269,10 +271,10 @@ func (g *Group) ShardBarriers() map[int]string {
 	return out
 }
 
-// BarriersOf returns the unreleased barriers of one resharding.
-func (g *Group) BarriersOf(id string) []*Barrier {
+// Of returns the unreleased barriers of one resharding.
+func (bs Barriers) Of(id string) []*Barrier {
 	var out []*Barrier
-	for _, b := range g.Barriers {
+	for _, b := range bs {
 		if b.ReshardingID == id {
 			out = append(out, b)
 		}
@@ -356,9 +358,6 @@ func (g *Group) Active() *Resharding {
 	return g.Resharding(g.ActiveResharding)
 }
 
-// Held reports whether any member holds shard s.
-func (g *Group) Held(s int) bool { return g.HeldByOthers("", s) }
-
 // Blocked returns the member's target shards that another member still holds:
 // revoke before assign.
 func (g *Group) Blocked(memberID string) []int {
@@ -408,13 +407,13 @@ func (g *Group) State() string {
 // Clone returns a deep copy, flat (a layered group's clone holds every
 // member), with its own index.
 func (g *Group) Clone() *Group {
-	c := g.deepCopy()
-	c.buildIndex()
+	c := deepCopy(g)
+	buildIndex(c)
 	return c
 }
 
 // deepCopy is Clone without the index (a snapshot's copy is only encoded).
-func (g *Group) deepCopy() *Group {
+func deepCopy(g *Group) *Group {
 	c := *g
 	c.ix = nil
 	c.lay = nil

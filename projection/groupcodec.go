@@ -29,7 +29,7 @@ type groupMaps struct {
 // layered group is encoded as its flat copy.
 func (g *Group) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if g.lay != nil {
-		g = g.deepCopy()
+		g = deepCopy(g)
 	}
 	raw, err := events.Marshal((*groupFields)(g))
 	if err != nil {

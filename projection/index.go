@@ -45,7 +45,7 @@ func newMemberIndex() *memberIndex {
 // buildIndex indexes every member and target entry of a flat group.
 // Its sorted lists are filled unsorted and sorted once at the end, so a
 // group of n members is indexed in O(n log n).
-func (g *Group) buildIndex() {
+func buildIndex(g *Group) {
 	g.ix = newMemberIndex()
 	g.ix.bulk, g.ix.targets.bulk = true, true
 	for id, m := range g.members {
@@ -186,7 +186,7 @@ func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
 // touch takes member id's entries out of a flat group's index before the
 // event being folded changes the member or its target; settle puts them
 // back. A layered group (an overlay's) keeps no index.
-func (g *Group) touch(id string) {
+func touch(g *Group, id string) {
 	if g.ix == nil {
 		return
 	}
@@ -196,7 +196,7 @@ func (g *Group) touch(id string) {
 }
 
 // settle indexes the members the folded event touched, as they are now.
-func (g *Group) settle() {
+func settle(g *Group) {
 	if g.ix == nil {
 		return
 	}
@@ -213,9 +213,9 @@ func (g *Group) settle() {
 // the flat group's index set when it has one, else by scanning its members;
 // for a layered group, the base's answer without the members the layer
 // changed, plus those of the layer's members that keep accepts.
-func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
+func idsWhere(g *Group, set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
 	if l := g.lay; l != nil {
-		base := l.base.idsWhere(set, keep)
+		base := idsWhere(l.base, set, keep)
 		out := make([]string, 0, len(base)+l.members.EditCount())
 		for _, id := range base {
 			if !l.dirty(id) {
@@ -249,31 +249,31 @@ func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*
 
 // LiveMemberIDs returns the ids of ACTIVE/STARTING members, sorted.
 func (g *Group) LiveMemberIDs() []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.live }, func(_ *Group, m *Member) bool { return m.Live() })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.live }, func(_ *Group, m *Member) bool { return m.Live() })
 }
 
 // ActiveMemberIDs returns the ids of the members that are not terminal
 // records (Member.Active), sorted: the members expiry, rebalance deadlines and
 // correction rounds are about.
 func (g *Group) ActiveMemberIDs() []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.active }, func(_ *Group, m *Member) bool { return m.Active() })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.active }, func(_ *Group, m *Member) bool { return m.Active() })
 }
 
 // OutsideTargetIDs returns, sorted, the members that can hold shards and hold
 // one outside their target (HoldsOutsideTarget).
 func (g *Group) OutsideTargetIDs() []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.outside }, func(g *Group, m *Member) bool { return g.HoldsOutsideTarget(m) })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.outside }, func(g *Group, m *Member) bool { return g.HoldsOutsideTarget(m) })
 }
 
 // HoldersOf returns, sorted, the members that hold shard s (Member.Holds).
 func (g *Group) HoldersOf(s int) []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.holders[s] }, func(_ *Group, m *Member) bool { return m.Holds(s) })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.holders[s] }, func(_ *Group, m *Member) bool { return m.Holds(s) })
 }
 
 // HeldByOthers reports whether any member other than memberID holds shard s.
 func (g *Group) HeldByOthers(memberID string, s int) bool {
 	if l := g.lay; l != nil {
-		for id := range l.base.holderSet(s) {
+		for id := range holderSet(l.base, s) {
 			if id != memberID && !l.memberChanged(id) {
 				return true
 			}
@@ -285,7 +285,7 @@ func (g *Group) HeldByOthers(memberID string, s int) bool {
 		}
 		return false
 	}
-	for id := range g.holderSet(s) {
+	for id := range holderSet(g, s) {
 		if id != memberID {
 			return true
 		}
@@ -294,7 +294,7 @@ func (g *Group) HeldByOthers(memberID string, s int) bool {
 }
 
 // holderSet is the set of members of a flat group that hold s.
-func (g *Group) holderSet(s int) map[string]struct{} {
+func holderSet(g *Group, s int) map[string]struct{} {
 	if g.ix != nil {
 		return g.ix.holders[s]
 	}
@@ -385,14 +385,6 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		out = append(out, m)
 	}
 	return out
-}
-
-// TerminalCount is the number of terminal member records.
-func (g *Group) TerminalCount() int {
-	if g.lay == nil && g.ix != nil {
-		return len(g.ix.terminal)
-	}
-	return g.MemberCount() - len(g.ActiveMemberIDs())
 }
 
 // RevokingShardCount is how many distinct shards members that can still hold

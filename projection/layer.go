@@ -29,7 +29,7 @@ type layer struct {
 // layered is the copy an Overlay folds into: it shares g's members and
 // targets and copies the small parts the fold changes in place (the slices of
 // reshardings and barriers; each resharding on first write).
-func (g *Group) layered() *Group {
+func layered(g *Group) *Group {
 	c := *g
 	c.members, c.targets, c.ix = nil, nil, nil
 	c.lay = &layer{base: g, members: cow.Over(g.members), targets: cow.Over(g.targets), ownReshardings: map[string]bool{}}
@@ -125,7 +125,7 @@ func (g *Group) TargetCount() int {
 
 // memberForWrite is member id to change in place (nil when none): in a
 // layered group the base's member is copied into the layer first.
-func (g *Group) memberForWrite(id string) *Member {
+func memberForWrite(g *Group, id string) *Member {
 	l := g.lay
 	if l == nil {
 		return g.members[id]
@@ -143,7 +143,7 @@ func (g *Group) memberForWrite(id string) *Member {
 }
 
 // putMember adds a member.
-func (g *Group) putMember(m *Member) {
+func putMember(g *Group, m *Member) {
 	if l := g.lay; l != nil {
 		l.members.Set(m.ID, m)
 		return
@@ -152,7 +152,7 @@ func (g *Group) putMember(m *Member) {
 }
 
 // deleteMember removes a member record.
-func (g *Group) deleteMember(id string) {
+func deleteMember(g *Group, id string) {
 	if l := g.lay; l != nil {
 		l.members.Delete(id)
 		return
@@ -161,7 +161,7 @@ func (g *Group) deleteMember(id string) {
 }
 
 // setTarget sets a member's target.
-func (g *Group) setTarget(id string, t []int) {
+func setTarget(g *Group, id string, t []int) {
 	if l := g.lay; l != nil {
 		l.targets.Set(id, t)
 		return
@@ -170,7 +170,7 @@ func (g *Group) setTarget(id string, t []int) {
 }
 
 // deleteTarget removes a member's entry from the target assignment.
-func (g *Group) deleteTarget(id string) {
+func deleteTarget(g *Group, id string) {
 	if l := g.lay; l != nil {
 		l.targets.Delete(id)
 		return
@@ -180,20 +180,20 @@ func (g *Group) deleteTarget(id string) {
 
 // replaceTargets replaces the whole target assignment (assignment.computed,
 // which only old logs hold): a layered group becomes flat first.
-func (g *Group) replaceTargets(t map[string][]int) {
+func replaceTargets(g *Group, t map[string][]int) {
 	flattened := g.lay != nil
 	if flattened {
-		g.flatten()
+		flatten(g)
 	}
 	g.targets = t
 	if g.ix != nil || flattened {
-		g.buildIndex()
+		buildIndex(g)
 	}
 }
 
 // flatten turns a layered group into a flat one holding every member and
 // target (the members shared with the base are copied).
-func (g *Group) flatten() {
+func flatten(g *Group) {
 	l := g.lay
 	if l == nil {
 		return
@@ -217,7 +217,7 @@ func (g *Group) flatten() {
 
 // reshardingForWrite is the resharding to change in place (nil when none): in
 // a layered group it is copied on first write.
-func (g *Group) reshardingForWrite(id string) *Resharding {
+func reshardingForWrite(g *Group, id string) *Resharding {
 	l := g.lay
 	for i, r := range g.Reshardings {
 		if r.ReshardingID != id {

@@ -78,7 +78,7 @@ func (o *Overlay) Apply(rec events.Record) {
 	}
 	if cur != nil {
 		if _, own := o.groups.Local(k); !own {
-			cur = cur.layered()
+			cur = layered(cur)
 		}
 	}
 	g := foldGroup(cur, k, rec)

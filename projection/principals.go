@@ -63,12 +63,16 @@ func beforeFold(g *Group, rec events.Record) principalDelta {
 	return d
 }
 
-// settleCounts brings the totals from old (before the record) to g (after
-// it): a group replaced or removed counts whole, else its changed members.
-func (s *State) settleCounts(old, g *Group, d principalDelta) {
+// principalCounts is, by principal, the member records that take part across
+// every group.
+type principalCounts map[string]int
+
+// settle brings the totals from old (before the record) to g (after it): a
+// group replaced or removed counts whole, else its changed members.
+func (c principalCounts) settle(old, g *Group, d principalDelta) {
 	if old != g {
-		countMembers(s.principals, old, -1)
-		countMembers(s.principals, g, +1)
+		countMembers(c, old, -1)
+		countMembers(c, g, +1)
 		return
 	}
 	if g == nil {
@@ -80,25 +84,26 @@ func (s *State) settleCounts(old, g *Group, d principalDelta) {
 			was = d.before[i]
 		}
 		if p, ok := activeOf(was); ok {
-			s.principals[p]--
-			if s.principals[p] == 0 {
-				delete(s.principals, p)
+			c[p]--
+			if c[p] == 0 {
+				delete(c, p)
 			}
 		}
 	}
 	for _, id := range d.ids {
 		if p, ok := activeOf(g.Member(id)); ok {
-			s.principals[p]++
+			c[p]++
 		}
 	}
 }
 
-// recountPrincipals computes the totals from every group (a restored state).
-func (s *State) recountPrincipals() {
-	s.principals = map[string]int{}
-	for _, g := range s.groups {
-		countMembers(s.principals, g, +1)
+// countPrincipals computes the totals from every group (a restored state).
+func countPrincipals(groups map[GroupKey]*Group) principalCounts {
+	c := principalCounts{}
+	for _, g := range groups {
+		countMembers(c, g, +1)
 	}
+	return c
 }
 
 // ActiveMembersOfLocked is how many member records that take part the
