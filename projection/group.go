@@ -200,7 +200,7 @@ type Group struct {
 	// built outside this package, whose questions are answered by scanning.
 	ix *memberIndex
 	// lay is set in a layered group, an Overlay's copy of one of the
-	// State's (layer.go): Members and Targets are then nil and every read
+	// State's (layer.go): members and targets are then nil and every read
 	// goes through the methods (Member, Target, EachMember, ...).
 	lay *layer
 }

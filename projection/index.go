@@ -11,7 +11,7 @@ import (
 // questions a decision asks about one member or one shard cost what the answer
 // costs, not the size of the group: who holds a shard, which members are
 // live, which are still active (not a terminal record), which hold shards
-// outside their target. It is derived from Members and Targets alone, is never
+// outside their target. It is derived from the members and targets alone, is never
 // encoded (snapshots and State.Encode do not change) and is rebuilt whenever a
 // group is restored or cloned, so the same log always gives the same index.
 //
