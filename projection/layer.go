@@ -2,7 +2,6 @@ package projection
 
 import (
 	"iter"
-	"maps"
 
 	"github.com/rscoord/rsc/internal/cow"
 )
@@ -88,10 +87,17 @@ func (g *Group) MemberCount() int {
 
 // EachMember yields every member by id, in no particular order.
 func (g *Group) EachMember() iter.Seq2[string, *Member] {
-	if l := g.lay; l != nil {
-		return l.members.All()
+	return func(yield func(string, *Member) bool) {
+		if l := g.lay; l != nil {
+			l.members.All()(yield)
+			return
+		}
+		for id, m := range g.members {
+			if !yield(id, m) {
+				return
+			}
+		}
 	}
-	return maps.All(g.members)
 }
 
 // TargetOf is the member's target and whether the assignment has an entry
@@ -107,10 +113,17 @@ func (g *Group) TargetOf(id string) ([]int, bool) {
 // EachTarget yields every entry of the target assignment, in no particular
 // order.
 func (g *Group) EachTarget() iter.Seq2[string, []int] {
-	if l := g.lay; l != nil {
-		return l.targets.All()
+	return func(yield func(string, []int) bool) {
+		if l := g.lay; l != nil {
+			l.targets.All()(yield)
+			return
+		}
+		for id, t := range g.targets {
+			if !yield(id, t) {
+				return
+			}
+		}
 	}
-	return maps.All(g.targets)
 }
 
 // TargetCount is the number of entries of the target assignment.
