@@ -21,7 +21,10 @@ import "iter"
 type Map[K comparable, V any] struct {
 	base   map[K]V
 	parent *Map[K, V]
-	edits  map[K]Edit[V]
+	// set are the keys this layer gave a value, gone those it deleted (a
+	// key is in one or neither); each is made on its first write.
+	set  map[K]V
+	gone map[K]struct{}
 }
 
 // Edit is a layer's change to one key: its new value, or its deletion.
@@ -40,12 +43,12 @@ func (m *Map[K, V]) Child() Map[K, V] { return Map[K, V]{base: m.base, parent: m
 // Get is k's value as the layer sees it.
 func (m *Map[K, V]) Get(k K) (V, bool) {
 	for l := m; l != nil; l = l.parent {
-		if e, ok := l.edits[k]; ok {
-			if e.Deleted {
-				var zero V
-				return zero, false
-			}
-			return e.Value, true
+		if v, ok := l.set[k]; ok {
+			return v, true
+		}
+		if _, ok := l.gone[k]; ok {
+			var zero V
+			return zero, false
 		}
 	}
 	v, ok := m.base[k]
@@ -55,39 +58,38 @@ func (m *Map[K, V]) Get(k K) (V, bool) {
 // Local is k's value when this layer itself set it (not a parent, not the
 // base).
 func (m *Map[K, V]) Local(k K) (V, bool) {
-	e, ok := m.edits[k]
-	if !ok || e.Deleted {
-		var zero V
-		return zero, false
-	}
-	return e.Value, true
+	v, ok := m.set[k]
+	return v, ok
 }
 
 // Edited reports whether this layer itself set or deleted k.
 func (m *Map[K, V]) Edited(k K) bool {
-	_, ok := m.edits[k]
+	if _, ok := m.set[k]; ok {
+		return true
+	}
+	_, ok := m.gone[k]
 	return ok
 }
 
 // Set gives k the value v in this layer.
 func (m *Map[K, V]) Set(k K, v V) {
-	if m.edits == nil {
-		m.edits = map[K]Edit[V]{}
+	if m.set == nil {
+		m.set = map[K]V{}
 	}
-	m.edits[k] = Edit[V]{Value: v}
+	m.set[k] = v
+	delete(m.gone, k)
 }
 
 // Delete removes k as this layer sees it: a deletion is recorded only when
 // a parent or the base holds k.
 func (m *Map[K, V]) Delete(k K) {
+	delete(m.set, k)
 	if m.below(k) {
-		if m.edits == nil {
-			m.edits = map[K]Edit[V]{}
+		if m.gone == nil {
+			m.gone = map[K]struct{}{}
 		}
-		m.edits[k] = Edit[V]{Deleted: true}
-		return
+		m.gone[k] = struct{}{}
 	}
-	delete(m.edits, k)
 }
 
 // DeleteWhere deletes every key the layer sees that drop accepts.
@@ -116,30 +118,25 @@ func (m *Map[K, V]) below(k K) bool {
 // shadowed reports whether a layer from m up to (not including) l edited k.
 func (m *Map[K, V]) shadowed(l *Map[K, V], k K) bool {
 	for s := m; s != l; s = s.parent {
-		if _, ok := s.edits[k]; ok {
+		if s.Edited(k) {
 			return true
 		}
 	}
 	return false
 }
 
-// editedAnywhere reports whether any layer edited k.
-func (m *Map[K, V]) editedAnywhere(k K) bool { return m.shadowed(nil, k) }
-
 // Len is the number of keys the layer sees.
 func (m *Map[K, V]) Len() int {
 	n := len(m.base)
 	for l := m; l != nil; l = l.parent {
-		for k, e := range l.edits {
-			if m.shadowed(l, k) {
-				continue
-			}
-			_, inBase := m.base[k]
-			switch {
-			case e.Deleted && inBase:
-				n--
-			case !e.Deleted && !inBase:
+		for k := range l.set {
+			if _, inBase := m.base[k]; !inBase && !m.shadowed(l, k) {
 				n++
+			}
+		}
+		for k := range l.gone {
+			if _, inBase := m.base[k]; inBase && !m.shadowed(l, k) {
+				n--
 			}
 		}
 	}
@@ -151,17 +148,17 @@ func (m *Map[K, V]) Len() int {
 func (m *Map[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		for l := m; l != nil; l = l.parent {
-			for k, e := range l.edits {
-				if e.Deleted || m.shadowed(l, k) {
+			for k, v := range l.set {
+				if m.shadowed(l, k) {
 					continue
 				}
-				if !yield(k, e.Value) {
+				if !yield(k, v) {
 					return
 				}
 			}
 		}
 		for k, v := range m.base {
-			if m.editedAnywhere(k) {
+			if m.shadowed(nil, k) {
 				continue
 			}
 			if !yield(k, v) {
@@ -175,8 +172,13 @@ func (m *Map[K, V]) All() iter.Seq2[K, V] {
 // order: what its owner applies to the base.
 func (m *Map[K, V]) Edits() iter.Seq2[K, Edit[V]] {
 	return func(yield func(K, Edit[V]) bool) {
-		for k, e := range m.edits {
-			if !yield(k, e) {
+		for k, v := range m.set {
+			if !yield(k, Edit[V]{Value: v}) {
+				return
+			}
+		}
+		for k := range m.gone {
+			if !yield(k, Edit[V]{Deleted: true}) {
 				return
 			}
 		}
@@ -184,16 +186,15 @@ func (m *Map[K, V]) Edits() iter.Seq2[K, Edit[V]] {
 }
 
 // EditCount is the number of this layer's own edits.
-func (m *Map[K, V]) EditCount() int { return len(m.edits) }
+func (m *Map[K, V]) EditCount() int { return len(m.set) + len(m.gone) }
 
 // Merge folds this layer's edits into its parent and empties the layer.
 func (m *Map[K, V]) Merge() {
-	for k, e := range m.edits {
-		if e.Deleted {
-			m.parent.Delete(k)
-		} else {
-			m.parent.Set(k, e.Value)
-		}
+	for k, v := range m.set {
+		m.parent.Set(k, v)
 	}
-	m.edits = nil
+	for k := range m.gone {
+		m.parent.Delete(k)
+	}
+	m.set, m.gone = nil, nil
 }

@@ -63,7 +63,7 @@ func TestDeleteOfANewKeyLeavesNoEdit(t *testing.T) {
 		t.Errorf("deleting a key only this layer held left an edit: %d edits", m.EditCount())
 	}
 	m.Delete("a")
-	if e, ok := m.edits["a"]; !ok || !e.Deleted {
+	if _, ok := m.gone["a"]; !ok || m.EditCount() != 1 {
 		t.Error("deleting a base key recorded no deletion")
 	}
 }
