@@ -290,7 +290,7 @@ func recommend(p events.AutoscalingConfigured, cur int, load Load) (int, string)
 // recordDryRun records a dry-run policy's recommendation, while the policy
 // is still a dry run.
 func RecordDryRun(t *Tx, k projection.GroupKey, decided *events.AutoscalingDecided) error {
-	if g := t.Group(k); g == nil || !g.AutoscalingEnabled() || !g.Autoscaling.Policy.DryRun {
+	if g := t.Group(k); g == nil || !g.Autoscaling.Enabled() || !g.Autoscaling.Policy.DryRun {
 		return WithMsg(ErrStateConflict, "the autoscaling policy changed")
 	}
 	t.emitAs(AutoscalerActor, k, decided)

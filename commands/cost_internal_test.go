@@ -145,7 +145,7 @@ func BenchmarkSteadyHeartbeat(b *testing.B) {
 			now := rulesNow()
 			table := steadyTable(w, r, now)
 			g := w.group()
-			m := g.Members["live-0000"]
+			m := g.Member("live-0000")
 			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -189,40 +189,17 @@ func WithinMemberQuota(t *Tx, principal string) error {
 // retry, when it has none left.
 func (o *RuntimeOverlay) takePrincipalChurn(principal string, b Budget) (bool, time.Duration) {
 	var cur *Bucket
-	found := false
-	for l := o; l != nil && !found; l = l.parent {
-		if v, ok := l.principals[principal]; ok {
-			cur, found = &v, true
-		}
-	}
-	if !found {
-		if v, ok := o.base.principalBucket(principal); ok {
-			cur = &v
-		}
+	if v, ok := o.principals.Get(principal); ok {
+		cur = &v
+	} else if v, ok := o.base.principalBucket(principal); ok {
+		cur = &v
 	}
 	next, ok, wait := b.Take(cur, o.now)
 	if !ok {
 		return false, wait
 	}
-	if o.principals == nil {
-		o.principals = map[string]Bucket{}
-	}
-	o.principals[principal] = next
+	o.principals.Set(principal, next)
 	return true, 0
-}
-
-// mergePrincipals folds a decision's principal budgets into its parent.
-func (o *RuntimeOverlay) mergePrincipals() {
-	if len(o.principals) == 0 {
-		return
-	}
-	p := o.parent
-	if p.principals == nil {
-		p.principals = map[string]Bucket{}
-	}
-	for principal, b := range o.principals {
-		p.principals[principal] = b
-	}
 }
 
 // principalBucket is what the principal has left of its budget across its
@@ -238,10 +215,10 @@ func (r *RuntimeTable) principalBucket(principal string) (Bucket, bool) {
 // caller holds r.mu. The table keeps one entry per principal that joined or
 // left a member (bounded by the users file).
 func (r *RuntimeTable) commitPrincipalsLocked(o *RuntimeOverlay) {
-	for principal, b := range o.principals {
+	for principal, e := range o.principals.Edits() {
 		if r.principals == nil {
 			r.principals = map[string]Bucket{}
 		}
-		r.principals[principal] = b
+		r.principals[principal] = e.Value
 	}
 }

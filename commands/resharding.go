@@ -43,7 +43,7 @@ func decidedStill(t *Tx, k projection.GroupKey, d *events.AutoscalingDecided) er
 	if d == nil {
 		return nil
 	}
-	if g := t.Group(k); g == nil || !g.AutoscalingEnabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
+	if g := t.Group(k); g == nil || !g.Autoscaling.Enabled() || g.Autoscaling.Policy.DryRun || g.ShardCount != d.From || g.Active() != nil {
 		return WithMsg(ErrStateConflict, "the group or its autoscaling policy changed since the load was evaluated")
 	}
 	return nil
@@ -420,7 +420,7 @@ func advance(t *Tx, k projection.GroupKey) {
 		return
 	}
 	if m.To >= m.From {
-		if len(g.BarriersOf(m.ReshardingID)) > 0 {
+		if len(g.Barriers.Of(m.ReshardingID)) > 0 {
 			return // ordered: completes once its barriers are released
 		}
 		t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: m.ReshardingID, State: projection.Deprecated, MetadataVersion: g.MetadataVersion + 1})
@@ -496,7 +496,7 @@ func DrainStep(t *Tx, k projection.GroupKey, id string, p DrainProof) {
 		justDrained = true
 	}
 	for _, s := range removed {
-		if g.Held(s) {
+		if g.HeldByOthers("", s) {
 			return // revoke in progress
 		}
 	}
@@ -508,7 +508,7 @@ func DrainStep(t *Tx, k projection.GroupKey, id string, p DrainProof) {
 		}
 		return
 	}
-	if len(g.BarriersOf(id)) > 0 {
+	if len(g.Barriers.Of(id)) > 0 {
 		return // ordered: completes once its barriers are released
 	}
 	t.emitAs(Actor, k, &events.ReshardingCompleted{ReshardingID: id, State: final, Evidence: p.Ev, MetadataVersion: g.MetadataVersion + 1})
@@ -564,7 +564,7 @@ func RetireStep(t *Tx, k projection.GroupKey, id string, p DrainProof) (del, kep
 	}
 	held := false
 	for _, s := range removed {
-		held = held || g.Held(s)
+		held = held || g.HeldByOthers("", s)
 	}
 	if held && !reopened {
 		return nil, nil // revoke in progress

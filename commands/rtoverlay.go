@@ -4,16 +4,18 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rscoord/rsc/internal/cow"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/wire"
 )
 
-// runtimeOverlay is what decisions change in the runtime table, kept apart
-// until it may happen: the copy-on-write twin of projection.Overlay. A batch
+// RuntimeOverlay is what decisions change in the runtime table, kept apart
+// until it may happen: copy-on-write layers (package cow), as
+// projection.Overlay is over the projection. A batch
 // has one, over the table; each decision in it gets a child, merged into the
 // batch's when the decision succeeds and dropped when it fails. The writer
 // commits the batch's overlay right after the batch's records were applied
-// to the projection (runtimeTable.commit), and drops it when the append
+// to the projection (RuntimeTable.Commit), and drops it when the append
 // failed, conflicted or was fenced: a decision whose records never reached
 // the log changes nothing in memory either.
 //
@@ -22,16 +24,31 @@ import (
 // that reads every member's lease (expiry) allocates nothing for those it
 // leaves alone.
 type RuntimeOverlay struct {
-	base    *RuntimeTable
-	parent  *RuntimeOverlay
-	now     time.Time
-	members map[memberKey]*memberEdit
-	groups  map[projection.GroupKey]*groupEdit
+	base *RuntimeTable
+	now  time.Time
+	// Each is a copy-on-write layer (package cow): the batch's over nothing
+	// (the table answers what they do not hold), a decision's over the
+	// batch's.
+	members cow.Map[memberKey, *memberEdit]
+	// dropped are the groups deleted: the table forgets them first, and
+	// nothing the table holds of them is seen after.
+	dropped cow.Map[projection.GroupKey, struct{}]
+	// rounds are the correction rounds set (nil: closed), owned by the
+	// overlay; floors the lease floors that replace the table's.
+	rounds cow.Map[projection.GroupKey, *correctionRound]
+	floors cow.Map[projection.GroupKey, time.Time]
+	// quarantined are the quarantine entries added, by "m:<member id>" or
+	// "p:<principal>"; churn the join and leave budgets spent in a group, by
+	// principal.
+	quarantined cow.Map[memberKey, time.Time]
+	churn       cow.Map[memberKey, Bucket]
 	// principals are the join and leave budgets across groups spent, by
 	// principal (quota.go).
-	principals map[string]Bucket
+	principals cow.Map[string, Bucket]
 }
 
+// memberKey names one member of a group (or, in quarantined and churn, one
+// entry of the group's).
 type memberKey struct {
 	k  projection.GroupKey
 	id string
@@ -46,7 +63,9 @@ const (
 	fieldDeadline                    // rebalance deadline
 )
 
-// memberEdit is a member as the overlay's decisions left it.
+// memberEdit is a member as the overlay's decisions left it. A decision's
+// edit starts as a copy of the batch's (what both changed adds up: Merge
+// replaces the batch's with it).
 type memberEdit struct {
 	m       memberRuntime
 	exists  bool   // false: pruned or its group deleted, and not seen again since
@@ -54,104 +73,48 @@ type memberEdit struct {
 	changed fields // which parts of m to write
 }
 
-// groupEdit is what the overlay's decisions changed of a group's runtime.
-type groupEdit struct {
-	dropped    bool                 // deleted: the table forgets the group first
-	roundSet   bool                 // round replaces the table's
-	round      *correctionRound     // the round (nil: none); owned by the overlay
-	quarantine map[string]time.Time // entries added
-	floorSet   bool                 // floor replaces the table's lease floor
-	floor      time.Time
-	churn      map[string]Bucket // budgets spent, by principal
-}
-
 func newRuntimeOverlay(base *RuntimeTable, now time.Time) *RuntimeOverlay {
 	return &RuntimeOverlay{base: base, now: now}
 }
 
-// child starts the overlay of one decision.
+// Child starts the overlay of one decision.
 func (o *RuntimeOverlay) Child(now time.Time) *RuntimeOverlay {
-	c := newRuntimeOverlay(o.base, now)
-	c.parent = o
-	return c
+	return &RuntimeOverlay{base: o.base, now: now,
+		members: o.members.Child(), dropped: o.dropped.Child(), rounds: o.rounds.Child(), floors: o.floors.Child(),
+		quarantined: o.quarantined.Child(), churn: o.churn.Child(), principals: o.principals.Child()}
 }
 
-// merge folds a decision's overlay into its parent (the decision succeeded).
+// Merge folds a decision's overlay into its parent (the decision succeeded).
 func (o *RuntimeOverlay) Merge() {
-	o.mergePrincipals()
-	p := o.parent
-	for k, ge := range o.groups {
-		pe := p.groupEdit(k)
-		if ge.dropped {
-			*pe = groupEdit{dropped: true}
-			for mk := range p.members {
-				if mk.k == k {
-					delete(p.members, mk)
-				}
-			}
-		}
-		if ge.roundSet {
-			pe.roundSet, pe.round = true, ge.round
-		}
-		if ge.floorSet {
-			pe.floorSet, pe.floor = true, ge.floor
-		}
-		for principal, b := range ge.churn {
-			if pe.churn == nil {
-				pe.churn = map[string]Bucket{}
-			}
-			pe.churn[principal] = b
-		}
-		for key, until := range ge.quarantine {
-			if pe.quarantine == nil {
-				pe.quarantine = map[string]time.Time{}
-			}
-			pe.quarantine[key] = until
-		}
-	}
-	for mk, e := range o.members {
-		pe := p.members[mk]
-		if pe == nil || e.dropped {
-			cp := *e
-			p.setMember(mk, &cp)
-			continue
-		}
-		pe.m, pe.exists = e.m, e.exists
-		pe.changed |= e.changed
-	}
+	o.members.Merge()
+	o.dropped.Merge()
+	o.rounds.Merge()
+	o.floors.Merge()
+	o.quarantined.Merge()
+	o.churn.Merge()
+	o.principals.Merge()
 }
 
-func (o *RuntimeOverlay) groupEdit(k projection.GroupKey) *groupEdit {
-	ge := o.groups[k]
-	if ge == nil {
-		if o.groups == nil {
-			o.groups = map[projection.GroupKey]*groupEdit{}
-		}
-		ge = &groupEdit{}
-		o.groups[k] = ge
-	}
-	return ge
+// empty reports whether the overlay changed nothing.
+func (o *RuntimeOverlay) empty() bool {
+	return o.members.EditCount()+o.dropped.EditCount()+o.rounds.EditCount()+o.floors.EditCount()+
+		o.quarantined.EditCount()+o.churn.EditCount()+o.principals.EditCount() == 0
 }
 
-// setMember puts a member's edit into the overlay (its maps are made on
-// first write: most decisions change little or nothing in memory).
-func (o *RuntimeOverlay) setMember(mk memberKey, e *memberEdit) {
-	if o.members == nil {
-		o.members = map[memberKey]*memberEdit{}
-	}
-	o.members[mk] = e
+// isDropped reports whether the overlay's decisions deleted the group.
+func (o *RuntimeOverlay) isDropped(k projection.GroupKey) bool {
+	_, ok := o.dropped.Get(k)
+	return ok
 }
 
 // view is a member's runtime as the overlay sees it (false: never seen, or
 // gone).
 func (o *RuntimeOverlay) view(k projection.GroupKey, id string) (memberRuntime, bool) {
-	for l := o; l != nil; l = l.parent {
-		if e := l.members[memberKey{k, id}]; e != nil {
-			return e.m, e.exists
-		}
-		if ge := l.groups[k]; ge != nil && ge.dropped {
-			return memberRuntime{}, false
-		}
+	if e, ok := o.members.Get(memberKey{k, id}); ok {
+		return e.m, e.exists
+	}
+	if o.isDropped(k) {
+		return memberRuntime{}, false
 	}
 	return o.base.member(k, id)
 }
@@ -160,20 +123,20 @@ func (o *RuntimeOverlay) view(k projection.GroupKey, id string) (memberRuntime, 
 // write; a member never seen is armed from now.
 func (o *RuntimeOverlay) edit(k projection.GroupKey, id string, lease time.Duration) *memberEdit {
 	mk := memberKey{k, id}
-	if e := o.members[mk]; e != nil {
-		if !e.exists {
-			e.m, e.exists = *armed(o.now, lease), true
-			e.changed |= fieldArmed
+	e, own := o.members.Local(mk)
+	if !own {
+		e = &memberEdit{}
+		if pe, ok := o.members.Get(mk); ok {
+			*e = *pe
+		} else if !o.isDropped(k) {
+			e.m, e.exists = o.base.member(k, id)
 		}
-		return e
+		o.members.Set(mk, e)
 	}
-	m, ok := o.view(k, id)
-	e := &memberEdit{m: m, exists: true}
-	if !ok {
-		e.m = *armed(o.now, lease)
-		e.changed = fieldArmed
+	if !e.exists {
+		e.m, e.exists = *armed(o.now, lease), true
+		e.changed |= fieldArmed
 	}
-	o.setMember(mk, e)
 	return e
 }
 
@@ -199,15 +162,11 @@ func (o *RuntimeOverlay) leaseLapsed(k projection.GroupKey, id string, lease tim
 // leaseFloor is the group's lease floor as the overlay sees it (zero:
 // unknown): no member's lease ends before it.
 func (o *RuntimeOverlay) leaseFloor(k projection.GroupKey) time.Time {
-	for l := o; l != nil; l = l.parent {
-		if ge := l.groups[k]; ge != nil {
-			if ge.floorSet {
-				return ge.floor
-			}
-			if ge.dropped {
-				return time.Time{}
-			}
-		}
+	if f, ok := o.floors.Get(k); ok {
+		return f
+	}
+	if o.isDropped(k) {
+		return time.Time{}
 	}
 	return o.base.LeaseFloor(k)
 }
@@ -215,32 +174,24 @@ func (o *RuntimeOverlay) leaseFloor(k projection.GroupKey) time.Time {
 // setLeaseFloor records a new lease floor for the group, committed with the
 // decision (an expiry scan found no lease ending before it).
 func (o *RuntimeOverlay) setLeaseFloor(k projection.GroupKey, floor time.Time) {
-	ge := o.groupEdit(k)
-	ge.floorSet, ge.floor = true, floor
+	o.floors.Set(k, floor)
 }
 
 // deadlineIDs lists, sorted, the members with a rebalance deadline as the
 // overlay sees them.
 func (o *RuntimeOverlay) deadlineIDs(k projection.GroupKey) []string {
 	set := o.base.DeadlineIDs(k)
-	var chain []*RuntimeOverlay
-	for l := o; l != nil; l = l.parent {
-		chain = append(chain, l)
+	if o.isDropped(k) {
+		clear(set)
 	}
-	for i := len(chain) - 1; i >= 0; i-- {
-		l := chain[i]
-		if ge := l.groups[k]; ge != nil && ge.dropped {
-			clear(set)
+	for mk, e := range o.members.All() {
+		if mk.k != k {
+			continue
 		}
-		for mk, e := range l.members {
-			if mk.k != k {
-				continue
-			}
-			if e.exists && !e.m.rebalanceDeadline.IsZero() {
-				set[mk.id] = struct{}{}
-			} else {
-				delete(set, mk.id)
-			}
+		if e.exists && !e.m.rebalanceDeadline.IsZero() {
+			set[mk.id] = struct{}{}
+		} else {
+			delete(set, mk.id)
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -284,34 +235,28 @@ func (o *RuntimeOverlay) renew(k projection.GroupKey, id string, lease time.Dura
 // dropMembers forgets members (pruned).
 func (o *RuntimeOverlay) dropMembers(k projection.GroupKey, ids []string) {
 	for _, id := range ids {
-		o.setMember(memberKey{k, id}, &memberEdit{dropped: true})
+		o.members.Set(memberKey{k, id}, &memberEdit{dropped: true})
 	}
 }
 
 // dropGroup forgets a group (deleted).
 func (o *RuntimeOverlay) dropGroup(k projection.GroupKey) {
-	for mk := range o.members {
-		if mk.k == k {
-			delete(o.members, mk)
-		}
-	}
-	*o.groupEdit(k) = groupEdit{dropped: true}
+	inGroup := func(mk memberKey) bool { return mk.k == k }
+	o.members.DeleteWhere(inGroup)
+	o.quarantined.DeleteWhere(inGroup)
+	o.churn.DeleteWhere(inGroup)
+	o.rounds.Delete(k)
+	o.floors.Delete(k)
+	o.dropped.Set(k, struct{}{})
 }
 
 // roundOf finds the group's round in the overlays (found false: the table
 // decides).
 func (o *RuntimeOverlay) roundOf(k projection.GroupKey) (r *correctionRound, found bool) {
-	for l := o; l != nil; l = l.parent {
-		if ge := l.groups[k]; ge != nil {
-			if ge.roundSet {
-				return ge.round, true
-			}
-			if ge.dropped {
-				return nil, true
-			}
-		}
+	if r, ok := o.rounds.Get(k); ok {
+		return r, true
 	}
-	return nil, false
+	return nil, o.isDropped(k)
 }
 
 // round returns the group's correction round, if one is open.
@@ -332,26 +277,18 @@ func (o *RuntimeOverlay) roundAcked(k projection.GroupKey, id string) bool {
 
 // writeRound is the group's round to change, copied into this overlay (nil
 // when none is open).
-func (o *RuntimeOverlay) writeRound(k projection.GroupKey) *groupEdit {
-	ge := o.groupEdit(k)
-	if ge.roundSet {
-		return ge
+func (o *RuntimeOverlay) writeRound(k projection.GroupKey) *correctionRound {
+	if r, own := o.rounds.Local(k); own {
+		return r
 	}
-	var r *correctionRound
-	found := false
-	if o.parent != nil {
-		r, found = o.parent.roundOf(k)
+	r, found := o.roundOf(k)
+	if found {
+		r = r.clone()
+	} else {
+		r = o.base.roundCopy(k)
 	}
-	switch {
-	case ge.dropped:
-		ge.round = nil
-	case found:
-		ge.round = r.clone()
-	default:
-		ge.round = o.base.roundCopy(k)
-	}
-	ge.roundSet = true
-	return ge
+	o.rounds.Set(k, r)
+	return r
 }
 
 // openRound opens a correction round targeting targetMV (or re-targets the
@@ -360,12 +297,13 @@ func (o *RuntimeOverlay) openRound(k projection.GroupKey, targetMV int64) bool {
 	if cur := o.round(k); cur.Open && cur.TargetMV == targetMV {
 		return false
 	}
-	ge := o.writeRound(k)
-	opened := ge.round == nil
+	r := o.writeRound(k)
+	opened := r == nil
 	if opened {
-		ge.round = &correctionRound{acked: map[string]bool{}, openedAt: o.now}
+		r = &correctionRound{acked: map[string]bool{}, openedAt: o.now}
+		o.rounds.Set(k, r)
 	}
-	ge.round.targetMV = targetMV
+	r.targetMV = targetMV
 	return opened
 }
 
@@ -374,7 +312,7 @@ func (o *RuntimeOverlay) ackRound(k projection.GroupKey, id string) {
 	if !o.round(k).Open || o.roundAcked(k, id) {
 		return
 	}
-	o.writeRound(k).round.acked[id] = true
+	o.writeRound(k).acked[id] = true
 }
 
 // closeRound ends the open round; it reports whether one was open.
@@ -382,21 +320,16 @@ func (o *RuntimeOverlay) closeRound(k projection.GroupKey) bool {
 	if !o.round(k).Open {
 		return false
 	}
-	ge := o.groupEdit(k)
-	ge.roundSet, ge.round = true, nil
+	o.rounds.Set(k, nil)
 	return true
 }
 
 // quarantine records that member id (and its principal, if any) may not open
 // a correction round until until.
 func (o *RuntimeOverlay) quarantine(k projection.GroupKey, id, principal string, until time.Time) {
-	ge := o.groupEdit(k)
-	if ge.quarantine == nil {
-		ge.quarantine = map[string]time.Time{}
-	}
-	ge.quarantine["m:"+id] = until
+	o.quarantined.Set(memberKey{k, "m:" + id}, until)
 	if principal != "" {
-		ge.quarantine["p:"+principal] = until
+		o.quarantined.Set(memberKey{k, "p:" + principal}, until)
 	}
 }
 
@@ -417,15 +350,11 @@ func (o *RuntimeOverlay) isQuarantined(k projection.GroupKey, id, principal stri
 
 // quarantinedUntil finds a quarantine entry in the overlays, then the table.
 func (o *RuntimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (time.Time, bool) {
-	for l := o; l != nil; l = l.parent {
-		if ge := l.groups[k]; ge != nil {
-			if until, ok := ge.quarantine[key]; ok {
-				return until, true
-			}
-			if ge.dropped {
-				return time.Time{}, false
-			}
-		}
+	if until, ok := o.quarantined.Get(memberKey{k, key}); ok {
+		return until, true
+	}
+	if o.isDropped(k) {
+		return time.Time{}, false
 	}
 	return o.base.quarantinedUntil(k, key)
 }
@@ -435,39 +364,28 @@ func (o *RuntimeOverlay) quarantinedUntil(k projection.GroupKey, key string) (ti
 // none left.
 func (o *RuntimeOverlay) takeChurn(k projection.GroupKey, principal string, b Budget) (bool, time.Duration) {
 	var cur *Bucket
-	found := false
-	for l := o; l != nil && !found; l = l.parent {
-		if ge := l.groups[k]; ge != nil {
-			if v, ok := ge.churn[principal]; ok {
-				cur, found = &v, true
-			} else if ge.dropped {
-				found = true
-			}
-		}
-	}
-	if !found {
-		if v, ok := o.base.churnBucket(k, principal); ok {
-			cur = &v
-		}
+	if v, ok := o.churn.Get(memberKey{k, principal}); ok {
+		cur = &v
+	} else if v, ok := o.base.churnBucket(k, principal); ok && !o.isDropped(k) {
+		cur = &v
 	}
 	next, ok, wait := b.Take(cur, o.now)
 	if !ok {
 		return false, wait
 	}
-	ge := o.groupEdit(k)
-	if ge.churn == nil {
-		ge.churn = map[string]Bucket{}
-	}
-	ge.churn[principal] = next
+	o.churn.Set(memberKey{k, principal}, next)
 	return true, 0
 }
 
-// roundsChanged lists the groups whose correction round the overlay's
-// decisions opened, re-targeted or closed.
+// RoundsChanged lists the groups whose correction round the overlay's
+// decisions opened, re-targeted or closed (or deleted with the group).
 func (o *RuntimeOverlay) RoundsChanged() []projection.GroupKey {
 	var out []projection.GroupKey
-	for k, ge := range o.groups {
-		if ge.roundSet || ge.dropped {
+	for k := range o.rounds.Edits() {
+		out = append(out, k)
+	}
+	for k := range o.dropped.Edits() {
+		if !o.rounds.Edited(k) {
 			out = append(out, k)
 		}
 	}

@@ -136,3 +136,37 @@ func TestOverlayDropGroupForgetsItsRuntime(t *testing.T) {
 		t.Error("the deleted group's runtime survived the commit")
 	}
 }
+
+func TestOverlayDropGroupHidesTheBatchsEditsAndAllowsANewStart(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	table := NewRuntimeTable()
+	batch := newRuntimeOverlay(table, t0)
+	d := batch.Child(t0)
+	d.renew(ovKey, "a", 15*time.Second, ovRequest(3), 1, nil)
+	d.rebalanceDue(ovKey, "a", 15*time.Second, time.Minute)
+	d.quarantine(ovKey, "a", "p", t0.Add(time.Hour))
+	d.setLeaseFloor(ovKey, t0.Add(time.Second))
+	d.Merge()
+	d = batch.Child(t0)
+	d.dropGroup(ovKey)
+	if _, ok := d.view(ovKey, "a"); ok || d.isQuarantined(ovKey, "a", "p") || len(d.deadlineIDs(ovKey)) != 0 || !d.leaseFloor(ovKey).IsZero() {
+		t.Fatal("the batch's runtime of the deleted group is still seen")
+	}
+	if _, ok := batch.view(ovKey, "a"); !ok || !batch.isQuarantined(ovKey, "a", "p") {
+		t.Fatal("a decision's delete reached the batch before it merged")
+	}
+	d.Merge()
+	d = batch.Child(t0.Add(2 * time.Second))
+	d.renew(ovKey, "b", 15*time.Second, ovRequest(4), 1, nil) // the group is created again
+	d.Merge()
+	table.Commit(batch)
+	if _, ok := table.member(ovKey, "a"); ok {
+		t.Error("the deleted group's member survived the commit")
+	}
+	if until, ok := table.quarantinedUntil(ovKey, "m:a"); ok {
+		t.Errorf("the deleted group's quarantine survived the commit: %s", until)
+	}
+	if m, ok := table.member(ovKey, "b"); !ok || m.reportedMV != 4 {
+		t.Errorf("the member of the group created again was not committed: %+v, %v", m, ok)
+	}
+}

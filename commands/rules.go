@@ -118,7 +118,7 @@ func (r Rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *pro
 	// shard it is releasing), from the same state as the answer's
 	// metadataVersion: a member that knows this version knows every barrier
 	// a cutover up to it set.
-	if after := g.ShardBarriers(); len(after) > 0 {
+	if after := g.Barriers.ByShard(); len(after) > 0 {
 		shards := make([]int, 0, len(after))
 		for s := range after {
 			shards = append(shards, s)

@@ -18,7 +18,7 @@ import (
 // the log. (What the reconciler last read from Redis is kept apart, in the
 // evidence table: evidence.go.)
 //
-// Decisions read and change it only through a runtimeOverlay (rtoverlay.go),
+// Decisions read and change it only through a RuntimeOverlay (rtoverlay.go),
 // which the writer commits once the batch's records were applied, and drops
 // when the decision fails or the append does. Two writers change it outside
 // the writer: the steady heartbeat renews a lease (renew) and remembers the
@@ -354,38 +354,37 @@ func (g *groupRuntime) quarantineLocked(key string, until, now time.Time) {
 // one landed meanwhile (the steady heartbeat renews without the writer), a
 // member created only when the table has none.
 func (r *RuntimeTable) Commit(o *RuntimeOverlay) {
-	if len(o.groups) == 0 && len(o.members) == 0 && len(o.principals) == 0 {
+	if o.empty() {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.commitPrincipalsLocked(o)
-	for k, ge := range o.groups {
-		if ge.dropped {
-			delete(r.groups, k)
+	for k := range o.dropped.Edits() {
+		delete(r.groups, k)
+	}
+	for k, e := range o.rounds.Edits() {
+		r.groupLocked(k).correction = e.Value
+	}
+	for k, e := range o.floors.Edits() {
+		// Before the members below: a lease they write lowers it.
+		r.groupLocked(k).leaseFloor = e.Value
+	}
+	for ck, e := range o.churn.Edits() {
+		g := r.groupLocked(ck.k)
+		if g.churn == nil {
+			g.churn = map[string]Bucket{}
 		}
-		if !ge.roundSet && len(ge.quarantine) == 0 && !ge.floorSet && len(ge.churn) == 0 {
+		g.churn[ck.id] = e.Value
+	}
+	for qk, e := range o.quarantined.Edits() {
+		r.groupLocked(qk.k).quarantineLocked(qk.id, e.Value, o.now)
+	}
+	for mk, me := range o.members.Edits() {
+		if me.Deleted { // only a decision's layer holds deletions
 			continue
 		}
-		g := r.groupLocked(k)
-		if ge.roundSet {
-			g.correction = ge.round
-		}
-		if ge.floorSet {
-			// Before the members below: a lease they write lowers it.
-			g.leaseFloor = ge.floor
-		}
-		for principal, b := range ge.churn {
-			if g.churn == nil {
-				g.churn = map[string]Bucket{}
-			}
-			g.churn[principal] = b
-		}
-		for key, until := range ge.quarantine {
-			g.quarantineLocked(key, until, o.now)
-		}
-	}
-	for mk, e := range o.members {
+		e := me.Value
 		g := r.groups[mk.k]
 		if e.dropped && g != nil {
 			delete(g.members, mk.id)

@@ -47,7 +47,7 @@ func (s *Service) DisableAutoscaling(ctx context.Context, meta events.Meta, k pr
 			if g == nil {
 				return nil, commands.ErrGroupNotFound
 			}
-			if !g.AutoscalingEnabled() {
+			if !g.Autoscaling.Enabled() {
 				return g.Autoscaling, nil
 			}
 			return t.Emit(k, &events.AutoscalingDisabled{RequestedBy: requestedBy, Reason: reason}).Autoscaling, nil
@@ -77,7 +77,7 @@ func (a *autoscaler) run(ctx context.Context) {
 	if a.sampler == nil {
 		return
 	}
-	groups := a.state.GroupsWhere(func(g *projection.Group) bool { return g.AutoscalingEnabled() })
+	groups := a.state.GroupsWhere(func(g *projection.Group) bool { return g.Autoscaling.Enabled() })
 	on := make(map[projection.GroupKey]bool, len(groups))
 	for _, g := range groups {
 		on[g.Key] = true

@@ -148,7 +148,7 @@ func (r *roundRig) neverKeepsShard1(mvAbove int64) {
 			r.t.Fatalf("b's heartbeat %d: %v", i, err)
 		}
 		if resp.Status == wire.StatusOK && containsInt(refInts(resp.Assignment.AssignedShards), 1) {
-			if m := r.group().Members["b"]; m == nil || !containsInt(m.Granted, 1) {
+			if m := r.group().Member("b"); m == nil || !containsInt(m.Granted, 1) {
 				r.t.Fatalf("b's heartbeat %d is OK with shard 1, which the log does not grant it", i)
 			}
 			if r.fenced("b") {

@@ -32,7 +32,7 @@ func TestLeftMemberWithItsOldEpochRejoins(t *testing.T) {
 	if r, err = h.heartbeat("a", -1, nil, nil); err != nil || r.Status != wire.StatusOK {
 		t.Fatalf("leave: %v %v", r, err)
 	}
-	if m := h.group().Members["a"]; m.State != projection.MemberLeaving {
+	if m := h.group().Member("a"); m.State != projection.MemberLeaving {
 		t.Fatalf("after the leave a is %s", m.State)
 	}
 	r, err = h.heartbeat("a", epoch, nil, nil)
@@ -54,7 +54,7 @@ func TestLeftMemberWithItsOldEpochRejoins(t *testing.T) {
 	if r, err = h.heartbeat("a", 0, nil, nil); err != nil || r.Status != wire.StatusOK || len(r.Assignment.AssignedShards)+len(r.Assignment.PendingShards) != 2 {
 		t.Fatalf("rejoin: %+v %v, want OK with both shards", r, err)
 	}
-	if m := h.group().Members["a"]; !m.Live() {
+	if m := h.group().Member("a"); !m.Live() {
 		t.Fatalf("after the rejoin a is %s", m.State)
 	}
 }

@@ -687,14 +687,14 @@ func (s *sim) describe() string {
 		}
 		rt := s.c.MemberRuntimes(simKey)
 		for _, id := range g.MemberIDs() {
-			m := g.Members[id]
+			m := g.Member(id)
 			r := rt[id]
 			deadline := ""
 			if r.RebalanceDeadline != nil {
 				deadline = " rebalanceDeadline=" + s.elapsed(*r.RebalanceDeadline)
 			}
 			fmt.Fprintf(&b, "  %s %s epoch=%d current=%v revoking=%v granted=%v target=%v lease=%s%s\n",
-				id, m.State, m.Epoch, m.Current, m.Revoking, m.Granted, g.Targets[id], s.elapsed(r.LeaseExpiresAt), deadline)
+				id, m.State, m.Epoch, m.Current, m.Revoking, m.Granted, g.Target(id), s.elapsed(r.LeaseExpiresAt), deadline)
 		}
 		for _, v := range projection.ViewAssignments(g).InvariantViolations {
 			fmt.Fprintf(&b, "  violation: %s\n", v)
@@ -804,7 +804,7 @@ func (s *sim) consume(m *simMember) {
 		for _, sh := range setList(m.reading) {
 			if !s.fake.consume(simKey.StreamPrefix, simKey.ConsumerGroup, sh) && !s.fake.isLost(simKey.StreamPrefix, sh) {
 				if g, ok := s.c.State().Group(simKey); ok {
-					if pm := g.Members[m.id]; pm != nil && pm.CanHold() {
+					if pm := g.Member(m.id); pm != nil && pm.CanHold() {
 						s.fail("member %s (a holder per the coordinator) reads shard %d whose stream or consumer group does not exist", m.id, sh)
 					}
 				}
@@ -1010,7 +1010,7 @@ func (s *sim) checkResponse(m *simMember, req *wire.HeartbeatRequest, resp *wire
 	if resp.Status != wire.StatusOK || *req.MemberEpoch == -1 {
 		return
 	}
-	pm := g.Members[m.id]
+	pm := g.Member(m.id)
 	if pm == nil || !pm.Live() {
 		s.fail("OK to %s, which the coordinator does not record as live", m.id)
 	}
@@ -1021,7 +1021,7 @@ func (s *sim) checkResponse(m *simMember, req *wire.HeartbeatRequest, resp *wire
 		if !containsInt(pm.Granted, sh) {
 			s.fail("OK to %s assigns shard %d that the log does not record as granted (granted=%v)", m.id, sh, pm.Granted)
 		}
-		for id, other := range g.Members {
+		for id, other := range g.EachMember() {
 			if id != m.id && other.Holds(sh) {
 				s.fail("OK to %s assigns shard %d that %s (%s) still holds", m.id, sh, id, other.State)
 			}
@@ -1520,7 +1520,7 @@ func (s *sim) checkInvariants() {
 		if !m.alive {
 			continue
 		}
-		pm := g.Members[m.id]
+		pm := g.Member(m.id)
 		holder := pm != nil && pm.CanHold()
 		for _, sh := range m.readSet() {
 			allReaders[sh] = append(allReaders[sh], m.id)
@@ -1554,7 +1554,7 @@ func (s *sim) checkInvariants() {
 		lo, hi := g.Reshardings[n-1].RemovedRange()
 		for sh := max(lo, g.AssignableCount); sh < hi; sh++ {
 			for _, id := range g.MemberIDs() {
-				if g.Members[id].Holds(sh) {
+				if g.Member(id).Holds(sh) {
 					s.fail("invariant 5: %s finished (%s) but %s still holds removed shard %d", s.hook.alias(g.Reshardings[n-1].ReshardingID), g.Reshardings[n-1].State, id, sh)
 				}
 			}
@@ -1569,7 +1569,7 @@ func (s *sim) checkInvariants() {
 		s.fail("invariant 2: group counters went backwards: G %d->%d AE %d->%d MV %d->%d", s.lastG, g.GroupEpoch, s.lastAE, g.AssignmentEpoch, s.lastMV, g.MetadataVersion)
 	}
 	s.lastG, s.lastAE, s.lastMV = g.GroupEpoch, g.AssignmentEpoch, g.MetadataVersion
-	for id, pm := range g.Members {
+	for id, pm := range g.EachMember() {
 		inc := s.hook.joinCount(id)
 		tracked := pm.State != projection.MemberLeaving
 		prev := s.srvEpoch[id]
@@ -1707,7 +1707,7 @@ func (s *sim) finalChecks() {
 		for _, sh := range m.readSet() {
 			readers[sh] = append(readers[sh], m.id)
 		}
-		if pm := g.Members[m.id]; pm == nil || !pm.Live() {
+		if pm := g.Member(m.id); pm == nil || !pm.Live() {
 			s.fail("invariant 4: member %s runs but the coordinator does not count it live", m.id)
 		}
 	}
@@ -1723,7 +1723,7 @@ func (s *sim) finalChecks() {
 	for sh := 0; sh < g.AssignableCount; sh++ {
 		var granted []string
 		for _, id := range g.MemberIDs() {
-			if pm := g.Members[id]; pm.CanHold() && containsInt(pm.Granted, sh) {
+			if pm := g.Member(id); pm.CanHold() && containsInt(pm.Granted, sh) {
 				granted = append(granted, id)
 			}
 		}
@@ -1828,7 +1828,7 @@ func TestSimSyncMetadataKeepsReportedShards(t *testing.T) {
 	}
 	hb("a", 2, 2, 0, 1) // SYNC_METADATA, assigned [0]: a stops polling 1 (and drains it), or never hears it
 	g, _ := c.State().Group(simKey)
-	if a := g.Members["a"]; !a.Holds(1) {
+	if a := g.Member("a"); !a.Holds(1) {
 		t.Errorf("after a reported reading [0 1] and was answered SYNC_METADATA, the log records it holding neither current=%v nor granted=%v shard 1", a.Current, a.Granted)
 	}
 

@@ -338,7 +338,7 @@ func (o *orderSim) settled(i int) bool {
 		if !m.alive {
 			continue
 		}
-		if pm := g.Members[m.id]; pm == nil || !pm.Live() || len(m.draining) > 0 {
+		if pm := g.Member(m.id); pm == nil || !pm.Live() || len(m.draining) > 0 {
 			return false
 		}
 		for _, sh := range m.readSet() {
@@ -349,7 +349,7 @@ func (o *orderSim) settled(i int) bool {
 		if len(readers[sh]) != 1 {
 			return false
 		}
-		if pm := g.Members[readers[sh][0]]; !containsInt(pm.Granted, sh) {
+		if pm := g.Member(readers[sh][0]); !containsInt(pm.Granted, sh) {
 			return false
 		}
 	}
@@ -816,7 +816,7 @@ func (s *sim) checkMissing(m *simMember, sh int) {
 		return
 	}
 	if g, ok := s.c.State().Group(simKey); ok {
-		if pm := g.Members[m.id]; pm != nil && pm.CanHold() {
+		if pm := g.Member(m.id); pm != nil && pm.CanHold() {
 			s.fail("member %s (a holder per the coordinator) reads shard %d whose stream or consumer group does not exist", m.id, sh)
 		}
 	}
@@ -1065,7 +1065,7 @@ func TestOrderedRollbackOfScaleInWithWaitingBarriers(t *testing.T) {
 	// through (the lowest After per shard, as heartbeat answers list them);
 	// the coordinator proves barriers at every tick.
 	for round := 0; round < 20 && len(h.group().Barriers) > 0; round++ {
-		after := h.group().ShardBarriers()
+		after := h.group().Barriers.ByShard()
 		for sh := 0; sh < 2; sh++ {
 			held, _ := h.fake.claim(simKey.StreamPrefix, simKey.ConsumerGroup, sh, "m", 0, nil) // held back before
 			fresh, _ := h.fake.readNew(simKey.StreamPrefix, simKey.ConsumerGroup, sh, "m", 100)
@@ -1225,7 +1225,7 @@ func TestDrainingReportPastTheSpanKeepsTheShard(t *testing.T) {
 		return resp
 	}
 	r = drain(r.MemberEpoch)
-	if m := h.group().Members["a"]; len(m.Revoking) != 3 {
+	if m := h.group().Member("a"); len(m.Revoking) != 3 {
 		t.Fatalf("a drains 2..4, recorded revoking %v", m.Revoking)
 	}
 	// The next scale-out prepares (shard Redis refuses the provisioning
@@ -1241,13 +1241,13 @@ func TestDrainingReportPastTheSpanKeepsTheShard(t *testing.T) {
 		t.Fatalf("want a PREPARING resharding, got %+v", g.Active())
 	}
 	drain(r.MemberEpoch)
-	if m := h.group().Members["a"]; !containsInt(m.Revoking, 3) || !containsInt(m.Revoking, 4) {
+	if m := h.group().Member("a"); !containsInt(m.Revoking, 3) || !containsInt(m.Revoking, 4) {
 		t.Fatalf("a still drains 3 and 4, but the coordinator released them: revoking %v", m.Revoking)
 	}
 	// A report longer than the group (shards it never held besides): those
 	// are dropped, the recorded ones kept.
 	drain(r.MemberEpoch, 5, 6, 7, 8)
-	if m := h.group().Members["a"]; !containsInt(m.Revoking, 3) || !containsInt(m.Revoking, 4) || containsInt(m.Revoking, 5) {
+	if m := h.group().Member("a"); !containsInt(m.Revoking, 3) || !containsInt(m.Revoking, 4) || containsInt(m.Revoking, 5) {
 		t.Fatalf("after a report past the span, recorded revoking %v, want 2..4 kept and nothing else", m.Revoking)
 	}
 }

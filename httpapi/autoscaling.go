@@ -104,7 +104,7 @@ func (h *autoscalingAPI) autoscalingBody(k projection.GroupKey, rt Runtime) wire
 			out.LastChange = recordedDecision(d)
 		}
 	}
-	if ev, ok := rt.LastEvaluation(k); ok && g.AutoscalingEnabled() {
+	if ev, ok := rt.LastEvaluation(k); ok && g.Autoscaling.Enabled() {
 		out.Load = loadBody(ev.Load)
 		v := ev.Verdict
 		dec := &wire.AutoscalingDecision{At: ev.At.UTC(), From: v.From, To: v.To, Reason: v.Reason, Outcome: "HOLD",

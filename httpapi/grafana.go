@@ -68,12 +68,12 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 		row := wire.GrafanaGroupRow{
 			StreamPrefix: g.Key.StreamPrefix, ConsumerGroup: g.Key.ConsumerGroup, State: g.State(),
 			GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
-			ShardCount: g.ShardCount, TotalMembers: len(g.Members),
+			ShardCount: g.ShardCount, TotalMembers: g.MemberCount(),
 			TotalStreamLength: offs.TotalStreamLength, TotalLag: nonNegative(offs.TotalLag),
 			TotalMemoryUsageBytes: offs.TotalMemoryUsageBytes, MemoryUsageKnown: offs.MemoryUsageKnown,
 			LagSeconds: offs.LagSeconds, OldestPendingSeconds: offs.OldestPendingSeconds, LagStatus: offs.LagStatus,
 		}
-		for _, m := range g.Members {
+		for _, m := range g.EachMember() {
 			if m.Live() {
 				row.ActiveMembers++
 			}
@@ -82,7 +82,7 @@ func (a *grafanaAPI) handleGroups(w http.ResponseWriter, r *http.Request) {
 				row.RevokingShards += len(m.Revoking)
 			}
 		}
-		for _, t := range g.Targets {
+		for _, t := range g.EachTarget() {
 			row.TargetShards += len(t)
 		}
 		row.AssignedShardRatio = strconv.Itoa(row.CurrentShards) + " / " + strconv.Itoa(g.ShardCount)
@@ -315,18 +315,18 @@ func ownersByShard(g *projection.Group) map[int]shardOwners {
 		f(&o)
 		out[s] = o
 	}
-	targeted := make([]string, 0, len(g.Targets))
-	for id := range g.Targets {
+	targeted := make([]string, 0, g.TargetCount())
+	for id := range g.EachTarget() {
 		targeted = append(targeted, id)
 	}
 	sort.Strings(targeted)
 	for _, id := range targeted {
-		for _, s := range g.Targets[id] {
+		for _, s := range g.Target(id) {
 			add(s, func(o *shardOwners) { o.target = append(o.target, id) })
 		}
 	}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		if !m.CanHold() {
 			continue
 		}

@@ -192,7 +192,7 @@ func (m *lagMemory) observe(g *projection.Group, offs []wire.ShardOffset, now ti
 // (granted, reading or revoking it: projection.Member.Holds).
 func heldShards(g *projection.Group) map[int]bool {
 	out := map[int]bool{}
-	for _, m := range g.Members {
+	for _, m := range g.EachMember() {
 		if !m.CanHold() {
 			continue
 		}

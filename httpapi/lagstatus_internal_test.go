@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -138,9 +139,9 @@ func TestLagMemoryWindow(t *testing.T) {
 	sec := func(v float64) *float64 { return &v }
 	every := 10 * time.Second
 	m := newLagMemory(every)
-	g := &projection.Group{Key: projection.GroupKey{StreamPrefix: "p", ConsumerGroup: "g"}, Members: map[string]*projection.Member{
+	g := projection.GroupWith(projection.GroupKey{StreamPrefix: "p", ConsumerGroup: "g"}, map[string]*projection.Member{
 		"a": {State: projection.MemberActive, Current: []int{0}},
-	}}
+	}, nil)
 	// Shard 0 is owned and stalled; shard 1 nobody owns, with entries.
 	stalled := wire.ShardOffset{Shard: wire.ShardRef{ShardIndex: 0}, Exists: true, ShardStream: wire.ShardStream{StreamKey: "p:0", StreamLength: 2,
 		GroupLastDeliveredID: str("1-0"), OldestUndeliveredID: str("2-0"), LagSeconds: sec(5), OldestPendingSeconds: sec(0)}}
@@ -177,7 +178,7 @@ func TestLagMemoryWindow(t *testing.T) {
 		t.Fatalf("%d samples kept, want %d", n, lagWindow)
 	}
 	// Another group reading the same streams has its own samples.
-	other := &projection.Group{Key: projection.GroupKey{StreamPrefix: "p", ConsumerGroup: "h"}, Members: g.Members}
+	other := projection.GroupWith(projection.GroupKey{StreamPrefix: "p", ConsumerGroup: "h"}, maps.Collect(g.EachMember()), nil)
 	if shards, group = m.observe(other, []wire.ShardOffset{stalled, orphan}, at); group != wire.LagStatusOK {
 		t.Fatalf("first read of another group: %v %s, want OK", shards, group)
 	}

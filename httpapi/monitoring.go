@@ -167,7 +167,7 @@ func memberEpoch(m *projection.Member, mr commands.MemberRuntime) int64 {
 func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebalance time.Duration) []wire.MemberMetadata {
 	out := []wire.MemberMetadata{}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		mr := rt[id]
 		active := m.MaxConcurrency - mr.Available
 		if active < 0 {
@@ -177,7 +177,7 @@ func MembersOf(g *projection.Group, rt map[string]commands.MemberRuntime, rebala
 			MemberID: id, MemberName: m.Name, State: m.State, MemberEpoch: memberEpoch(m, mr), MetadataVersion: mr.ReportedMV,
 			RuntimeMaxConcurrency: m.MaxConcurrency, ActiveConsumerWorkers: active,
 			CurrentAssignment: sortedShardRefs(m.Current), GrantedAssignment: sortedShardRefs(m.Granted),
-			TargetAssignment: sortedShardRefs(g.Targets[id]), Revoking: sortedShardRefs(m.Revoking),
+			TargetAssignment: sortedShardRefs(g.Target(id)), Revoking: sortedShardRefs(m.Revoking),
 			LastHeartbeatAt: mr.LastHeartbeatAt.UTC(), MemberLeaseExpiresAt: mr.LeaseExpiresAt.UTC(),
 			RebalanceTimeoutMs: rebalance.Milliseconds(), ShardProgress: mr.Progress, JoinedAt: m.JoinedAt.UTC(),
 		}
@@ -223,7 +223,7 @@ func (h *monitoringAPI) handleConsumption(w http.ResponseWriter, r *http.Request
 	rt := memory.MemberRuntimes(k)
 	out := wire.ConsumptionResponse{Progress: []wire.ConsumerShardProgress{}}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		prog := append([]wire.ShardProgress(nil), rt[id].Progress...)
 		sort.Slice(prog, func(i, j int) bool { return prog[i].Shard.ShardIndex < prog[j].Shard.ShardIndex })
 		for _, p := range prog {
@@ -286,7 +286,7 @@ func (h *monitoringAPI) readOffsets(ctx context.Context, g *projection.Group) (w
 		o := &offs[i]
 		o.OwnerMemberIDs = []string{}
 		for _, id := range g.MemberIDs() {
-			if g.Members[id].Holds(o.Shard.ShardIndex) {
+			if g.Member(id).Holds(o.Shard.ShardIndex) {
 				o.OwnerMemberIDs = append(o.OwnerMemberIDs, id)
 			}
 		}

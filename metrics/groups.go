@@ -74,8 +74,8 @@ func (m *Metrics) summaries(c *coordinator.Coordinator) []groupSummary {
 			g := st.Group(k)
 			s := groupSummary{
 				key: k, epoch: g.GroupEpoch, assignmentEpoch: g.AssignmentEpoch, mv: g.MetadataVersion, shardCount: g.ShardCount,
-				liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.ShardBarriers()),
-				autoscaling: g.AutoscalingEnabled(), policy: g.Autoscaling,
+				liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.Barriers.ByShard()),
+				autoscaling: g.Autoscaling.Enabled(), policy: g.Autoscaling,
 			}
 			if mig := g.Active(); mig != nil {
 				s.resharding, s.reshardingSince = true, mig.CreatedAt

@@ -13,7 +13,7 @@ func (s *State) apply(rec events.Record) {
 		s.quarantine(rec, q)
 		return
 	}
-	if s.skipQuarantined(rec) {
+	if s.quarantined.skip(rec) {
 		return
 	}
 	if ev, ok := rec.Event.(*events.LogRestored); ok {
@@ -32,11 +32,11 @@ func (s *State) apply(rec events.Record) {
 	}
 	d := beforeFold(old, rec)
 	g := foldGroup(old, k, rec)
-	s.settleCounts(old, g, d)
+	s.principals.settle(old, g, d)
 	switch {
 	case g == nil && old != nil:
 		delete(s.groups, k)
-		s.removeOrder(k)
+		s.order = removeKey(s.order, k)
 	case g != nil && old == nil:
 		s.groups[k] = g
 		s.order = append(s.order, k)
@@ -67,8 +67,8 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	ids := memberIDsOf(rec.Event)
 	was := liveness(g, ids)
 	defer func() {
-		g.settle()
-		g.noteEmpty(rec.Time, ids, was)
+		settle(g)
+		noteEmpty(g, rec.Time, ids, was)
 	}()
 	if f.fold == nil {
 		return g // an audit record, or a record of no group
@@ -188,7 +188,7 @@ func liveness(g *Group, ids []string) []bool {
 // Only a member event can change it, and the group is looked at whole only
 // when a live member stopped being live (anyLive stops at the first live
 // member it finds), so a fold does not scan the group per event.
-func (g *Group) noteEmpty(at time.Time, ids []string, was []bool) {
+func noteEmpty(g *Group, at time.Time, ids []string, was []bool) {
 	stopped := false
 	for i, id := range ids {
 		m := g.Member(id)
@@ -198,18 +198,18 @@ func (g *Group) noteEmpty(at time.Time, ids []string, was []bool) {
 		}
 		stopped = stopped || was[i]
 	}
-	if stopped && g.EmptySince.IsZero() && !g.anyLive() {
+	if stopped && g.EmptySince.IsZero() && !anyLive(g) {
 		g.EmptySince = at
 	}
 }
 
 // anyLive reports whether a member is live, from the index when the group
 // has one, else stopping at the first live member.
-func (g *Group) anyLive() bool {
+func anyLive(g *Group) bool {
 	if g.lay != nil || g.ix != nil {
 		return g.LiveCount() > 0
 	}
-	for _, m := range g.Members {
+	for _, m := range g.members {
 		if m.Live() {
 			return true
 		}
@@ -231,7 +231,7 @@ func stateOf(g *Group, id string) string {
 }
 
 func stateChange(g *Group, id, state, phase string, rec events.Record) {
-	m := g.reshardingForWrite(id)
+	m := reshardingForWrite(g, id)
 	if m == nil {
 		return
 	}

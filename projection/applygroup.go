@@ -73,7 +73,7 @@ func groupCreated(k GroupKey, rec events.Record, ev *events.GroupCreated) *Group
 	g := &Group{
 		Key: k, ShardCount: ev.ShardCount, AssignableCount: ev.ShardCount,
 		GroupEpoch: 1, AssignmentEpoch: 1, MetadataVersion: mv, LayoutSince: mv,
-		Members: map[string]*Member{}, Targets: map[string][]int{},
+		members: map[string]*Member{}, targets: map[string][]int{},
 		CreatedAt: rec.Time, UpdatedAt: rec.Time, CreatedBy: ev.RequestedBy,
 		Ordering: normalOrdering(ev.Ordering), ix: newMemberIndex(),
 		Provisioned: ev.Provisioned, Registered: ev.RegisteredBy != "", Owner: ev.Principal, OwnerAnonymous: ev.Anonymous,
@@ -91,17 +91,17 @@ func assignmentComputed(g *Group, ev *events.AssignmentComputed) {
 	for id, t := range ev.Targets {
 		targets[id] = SortedInts(t)
 	}
-	g.replaceTargets(targets)
+	replaceTargets(g, targets)
 }
 
 func assignmentChanged(g *Group, ev *events.AssignmentChanged) {
 	g.AssignmentEpoch = ev.AssignmentEpoch
 	for id, t := range ev.Targets {
-		g.touch(id)
-		g.setTarget(id, SortedInts(t))
+		touch(g, id)
+		setTarget(g, id, SortedInts(t))
 	}
 	for _, id := range ev.Removed {
-		g.touch(id)
-		g.deleteTarget(id)
+		touch(g, id)
+		deleteTarget(g, id)
 	}
 }

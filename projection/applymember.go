@@ -30,11 +30,11 @@ func init() {
 // memberOf is the member id (created ACTIVE if the group has no record of
 // it), touched at the record's time.
 func memberOf(g *Group, id string, rec events.Record) *Member {
-	g.touch(id)
-	m := g.memberForWrite(id)
+	touch(g, id)
+	m := memberForWrite(g, id)
 	if m == nil {
 		m = &Member{ID: id, Name: id, State: MemberActive}
-		g.putMember(m)
+		putMember(g, m)
 	}
 	m.UpdatedAt = rec.Time
 	return m
@@ -98,9 +98,9 @@ func memberFenced(g *Group, rec events.Record, ev *events.MemberFenced) {
 
 func membersPruned(g *Group, ev *events.MembersPruned) {
 	for _, id := range ev.MemberIDs {
-		g.touch(id)
-		g.deleteMember(id)
-		g.deleteTarget(id)
+		touch(g, id)
+		deleteMember(g, id)
+		deleteTarget(g, id)
 	}
 	g.MetadataVersion = ev.MetadataVersion
 }

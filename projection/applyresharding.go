@@ -73,7 +73,7 @@ func reshardingPreparing(g *Group, rec events.Record, ev *events.ReshardingPrepa
 }
 
 func reshardingProvisioned(g *Group, rec events.Record, ev *events.ReshardingProvisioned) {
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
+	if m := reshardingForWrite(g, ev.ReshardingID); m != nil {
 		m.ProvisionedShards = ev.Shards
 		stateChange(g, ev.ReshardingID, m.State, "provisioned", rec)
 	}
@@ -90,7 +90,7 @@ func reshardingActivated(g *Group, rec events.Record, ev *events.ReshardingActiv
 func reshardingDrained(g *Group, rec events.Record, ev *events.ReshardingDrained) {
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
+	if m := reshardingForWrite(g, ev.ReshardingID); m != nil {
 		m.Drained = true
 		m.Evidence = ev.Evidence
 		stateChange(g, ev.ReshardingID, m.State, "drained; revoking removed shards", rec)
@@ -100,7 +100,7 @@ func reshardingDrained(g *Group, rec events.Record, ev *events.ReshardingDrained
 func reshardingReopened(g *Group, rec events.Record, ev *events.ReshardingReopened) {
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
+	if m := reshardingForWrite(g, ev.ReshardingID); m != nil {
 		m.Drained = false
 		m.Evidence = ev.Evidence
 		stateChange(g, ev.ReshardingID, m.State, "reopened: removed shard received entries", rec)
@@ -109,7 +109,7 @@ func reshardingReopened(g *Group, rec events.Record, ev *events.ReshardingReopen
 
 func reshardingCompleted(g *Group, rec events.Record, ev *events.ReshardingCompleted) {
 	g.MetadataVersion = ev.MetadataVersion
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
+	if m := reshardingForWrite(g, ev.ReshardingID); m != nil {
 		if len(ev.Evidence) > 0 {
 			m.Evidence = ev.Evidence
 		}
@@ -125,7 +125,7 @@ func reshardingRolledBack(g *Group, rec events.Record, ev *events.ReshardingRoll
 	g.ShardCount = ev.ShardCount
 	g.AssignableCount = ev.AssignableCount
 	setEpochs(g, ev.Epochs)
-	if m := g.reshardingForWrite(ev.ReshardingID); m != nil {
+	if m := reshardingForWrite(g, ev.ReshardingID); m != nil {
 		m.RollbackPolicy = ev.Policy
 		m.RollbackRequestedBy = ev.RequestedBy
 		m.RollbackReason = ev.Reason
@@ -148,7 +148,7 @@ func groupLayout(g *Group, count int, mv int64, rec events.Record) {
 }
 
 func shardsRetired(g *Group, rec events.Record, ev *events.ShardsRetired) {
-	m := g.reshardingForWrite(ev.ReshardingID)
+	m := reshardingForWrite(g, ev.ReshardingID)
 	if m == nil {
 		return
 	}

@@ -141,8 +141,8 @@ func (x *targetIndex) remove(id string, live bool, target []int, has bool) {
 func (g *Group) LiveCount() int {
 	if l := g.lay; l != nil {
 		n := l.base.LiveCount()
-		for id, m := range l.members {
-			if b := l.base.Members[id]; b != nil && b.Live() {
+		for id, m := range l.changedMembers() {
+			if b := l.base.members[id]; b != nil && b.Live() {
 				n--
 			}
 			if m != nil && m.Live() {
@@ -155,7 +155,7 @@ func (g *Group) LiveCount() int {
 		return len(g.ix.live)
 	}
 	n := 0
-	for _, m := range g.Members {
+	for _, m := range g.members {
 		if m.Live() {
 			n++
 		}
@@ -277,11 +277,11 @@ func (x TargetIndex) FreeBelow(n int) []int {
 	// Shards whose owners in the base are all members the overlay changed.
 	added := false
 	for id := range x.dirty {
-		bm := x.lay.base.Members[id]
+		bm := x.lay.base.members[id]
 		if bm == nil || !bm.Live() {
 			continue
 		}
-		for _, s := range x.lay.base.Targets[id] {
+		for _, s := range x.lay.base.targets[id] {
 			if s >= 0 && s < n && len(x.Owners(s)) == 0 {
 				out = append(out, s)
 				added = true

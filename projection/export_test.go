@@ -15,3 +15,7 @@ func (s *State) RUnlock()                            { s.mu.RUnlock() }
 func (s *State) GroupLocked(k GroupKey) *Group       { return s.groups[k] }
 func (s *State) GroupKeysLocked() []GroupKey         { return append([]GroupKey(nil), s.order...) }
 func (s *State) ApplyLocked(rec events.Record) error { return s.applyLocked(rec) }
+
+// HoldsOwnMaps reports whether a group holds member and target maps of its
+// own (a layered group holds none: it reads through its layer).
+func HoldsOwnMaps(g *Group) bool { return g.members != nil || g.targets != nil }

@@ -200,7 +200,7 @@ func applyBatches(st *State, batches <-chan foldBatch, o FoldOptions) (int, erro
 	defer func() {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		st.rebuildIndexes(ix.rebuild)
+		rebuildIndexes(st.groups, ix.rebuild)
 	}()
 	for b := range batches {
 		if b.err != nil {
@@ -222,7 +222,7 @@ func (s *State) applyPage(recs []events.Record, o FoldOptions, ix *foldIndexes) 
 	if o.Stop == nil && o.Before == nil && o.After == nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.suspendIndexes(recs, ix)
+		ix.suspend(s.groups, recs)
 		for i, rec := range recs {
 			if err := s.applyLocked(rec); err != nil {
 				return i, err
@@ -264,18 +264,18 @@ func newFoldIndexes() *foldIndexes {
 	return &foldIndexes{events: map[GroupKey]int{}, rebuild: map[GroupKey]bool{}}
 }
 
-// suspendIndexes drops, until the fold ends, the member index of each group
+// suspend drops, until the fold ends, the member index of each group
 // whose events in the fold are at least half as many as its member and
 // target records: keeping the index current event by event (touch, settle)
 // costs more than building it once at the end then (rebuildIndexes). A group
 // without an index answers its questions by scanning, so a reader meanwhile is
 // answered right.
-func (s *State) suspendIndexes(recs []events.Record, ix *foldIndexes) {
+func (ix *foldIndexes) suspend(groups map[GroupKey]*Group, recs []events.Record) {
 	for _, rec := range recs {
 		ix.events[KeyOf(rec)]++
 	}
 	for k, n := range ix.events {
-		if g := s.groups[k]; g != nil && g.ix != nil && 2*n >= len(g.Members)+len(g.Targets) {
+		if g := groups[k]; g != nil && g.ix != nil && 2*n >= len(g.members)+len(g.targets) {
 			g.ix = nil
 			ix.rebuild[k] = true
 		}
@@ -283,10 +283,10 @@ func (s *State) suspendIndexes(recs []events.Record, ix *foldIndexes) {
 }
 
 // rebuildIndexes indexes again the flat groups a fold left without one.
-func (s *State) rebuildIndexes(keys map[GroupKey]bool) {
+func rebuildIndexes(groups map[GroupKey]*Group, keys map[GroupKey]bool) {
 	for k := range keys {
-		if g := s.groups[k]; g != nil && g.ix == nil && g.lay == nil {
-			g.buildIndex()
+		if g := groups[k]; g != nil && g.ix == nil && g.lay == nil {
+			buildIndex(g)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package projection_test
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func assertEpochs(tb testing.TB, g *projection.Group, groupEpoch, assignmentEpoc
 // mustMember returns a member of the group or fails the test.
 func mustMember(tb testing.TB, g *projection.Group, id string) *projection.Member {
 	tb.Helper()
-	m := g.Members[id]
+	m := g.Member(id)
 	if m == nil {
 		tb.Fatalf("member %q missing; members: %v", id, g.MemberIDs())
 	}
@@ -80,7 +81,7 @@ func TestFoldMemberEvents(t *testing.T) {
 					t.Errorf("shardCount/assignableCount = %d/%d, want 4/4", g.ShardCount, g.AssignableCount)
 				}
 				assertEpochs(t, g, 1, 1, 1)
-				if len(g.Members) != 0 || len(g.Targets) != 0 || len(g.Reshardings) != 0 || g.Active() != nil {
+				if g.MemberCount() != 0 || g.TargetCount() != 0 || len(g.Reshardings) != 0 || g.Active() != nil {
 					t.Errorf("new group is not empty: %+v", g)
 				}
 				if g.Key != orders || g.CreatedBy != "alice" || !g.CreatedAt.Equal(at(1)) || !g.UpdatedAt.Equal(at(1)) {
@@ -156,8 +157,8 @@ func TestFoldMemberEvents(t *testing.T) {
 				&events.AssignmentComputed{AssignmentEpoch: 4, Targets: map[string][]int{"a": ints(2, 0, 1, 3)}},
 			},
 			check: func(t *testing.T, g *projection.Group, last int) {
-				if len(g.Targets) != 1 {
-					t.Errorf("targets = %v, want only a's", g.Targets)
+				if g.TargetCount() != 1 {
+					t.Errorf("targets = %v, want only a's", maps.Collect(g.EachTarget()))
 				}
 				assertInts(t, "target a", g.Target("a"), ints(0, 1, 2, 3))
 				if got := g.Target("b"); got != nil {
@@ -296,13 +297,13 @@ func TestFoldMemberEvents(t *testing.T) {
 				&events.MembersPruned{MemberIDs: []string{"b", "never-existed"}, MetadataVersion: 5},
 			},
 			check: func(t *testing.T, g *projection.Group, last int) {
-				if _, ok := g.Members["b"]; ok {
+				if ok := g.Member("b") != nil; ok {
 					t.Error("pruned member b is still there")
 				}
-				if _, ok := g.Targets["b"]; ok {
+				if _, ok := g.TargetOf("b"); ok {
 					t.Error("pruned member b still has a target")
 				}
-				if _, ok := g.Members["never-existed"]; ok {
+				if ok := g.Member("never-existed") != nil; ok {
 					t.Error("pruning an unknown member created it")
 				}
 				assertInts(t, "target a", g.Target("a"), ints(0, 1))
@@ -317,7 +318,7 @@ func TestFoldMemberEvents(t *testing.T) {
 			},
 			check: func(t *testing.T, g *projection.Group, last int) {
 				assertEpochs(t, g, 2, 1, 2)
-				if len(g.Members) != 1 || g.ShardCount != 4 {
+				if g.MemberCount() != 1 || g.ShardCount != 4 {
 					t.Errorf("group changed: %+v", g)
 				}
 				if !g.UpdatedAt.Equal(at(last - 1)) {
@@ -576,7 +577,7 @@ func TestFoldGroupDeletion(t *testing.T) {
 	// Creating it again starts from scratch, after the other group.
 	MustApply(t, s, r.rec(orders, &events.GroupCreated{ShardCount: 8}))
 	g := MustGroup(t, s, orders)
-	if g.ShardCount != 8 || len(g.Members) != 0 {
+	if g.ShardCount != 8 || g.MemberCount() != 0 {
 		t.Errorf("recreated group = %+v", g)
 	}
 	assertEpochs(t, g, 1, 1, 1)
@@ -825,7 +826,7 @@ func TestOldLogFolds(t *testing.T) {
 	if !reflect.DeepEqual(g.MemberIDs(), []string{"m-1", "m-2"}) || !reflect.DeepEqual(g.LiveMemberIDs(), []string{"m-1"}) {
 		t.Errorf("members = %v, live = %v; want [m-1 m-2], [m-1]", g.MemberIDs(), g.LiveMemberIDs())
 	}
-	if m := g.Members["m-2"]; m.State != projection.MemberLeaving || m.Name != "worker-2-renamed" || m.MaxConcurrency != 8 {
+	if m := g.Member("m-2"); m.State != projection.MemberLeaving || m.Name != "worker-2-renamed" || m.MaxConcurrency != 8 {
 		t.Errorf("m-2 = %+v", m)
 	}
 	assertInts(t, "target m-1", g.Target("m-1"), ints(0, 1, 2, 3))

@@ -132,9 +132,9 @@ func (m *Resharding) RemovedRange() (lo, hi int) {
 // Overlay returns for a group it changed shares the State's members and
 // holds only what the overlay's records changed (copy-on-write per member),
 // so folding a join into a group of thousands of members copies one member,
-// not thousands. A layered group's Members and Targets are nil: code that may
-// see one (package commands' decisions) reads members and targets only
-// through the methods, which answer the same for both.
+// not thousands. A layered group's members and targets are nil: code that may
+// see one reads members and targets only through the methods, which answer
+// the same for both (the maps are unexported).
 type Group struct {
 	Key             GroupKey `msgpack:"key"`
 	ShardCount      int      `msgpack:"shardCount"`
@@ -142,9 +142,12 @@ type Group struct {
 	GroupEpoch      int64    `msgpack:"groupEpoch"`
 	AssignmentEpoch int64    `msgpack:"assignmentEpoch"`
 	MetadataVersion int64    `msgpack:"metadataVersion"`
-	// Members by id, and the target assignment (member id to shards).
-	Members MemberMap      `msgpack:"members"`
-	Targets events.Targets `msgpack:"targets"`
+	// members by id, and the target assignment (member id to shards): read
+	// them through Member, EachMember, Target, EachTarget and the counts (a
+	// layered group holds them in its layer). Snapshots hold them between
+	// MetadataVersion and Reshardings (wire.go: EncodeMsgpack).
+	members MemberMap
+	targets events.Targets
 	// Reshardings in the order they were requested, and the id of the active
 	// one ("" when none). The msgpack names predate the rename from
 	// "migration" and stay: snapshots written with them keep restoring.
@@ -158,7 +161,7 @@ type Group struct {
 	Ordering string `msgpack:"ordering,omitempty"`
 	// Barriers are the unreleased barriers, in the order their cutovers
 	// happened (released ones leave the state; the log keeps them).
-	Barriers []*Barrier `msgpack:"barriers,omitempty"`
+	Barriers Barriers `msgpack:"barriers,omitempty"`
 	// UnfencedWrites counts the entries found on fenced shards after their
 	// cutover that no fence check let in.
 	UnfencedWrites int64 `msgpack:"unfencedWrites,omitempty"`
@@ -197,9 +200,16 @@ type Group struct {
 	// built outside this package, whose questions are answered by scanning.
 	ix *memberIndex
 	// lay is set in a layered group, an Overlay's copy of one of the
-	// State's (layer.go): Members and Targets are then nil and every read
+	// State's (layer.go): members and targets are then nil and every read
 	// goes through the methods (Member, Target, EachMember, ...).
 	lay *layer
+}
+
+// GroupWith is a flat group with these members and targets (either nil:
+// none) and nothing else but its key, for code that builds a group outside a
+// State (tests, tools); the group keeps the maps.
+func GroupWith(k GroupKey, members map[string]*Member, targets map[string][]int) *Group {
+	return &Group{Key: k, members: members, targets: targets}
 }
 
 // Autoscaling is a group's autoscaling policy (as last configured; Enabled
@@ -223,10 +233,9 @@ type AutoscaleDecision struct {
 	Decided events.AutoscalingDecided `msgpack:"decided"`
 }
 
-// AutoscalingEnabled reports whether the autoscaler manages the group.
-func (g *Group) AutoscalingEnabled() bool {
-	return g.Autoscaling != nil && g.Autoscaling.Policy.Enabled
-}
+// Enabled reports whether the autoscaler manages the group (false for nil:
+// never configured).
+func (a *Autoscaling) Enabled() bool { return a != nil && a.Policy.Enabled }
 
 // Barrier is a shard of the layout after a cutover whose entries after After
 // wait until every source shard is proven read and acknowledged up to its
@@ -244,14 +253,17 @@ type Barrier struct {
 // Ordered reports whether the group keeps per-key order across reshardings.
 func (g *Group) Ordered() bool { return g.Ordering == events.OrderingKey }
 
-// ShardBarriers returns, for each shard with an unreleased barrier, the lowest
+// Barriers are a group's unreleased barriers.
+type Barriers []*Barrier
+
+// ByShard returns, for each shard with an unreleased barrier, the lowest
 // After (entries beyond it wait).
-func (g *Group) ShardBarriers() map[int]string {
-	if len(g.Barriers) == 0 {
+func (bs Barriers) ByShard() map[int]string {
+	if len(bs) == 0 {
 		return nil
 	}
-	out := make(map[int]string, len(g.Barriers))
-	for _, b := range g.Barriers {
+	out := make(map[int]string, len(bs))
+	for _, b := range bs {
 		if cur, ok := out[b.Shard]; !ok || CompareIDs(b.After, cur) < 0 {
 			out[b.Shard] = b.After
 		}
@@ -259,10 +271,10 @@ func (g *Group) ShardBarriers() map[int]string {
 	return out
 }
 
-// BarriersOf returns the unreleased barriers of one resharding.
-func (g *Group) BarriersOf(id string) []*Barrier {
+// Of returns the unreleased barriers of one resharding.
+func (bs Barriers) Of(id string) []*Barrier {
 	var out []*Barrier
-	for _, b := range g.Barriers {
+	for _, b := range bs {
 		if b.ReshardingID == id {
 			out = append(out, b)
 		}
@@ -315,7 +327,7 @@ func splitID(id string) (ms, seq uint64) {
 // MemberIDs returns all member ids, sorted.
 func (g *Group) MemberIDs() []string {
 	ids := make([]string, 0, g.MemberCount())
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		ids = append(ids, m.ID)
 	}
 	sort.Strings(ids)
@@ -345,9 +357,6 @@ func (g *Group) Active() *Resharding {
 	}
 	return g.Resharding(g.ActiveResharding)
 }
-
-// Held reports whether any member holds shard s.
-func (g *Group) Held(s int) bool { return g.HeldByOthers("", s) }
 
 // Blocked returns the member's target shards that another member still holds:
 // revoke before assign.
@@ -398,27 +407,27 @@ func (g *Group) State() string {
 // Clone returns a deep copy, flat (a layered group's clone holds every
 // member), with its own index.
 func (g *Group) Clone() *Group {
-	c := g.deepCopy()
-	c.buildIndex()
+	c := deepCopy(g)
+	buildIndex(c)
 	return c
 }
 
 // deepCopy is Clone without the index (a snapshot's copy is only encoded).
-func (g *Group) deepCopy() *Group {
+func deepCopy(g *Group) *Group {
 	c := *g
 	c.ix = nil
 	c.lay = nil
-	c.Members = make(map[string]*Member, g.MemberCount())
-	for m := range g.EachMember() {
+	c.members = make(map[string]*Member, g.MemberCount())
+	for _, m := range g.EachMember() {
 		mc := *m
 		mc.Current = cloneInts(m.Current)
 		mc.Revoking = cloneInts(m.Revoking)
 		mc.Granted = cloneInts(m.Granted)
-		c.Members[mc.ID] = &mc
+		c.members[mc.ID] = &mc
 	}
-	c.Targets = make(map[string][]int, g.MemberCount())
+	c.targets = make(map[string][]int, g.MemberCount())
 	for id, t := range g.EachTarget() {
-		c.Targets[id] = cloneInts(t)
+		c.targets[id] = cloneInts(t)
 	}
 	c.Reshardings = make([]*Resharding, len(g.Reshardings))
 	for i, m := range g.Reshardings {

@@ -11,7 +11,7 @@ import (
 // questions a decision asks about one member or one shard cost what the answer
 // costs, not the size of the group: who holds a shard, which members are
 // live, which are still active (not a terminal record), which hold shards
-// outside their target. It is derived from Members and Targets alone, is never
+// outside their target. It is derived from the members and targets alone, is never
 // encoded (snapshots and State.Encode do not change) and is rebuilt whenever a
 // group is restored or cloned, so the same log always gives the same index.
 //
@@ -45,15 +45,15 @@ func newMemberIndex() *memberIndex {
 // buildIndex indexes every member and target entry of a flat group.
 // Its sorted lists are filled unsorted and sorted once at the end, so a
 // group of n members is indexed in O(n log n).
-func (g *Group) buildIndex() {
+func buildIndex(g *Group) {
 	g.ix = newMemberIndex()
 	g.ix.bulk, g.ix.targets.bulk = true, true
-	for id, m := range g.Members {
-		t, has := g.Targets[id]
+	for id, m := range g.members {
+		t, has := g.targets[id]
 		g.ix.add(id, m, t, has)
 	}
-	for id, t := range g.Targets {
-		if _, ok := g.Members[id]; !ok {
+	for id, t := range g.targets {
+		if _, ok := g.members[id]; !ok {
 			g.ix.add(id, nil, t, true)
 		}
 	}
@@ -186,23 +186,23 @@ func (ix *memberIndex) remove(id string, m *Member, target []int, has bool) {
 // touch takes member id's entries out of a flat group's index before the
 // event being folded changes the member or its target; settle puts them
 // back. A layered group (an overlay's) keeps no index.
-func (g *Group) touch(id string) {
+func touch(g *Group, id string) {
 	if g.ix == nil {
 		return
 	}
-	t, has := g.Targets[id]
-	g.ix.remove(id, g.Members[id], t, has)
+	t, has := g.targets[id]
+	g.ix.remove(id, g.members[id], t, has)
 	g.ix.touched = append(g.ix.touched, id)
 }
 
 // settle indexes the members the folded event touched, as they are now.
-func (g *Group) settle() {
+func settle(g *Group) {
 	if g.ix == nil {
 		return
 	}
 	for _, id := range g.ix.touched {
-		t, has := g.Targets[id]
-		m := g.Members[id]
+		t, has := g.targets[id]
+		m := g.members[id]
 		g.ix.remove(id, m, t, has) // touched twice: added once
 		g.ix.add(id, m, t, has)
 	}
@@ -213,10 +213,10 @@ func (g *Group) settle() {
 // the flat group's index set when it has one, else by scanning its members;
 // for a layered group, the base's answer without the members the layer
 // changed, plus those of the layer's members that keep accepts.
-func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
+func idsWhere(g *Group, set func(*memberIndex) map[string]struct{}, keep func(*Group, *Member) bool) []string {
 	if l := g.lay; l != nil {
-		base := l.base.idsWhere(set, keep)
-		out := make([]string, 0, len(base)+len(l.members))
+		base := idsWhere(l.base, set, keep)
+		out := make([]string, 0, len(base)+l.members.EditCount())
 		for _, id := range base {
 			if !l.dirty(id) {
 				out = append(out, id)
@@ -238,7 +238,7 @@ func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*
 		return sortedKeys(set(g.ix))
 	}
 	var out []string
-	for id, m := range g.Members {
+	for id, m := range g.members {
 		if keep(g, m) {
 			out = append(out, id)
 		}
@@ -249,43 +249,43 @@ func (g *Group) idsWhere(set func(*memberIndex) map[string]struct{}, keep func(*
 
 // LiveMemberIDs returns the ids of ACTIVE/STARTING members, sorted.
 func (g *Group) LiveMemberIDs() []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.live }, func(_ *Group, m *Member) bool { return m.Live() })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.live }, func(_ *Group, m *Member) bool { return m.Live() })
 }
 
 // ActiveMemberIDs returns the ids of the members that are not terminal
 // records (Member.Active), sorted: the members expiry, rebalance deadlines and
 // correction rounds are about.
 func (g *Group) ActiveMemberIDs() []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.active }, func(_ *Group, m *Member) bool { return m.Active() })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.active }, func(_ *Group, m *Member) bool { return m.Active() })
 }
 
 // OutsideTargetIDs returns, sorted, the members that can hold shards and hold
 // one outside their target (HoldsOutsideTarget).
 func (g *Group) OutsideTargetIDs() []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.outside }, func(g *Group, m *Member) bool { return g.HoldsOutsideTarget(m) })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.outside }, func(g *Group, m *Member) bool { return g.HoldsOutsideTarget(m) })
 }
 
 // HoldersOf returns, sorted, the members that hold shard s (Member.Holds).
 func (g *Group) HoldersOf(s int) []string {
-	return g.idsWhere(func(ix *memberIndex) map[string]struct{} { return ix.holders[s] }, func(_ *Group, m *Member) bool { return m.Holds(s) })
+	return idsWhere(g, func(ix *memberIndex) map[string]struct{} { return ix.holders[s] }, func(_ *Group, m *Member) bool { return m.Holds(s) })
 }
 
 // HeldByOthers reports whether any member other than memberID holds shard s.
 func (g *Group) HeldByOthers(memberID string, s int) bool {
 	if l := g.lay; l != nil {
-		for id := range l.base.holderSet(s) {
+		for id := range holderSet(l.base, s) {
 			if id != memberID && !l.memberChanged(id) {
 				return true
 			}
 		}
-		for id, m := range l.members {
+		for id, m := range l.changedMembers() {
 			if id != memberID && m != nil && m.Holds(s) {
 				return true
 			}
 		}
 		return false
 	}
-	for id := range g.holderSet(s) {
+	for id := range holderSet(g, s) {
 		if id != memberID {
 			return true
 		}
@@ -294,12 +294,12 @@ func (g *Group) HeldByOthers(memberID string, s int) bool {
 }
 
 // holderSet is the set of members of a flat group that hold s.
-func (g *Group) holderSet(s int) map[string]struct{} {
+func holderSet(g *Group, s int) map[string]struct{} {
 	if g.ix != nil {
 		return g.ix.holders[s]
 	}
 	out := map[string]struct{}{}
-	for id, m := range g.Members {
+	for id, m := range g.members {
 		if m.Holds(s) {
 			out[id] = struct{}{}
 		}
@@ -317,7 +317,7 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		// The base's order without the members the layer changed, merged
 		// with the layer's terminal members.
 		var mine []*Member
-		for _, m := range l.members {
+		for _, m := range l.changedMembers() {
 			if m != nil && !m.Active() {
 				mine = append(mine, m)
 			}
@@ -325,12 +325,12 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		slices.SortFunc(mine, func(a, b *Member) int {
 			return compareTerminal(terminalRecord{a.UpdatedAt, a.ID}, terminalRecord{b.UpdatedAt, b.ID})
 		})
-		// At most len(l.members) of the base's records are skipped below (the
+		// At most l.members.EditCount() of the base's records are skipped below (the
 		// layer changed them): n more than that is all the merge can take,
 		// and a join into a full group costs what it prunes, not the group.
 		want := -1
 		if n >= 0 {
-			want = n + len(l.members)
+			want = n + l.members.EditCount()
 		}
 		base := l.base.OldestTerminal(want, nil)
 		i, j := 0, 0
@@ -358,7 +358,7 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 	}
 	if g.ix == nil {
 		var all []*Member
-		for _, m := range g.Members {
+		for _, m := range g.members {
 			if !m.Active() {
 				all = append(all, m)
 			}
@@ -378,21 +378,13 @@ func (g *Group) OldestTerminal(n int, keep func(*Member) bool) []*Member {
 		if n >= 0 && len(out) >= n {
 			break
 		}
-		m := g.Members[r.id]
+		m := g.members[r.id]
 		if !accept(m) {
 			break
 		}
 		out = append(out, m)
 	}
 	return out
-}
-
-// TerminalCount is the number of terminal member records.
-func (g *Group) TerminalCount() int {
-	if g.lay == nil && g.ix != nil {
-		return len(g.ix.terminal)
-	}
-	return g.MemberCount() - len(g.ActiveMemberIDs())
 }
 
 // RevokingShardCount is how many distinct shards members that can still hold
@@ -409,11 +401,11 @@ func (g *Group) RevokingShardCount() int {
 	}
 	if g.lay == nil && g.ix != nil {
 		for id := range g.ix.active {
-			count(g.Members[id])
+			count(g.members[id])
 		}
 		return len(seen)
 	}
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		count(m)
 	}
 	return len(seen)

@@ -67,8 +67,8 @@ func answersOf(g *projection.Group, shards int) groupAnswers {
 // scanAnswers answers the same questions by scanning a flat group's maps,
 // the way the methods did before the index.
 func scanAnswers(g *projection.Group, shards int) groupAnswers {
-	a := groupAnswers{Count: len(g.Members), Holders: map[int][]string{}, HeldByOthers: map[string][]int{}, Targets: map[string][]int{}}
-	for id, m := range g.Members {
+	a := groupAnswers{Count: g.MemberCount(), Holders: map[int][]string{}, HeldByOthers: map[string][]int{}, Targets: map[string][]int{}}
+	for id, m := range g.EachMember() {
 		a.IDs = append(a.IDs, id)
 		if m.Live() {
 			a.Live = append(a.Live, id)
@@ -79,7 +79,7 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 		if m.CanHold() {
 			outside := false
 			for _, s := range append(append([]int{}, m.Current...), m.Revoking...) {
-				outside = outside || !containsInt(g.Targets[id], s)
+				outside = outside || !containsInt(g.Target(id), s)
 			}
 			if outside {
 				a.Outsd = append(a.Outsd, id)
@@ -95,7 +95,7 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 	}
 	for s := 0; s < shards; s++ {
 		for _, id := range a.IDs {
-			if g.Members[id].Holds(s) {
+			if g.Member(id).Holds(s) {
 				a.Holders[s] = append(a.Holders[s], id)
 			}
 		}
@@ -110,12 +110,12 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 			}
 		}
 	}
-	for id, t := range g.Targets {
+	for id, t := range g.EachTarget() {
 		a.Targets[id] = t
 	}
 	a.State = scanState(g)
 	var terminal []*projection.Member
-	for _, m := range g.Members {
+	for _, m := range g.EachMember() {
 		if m.State == projection.MemberExpired || m.State == projection.MemberFenced || (m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0) {
 			terminal = append(terminal, m)
 		}
@@ -135,8 +135,8 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 	odd := false
 	least, most := -1, -1
 	for _, id := range a.IDs {
-		m := g.Members[id]
-		t, has := g.Targets[id]
+		m := g.Member(id)
+		t, has := g.TargetOf(id)
 		if m.Live() != has {
 			a.Unsettled = append(a.Unsettled, id)
 		}
@@ -154,8 +154,8 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 			most, a.Most = len(t), id
 		}
 	}
-	for id := range g.Targets {
-		if g.Members[id] == nil {
+	for id := range g.EachTarget() {
+		if g.Member(id) == nil {
 			a.Unsettled = append(a.Unsettled, id)
 		}
 	}
@@ -182,7 +182,7 @@ func scanAnswers(g *projection.Group, shards int) groupAnswers {
 
 func scanState(g *projection.Group) string {
 	var live []string
-	for id, m := range g.Members {
+	for id, m := range g.EachMember() {
 		if m.Live() {
 			live = append(live, id)
 		}
@@ -191,19 +191,19 @@ func scanState(g *projection.Group) string {
 		return "EMPTY"
 	}
 	for _, id := range live {
-		m := g.Members[id]
-		if !projection.EqualSets(m.Current, g.Targets[id]) || len(m.Revoking) > 0 {
+		m := g.Member(id)
+		if !projection.EqualSets(m.Current, g.Target(id)) || len(m.Revoking) > 0 {
 			return "RECONCILING"
 		}
-		for _, s := range g.Targets[id] {
-			for oid, o := range g.Members {
+		for _, s := range g.Target(id) {
+			for oid, o := range g.EachMember() {
 				if oid != id && o.Holds(s) {
 					return "RECONCILING"
 				}
 			}
 		}
 	}
-	for _, m := range g.Members {
+	for _, m := range g.EachMember() {
 		if m.State == projection.MemberLeaving && (len(m.Current) > 0 || len(m.Revoking) > 0) {
 			return "RECONCILING"
 		}
@@ -333,7 +333,7 @@ func TestOverlayCopiesOnlyWhatChanged(t *testing.T) {
 	ov.Apply(r.rec(orders, &events.MemberLeft{MemberID: "m-0002", Epochs: events.Epochs{GroupEpoch: 3004, MetadataVersion: 3004}}))
 	ov.Apply(r.rec(orders, &events.MembersPruned{MemberIDs: []string{"m-0001"}, MetadataVersion: 3005}))
 	g := ov.Group(orders)
-	if g.Members != nil || g.Targets != nil {
+	if projection.HoldsOwnMaps(g) {
 		t.Fatal("the overlay's group holds maps of its own: it was copied whole")
 	}
 	if g.Member("m-0000") != base.Member("m-0000") {

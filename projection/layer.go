@@ -1,6 +1,10 @@
 package projection
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/rscoord/rsc/internal/cow"
+)
 
 // layer is what a layered group (an Overlay's copy of one of the State's
 // groups) changed: the members and targets its records touched, each copied
@@ -13,12 +17,10 @@ import "iter"
 // target whole and never writes into them, so a member's copy is shallow.
 type layer struct {
 	base *Group
-	// members are the members the layer wrote: a copy, a new member, or nil
-	// for one it removed.
-	members map[string]*Member
-	// targets are the targets the layer set; goneTargets those it removed.
-	targets     map[string][]int
-	goneTargets map[string]bool
+	// members and targets are layers over the base's: a member the layer
+	// wrote is a copy, a new member, or deleted.
+	members cow.Map[string, *Member]
+	targets cow.Map[string, []int]
 	// ownReshardings are the reshardings the layer copied (by id).
 	ownReshardings map[string]bool
 }
@@ -26,43 +28,41 @@ type layer struct {
 // layered is the copy an Overlay folds into: it shares g's members and
 // targets and copies the small parts the fold changes in place (the slices of
 // reshardings and barriers; each resharding on first write).
-func (g *Group) layered() *Group {
+func layered(g *Group) *Group {
 	c := *g
-	c.Members, c.Targets, c.ix = nil, nil, nil
-	c.lay = &layer{base: g, members: map[string]*Member{}, targets: map[string][]int{}, goneTargets: map[string]bool{}, ownReshardings: map[string]bool{}}
+	c.members, c.targets, c.ix = nil, nil, nil
+	c.lay = &layer{base: g, members: cow.Over(g.members), targets: cow.Over(g.targets), ownReshardings: map[string]bool{}}
 	c.Reshardings = append([]*Resharding(nil), g.Reshardings...)
 	c.Barriers = append([]*Barrier(nil), g.Barriers...)
 	return &c
 }
 
 // memberChanged reports whether the layer wrote member id.
-func (l *layer) memberChanged(id string) bool {
-	_, ok := l.members[id]
-	return ok
-}
+func (l *layer) memberChanged(id string) bool { return l.members.Edited(id) }
 
 // dirty reports whether the layer wrote member id or its target: the base's
 // index no longer speaks for it.
-func (l *layer) dirty(id string) bool {
-	if _, ok := l.members[id]; ok {
-		return true
+func (l *layer) dirty(id string) bool { return l.members.Edited(id) || l.targets.Edited(id) }
+
+// changedMembers yields the members the layer wrote: a copy, a new member, or
+// nil for one it removed.
+func (l *layer) changedMembers() iter.Seq2[string, *Member] {
+	return func(yield func(string, *Member) bool) {
+		for id, e := range l.members.Edits() {
+			if !yield(id, e.Value) {
+				return
+			}
+		}
 	}
-	if _, ok := l.targets[id]; ok {
-		return true
-	}
-	return l.goneTargets[id]
 }
 
 // dirtyIDs is every id the layer wrote a member or target of.
 func (l *layer) dirtyIDs() map[string]struct{} {
-	out := make(map[string]struct{}, len(l.members)+len(l.targets)+len(l.goneTargets))
-	for id := range l.members {
+	out := make(map[string]struct{}, l.members.EditCount()+l.targets.EditCount())
+	for id := range l.members.Edits() {
 		out[id] = struct{}{}
 	}
-	for id := range l.targets {
-		out[id] = struct{}{}
-	}
-	for id := range l.goneTargets {
+	for id := range l.targets.Edits() {
 		out[id] = struct{}{}
 	}
 	return out
@@ -71,52 +71,29 @@ func (l *layer) dirtyIDs() map[string]struct{} {
 // Member returns the member with that id, or nil.
 func (g *Group) Member(id string) *Member {
 	if l := g.lay; l != nil {
-		if m, ok := l.members[id]; ok {
-			return m
-		}
-		return l.base.Members[id]
+		m, _ := l.members.Get(id)
+		return m
 	}
-	return g.Members[id]
+	return g.members[id]
 }
 
 // MemberCount is the number of member records.
 func (g *Group) MemberCount() int {
-	l := g.lay
-	if l == nil {
-		return len(g.Members)
+	if l := g.lay; l != nil {
+		return l.members.Len()
 	}
-	n := len(l.base.Members)
-	for id, m := range l.members {
-		_, inBase := l.base.Members[id]
-		switch {
-		case m == nil && inBase:
-			n--
-		case m != nil && !inBase:
-			n++
-		}
-	}
-	return n
+	return len(g.members)
 }
 
-// EachMember yields every member, in no particular order.
-func (g *Group) EachMember() iter.Seq[*Member] {
-	return func(yield func(*Member) bool) {
-		l := g.lay
-		if l == nil {
-			for _, m := range g.Members {
-				if !yield(m) {
-					return
-				}
-			}
+// EachMember yields every member by id, in no particular order.
+func (g *Group) EachMember() iter.Seq2[string, *Member] {
+	return func(yield func(string, *Member) bool) {
+		if l := g.lay; l != nil {
+			l.members.All()(yield)
 			return
 		}
-		for id, m := range l.base.Members {
-			if _, changed := l.members[id]; !changed && !yield(m) {
-				return
-			}
-		}
-		for _, m := range l.members {
-			if m != nil && !yield(m) {
+		for id, m := range g.members {
+			if !yield(id, m) {
 				return
 			}
 		}
@@ -127,16 +104,9 @@ func (g *Group) EachMember() iter.Seq[*Member] {
 // for it (every live member has one, possibly empty).
 func (g *Group) TargetOf(id string) ([]int, bool) {
 	if l := g.lay; l != nil {
-		if t, ok := l.targets[id]; ok {
-			return t, true
-		}
-		if l.goneTargets[id] {
-			return nil, false
-		}
-		t, ok := l.base.Targets[id]
-		return t, ok
+		return l.targets.Get(id)
 	}
-	t, ok := g.Targets[id]
+	t, ok := g.targets[id]
 	return t, ok
 }
 
@@ -144,24 +114,11 @@ func (g *Group) TargetOf(id string) ([]int, bool) {
 // order.
 func (g *Group) EachTarget() iter.Seq2[string, []int] {
 	return func(yield func(string, []int) bool) {
-		l := g.lay
-		if l == nil {
-			for id, t := range g.Targets {
-				if !yield(id, t) {
-					return
-				}
-			}
+		if l := g.lay; l != nil {
+			l.targets.All()(yield)
 			return
 		}
-		for id, t := range l.base.Targets {
-			if _, set := l.targets[id]; set || l.goneTargets[id] {
-				continue
-			}
-			if !yield(id, t) {
-				return
-			}
-		}
-		for id, t := range l.targets {
+		for id, t := range g.targets {
 			if !yield(id, t) {
 				return
 			}
@@ -171,111 +128,91 @@ func (g *Group) EachTarget() iter.Seq2[string, []int] {
 
 // TargetCount is the number of entries of the target assignment.
 func (g *Group) TargetCount() int {
-	l := g.lay
-	if l == nil {
-		return len(g.Targets)
+	if l := g.lay; l != nil {
+		return l.targets.Len()
 	}
-	n := len(l.base.Targets)
-	for id := range l.targets {
-		if _, inBase := l.base.Targets[id]; !inBase {
-			n++
-		}
-	}
-	for id := range l.goneTargets {
-		if _, inBase := l.base.Targets[id]; inBase {
-			n--
-		}
-	}
-	return n
+	return len(g.targets)
 }
 
 // --- writes (the fold's) ---
 
 // memberForWrite is member id to change in place (nil when none): in a
 // layered group the base's member is copied into the layer first.
-func (g *Group) memberForWrite(id string) *Member {
+func memberForWrite(g *Group, id string) *Member {
 	l := g.lay
 	if l == nil {
-		return g.Members[id]
+		return g.members[id]
 	}
-	if m, ok := l.members[id]; ok {
+	if m, ok := l.members.Local(id); ok {
 		return m
 	}
-	m := l.base.Members[id]
+	m, _ := l.members.Get(id)
 	if m == nil {
 		return nil
 	}
 	mc := *m
-	l.members[id] = &mc
+	l.members.Set(id, &mc)
 	return &mc
 }
 
 // putMember adds a member.
-func (g *Group) putMember(m *Member) {
+func putMember(g *Group, m *Member) {
 	if l := g.lay; l != nil {
-		l.members[m.ID] = m
+		l.members.Set(m.ID, m)
 		return
 	}
-	g.Members[m.ID] = m
+	g.members[m.ID] = m
 }
 
 // deleteMember removes a member record.
-func (g *Group) deleteMember(id string) {
+func deleteMember(g *Group, id string) {
 	if l := g.lay; l != nil {
-		if _, inBase := l.base.Members[id]; inBase {
-			l.members[id] = nil
-		} else {
-			delete(l.members, id)
-		}
+		l.members.Delete(id)
 		return
 	}
-	delete(g.Members, id)
+	delete(g.members, id)
 }
 
 // setTarget sets a member's target.
-func (g *Group) setTarget(id string, t []int) {
+func setTarget(g *Group, id string, t []int) {
 	if l := g.lay; l != nil {
-		l.targets[id] = t
-		delete(l.goneTargets, id)
+		l.targets.Set(id, t)
 		return
 	}
-	g.Targets[id] = t
+	g.targets[id] = t
 }
 
 // deleteTarget removes a member's entry from the target assignment.
-func (g *Group) deleteTarget(id string) {
+func deleteTarget(g *Group, id string) {
 	if l := g.lay; l != nil {
-		delete(l.targets, id)
-		if _, inBase := l.base.Targets[id]; inBase {
-			l.goneTargets[id] = true
-		}
+		l.targets.Delete(id)
 		return
 	}
-	delete(g.Targets, id)
+	delete(g.targets, id)
 }
 
 // replaceTargets replaces the whole target assignment (assignment.computed,
 // which only old logs hold): a layered group becomes flat first.
-func (g *Group) replaceTargets(t map[string][]int) {
+func replaceTargets(g *Group, t map[string][]int) {
 	flattened := g.lay != nil
 	if flattened {
-		g.flatten()
+		flatten(g)
 	}
-	g.Targets = t
+	g.targets = t
 	if g.ix != nil || flattened {
-		g.buildIndex()
+		buildIndex(g)
 	}
 }
 
 // flatten turns a layered group into a flat one holding every member and
 // target (the members shared with the base are copied).
-func (g *Group) flatten() {
+func flatten(g *Group) {
 	l := g.lay
 	if l == nil {
 		return
 	}
 	members := make(map[string]*Member, g.MemberCount())
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		mc := *m
 		members[mc.ID] = &mc
 	}
@@ -288,12 +225,12 @@ func (g *Group) flatten() {
 			g.Reshardings[i] = r.clone()
 		}
 	}
-	g.lay, g.Members, g.Targets = nil, members, targets
+	g.lay, g.members, g.targets = nil, members, targets
 }
 
 // reshardingForWrite is the resharding to change in place (nil when none): in
 // a layered group it is copied on first write.
-func (g *Group) reshardingForWrite(id string) *Resharding {
+func reshardingForWrite(g *Group, id string) *Resharding {
 	l := g.lay
 	for i, r := range g.Reshardings {
 		if r.ReshardingID != id {

@@ -1,6 +1,9 @@
 package projection
 
-import "github.com/rscoord/rsc/events"
+import (
+	"github.com/rscoord/rsc/events"
+	"github.com/rscoord/rsc/internal/cow"
+)
 
 // Overlay is a scratch view over a State: the commands package folds the events of
 // a decision into it before they are appended, so later steps of the same decision
@@ -11,9 +14,8 @@ import "github.com/rscoord/rsc/events"
 // the State's lock for the Overlay's whole life.
 type Overlay struct {
 	base    *State
-	groups  map[GroupKey]*Group
-	streams map[string]*Stream // the streams the overlay changed (copies)
-	deleted map[GroupKey]bool
+	groups  cow.Map[GroupKey, *Group]
+	streams cow.Map[string, *Stream] // the streams the overlay changed are copies
 	// order is the creation order as the overlay sees it; nil until the first
 	// create or delete (then it starts as a copy of the State's order).
 	order []GroupKey
@@ -21,43 +23,28 @@ type Overlay struct {
 
 // NewOverlayLocked starts an overlay; the caller holds the lock.
 func (s *State) NewOverlayLocked() *Overlay {
-	return &Overlay{base: s, groups: map[GroupKey]*Group{}, deleted: map[GroupKey]bool{}}
+	return &Overlay{base: s, groups: cow.Over(s.groups), streams: cow.Over(s.streams)}
 }
 
 // Group returns the group as the overlay sees it (read-only), or nil. A group
 // the overlay changed is layered over the State's (see Group): read it
 // through its methods.
 func (o *Overlay) Group(k GroupKey) *Group {
-	if o.deleted[k] {
-		return nil
-	}
-	if g, ok := o.groups[k]; ok {
-		return g
-	}
-	return o.base.groups[k]
+	g, _ := o.groups.Get(k)
+	return g
 }
 
 // Stream returns a prefix's stream as the overlay sees it (read-only), or nil.
 func (o *Overlay) Stream(prefix string) *Stream {
-	if st, ok := o.streams[prefix]; ok {
-		return st
-	}
-	return o.base.streams[prefix]
+	st, _ := o.streams.Get(prefix)
+	return st
 }
 
 // EachStream calls fn with every stream the overlay sees (read-only), in no
 // particular order.
 func (o *Overlay) EachStream(fn func(*Stream)) {
-	for p, st := range o.base.streams {
-		if own, ok := o.streams[p]; ok {
-			st = own
-		}
+	for _, st := range o.streams.All() {
 		fn(st)
-	}
-	for p, st := range o.streams {
-		if _, ok := o.base.streams[p]; !ok {
-			fn(st)
-		}
 	}
 }
 
@@ -81,27 +68,23 @@ func (o *Overlay) Apply(rec events.Record) {
 	k := KeyOf(rec)
 	cur := o.Group(k)
 	if touchesStream(rec) {
-		st, own := o.streams[rec.StreamPrefix]
+		st, own := o.streams.Local(rec.StreamPrefix)
 		if !own {
-			if st = o.base.streams[rec.StreamPrefix]; st != nil {
+			if st, _ = o.streams.Get(rec.StreamPrefix); st != nil {
 				st = st.Clone()
 			}
 		}
-		if o.streams == nil {
-			o.streams = map[string]*Stream{}
-		}
-		o.streams[rec.StreamPrefix] = foldStream(st, rec, cur)
+		o.streams.Set(rec.StreamPrefix, foldStream(st, rec, cur))
 	}
 	if cur != nil {
-		if _, own := o.groups[k]; !own {
-			cur = cur.layered()
+		if _, own := o.groups.Local(k); !own {
+			cur = layered(cur)
 		}
 	}
 	g := foldGroup(cur, k, rec)
 	switch {
 	case g == nil && cur != nil:
-		o.deleted[k] = true
-		delete(o.groups, k)
+		o.groups.Delete(k)
 		o.editOrder()
 		for i, ok := range o.order {
 			if ok == k {
@@ -110,11 +93,10 @@ func (o *Overlay) Apply(rec events.Record) {
 			}
 		}
 	case g != nil && cur == nil:
-		delete(o.deleted, k)
-		o.groups[k] = g
+		o.groups.Set(k, g)
 		o.editOrder()
 		o.order = append(o.order, k)
 	case g != nil:
-		o.groups[k] = g
+		o.groups.Set(k, g)
 	}
 }

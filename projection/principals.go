@@ -23,7 +23,7 @@ func countMembers(counts map[string]int, g *Group, sign int) {
 	if g == nil {
 		return
 	}
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		if p, ok := activeOf(m); ok {
 			counts[p] += sign
 			if counts[p] == 0 {
@@ -63,12 +63,16 @@ func beforeFold(g *Group, rec events.Record) principalDelta {
 	return d
 }
 
-// settleCounts brings the totals from old (before the record) to g (after
-// it): a group replaced or removed counts whole, else its changed members.
-func (s *State) settleCounts(old, g *Group, d principalDelta) {
+// principalCounts is, by principal, the member records that take part across
+// every group.
+type principalCounts map[string]int
+
+// settle brings the totals from old (before the record) to g (after it): a
+// group replaced or removed counts whole, else its changed members.
+func (c principalCounts) settle(old, g *Group, d principalDelta) {
 	if old != g {
-		countMembers(s.principals, old, -1)
-		countMembers(s.principals, g, +1)
+		countMembers(c, old, -1)
+		countMembers(c, g, +1)
 		return
 	}
 	if g == nil {
@@ -80,25 +84,26 @@ func (s *State) settleCounts(old, g *Group, d principalDelta) {
 			was = d.before[i]
 		}
 		if p, ok := activeOf(was); ok {
-			s.principals[p]--
-			if s.principals[p] == 0 {
-				delete(s.principals, p)
+			c[p]--
+			if c[p] == 0 {
+				delete(c, p)
 			}
 		}
 	}
 	for _, id := range d.ids {
 		if p, ok := activeOf(g.Member(id)); ok {
-			s.principals[p]++
+			c[p]++
 		}
 	}
 }
 
-// recountPrincipals computes the totals from every group (a restored state).
-func (s *State) recountPrincipals() {
-	s.principals = map[string]int{}
-	for _, g := range s.groups {
-		countMembers(s.principals, g, +1)
+// countPrincipals computes the totals from every group (a restored state).
+func countPrincipals(groups map[GroupKey]*Group) principalCounts {
+	c := principalCounts{}
+	for _, g := range groups {
+		countMembers(c, g, +1)
 	}
+	return c
 }
 
 // ActiveMembersOfLocked is how many member records that take part the
@@ -109,13 +114,10 @@ func (s *State) ActiveMembersOfLocked(principal string) int { return s.principal
 // across every group, as the overlay sees them.
 func (o *Overlay) ActiveMembersOf(principal string) int {
 	n := o.base.principals[principal]
-	for k, g := range o.groups {
-		n += g.ActiveCountOf(principal)
-		if b := o.base.groups[k]; b != nil {
-			n -= b.ActiveCountOf(principal)
+	for k, e := range o.groups.Edits() {
+		if e.Value != nil {
+			n += e.Value.ActiveCountOf(principal)
 		}
-	}
-	for k := range o.deleted {
 		if b := o.base.groups[k]; b != nil {
 			n -= b.ActiveCountOf(principal)
 		}
@@ -130,8 +132,8 @@ func (o *Overlay) ActiveMembersOf(principal string) int {
 func (g *Group) ActiveCountOf(principal string) int {
 	if l := g.lay; l != nil {
 		n := l.base.ActiveCountOf(principal)
-		for id, m := range l.members {
-			if p, ok := activeOf(l.base.Members[id]); ok && p == principal {
+		for id, m := range l.changedMembers() {
+			if p, ok := activeOf(l.base.members[id]); ok && p == principal {
 				n--
 			}
 			if p, ok := activeOf(m); ok && p == principal {
@@ -144,7 +146,7 @@ func (g *Group) ActiveCountOf(principal string) int {
 		return len(g.ix.activeBy[principal])
 	}
 	n := 0
-	for _, m := range g.Members {
+	for _, m := range g.members {
 		if p, ok := activeOf(m); ok && p == principal {
 			n++
 		}

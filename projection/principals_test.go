@@ -13,7 +13,7 @@ import (
 func recount(s *projection.State) map[string]int {
 	out := map[string]int{}
 	for _, g := range s.Groups() {
-		for _, m := range g.Members {
+		for _, m := range g.EachMember() {
 			if m.Active() {
 				out[m.Principal]++
 			}

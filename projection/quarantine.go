@@ -51,13 +51,16 @@ func (s *State) quarantine(rec events.Record, q *events.Quarantined) {
 	delete(s.streams, p)
 }
 
-// skipQuarantined reports whether rec belongs to a quarantined prefix (and
-// counts it as skipped).
-func (s *State) skipQuarantined(rec events.Record) bool {
-	if rec.StreamPrefix == "" || len(s.quarantined) == 0 {
+// quarantines are the quarantined prefixes' quarantines, by prefix.
+type quarantines map[string]*Quarantine
+
+// skip reports whether rec belongs to a quarantined prefix (and counts it as
+// skipped).
+func (qs quarantines) skip(rec events.Record) bool {
+	if rec.StreamPrefix == "" || len(qs) == 0 {
 		return false
 	}
-	q := s.quarantined[rec.StreamPrefix]
+	q := qs[rec.StreamPrefix]
 	if q == nil {
 		return false
 	}
@@ -92,12 +95,13 @@ func (s *State) NumQuarantined() int {
 func (s *State) Quarantines() []Quarantine {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.quarantinesLocked()
+	return s.quarantined.list()
 }
 
-func (s *State) quarantinesLocked() []Quarantine {
-	out := make([]Quarantine, 0, len(s.quarantined))
-	for _, q := range s.quarantined {
+// list is every quarantine, sorted by prefix.
+func (qs quarantines) list() []Quarantine {
+	out := make([]Quarantine, 0, len(qs))
+	for _, q := range qs {
 		out = append(out, *q)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].StreamPrefix < out[j].StreamPrefix })

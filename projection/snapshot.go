@@ -57,7 +57,7 @@ func (s *State) Capture() *Capture {
 func (s *State) captureLocked() *Capture {
 	c := &Capture{snap: snapshot{Version: snapshotVersion, LastID: s.lastID}}
 	for _, k := range s.order {
-		c.snap.Groups = append(c.snap.Groups, s.groups[k].deepCopy())
+		c.snap.Groups = append(c.snap.Groups, deepCopy(s.groups[k]))
 	}
 	for p := range s.prefixes {
 		c.snap.Prefixes = append(c.snap.Prefixes, p)
@@ -71,7 +71,7 @@ func (s *State) captureLocked() *Capture {
 		c.snap.Streams = append(c.snap.Streams, s.streams[p].Clone())
 	}
 	if len(s.quarantined) > 0 {
-		c.snap.Quarantined = s.quarantinesLocked()
+		c.snap.Quarantined = s.quarantined.list()
 	}
 	return c
 }
@@ -109,16 +109,16 @@ func Restore(data []byte) (*State, error) {
 		s.restored = *snap.Restored
 	}
 	for _, g := range snap.Groups {
-		if g.Members == nil {
-			g.Members = map[string]*Member{}
+		if g.members == nil {
+			g.members = map[string]*Member{}
 		}
-		if g.Targets == nil {
-			g.Targets = map[string][]int{}
+		if g.targets == nil {
+			g.targets = map[string][]int{}
 		}
 		if snap.Version < 4 {
 			g.PreviousLayouts, g.LayoutSince = derivedLayouts(g)
 		}
-		g.buildIndex()
+		buildIndex(g)
 		if g.EmptySince.IsZero() && g.LiveCount() == 0 {
 			// A snapshot from before EmptySince was kept: empty since its
 			// last change at the latest.
@@ -145,7 +145,7 @@ func Restore(data []byte) (*State, error) {
 			st.CreatedShards = union(st.CreatedShards, shardRange(0, legacySpan(g))...)
 		}
 	}
-	s.recountPrincipals()
+	s.principals = countPrincipals(s.groups)
 	for _, h := range snap.History {
 		for _, it := range h.Items {
 			if it.Type == "group.created" {

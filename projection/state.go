@@ -23,10 +23,10 @@ type State struct {
 	prefixes map[string]bool // every prefix a group was created with
 	// quarantined are the prefixes an entry that could not be read
 	// quarantined (quarantine.go).
-	quarantined map[string]*Quarantine
+	quarantined quarantines
 	// principals is, by principal, the member records that take part across
 	// every group (principals.go).
-	principals map[string]int
+	principals principalCounts
 	lastID     string
 	applied    int64
 	// restored is the last log.restored applied (zero: none).
@@ -138,13 +138,14 @@ func (s *State) GroupsWhere(keep func(*Group) bool) []*Group {
 	return out
 }
 
-func (s *State) removeOrder(k GroupKey) {
-	for i, o := range s.order {
+// removeKey removes k from a creation order.
+func removeKey(order []GroupKey, k GroupKey) []GroupKey {
+	for i, o := range order {
 		if o == k {
-			s.order = append(s.order[:i], s.order[i+1:]...)
-			return
+			return append(order[:i], order[i+1:]...)
 		}
 	}
+	return order
 }
 
 // Apply folds one record. Records must come in stream order: an id at or before

@@ -54,7 +54,7 @@ func ViewGroup(g *Group) GroupView {
 	for _, id := range g.LiveMemberIDs() {
 		v.TargetAssignmentSummary[id] = len(g.Target(id))
 	}
-	for m := range g.EachMember() {
+	for _, m := range g.EachMember() {
 		if m.CanHold() && len(m.Current) > 0 {
 			v.CurrentAssignmentSummary[m.ID] = len(m.Current)
 		}

@@ -614,7 +614,7 @@ func TestIntegrationSnapshotStore(t *testing.T) {
 	if restored.LastID() != "2-0" {
 		t.Errorf("restored lastID = %s, want 2-0", restored.LastID())
 	}
-	if g, ok := restored.Group(orders); !ok || len(g.Members) != 1 {
+	if g, ok := restored.Group(orders); !ok || g.MemberCount() != 1 {
 		t.Errorf("restored group = %+v, %v", g, ok)
 	}
 	if err := rdb.Set(ctx, store.Key()+"x", "other", 0).Err(); err != nil {

@@ -72,7 +72,7 @@ func TestStateAtRoundsToTheDecisionsEnd(t *testing.T) {
 		}
 	}
 	g, ok := mustState(t, b, first).Group(billing)
-	if !ok || g.Members["m1"] == nil || g.Members["m1"].MaxConcurrency != 39 {
+	if !ok || g.Member("m1") == nil || g.Member("m1").MaxConcurrency != 39 {
 		t.Fatalf("state at the decision's first record: %+v", g)
 	}
 }

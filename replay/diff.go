@@ -188,7 +188,7 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 		MembersAdded: []MemberSummary{}, MembersRemoved: []MemberSummary{}, MembersChanged: []MemberChange{},
 		Targets: []TargetChange{}, Reshardings: []ReshardingChange{},
 	}
-	empty := &projection.Group{Key: key, Members: map[string]*projection.Member{}, Targets: map[string][]int{}}
+	empty := &projection.Group{Key: key}
 	if a == nil {
 		a = empty
 	}
@@ -210,7 +210,7 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 	d.ActiveResharding = change(a.ActiveResharding, b.ActiveResharding)
 
 	for _, id := range unionIDs(a.MemberIDs(), b.MemberIDs()) {
-		ma, mb := a.Members[id], b.Members[id]
+		ma, mb := a.Member(id), b.Member(id)
 		switch {
 		case ma == nil:
 			d.MembersAdded = append(d.MembersAdded, MemberSummary{MemberID: id, State: mb.State})
@@ -224,7 +224,7 @@ func diffGroups(key projection.GroupKey, a, b *projection.Group, fromID, toID st
 		}
 	}
 	for _, id := range unionIDs(targetIDs(a), targetIDs(b)) {
-		if c := shardsChange(a.Targets[id], b.Targets[id]); c != nil {
+		if c := shardsChange(a.Target(id), b.Target(id)); c != nil {
 			d.Targets = append(d.Targets, TargetChange{MemberID: id, ShardsChange: *c})
 		}
 	}
@@ -253,8 +253,8 @@ func after(id, pos string) bool {
 }
 
 func targetIDs(g *projection.Group) []string {
-	ids := make([]string, 0, len(g.Targets))
-	for id := range g.Targets {
+	ids := make([]string, 0, g.TargetCount())
+	for id := range g.EachTarget() {
 		ids = append(ids, id)
 	}
 	return ids

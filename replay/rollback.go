@@ -201,8 +201,8 @@ func undoSteps(key projection.GroupKey, before, after, end *projection.Group, m 
 
 	// Target assignment per member.
 	for _, id := range unionIDs(targetIDs(before), targetIDs(after)) {
-		mb, ma := before.Members[id], after.Members[id]
-		tb, ta := projection.SortedInts(before.Targets[id]), projection.SortedInts(after.Targets[id])
+		mb, ma := before.Member(id), after.Member(id)
+		tb, ta := projection.SortedInts(before.Target(id)), projection.SortedInts(after.Target(id))
 		if projection.EqualSets(tb, ta) {
 			continue
 		}
@@ -251,10 +251,10 @@ func undoSteps(key projection.GroupKey, before, after, end *projection.Group, m 
 func holding(g *projection.Group, lo, hi int) []string {
 	var out []string
 	for _, id := range g.MemberIDs() {
-		mem := g.Members[id]
+		mem := g.Member(id)
 		var held []string
 		for s := lo; s < hi; s++ {
-			if mem.Holds(s) || slices.Contains(g.Targets[id], s) {
+			if mem.Holds(s) || slices.Contains(g.Target(id), s) {
 				held = append(held, fmt.Sprint(s))
 			}
 		}

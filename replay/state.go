@@ -143,7 +143,7 @@ func snapshotOf(g *projection.Group, lastID string) GroupSnapshot {
 		Reshardings: []wire.Resharding{},
 	}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		s.Members = append(s.Members, MemberView{
 			MemberID: m.ID, MemberName: m.Name, State: m.State, MemberEpoch: m.Epoch,
 			MetadataVersion: g.MetadataVersion, RuntimeMaxConcurrency: m.MaxConcurrency,

@@ -180,7 +180,7 @@ func abuseCheckOwnership(t *testing.T, tc *testCoordinator, k projection.GroupKe
 	}
 	holders := map[int][]string{}
 	for _, id := range g.MemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		if !m.CanHold() {
 			continue
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -78,7 +79,7 @@ func (b *bench) runJoins(ctx context.Context, rep *Report) error {
 			if ev, ok := rec.Event.(*events.AssignmentChanged); ok {
 				assignmentBytes[phase] += int64(len(e.Data))
 				g, _ := c.State().Group(k)
-				whole, err := events.Encode(rec.Meta, &events.AssignmentComputed{AssignmentEpoch: ev.AssignmentEpoch, Targets: g.Targets})
+				whole, err := events.Encode(rec.Meta, &events.AssignmentComputed{AssignmentEpoch: ev.AssignmentEpoch, Targets: maps.Collect(g.EachTarget())})
 				if err != nil {
 					return err
 				}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"sort"
 	"time"
@@ -181,7 +182,7 @@ func (g *logGen) join(k projection.GroupKey) {
 func (g *logGen) leave(k projection.GroupKey, live []string) {
 	id := live[g.rng.Intn(len(live))]
 	g.emit(k, id, &events.MemberLeft{MemberID: id, Epochs: bumped(g.group(k))})
-	if m := g.group(k).Members[id]; m != nil && (len(m.Current) > 0 || len(m.Revoking) > 0) {
+	if m := g.group(k).Member(id); m != nil && (len(m.Current) > 0 || len(m.Revoking) > 0) {
 		g.emit(k, id, &events.OwnershipReported{MemberID: id, Owned: []int{}, Revoking: []int{}})
 	}
 	g.reassign(k)
@@ -205,7 +206,7 @@ func (g *logGen) prune(k projection.GroupKey) {
 	grp := g.group(k)
 	var gone []string
 	for _, id := range grp.MemberIDs() {
-		m := grp.Members[id]
+		m := grp.Member(id)
 		if m.State == projection.MemberExpired || m.State == projection.MemberFenced ||
 			(m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0) {
 			gone = append(gone, id)
@@ -221,15 +222,15 @@ func (g *logGen) prune(k projection.GroupKey) {
 // reassign records a new target when the live set or the assignable count changed.
 func (g *logGen) reassign(k projection.GroupKey) {
 	grp := g.group(k)
-	targets := commands.Assign(grp.Targets, grp.LiveMemberIDs(), grp.AssignableCount)
+	targets := commands.Assign(maps.Collect(grp.EachTarget()), grp.LiveMemberIDs(), grp.AssignableCount)
 	// What the coordinator writes: only the members whose target changed.
 	ev := &events.AssignmentChanged{AssignmentEpoch: grp.GroupEpoch, Targets: events.Targets{}}
 	for id, t := range targets {
-		if prev, ok := grp.Targets[id]; !ok || fmt.Sprint(prev) != fmt.Sprint(t) {
+		if prev, ok := grp.TargetOf(id); !ok || fmt.Sprint(prev) != fmt.Sprint(t) {
 			ev.Targets[id] = t
 		}
 	}
-	for id := range grp.Targets {
+	for id := range grp.EachTarget() {
 		if _, ok := targets[id]; !ok {
 			ev.Removed = append(ev.Removed, id)
 		}
@@ -247,7 +248,7 @@ func (g *logGen) converge(k projection.GroupKey) {
 		for _, id := range g.group(k).LiveMemberIDs() {
 			g.decide() // the member's heartbeat
 			grp := g.group(k)
-			m := grp.Members[id]
+			m := grp.Member(id)
 			if m.Epoch > 0 && !projection.EqualSets(m.Current, m.Granted) {
 				released := minusInts(m.Current, m.Granted)
 				g.emit(k, id, &events.OwnershipReported{MemberID: id, Owned: projection.SortedInts(m.Granted), Revoking: []int{}})

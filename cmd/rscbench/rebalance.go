@@ -210,7 +210,7 @@ func (sim *rebalanceSim) owners() ([]string, string) {
 	out := make([]string, g.ShardCount)
 	lo, hi := -1, 0
 	for _, id := range g.LiveMemberIDs() {
-		m := g.Members[id]
+		m := g.Member(id)
 		for _, s := range m.Current {
 			if s < len(out) {
 				out[s] = id
@@ -228,7 +228,7 @@ func (sim *rebalanceSim) owners() ([]string, string) {
 func (sim *rebalanceSim) granted() map[string][]int {
 	g, _ := sim.c.State().Group(sim.k)
 	out := map[string][]int{}
-	for id, m := range g.Members {
+	for id, m := range g.EachMember() {
 		out[id] = m.Granted
 	}
 	return out
