@@ -17,7 +17,8 @@
 // groups); the assignor, the limits, the budgets and the error kinds are
 // here too.
 //
-// It knows events, projection, routing and wire, and nothing that runs:
+// It knows events, projection, routing and wire (and internal/cow, the one
+// copy-on-write layer its runtime overlay is made of), and nothing that runs:
 // no Redis client, no replay, no coordinator (the import-map test in wire
 // holds it to that). Package coordinator runs the decisions: the writer,
 // the reconciler and its sagas, the loops, the replica and the leadership.

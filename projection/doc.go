@@ -10,5 +10,6 @@
 // into package wire's shapes, the one mapping httpapi answers with and replay
 // prints.
 //
-// It imports events and wire (data only) and nothing else from the repository.
+// It imports events and wire (data only) and internal/cow (the copy-on-write
+// layer its overlay is made of) and nothing else from the repository.
 package projection
