@@ -32,7 +32,9 @@ func (l *readCountingLog) Get(ctx context.Context, ids []string) ([]events.Entry
 // follower, no ticks): what the writer does is what the test asks of it.
 func writerOnly(t *testing.T, log events.Log) *Coordinator {
 	t.Helper()
-	c := New(Config{DisableProvisioning: true, TickInterval: time.Hour, ShardCheckInterval: -1, SnapshotEvery: -1, MemberChurnPerMinute: -1, Logger: zerolog.Nop()}, log, nil, nil, nil)
+	// No churn budgets: a test of the writer floods one principal with
+	// joins faster than a budget lets them through.
+	c := New(Config{DisableProvisioning: true, TickInterval: time.Hour, ShardCheckInterval: -1, SnapshotEvery: -1, MemberChurnPerMinute: -1, PrincipalChurnPerMinute: -1, Logger: zerolog.Nop()}, log, nil, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
