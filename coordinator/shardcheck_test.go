@@ -55,7 +55,11 @@ func newSlowFenceCoordinator(t *testing.T, groups int, check time.Duration, leas
 	fs := &slowFences{fakeShards: newFakeShards(newSimClock(time.Now())), entered: make(chan struct{}), hold: make(chan struct{})}
 	cfg := coordinator.Config{TickInterval: time.Hour, ShardCheckInterval: check, BarrierCheckInterval: time.Hour, SnapshotEvery: -1, Logger: zerolog.Nop()}
 	if lease != nil {
-		cfg.Lease, cfg.LeaseTTL = lease, 60*time.Millisecond
+		// A lease long enough that a loaded machine renews it in time
+		// (at 60 ms, creating the groups was refused NOT_LEADER under
+		// load); stepping down on a renewal that finds another holder
+		// takes a third of it.
+		cfg.Lease, cfg.LeaseTTL = lease, 600*time.Millisecond
 	}
 	c := coordinator.New(cfg, events.NewMemLog(), fs, nil, nil)
 	if err := c.Load(context.Background(), false); err != nil {
