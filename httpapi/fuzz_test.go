@@ -141,6 +141,31 @@ var fuzzErrorCodes = map[string]bool{
 	"SHARD_COUNT_UNCHANGED": true, "ROLLBACK_NOT_ALLOWED": true, "RATE_LIMIT_EXCEEDED": true,
 	"NOT_FOUND": true, "METHOD_NOT_ALLOWED": true,
 	"GROUP_LIMIT_REACHED": true, "SHARD_LIMIT_REACHED": true, "STREAM_SHARD_TOPOLOGY_CONFLICT": true,
+	// The quotas (docs/security.md): a fuzzer that creates enough streams
+	// reaches them, and the answer is the documented 409.
+	"PRINCIPAL_GROUP_QUOTA_EXCEEDED": true, "PRINCIPAL_SHARD_QUOTA_EXCEEDED": true,
+	"PREFIX_GROUP_QUOTA_EXCEEDED": true, "PREFIX_SHARD_QUOTA_EXCEEDED": true, "PRINCIPAL_MEMBER_QUOTA_EXCEEDED": true,
+	"GROUP_MAX_SIZE_REACHED": true, // joins of many fuzzed member ids (--max-members-per-group)
+}
+
+// TestFuzzAcceptsAQuotaAnswer: the create fuzzer's inputs add up on one
+// server, and CI's run reached the principal's shard quota (7,280 of 8,192
+// shards, a create of 1,024 more): a 409 PRINCIPAL_SHARD_QUOTA_EXCEEDED is
+// an answer the invariants accept, not a failure.
+func TestFuzzAcceptsAQuotaAnswer(t *testing.T) {
+	fs := newFuzzServer(t)
+	var last *httptest.ResponseRecorder
+	for i := 0; i < 16; i++ {
+		last = fs.do("POST", fmt.Sprintf("/coord/v1/streams/quota%d", i), fuzzAdmin, fuzzJSON(map[string]any{"initialShardCount": 1024, "requestedBy": "fuzz"}))
+		check(t, "POST stream", last, false)
+		if last.Code == 409 {
+			break
+		}
+	}
+	var e wire.ErrorResponse
+	if err := json.Unmarshal(last.Body.Bytes(), &e); err != nil || last.Code != 409 || e.ErrorCode != "PRINCIPAL_SHARD_QUOTA_EXCEEDED" {
+		t.Fatalf("16 creates of 1,024 shards ended with HTTP %d %s, want 409 PRINCIPAL_SHARD_QUOTA_EXCEEDED", last.Code, last.Body)
+	}
 }
 
 var fuzzHeartbeatStatuses = map[string]bool{
