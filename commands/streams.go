@@ -190,6 +190,31 @@ func StreamCreatable(t *Tx, prefix string, count int, by Owner) error {
 	return withinQuotas(t, prefix, by, 0, count)
 }
 
+// CreateStream is the decision of a stream create (POST
+// /coord/v1/streams/{p}), after the coordinator validated the input (count
+// is its shard count) and, with provisioning, created the shard streams
+// created: stream.created, unless StreamCreatable refuses.
+func CreateStream(t *Tx, in CreateStreamInput, count int, by Owner, created []int) (projection.StreamView, error) {
+	if err := StreamCreatable(t, in.StreamPrefix, count, by); err != nil {
+		return projection.StreamView{}, err
+	}
+	t.emit(projection.GroupKey{StreamPrefix: in.StreamPrefix}, &events.StreamCreated{ShardCount: count, Provisioned: t.Rules.Provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, CreatedShards: created,
+		Principal: by.Principal, Anonymous: by.Anonymous})
+	return projection.ViewStream(in.StreamPrefix, t.B.Overlay.Stream(in.StreamPrefix), nil), nil
+}
+
+// AdoptStream is the decision of a stream adoption (POST
+// /coord/v1/streams/{p}/adopt), after the coordinator found every shard
+// stream in Redis: stream.adopted, unless StreamCreatable refuses.
+func AdoptStream(t *Tx, in AdoptStreamInput, count int, by Owner) (projection.StreamView, error) {
+	if err := StreamCreatable(t, in.StreamPrefix, count, by); err != nil {
+		return projection.StreamView{}, err
+	}
+	t.emit(projection.GroupKey{StreamPrefix: in.StreamPrefix}, &events.StreamAdopted{ShardCount: count, RequestedBy: in.RequestedBy, Reason: in.Reason,
+		Principal: by.Principal, Anonymous: by.Anonymous})
+	return projection.ViewStream(in.StreamPrefix, t.B.Overlay.Stream(in.StreamPrefix), nil), nil
+}
+
 // keysExist is the refusal of a stream create when Redis has keys of the
 // prefix (nil when it has none).
 func KeysExist(prefix string, keys []string) error {
@@ -295,6 +320,6 @@ func ScaleBare(t *Tx, prefix string, in ScaleInput, plan BareScale) (StreamScale
 	for i := target; i < plan.From; i++ {
 		ev.KeptKeys = append(ev.KeptKeys, routing.StreamKey(prefix, i))
 	}
-	t.Emit(projection.GroupKey{StreamPrefix: prefix}, ev)
+	t.emit(projection.GroupKey{StreamPrefix: prefix}, ev)
 	return StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, nil
 }

@@ -23,11 +23,7 @@ func (s *Service) SetAutoscaling(ctx context.Context, meta events.Meta, k projec
 			return nil, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (*projection.Autoscaling, error) {
-			if t.Group(k) == nil {
-				return nil, commands.ErrGroupNotFound
-			}
-			pe := p
-			return t.Emit(k, &pe).Autoscaling, nil
+			return commands.SetAutoscaling(t, k, p)
 		})
 	})
 }
@@ -43,14 +39,7 @@ func (s *Service) DisableAutoscaling(ctx context.Context, meta events.Meta, k pr
 			return nil, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (*projection.Autoscaling, error) {
-			g := t.Group(k)
-			if g == nil {
-				return nil, commands.ErrGroupNotFound
-			}
-			if !g.Autoscaling.Enabled() {
-				return g.Autoscaling, nil
-			}
-			return t.Emit(k, &events.AutoscalingDisabled{RequestedBy: requestedBy, Reason: reason}).Autoscaling, nil
+			return commands.DisableAutoscaling(t, k, requestedBy, reason)
 		})
 	})
 }

@@ -86,12 +86,7 @@ func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in command
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (projection.StreamView, error) {
-			if err := commands.StreamCreatable(t, prefix, count, by); err != nil {
-				return projection.StreamView{}, err
-			}
-			t.Emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamCreated{ShardCount: count, Provisioned: t.Rules.Provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, CreatedShards: created,
-				Principal: by.Principal, Anonymous: by.Anonymous})
-			return projection.ViewStream(prefix, t.B.Overlay.Stream(prefix), nil), nil
+			return commands.CreateStream(t, in, count, by, created)
 		})
 	})
 }
@@ -180,12 +175,7 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in commands
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (projection.StreamView, error) {
-			if err := commands.StreamCreatable(t, prefix, count, by); err != nil {
-				return projection.StreamView{}, err
-			}
-			t.Emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamAdopted{ShardCount: count, RequestedBy: in.RequestedBy, Reason: in.Reason,
-				Principal: by.Principal, Anonymous: by.Anonymous})
-			return projection.ViewStream(prefix, t.B.Overlay.Stream(prefix), nil), nil
+			return commands.AdoptStream(t, in, count, by)
 		})
 	})
 }
