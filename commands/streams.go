@@ -190,6 +190,57 @@ func StreamCreatable(t *Tx, prefix string, count int, by Owner) error {
 	return withinQuotas(t, prefix, by, 0, count)
 }
 
+// CheckCreateStream validates a stream create's input and answers its shard
+// count (ErrInvalid naming every problem).
+func (r Rules) CheckCreateStream(in CreateStreamInput) (int, error) {
+	problems, err := streamInputProblems(in.StreamPrefix, in.RequestedBy, in.Reason)
+	if err != nil {
+		return 0, err
+	}
+	if o, bad := CheckOrdering(in.Ordering); len(bad) > 0 {
+		problems = append(problems, bad...)
+	} else if o != "" {
+		problems = append(problems, "ordering: a stream has no ordering; give it to a consumer group (POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup})")
+	}
+	count, bad := r.ShardCountOf("initialShardCount", in.InitialShardCount, 1)
+	return count, Invalid(append(problems, bad...))
+}
+
+// CheckAdoptStream validates a stream adoption's input and answers its
+// shard count, which it must name (ErrInvalid naming every problem).
+func (r Rules) CheckAdoptStream(in AdoptStreamInput) (int, error) {
+	problems, err := streamInputProblems(in.StreamPrefix, in.RequestedBy, in.Reason)
+	if err != nil {
+		return 0, err
+	}
+	var count int
+	if in.ShardCount == nil {
+		problems = append(problems, "shardCount: must not be null")
+	} else {
+		var bad []string
+		count, bad = r.ShardCountOf("shardCount", in.ShardCount, 1)
+		problems = append(problems, bad...)
+	}
+	return count, Invalid(problems)
+}
+
+// streamInputProblems checks what a stream create and an adoption share:
+// the prefix (an error of its own) and the audit fields (problems).
+func streamInputProblems(prefix, requestedBy, reason string) ([]string, error) {
+	if err := routing.ValidatePrefix(prefix); err != nil {
+		return nil, WithMsg(ErrInvalid, "%s", err.Error())
+	}
+	return CheckAudit(requestedBy, reason, false), nil
+}
+
+// Invalid is ErrInvalid naming problems, or nil when there are none.
+func Invalid(problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return WithMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+}
+
 // CreateStream is the decision of a stream create (POST
 // /coord/v1/streams/{p}), after the coordinator validated the input (count
 // is its shard count) and, with provisioning, created the shard streams

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,7 +19,7 @@ func (s *Service) SetAutoscaling(ctx context.Context, meta events.Meta, k projec
 		}
 		p, problems := s.rules.Policy(in)
 		if len(problems) > 0 {
-			return nil, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return nil, commands.Invalid(problems)
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (*projection.Autoscaling, error) {
 			return commands.SetAutoscaling(t, k, p)
@@ -36,7 +35,7 @@ func (s *Service) DisableAutoscaling(ctx context.Context, meta events.Meta, k pr
 			return nil, err
 		}
 		if problems := commands.CheckAudit(requestedBy, reason, false); len(problems) > 0 {
-			return nil, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return nil, commands.Invalid(problems)
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (*projection.Autoscaling, error) {
 			return commands.DisableAutoscaling(t, k, requestedBy, reason)
