@@ -119,11 +119,11 @@ func CreateGroup(t *Tx, k projection.GroupKey, in CreateGroupInput, ordering str
 	ev := &events.GroupCreated{ShardCount: now.Count, Provisioned: t.Rules.Provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, Ordering: ordering,
 		MetadataVersion: now.MV, KeysChecked: true, CreatedShards: prov.Created, Principal: by.Principal, Anonymous: by.Anonymous, ForeignShards: prov.Foreign}
 	if now.Bare {
-		t.Emit(projection.GroupKey{StreamPrefix: k.StreamPrefix}, &events.StreamCreated{ShardCount: now.Count, Provisioned: t.Rules.Provisioning,
+		t.emit(projection.GroupKey{StreamPrefix: k.StreamPrefix}, &events.StreamCreated{ShardCount: now.Count, Provisioned: t.Rules.Provisioning,
 			RequestedBy: in.RequestedBy, Reason: in.Reason, Group: k.ConsumerGroup, CreatedShards: prov.Created, Principal: by.Principal, Anonymous: by.Anonymous})
 		ev.CreatedShards = nil // the stream's metadata records them
 	}
-	g := t.Emit(k, ev)
+	g := t.emit(k, ev)
 	return projection.ViewGroup(g), nil
 }
 
@@ -177,12 +177,12 @@ func RecordRejection(t *Tx, k projection.GroupKey, command, requestedBy string, 
 	case stream && t.B.Overlay.Stream(k.StreamPrefix) == nil, !stream && t.Group(k) == nil:
 		ev.NoGroup = true
 	}
-	t.Emit(k, ev)
+	t.emit(k, ev)
 }
 
 // StartTerm records the start of a leader's term (term.started), before
 // anything of the term is decided.
 func StartTerm(t *Tx, term int64, holder, url string) error {
-	t.Emit(projection.GroupKey{}, &events.TermStarted{Term: term, Holder: holder, URL: url})
+	t.emit(projection.GroupKey{}, &events.TermStarted{Term: term, Holder: holder, URL: url})
 	return nil
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/rscoord/rsc/events"
@@ -87,7 +88,7 @@ func diffAssignment(prev, next map[string][]int) (changed events.Targets, remove
 	changed = events.Targets{}
 	for id, sn := range next {
 		sp, ok := prev[id]
-		if !ok || !equalInts(sp, sn) {
+		if !ok || !slices.Equal(sp, sn) {
 			changed[id] = sn
 		}
 	}
@@ -98,18 +99,6 @@ func diffAssignment(prev, next map[string][]int) (changed events.Targets, remove
 	}
 	sort.Strings(removed)
 	return changed, removed
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // assignmentDelta is what Assign changes in the group's target assignment
@@ -226,7 +215,7 @@ func moves(g *projection.Group, x projection.TargetIndex, n int) (events.Targets
 	}
 	changed := events.Targets{}
 	for id, t := range work {
-		if p, has := g.TargetOf(id); !has || !equalInts(p, t) {
+		if p, has := g.TargetOf(id); !has || !slices.Equal(p, t) {
 			changed[id] = t
 		}
 	}

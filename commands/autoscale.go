@@ -391,3 +391,26 @@ func LoadOver(samples []LoadSample, latest map[int]events.ShardSample, window ti
 	}
 	return l
 }
+
+// SetAutoscaling is the decision of PUT .../autoscaling with the policy
+// Rules.Policy validated: autoscaling.configured, or ErrGroupNotFound.
+func SetAutoscaling(t *Tx, k projection.GroupKey, p events.AutoscalingConfigured) (*projection.Autoscaling, error) {
+	if t.Group(k) == nil {
+		return nil, ErrGroupNotFound
+	}
+	return t.emit(k, &p).Autoscaling, nil
+}
+
+// DisableAutoscaling is the decision of DELETE .../autoscaling:
+// autoscaling.disabled when it is on, nothing when it is not, or
+// ErrGroupNotFound.
+func DisableAutoscaling(t *Tx, k projection.GroupKey, requestedBy, reason string) (*projection.Autoscaling, error) {
+	g := t.Group(k)
+	if g == nil {
+		return nil, ErrGroupNotFound
+	}
+	if !g.Autoscaling.Enabled() {
+		return g.Autoscaling, nil
+	}
+	return t.emit(k, &events.AutoscalingDisabled{RequestedBy: requestedBy, Reason: reason}).Autoscaling, nil
+}

@@ -90,7 +90,7 @@ func register(t *Tx, k projection.GroupKey, id, principal string, reg *Registrat
 	if requestedBy == "" {
 		requestedBy = id
 	}
-	t.Emit(k, &events.GroupCreated{ShardCount: plan.Count, Provisioned: t.Rules.Provisioning, RequestedBy: Truncate(requestedBy, MaxTextBytes),
+	t.emit(k, &events.GroupCreated{ShardCount: plan.Count, Provisioned: t.Rules.Provisioning, RequestedBy: Truncate(requestedBy, MaxTextBytes),
 		Reason: Truncate("registered by the first heartbeat of member "+id, MaxTextBytes), MetadataVersion: plan.MV, RegisteredBy: id,
 		KeysChecked: true, CreatedShards: reg.Prov.Created, Principal: by.Principal, Anonymous: by.Anonymous, ForeignShards: reg.Prov.Foreign})
 	return nil
@@ -236,7 +236,7 @@ func syncMetadata(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Me
 	if m.Live() && currentEpoch(g, m, hb.epoch) {
 		effective = hb.epoch
 		if !projection.EqualSets(grant, m.Granted) {
-			g = t.Emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
+			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
 		}
 	}
 	return t.Rules.respond(hb.req, id, wire.StatusSyncMetadata, g, effective, kept, minus(target, kept))
@@ -263,7 +263,7 @@ func admit(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 			return nil, nil, err
 		}
 		g = t.Group(k)
-		t.Emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
+		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0 && !m.Live():
 		if !m.Active() {
@@ -274,7 +274,7 @@ func admit(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 		if err := SpendChurn(t, k, hb.principal); err != nil {
 			return nil, nil, err
 		}
-		t.Emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: hb.principal, Epochs: bump(g)})
+		t.emit(k, &events.MemberJoined{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc, Rejoin: true, Principal: hb.principal, Epochs: bump(g)})
 		reconcile(t, k)
 	case epoch == 0:
 		if len(m.Current) > 0 || len(m.Revoking) > 0 || len(r.owned) > 0 || len(req.RevokingShards) > 0 || len(req.ShardProgress) > 0 {
@@ -338,7 +338,7 @@ func settle(t *Tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.Heartb
 	g := t.Group(k)
 	m := g.Member(id)
 	if r.name != m.Name || r.maxConc != m.MaxConcurrency {
-		t.Emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
+		t.emit(k, &events.MemberUpdated{MemberID: id, MemberName: r.name, MaxConcurrency: r.maxConc})
 	}
 	t.renew(k, id, hb.req, r.available, progress)
 	reconcile(t, k)
@@ -356,7 +356,7 @@ func settle(t *Tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.Heartb
 	}
 	assigned, pending := g.Grantable(id)
 	if !projection.EqualSets(assigned, m.Granted) {
-		g = t.Emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
+		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
 	}
 	return t.Rules.respond(hb.req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
 }
@@ -378,7 +378,7 @@ func convergeInRound(t *Tx, hb heartbeatCase, g *projection.Group, m *projection
 	assignedNow, _ := g.Grantable(id)
 	kept := intersect(m.Current, assignedNow)
 	if !projection.EqualSets(kept, m.Granted) {
-		g = t.Emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
+		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 	}
 	return t.Rules.respond(hb.req, id, wire.StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept))
 }
@@ -479,7 +479,7 @@ func recordOwnership(t *Tx, k projection.GroupKey, id string, owned, revoking []
 	before := projection.SortedInts(append(append([]int{}, m.Current...), m.Revoking...))
 	after := projection.SortedInts(append(append([]int{}, owned...), revoking...))
 	released := minus(before, after)
-	g = t.Emit(k, &events.OwnershipReported{MemberID: id, Owned: owned, Revoking: revoking})
+	g = t.emit(k, &events.OwnershipReported{MemberID: id, Owned: owned, Revoking: revoking})
 	var acked []int
 	for _, s := range released {
 		if !ContainsInt(g.Target(id), s) {
@@ -487,7 +487,7 @@ func recordOwnership(t *Tx, k projection.GroupKey, id string, owned, revoking []
 		}
 	}
 	if len(acked) > 0 {
-		g = t.Emit(k, &events.RevokeAcknowledged{MemberID: id, Shards: acked})
+		g = t.emit(k, &events.RevokeAcknowledged{MemberID: id, Shards: acked})
 	}
 	return g
 }
@@ -509,7 +509,7 @@ func leave(t *Tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 		if err := SpendChurn(t, k, hb.principal); err != nil {
 			return nil, err
 		}
-		t.Emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
+		t.emit(k, &events.MemberLeft{MemberID: id, Epochs: bump(g)})
 	}
 	recordOwnership(t, k, id, []int{}, held)
 	t.renew(k, id, req, 0, nil)

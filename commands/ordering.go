@@ -91,7 +91,7 @@ func SetOrdering(t *Tx, k projection.GroupKey, ordering string, in OrderingInput
 	if ordering != "" {
 		name = ordering
 	}
-	g = t.Emit(k, &events.GroupOrderingChanged{Ordering: name, RequestedBy: in.RequestedBy, Reason: in.Reason})
+	g = t.emit(k, &events.GroupOrderingChanged{Ordering: name, RequestedBy: in.RequestedBy, Reason: in.Reason})
 	return projection.ViewGroup(g), nil
 }
 

@@ -69,7 +69,7 @@ func destroySet(t *Tx, g *projection.Group) []string {
 // destroy, and forgets the group's runtime.
 func removeGroup(t *Tx, k projection.GroupKey, ev *events.GroupDeleted) {
 	ev.Destroy = destroySet(t, t.Group(k))
-	t.Emit(k, ev)
+	t.emit(k, ev)
 	t.RT.dropGroup(k)
 }
 

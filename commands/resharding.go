@@ -195,7 +195,7 @@ func prepare(t *Tx, k projection.GroupKey, in ScaleInput, kc *KeyCheck) (string,
 		return "", err
 	}
 	id := prep.ReshardingID
-	t.Emit(k, prep)
+	t.emit(k, prep)
 	if in.Decided != nil {
 		d := *in.Decided
 		d.ReshardingID = id
@@ -380,7 +380,7 @@ func Rollback(t *Tx, k projection.GroupKey, id string, in RollbackInput, written
 	if shardCount != g.ShardCount {
 		streamMV = streamVersionAfter(t, k.StreamPrefix, shardCount)
 	}
-	t.Emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g),
+	t.emit(k, &events.ReshardingRolledBack{ReshardingID: id, Policy: policy, State: state, ShardCount: shardCount, AssignableCount: assignable, RequestedBy: in.RequestedBy, Reason: in.Reason, Epochs: bump(g),
 		StreamMetadataVersion: streamMV})
 	g = reconcile(t, k)
 	return projection.ViewResharding(g, g.Resharding(id)), nil

@@ -3,7 +3,6 @@ package commands
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/rscoord/rsc/events"
@@ -143,7 +142,7 @@ func (r Rules) ValidateScale(in ScaleInput) error {
 	}
 	problems = append(problems, CheckAudit(in.RequestedBy, in.Reason, true)...)
 	if len(problems) > 0 {
-		return WithMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+		return Invalid(problems)
 	}
 	return nil
 }

@@ -190,6 +190,82 @@ func StreamCreatable(t *Tx, prefix string, count int, by Owner) error {
 	return withinQuotas(t, prefix, by, 0, count)
 }
 
+// CheckCreateStream validates a stream create's input and answers its shard
+// count (ErrInvalid naming every problem).
+func (r Rules) CheckCreateStream(in CreateStreamInput) (int, error) {
+	problems, err := streamInputProblems(in.StreamPrefix, in.RequestedBy, in.Reason)
+	if err != nil {
+		return 0, err
+	}
+	if o, bad := CheckOrdering(in.Ordering); len(bad) > 0 {
+		problems = append(problems, bad...)
+	} else if o != "" {
+		problems = append(problems, "ordering: a stream has no ordering; give it to a consumer group (POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup})")
+	}
+	count, bad := r.ShardCountOf("initialShardCount", in.InitialShardCount, 1)
+	return count, Invalid(append(problems, bad...))
+}
+
+// CheckAdoptStream validates a stream adoption's input and answers its
+// shard count, which it must name (ErrInvalid naming every problem).
+func (r Rules) CheckAdoptStream(in AdoptStreamInput) (int, error) {
+	problems, err := streamInputProblems(in.StreamPrefix, in.RequestedBy, in.Reason)
+	if err != nil {
+		return 0, err
+	}
+	var count int
+	if in.ShardCount == nil {
+		problems = append(problems, "shardCount: must not be null")
+	} else {
+		var bad []string
+		count, bad = r.ShardCountOf("shardCount", in.ShardCount, 1)
+		problems = append(problems, bad...)
+	}
+	return count, Invalid(problems)
+}
+
+// streamInputProblems checks what a stream create and an adoption share:
+// the prefix (an error of its own) and the audit fields (problems).
+func streamInputProblems(prefix, requestedBy, reason string) ([]string, error) {
+	if err := routing.ValidatePrefix(prefix); err != nil {
+		return nil, WithMsg(ErrInvalid, "%s", err.Error())
+	}
+	return CheckAudit(requestedBy, reason, false), nil
+}
+
+// Invalid is ErrInvalid naming problems, or nil when there are none.
+func Invalid(problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return WithMsg(ErrInvalid, "%s", strings.Join(problems, "; "))
+}
+
+// CreateStream is the decision of a stream create (POST
+// /coord/v1/streams/{p}), after the coordinator validated the input (count
+// is its shard count) and, with provisioning, created the shard streams
+// created: stream.created, unless StreamCreatable refuses.
+func CreateStream(t *Tx, in CreateStreamInput, count int, by Owner, created []int) (projection.StreamView, error) {
+	if err := StreamCreatable(t, in.StreamPrefix, count, by); err != nil {
+		return projection.StreamView{}, err
+	}
+	t.emit(projection.GroupKey{StreamPrefix: in.StreamPrefix}, &events.StreamCreated{ShardCount: count, Provisioned: t.Rules.Provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, CreatedShards: created,
+		Principal: by.Principal, Anonymous: by.Anonymous})
+	return projection.ViewStream(in.StreamPrefix, t.B.Overlay.Stream(in.StreamPrefix), nil), nil
+}
+
+// AdoptStream is the decision of a stream adoption (POST
+// /coord/v1/streams/{p}/adopt), after the coordinator found every shard
+// stream in Redis: stream.adopted, unless StreamCreatable refuses.
+func AdoptStream(t *Tx, in AdoptStreamInput, count int, by Owner) (projection.StreamView, error) {
+	if err := StreamCreatable(t, in.StreamPrefix, count, by); err != nil {
+		return projection.StreamView{}, err
+	}
+	t.emit(projection.GroupKey{StreamPrefix: in.StreamPrefix}, &events.StreamAdopted{ShardCount: count, RequestedBy: in.RequestedBy, Reason: in.Reason,
+		Principal: by.Principal, Anonymous: by.Anonymous})
+	return projection.ViewStream(in.StreamPrefix, t.B.Overlay.Stream(in.StreamPrefix), nil), nil
+}
+
 // keysExist is the refusal of a stream create when Redis has keys of the
 // prefix (nil when it has none).
 func KeysExist(prefix string, keys []string) error {
@@ -295,6 +371,6 @@ func ScaleBare(t *Tx, prefix string, in ScaleInput, plan BareScale) (StreamScale
 	for i := target; i < plan.From; i++ {
 		ev.KeptKeys = append(ev.KeptKeys, routing.StreamKey(prefix, i))
 	}
-	t.Emit(projection.GroupKey{StreamPrefix: prefix}, ev)
+	t.emit(projection.GroupKey{StreamPrefix: prefix}, ev)
 	return StreamScaleResult{StreamPrefix: prefix, TargetShardCount: target, AffectedConsumerGroups: []string{}, Reshardings: []projection.ReshardingView{}}, nil
 }

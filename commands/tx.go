@@ -115,9 +115,9 @@ func (t *Tx) GroupsWithPrefix(prefix string) []*projection.Group {
 // committed state (its leftover streams are the coordinator's own).
 func (t *Tx) prefixSeen(prefix string) bool { return t.B.base.PrefixSeenLocked(prefix) }
 
-// Emit records an event for group k (encoded now; one of the decision's
+// emit records an event for group k (encoded now; one of the decision's
 // Result.Records) and folds it into the batch's overlay; it returns the group as it is after the event.
-func (t *Tx) Emit(k projection.GroupKey, ev events.Event) *projection.Group {
+func (t *Tx) emit(k projection.GroupKey, ev events.Event) *projection.Group {
 	m := t.Meta
 	m.StreamPrefix, m.ConsumerGroup = k.StreamPrefix, k.ConsumerGroup
 	// Callers validate what they pass; this is the last line of defence for
@@ -142,7 +142,7 @@ func (t *Tx) emitAs(actor string, k projection.GroupKey, ev events.Event) *proje
 	saved := t.Meta.Actor
 	t.Meta.Actor = actor
 	defer func() { t.Meta.Actor = saved }()
-	return t.Emit(k, ev)
+	return t.emit(k, ev)
 }
 
 // renew records the in-memory part of an accepted heartbeat: lease,

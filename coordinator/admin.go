@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"strings"
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
@@ -27,7 +26,7 @@ func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in commands
 		problems = append(problems, bad...)
 		_, bad = s.rules.ShardCountOf("initialShardCount", in.InitialShardCount, 1)
 		if problems = append(problems, bad...); len(problems) > 0 {
-			return projection.GroupView{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.GroupView{}, commands.Invalid(problems)
 		}
 		// Refuse what the committed state refuses before touching Redis,
 		// with the prefix's side effects serialised: a create that
@@ -74,7 +73,7 @@ func (s *Service) CreateGroup(ctx context.Context, meta events.Meta, in commands
 func (s *Service) DeleteGroup(ctx context.Context, meta events.Meta, k projection.GroupKey, in commands.DeleteGroupInput) (projection.GroupView, error) {
 	v, err := admin(ctx, s, meta, k, "group.delete", in.RequestedBy, func(meta events.Meta) (projection.GroupView, error) {
 		if problems := commands.CheckAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
-			return projection.GroupView{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.GroupView{}, commands.Invalid(problems)
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (projection.GroupView, error) { return commands.DeleteGroup(t, k, in) })
 	})

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,14 +19,10 @@ func (s *Service) SetAutoscaling(ctx context.Context, meta events.Meta, k projec
 		}
 		p, problems := s.rules.Policy(in)
 		if len(problems) > 0 {
-			return nil, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return nil, commands.Invalid(problems)
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (*projection.Autoscaling, error) {
-			if t.Group(k) == nil {
-				return nil, commands.ErrGroupNotFound
-			}
-			pe := p
-			return t.Emit(k, &pe).Autoscaling, nil
+			return commands.SetAutoscaling(t, k, p)
 		})
 	})
 }
@@ -40,17 +35,10 @@ func (s *Service) DisableAutoscaling(ctx context.Context, meta events.Meta, k pr
 			return nil, err
 		}
 		if problems := commands.CheckAudit(requestedBy, reason, false); len(problems) > 0 {
-			return nil, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return nil, commands.Invalid(problems)
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (*projection.Autoscaling, error) {
-			g := t.Group(k)
-			if g == nil {
-				return nil, commands.ErrGroupNotFound
-			}
-			if !g.Autoscaling.Enabled() {
-				return g.Autoscaling, nil
-			}
-			return t.Emit(k, &events.AutoscalingDisabled{RequestedBy: requestedBy, Reason: reason}).Autoscaling, nil
+			return commands.DisableAutoscaling(t, k, requestedBy, reason)
 		})
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/rscoord/rsc/commands"
@@ -27,7 +26,7 @@ func (s *Service) SetOrdering(ctx context.Context, meta events.Meta, k projectio
 		}
 		ordering, bad := commands.CheckOrdering(in.Ordering)
 		if problems = append(problems, bad...); len(problems) > 0 {
-			return projection.GroupView{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.GroupView{}, commands.Invalid(problems)
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (projection.GroupView, error) { return commands.SetOrdering(t, k, ordering, in) })
 	})

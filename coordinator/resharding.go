@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"strings"
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/events"
@@ -171,7 +170,7 @@ func (s *Service) rollback(ctx context.Context, meta events.Meta, k projection.G
 			problems = append(problems, `policy: must be "metadata" or "drain"`)
 		}
 		if len(problems) > 0 {
-			return projection.ReshardingView{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+			return projection.ReshardingView{}, commands.Invalid(problems)
 		}
 		var ids map[projection.GroupKey]string
 		var keys []projection.GroupKey

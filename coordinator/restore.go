@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rscoord/rsc/commands"
@@ -20,7 +19,7 @@ import (
 // restored (ErrLogNotLost), nor one Redis may evict (ErrEvictionPolicy).
 func (s *Service) RestoreLog(ctx context.Context, meta events.Meta, in RestoreLogInput) (RestoreResult, error) {
 	if problems := commands.CheckAudit(in.RequestedBy, in.Reason, true); len(problems) > 0 {
-		return RestoreResult{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+		return RestoreResult{}, commands.Invalid(problems)
 	}
 	switch {
 	case s.life.closing.Load():

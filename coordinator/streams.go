@@ -57,18 +57,9 @@ func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in command
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix}
 	by := commands.OwnerOfCaller(meta.Actor)
 	return admin(ctx, s, meta, k, "stream.create", in.RequestedBy, func(meta events.Meta) (projection.StreamView, error) {
-		if err := routing.ValidatePrefix(in.StreamPrefix); err != nil {
-			return projection.StreamView{}, commands.WithMsg(commands.ErrInvalid, "%s", err.Error())
-		}
-		problems := commands.CheckAudit(in.RequestedBy, in.Reason, false)
-		if o, bad := commands.CheckOrdering(in.Ordering); len(bad) > 0 {
-			problems = append(problems, bad...)
-		} else if o != "" {
-			problems = append(problems, "ordering: a stream has no ordering; give it to a consumer group (POST /coord/v1/streams/{streamPrefix}/groups/{consumerGroup})")
-		}
-		count, bad := s.rules.ShardCountOf("initialShardCount", in.InitialShardCount, 1)
-		if problems = append(problems, bad...); len(problems) > 0 {
-			return projection.StreamView{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+		count, err := s.rules.CheckCreateStream(in)
+		if err != nil {
+			return projection.StreamView{}, err
 		}
 		prefix := in.StreamPrefix
 		if s.rules.Provisioning {
@@ -86,12 +77,7 @@ func (s *Service) CreateStream(ctx context.Context, meta events.Meta, in command
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (projection.StreamView, error) {
-			if err := commands.StreamCreatable(t, prefix, count, by); err != nil {
-				return projection.StreamView{}, err
-			}
-			t.Emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamCreated{ShardCount: count, Provisioned: t.Rules.Provisioning, RequestedBy: in.RequestedBy, Reason: in.Reason, CreatedShards: created,
-				Principal: by.Principal, Anonymous: by.Anonymous})
-			return projection.ViewStream(prefix, t.B.Overlay.Stream(prefix), nil), nil
+			return commands.CreateStream(t, in, count, by, created)
 		})
 	})
 }
@@ -142,20 +128,9 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in commands
 	k := projection.GroupKey{StreamPrefix: in.StreamPrefix}
 	by := commands.OwnerOfCaller(meta.Actor)
 	return admin(ctx, s, meta, k, "stream.adopt", in.RequestedBy, func(meta events.Meta) (projection.StreamView, error) {
-		if err := routing.ValidatePrefix(in.StreamPrefix); err != nil {
-			return projection.StreamView{}, commands.WithMsg(commands.ErrInvalid, "%s", err.Error())
-		}
-		problems := commands.CheckAudit(in.RequestedBy, in.Reason, false)
-		var count int
-		if in.ShardCount == nil {
-			problems = append(problems, "shardCount: must not be null")
-		} else {
-			var bad []string
-			count, bad = s.rules.ShardCountOf("shardCount", in.ShardCount, 1)
-			problems = append(problems, bad...)
-		}
-		if len(problems) > 0 {
-			return projection.StreamView{}, commands.WithMsg(commands.ErrInvalid, "%s", strings.Join(problems, "; "))
+		count, err := s.rules.CheckAdoptStream(in)
+		if err != nil {
+			return projection.StreamView{}, err
 		}
 		prefix := in.StreamPrefix
 		unlock := s.locks.lock(prefix)
@@ -180,12 +155,7 @@ func (s *Service) AdoptStream(ctx context.Context, meta events.Meta, in commands
 			}
 		}
 		return submit(ctx, s.dec, meta, func(t *commands.Tx) (projection.StreamView, error) {
-			if err := commands.StreamCreatable(t, prefix, count, by); err != nil {
-				return projection.StreamView{}, err
-			}
-			t.Emit(projection.GroupKey{StreamPrefix: prefix}, &events.StreamAdopted{ShardCount: count, RequestedBy: in.RequestedBy, Reason: in.Reason,
-				Principal: by.Principal, Anonymous: by.Anonymous})
-			return projection.ViewStream(prefix, t.B.Overlay.Stream(prefix), nil), nil
+			return commands.AdoptStream(t, in, count, by)
 		})
 	})
 }
