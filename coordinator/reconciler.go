@@ -185,8 +185,8 @@ func (r *reconciler) metadataVersion(k projection.GroupKey) (int64, bool) {
 	var mv int64
 	var ok bool
 	r.state.Read(func(st projection.Reader) {
-		if g := st.Group(k); g != nil {
-			mv, ok = g.MetadataVersion, true
+		if g := st.Group(k); g.Exists() {
+			mv, ok = g.MetadataVersion(), true
 		}
 	})
 	return mv, ok
