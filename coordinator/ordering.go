@@ -195,7 +195,7 @@ func (r *reconciler) proveBarriers(ctx context.Context) {
 	if r.fencer == nil {
 		return
 	}
-	for _, g := range r.state.GroupsWhere(func(g *projection.Group) bool { return len(g.Barriers) > 0 }) {
+	for _, g := range r.state.GroupsWhere(projection.ReadOnlyGroup.HasBarriers) {
 		sources := commands.BarrierSources(g)
 		req := make([]events.BarrierSource, len(sources))
 		for i, s := range sources {

@@ -360,15 +360,14 @@ func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 
 // inPass reports whether the pass has anything to do for a group: an active
 // resharding, or a finished one whose removed shards are not retired yet.
-func inPass(g *projection.Group) bool {
-	if g.ActiveResharding != "" {
+func inPass(g projection.ReadOnlyGroup) bool {
+	if g.ActiveReshardingID() != "" {
 		return true
 	}
-	n := len(g.Reshardings)
-	if n == 0 {
+	m := g.LastResharding()
+	if !m.Exists() {
 		return false
 	}
-	m := g.Reshardings[n-1]
 	lo, hi := m.RemovedRange()
-	return m.Terminal() && !m.Retired && hi > lo
+	return m.Terminal() && !m.Retired() && hi > lo
 }

@@ -64,6 +64,9 @@ func (v ReadOnlyGroup) LiveCount() int { return v.g.LiveCount() }
 // RevokingShardCount is Group.RevokingShardCount.
 func (v ReadOnlyGroup) RevokingShardCount() int { return v.g.RevokingShardCount() }
 
+// HasBarriers reports whether a barrier waits.
+func (v ReadOnlyGroup) HasBarriers() bool { return len(v.g.Barriers) > 0 }
+
 // BarriersByShard is Barriers.ByShard: a map of its own (nil when no barrier
 // waits).
 func (v ReadOnlyGroup) BarriersByShard() map[int]string { return v.g.Barriers.ByShard() }

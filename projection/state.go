@@ -122,16 +122,16 @@ func (s *State) Groups() []*Group {
 }
 
 // GroupsWhere returns deep copies of the groups keep accepts, in creation
-// order. keep runs under the read lock on the live group: it must be quick,
-// and must neither keep nor modify it. A loop that runs often and concerns a
-// few groups (barriers, autoscaling, reshardings) copies only those: copying
-// every group costs as much as the group's members.
-func (s *State) GroupsWhere(keep func(*Group) bool) []*Group {
+// order. keep runs under the read lock on a read-only view of the live group
+// (as Read's): it must be quick, and must not keep it. A loop that runs often
+// and concerns a few groups (barriers, autoscaling, reshardings) copies only
+// those: copying every group costs as much as the group's members.
+func (s *State) GroupsWhere(keep func(ReadOnlyGroup) bool) []*Group {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*Group
 	for _, k := range s.order {
-		if g := s.groups[k]; keep(g) {
+		if g := s.groups[k]; keep(ReadOnlyGroup{g}) {
 			out = append(out, g.Clone())
 		}
 	}
