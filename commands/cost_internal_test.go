@@ -149,7 +149,7 @@ func BenchmarkSteadyHeartbeat(b *testing.B) {
 			req := beat{member: m.ID, epoch: g.AssignmentEpoch, mv: g.MetadataVersion, owned: m.Current}.request()
 			b.ReportAllocs()
 			for b.Loop() {
-				if resp := Steady(r, table, g, rulesKey, m.ID, req, now.Add(time.Second)); resp == nil {
+				if resp := Steady(r, table, g.ReadOnly(), rulesKey, m.ID, req, now.Add(time.Second)); resp == nil {
 					b.Fatal("not steady")
 				}
 			}

@@ -26,15 +26,15 @@ const DefaultEmptyGroupRetention = 7 * 24 * time.Hour
 
 // expiredGroup reports whether g registered itself and has had no live
 // member for retention (<= 0: never) as of now.
-func ExpiredGroup(g *projection.Group, now time.Time, retention time.Duration) bool {
-	return retention > 0 && g.Registered && !g.EmptySince.IsZero() && g.LiveCount() == 0 && !now.Before(g.EmptySince.Add(retention))
+func ExpiredGroup(g projection.ReadOnlyGroup, now time.Time, retention time.Duration) bool {
+	return retention > 0 && g.Registered() && !g.EmptySince().IsZero() && g.LiveCount() == 0 && !now.Before(g.EmptySince().Add(retention))
 }
 
 // expireGroup removes k when it expired (expiredGroup), and reports whether
 // it did.
 func expireGroup(t *Tx, k projection.GroupKey) bool {
 	g := t.Group(k)
-	if g == nil || !ExpiredGroup(g, t.Now, t.Rules.EmptyGroupRetention) {
+	if g == nil || !ExpiredGroup(g.ReadOnly(), t.Now, t.Rules.EmptyGroupRetention) {
 		return false
 	}
 	removeGroup(t, k, &events.GroupDeleted{RequestedBy: Actor, Expired: true,

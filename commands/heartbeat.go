@@ -102,23 +102,23 @@ func register(t *Tx, k projection.GroupKey, id, principal string, reg *Registrat
 // open and no rebalance deadline passed. It renews the lease in the runtime
 // table directly; nil when the heartbeat needs a decision. Its answer is the
 // decision's (the rules table checks it, heartbeat_rules_test.go).
-func Steady(r Rules, table *RuntimeTable, g *projection.Group, k projection.GroupKey, id string, req *wire.HeartbeatRequest, now time.Time) *wire.HeartbeatResponse {
-	if g == nil {
+func Steady(r Rules, table *RuntimeTable, g projection.ReadOnlyGroup, k projection.GroupKey, id string, req *wire.HeartbeatRequest, now time.Time) *wire.HeartbeatResponse {
+	if !g.Exists() {
 		return nil
 	}
 	m := g.Member(id)
-	if m == nil || !m.Live() || !currentEpoch(g, m, *req.MemberEpoch) || *req.MetadataVersion > g.MetadataVersion {
+	if !m.Exists() || !m.Live() || !currentEpoch(g, m, *req.MemberEpoch) || *req.MetadataVersion > g.MetadataVersion() {
 		return nil
 	}
 	if table.Round(k).Open {
 		return nil
 	}
 	rep := parseReport(req, m)
-	if !projection.EqualSets(rep.owned, m.Current) || !projection.EqualSets(rep.revoking, m.Revoking) || rep.name != m.Name || rep.maxConc != m.MaxConcurrency {
+	if !m.Current().Equal(rep.owned) || !m.Revoking().Equal(rep.revoking) || rep.name != m.Name() || rep.maxConc != m.MaxConcurrency() {
 		return nil
 	}
 	assigned, pending := g.Grantable(id)
-	if !projection.EqualSets(assigned, m.Granted) {
+	if !m.Granted().Equal(assigned) {
 		return nil
 	}
 	auth := authority(g, m)
@@ -131,7 +131,7 @@ func Steady(r Rules, table *RuntimeTable, g *projection.Group, k projection.Grou
 		return nil
 	}
 	table.renew(k, id, renewal{at: now, lease: r.MemberLease, reportedMV: *req.MetadataVersion, available: rep.available, progress: progressWithin(k, req, auth)})
-	return r.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
+	return r.respond(req, id, wire.StatusOK, g, g.AssignmentEpoch(), assigned, pending)
 }
 
 // --- the decision procedure (CONTRACT.md §3.2) ---
@@ -146,7 +146,7 @@ func heartbeat(t *Tx, k projection.GroupKey, id, principal string, req *wire.Hea
 	if g == nil {
 		return t.Rules.rejected(req, id, wire.StatusUnknownMember), nil
 	}
-	req, err := CheckCaller(g, id, principal, req)
+	req, err := CheckCaller(g.ReadOnly(), id, principal, req)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func heartbeat(t *Tx, k projection.GroupKey, id, principal string, req *wire.Hea
 	endOverdueRound(t, k)
 	g = t.Group(k)
 	m := g.Member(id)
-	hb := heartbeatCase{k: k, id: id, principal: principal, req: req, r: parseReport(req, m), epoch: *req.MemberEpoch, mv: *req.MetadataVersion}
+	hb := heartbeatCase{k: k, id: id, principal: principal, req: req, r: parseReport(req, m.ReadOnly()), epoch: *req.MemberEpoch, mv: *req.MetadataVersion}
 	// A correction round concerns members that carry state; a join or rejoin
 	// (epoch 0 from a member that is not live) starts from nothing.
 	hb.syncable = m != nil && (m.Live() || (m.State == projection.MemberLeaving && hb.epoch == -1))
@@ -195,7 +195,7 @@ type heartbeatCase struct {
 // long as it heartbeat. The contract refuses it (INVALID_REQUEST, the epoch
 // is above the stored -1); FENCED tells every client to rejoin.
 func leftWithOldEpoch(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
-	return t.Rules.respond(hb.req, hb.id, wire.StatusFenced, g, m.Epoch, nil, nil)
+	return t.Rules.respond(hb.req, hb.id, wire.StatusFenced, g.ReadOnly(), m.Epoch, nil, nil)
 }
 
 // reportsNewerMetadata: a member that saw a newer metadata version than the
@@ -226,20 +226,20 @@ func reportsNewerMetadata(t *Tx, hb *heartbeatCase, g *projection.Group) {
 // a heartbeat shows it released.
 func syncMetadata(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) *wire.HeartbeatResponse {
 	k, id := hb.k, hb.id
-	t.renew(k, id, hb.req, hb.r.available, progressWithin(k, hb.req, authority(g, m)))
+	t.renew(k, id, hb.req, hb.r.available, progressWithin(k, hb.req, authority(g.ReadOnly(), m.ReadOnly())))
 	target := g.Target(id)
 	assignedNow, _ := g.Grantable(id)
 	kept := intersect(hb.r.owned, assignedNow)
 	stillRead := intersect(m.Granted, append(append([]int{}, hb.r.owned...), hb.r.revoking...))
 	grant := projection.SortedInts(append(append([]int{}, kept...), stillRead...))
 	effective := m.Epoch
-	if m.Live() && currentEpoch(g, m, hb.epoch) {
+	if m.Live() && currentEpoch(g.ReadOnly(), m.ReadOnly(), hb.epoch) {
 		effective = hb.epoch
 		if !projection.EqualSets(grant, m.Granted) {
 			g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: m.Epoch, Granted: grant})
 		}
 	}
-	return t.Rules.respond(hb.req, id, wire.StatusSyncMetadata, g, effective, kept, minus(target, kept))
+	return t.Rules.respond(hb.req, id, wire.StatusSyncMetadata, g.ReadOnly(), effective, kept, minus(target, kept))
 }
 
 // admit sorts the heartbeat by its epoch: an answer when the protocol ends
@@ -282,14 +282,14 @@ func admit(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 		}
 		// Initial-join replay: the member lost our answer to its join.
 	case m.State == projection.MemberFenced || m.State == projection.MemberExpired:
-		return t.Rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
+		return t.Rules.respond(req, id, wire.StatusFenced, g.ReadOnly(), m.Epoch, nil, nil), nil, nil
 	case epoch == -1:
 		resp, err := leave(t, hb)
 		return resp, nil, err
 	case epoch > g.AssignmentEpoch:
 		return t.Rules.rejected(req, id, wire.StatusInvalidRequest), nil, nil
 	case epoch < m.Epoch:
-		return t.Rules.respond(req, id, wire.StatusFenced, g, m.Epoch, nil, nil), nil, nil
+		return t.Rules.respond(req, id, wire.StatusFenced, g.ReadOnly(), m.Epoch, nil, nil), nil, nil
 	default:
 		return validateOwnership(t, hb, g, m)
 	}
@@ -302,7 +302,7 @@ func admit(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (
 // dropped). What passes is recorded (recordOwnership).
 func validateOwnership(t *Tx, hb heartbeatCase, g *projection.Group, m *projection.Member) (*wire.HeartbeatResponse, []wire.ShardProgress, error) {
 	k, id, r := hb.k, hb.id, hb.r
-	auth := authority(g, m)
+	auth := authority(g.ReadOnly(), m.ReadOnly())
 	var bad []int
 	for _, s := range r.owned {
 		if !auth[s] {
@@ -316,7 +316,7 @@ func validateOwnership(t *Tx, hb heartbeatCase, g *projection.Group, m *projecti
 	}
 	if len(bad) > 0 {
 		g = fence(t, k, id, fmt.Sprintf("reported shards it may not hold: %v", projection.SortedInts(bad)))
-		return t.Rules.respond(hb.req, id, wire.StatusFenced, g, g.Member(id).Epoch, nil, nil), nil, nil
+		return t.Rules.respond(hb.req, id, wire.StatusFenced, g.ReadOnly(), g.Member(id).Epoch, nil, nil), nil, nil
 	}
 	revoking := r.revoking
 	if hb.round {
@@ -347,7 +347,7 @@ func settle(t *Tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.Heartb
 	g = t.Group(k)
 	m = g.Member(id)
 	if m.State == projection.MemberFenced {
-		return t.Rules.respond(hb.req, id, wire.StatusFenced, g, m.Epoch, nil, nil)
+		return t.Rules.respond(hb.req, id, wire.StatusFenced, g.ReadOnly(), m.Epoch, nil, nil)
 	}
 	if hb.round && t.RT.round(k).Open {
 		if resp := convergeInRound(t, hb, g, m); resp != nil {
@@ -358,7 +358,7 @@ func settle(t *Tx, hb heartbeatCase, progress []wire.ShardProgress) *wire.Heartb
 	if !projection.EqualSets(assigned, m.Granted) {
 		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: assigned})
 	}
-	return t.Rules.respond(hb.req, id, wire.StatusOK, g, g.AssignmentEpoch, assigned, pending)
+	return t.Rules.respond(hb.req, id, wire.StatusOK, g.ReadOnly(), g.AssignmentEpoch, assigned, pending)
 }
 
 // convergeInRound acknowledges a member that converged on the stored
@@ -380,7 +380,7 @@ func convergeInRound(t *Tx, hb heartbeatCase, g *projection.Group, m *projection
 	if !projection.EqualSets(kept, m.Granted) {
 		g = t.emit(k, &events.MemberSynced{MemberID: id, MemberEpoch: g.AssignmentEpoch, Granted: kept})
 	}
-	return t.Rules.respond(hb.req, id, wire.StatusRevokePending, g, g.AssignmentEpoch, kept, minus(g.Target(id), kept))
+	return t.Rules.respond(hb.req, id, wire.StatusRevokePending, g.ReadOnly(), g.AssignmentEpoch, kept, minus(g.Target(id), kept))
 }
 
 func keys(set map[int]bool) []int {
@@ -503,7 +503,7 @@ func leave(t *Tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 	m := g.Member(id)
 	var held []int
 	if len(r.revoking) > 0 { // a member that reports nothing draining needs no authority
-		held = intersect(r.revoking, keys(authority(g, m)))
+		held = intersect(r.revoking, keys(authority(g.ReadOnly(), m.ReadOnly())))
 	}
 	if m.State != projection.MemberLeaving {
 		if err := SpendChurn(t, k, hb.principal); err != nil {
@@ -516,7 +516,7 @@ func leave(t *Tx, hb heartbeatCase) (*wire.HeartbeatResponse, error) {
 	reconcile(t, k)
 	advance(t, k)
 	g = t.Group(k)
-	return t.Rules.respond(req, id, wire.StatusOK, g, -1, nil, nil), nil
+	return t.Rules.respond(req, id, wire.StatusOK, g.ReadOnly(), -1, nil, nil), nil
 }
 
 // spendChurn spends one of the principal's joins and leaves in the group,
@@ -568,7 +568,7 @@ type report struct {
 	maxConc, available        int
 }
 
-func parseReport(req *wire.HeartbeatRequest, m *projection.Member) report {
+func parseReport(req *wire.HeartbeatRequest, m projection.ReadOnlyMember) report {
 	r := report{maxConc: *req.RuntimeConsumerCapacity.RuntimeMaxConcurrency, available: *req.RuntimeConsumerCapacity.AvailableConcurrency}
 	for _, s := range req.OwnedShards {
 		r.owned = append(r.owned, s.ShardIndex)
@@ -589,24 +589,24 @@ func parseReport(req *wire.HeartbeatRequest, m *projection.Member) report {
 	r.name = req.MemberID
 	if req.MemberName != nil && *req.MemberName != "" {
 		r.name = *req.MemberName
-	} else if m != nil {
-		r.name = m.Name
+	} else if m.Exists() {
+		r.name = m.Name()
 	}
 	return r
 }
 
 // authority is what a member may report holding: what it holds already, plus
 // what it may be granted now.
-func authority(g *projection.Group, m *projection.Member) map[int]bool {
+func authority(g projection.ReadOnlyGroup, m projection.ReadOnlyMember) map[int]bool {
 	a := map[int]bool{}
-	for _, set := range [][]int{m.Current, m.Revoking, m.Granted} {
-		for _, s := range set {
-			a[s] = true
+	for _, set := range [...]projection.ReadOnlyInts{m.Current(), m.Revoking(), m.Granted()} {
+		for i := range set.Len() {
+			a[set.At(i)] = true
 		}
 	}
 	// What the member already holds stays within its authority even after a
 	// scale-in removed the shard: it is being revoked, not stolen.
-	assigned, _ := g.Grantable(m.ID)
+	assigned, _ := g.Grantable(m.ID())
 	for _, s := range assigned {
 		a[s] = true
 	}
@@ -635,8 +635,8 @@ func progressWithin(k projection.GroupKey, req *wire.HeartbeatRequest, auth map[
 // member's adoption of a new epoch would append an event per member for every
 // join, leave or expiry in the group. A stale epoch (below the recorded one)
 // is fenced; one above the assignment epoch was never issued.
-func currentEpoch(g *projection.Group, m *projection.Member, epoch int64) bool {
-	return epoch >= 1 && epoch >= m.Epoch && epoch <= g.AssignmentEpoch
+func currentEpoch(g projection.ReadOnlyGroup, m projection.ReadOnlyMember, epoch int64) bool {
+	return epoch >= 1 && epoch >= m.Epoch() && epoch <= g.AssignmentEpoch()
 }
 
 func intersect(a, b []int) []int {

@@ -59,10 +59,11 @@ func group(shards int) *world {
 }
 
 // group is the world's group as its state holds it (only the test's
-// goroutine touches the state).
+// goroutine touches the state): what a decision's overlay reads while it
+// changed nothing, the state's own group.
 func (w *world) group() *projection.Group {
 	var g *projection.Group
-	w.st.Read(func(st projection.Reader) { g = st.Group(rulesKey) })
+	w.st.Read(func(projection.Reader) { g = w.st.NewOverlayLocked().Group(rulesKey) })
 	return g
 }
 
@@ -555,7 +556,7 @@ func (row ruleRow) check(t *testing.T) {
 	var steadyAnswer *wire.HeartbeatResponse
 	if !row.world.noneOf {
 		if req, resp, err := Screen(r, path, req); resp == nil && err == nil {
-			steadyAnswer = Steady(r, row.table(now), g, rulesKey, path, req, now)
+			steadyAnswer = Steady(r, row.table(now), g.ReadOnly(), rulesKey, path, req, now)
 		}
 	}
 

@@ -151,8 +151,8 @@ func checkShardList(field string, n, max int, shard func(i int) *wire.ShardRef) 
 // (validateHeartbeat), so what is left is bounded by the span and the
 // member's recorded shards: nothing a report brings into an event outgrows
 // the group. req is not modified.
-func withinSpan(req *wire.HeartbeatRequest, span int, m *projection.Member) *wire.HeartbeatRequest {
-	keep := func(i int) bool { return i < span || ContainsInt(m.Current, i) || ContainsInt(m.Revoking, i) }
+func withinSpan(req *wire.HeartbeatRequest, span int, m projection.ReadOnlyMember) *wire.HeartbeatRequest {
+	keep := func(i int) bool { return i < span || m.Current().Contains(i) || m.Revoking().Contains(i) }
 	out := *req
 	out.OwnedShards = filterShards(req.OwnedShards, func(s wire.ShardRef) bool { return keep(s.ShardIndex) })
 	out.RevokingShards = filterShards(req.RevokingShards, func(rv wire.RevokingReport) bool { return keep(rv.Shard.ShardIndex) })
@@ -171,22 +171,22 @@ func filterShards[T any](in []T, keep func(T) bool) []T {
 	return out
 }
 
-func CheckCaller(g *projection.Group, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
+func CheckCaller(g projection.ReadOnlyGroup, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
 	m := g.Member(id)
-	if m != nil && m.Principal != "" && m.Principal != principal {
+	if m.Exists() && m.Principal() != "" && m.Principal() != principal {
 		return nil, WithMsg(ErrMemberPrincipal, "member %s was joined by another principal; only that principal may send its heartbeats", id)
 	}
 	span := ShardSpan(g)
 	limit := span
-	if m != nil {
+	if m.Exists() {
 		// A member that stalled through the end of a resharding still lists
 		// what the log records it holding.
-		limit = max(limit, len(m.Current)+len(m.Revoking))
+		limit = max(limit, m.Current().Len()+m.Revoking().Len())
 	}
 	if len(req.OwnedShards) <= limit && len(req.RevokingShards) <= limit && len(req.ShardProgress) <= limit {
 		return req, nil
 	}
-	if m == nil {
+	if !m.Exists() {
 		// Nobody the group knows: no stale report explains more shards than
 		// the group has.
 		return nil, OverSpan(req, limit)
@@ -213,10 +213,10 @@ func OverSpan(req *wire.HeartbeatRequest, span int) error {
 // routed ones, the removed ones still assigned until drained, and the ones
 // the last resharding took out of use until they are retired (members release
 // them after a rollback or a drain; retirement waits until nobody holds them).
-func ShardSpan(g *projection.Group) int {
-	span := max(g.ShardCount, g.AssignableCount)
-	if n := len(g.Reshardings); n > 0 && !g.Reshardings[n-1].Retired {
-		_, hi := g.Reshardings[n-1].RemovedRange()
+func ShardSpan(g projection.ReadOnlyGroup) int {
+	span := max(g.ShardCount(), g.AssignableCount())
+	if last := g.LastResharding(); last.Exists() && !last.Retired() {
+		_, hi := last.RemovedRange()
 		span = max(span, hi)
 	}
 	return span

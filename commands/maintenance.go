@@ -148,16 +148,16 @@ func Due(st *projection.State, table *RuntimeTable, r Rules, now, at time.Time) 
 // to retire, a lease that may have passed (the lease floor passed), a
 // rebalance deadline, a member holding shards outside its target, or a
 // terminal record past the retention.
-func groupDue(table *RuntimeTable, g *projection.Group, now, timers time.Time, r Rules) bool {
-	k := g.Key
-	if g.ActiveResharding != "" || g.AssignmentEpoch != g.GroupEpoch {
+func groupDue(table *RuntimeTable, g projection.ReadOnlyGroup, now, timers time.Time, r Rules) bool {
+	k := g.Key()
+	if g.ActiveReshardingID() != "" || g.AssignmentEpoch() != g.GroupEpoch() {
 		return true
 	}
 	if rd := table.Round(k); rd.Open && !timers.Before(rd.OpenedAt.Add(r.RebalanceTimeout)) {
 		return true
 	}
-	if n := len(g.Reshardings); n > 0 && g.Reshardings[n-1].Terminal() && !g.Reshardings[n-1].Retired {
-		if lo, hi := g.Reshardings[n-1].RemovedRange(); hi > lo {
+	if last := g.LastResharding(); last.Exists() && last.Terminal() && !last.Retired() {
+		if lo, hi := last.RemovedRange(); hi > lo {
 			return true
 		}
 	}
@@ -168,7 +168,7 @@ func groupDue(table *RuntimeTable, g *projection.Group, now, timers time.Time, r
 		return true
 	}
 	if r.StaleRetention > 0 {
-		if oldest := g.OldestTerminal(1, nil); len(oldest) > 0 && now.Sub(oldest[0].UpdatedAt) > r.StaleRetention {
+		if oldest := g.OldestTerminal(); oldest.Exists() && now.Sub(oldest.UpdatedAt()) > r.StaleRetention {
 			return true
 		}
 	}

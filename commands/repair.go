@@ -30,7 +30,7 @@ func RecordRepair(t *Tx, k projection.GroupKey, damage []events.ShardRepair) []i
 	var still []events.ShardRepair
 	var shards []int
 	for _, d := range damage {
-		if d.ShardIndex < g.ShardCount || (d.ShardIndex < ShardSpan(g) && !d.StreamMissing) {
+		if d.ShardIndex < g.ShardCount || (d.ShardIndex < ShardSpan(g.ReadOnly()) && !d.StreamMissing) {
 			still = append(still, d)
 			shards = append(shards, d.ShardIndex)
 		}

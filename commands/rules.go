@@ -103,12 +103,12 @@ func (r Rules) rejected(req *wire.HeartbeatRequest, pathID, status string) *wire
 }
 
 // respond is a heartbeat answer from the group's state.
-func (r Rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *projection.Group, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
+func (r Rules) respond(req *wire.HeartbeatRequest, pathID, status string, g projection.ReadOnlyGroup, epoch int64, assigned, pending []int) *wire.HeartbeatResponse {
 	res := &wire.HeartbeatResponse{
 		ResponseTo: req.RequestID, Status: status, MemberID: pathID, MemberEpoch: epoch,
 		HeartbeatIntervalMs: r.HeartbeatInterval.Milliseconds(), RebalanceTimeoutMs: r.RebalanceTimeout.Milliseconds(),
-		GroupEpoch: g.GroupEpoch, AssignmentEpoch: g.AssignmentEpoch, MetadataVersion: g.MetadataVersion,
-		Assignment: wire.HeartbeatAssignment{AssignedShards: shardRefs(assigned), PendingShards: shardRefs(pending), MetadataVersion: g.MetadataVersion},
+		GroupEpoch: g.GroupEpoch(), AssignmentEpoch: g.AssignmentEpoch(), MetadataVersion: g.MetadataVersion(),
+		Assignment: wire.HeartbeatAssignment{AssignedShards: shardRefs(assigned), PendingShards: shardRefs(pending), MetadataVersion: g.MetadataVersion()},
 	}
 	if g.Ordered() {
 		res.Assignment.Ordering = events.OrderingKey
@@ -117,7 +117,7 @@ func (r Rules) respond(req *wire.HeartbeatRequest, pathID, status string, g *pro
 	// shard it is releasing), from the same state as the answer's
 	// metadataVersion: a member that knows this version knows every barrier
 	// a cutover up to it set.
-	if after := g.Barriers.ByShard(); len(after) > 0 {
+	if after := g.BarriersByShard(); len(after) > 0 {
 		shards := make([]int, 0, len(after))
 		for s := range after {
 			shards = append(shards, s)

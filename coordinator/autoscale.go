@@ -65,7 +65,7 @@ func (a *autoscaler) run(ctx context.Context) {
 	if a.sampler == nil {
 		return
 	}
-	groups := a.state.GroupsWhere(func(g *projection.Group) bool { return g.Autoscaling.Enabled() })
+	groups := a.state.GroupsWhere(projection.ReadOnlyGroup.AutoscalingEnabled)
 	on := make(map[projection.GroupKey]bool, len(groups))
 	for _, g := range groups {
 		on[g.Key] = true

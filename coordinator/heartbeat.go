@@ -179,7 +179,7 @@ func (hb *heartbeats) unregistered(k projection.GroupKey) bool {
 	var unregistered bool
 	hb.state.Read(func(r projection.Reader) {
 		st := r.Stream(k.StreamPrefix)
-		unregistered = r.Group(k) == nil && st != nil && st.Metadata
+		unregistered = !r.Group(k).Exists() && st.Exists() && st.Metadata()
 	})
 	return unregistered
 }
@@ -202,7 +202,7 @@ func (hb *heartbeats) issued(k projection.GroupKey, id string, resp *wire.Heartb
 func (hb *heartbeats) admissible(k projection.GroupKey, id, principal string, req *wire.HeartbeatRequest) (*wire.HeartbeatRequest, error) {
 	var err error
 	hb.state.Read(func(st projection.Reader) {
-		if g := st.Group(k); g != nil {
+		if g := st.Group(k); g.Exists() {
 			req, err = commands.CheckCaller(g, id, principal, req)
 		}
 	})

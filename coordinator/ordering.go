@@ -114,7 +114,7 @@ func (r *reconciler) cutover(ctx context.Context, k projection.GroupKey, layout 
 	// which are older than anything the keys got on the shards that took them
 	// over: its barrier starts after them, not at its start (its own fence,
 	// raised by the scale-in, keeps writes out until this change is recorded).
-	for s := from; s < min(to, commands.ShardSpan(g)); s++ {
+	for s := from; s < min(to, commands.ShardSpan(g.ReadOnly())); s++ {
 		shards = append(shards, events.CutoverShard{Index: s})
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -194,7 +194,7 @@ func (r *reconciler) proveBarriers(ctx context.Context) {
 	if r.fencer == nil {
 		return
 	}
-	for _, g := range r.state.GroupsWhere(func(g *projection.Group) bool { return len(g.Barriers) > 0 }) {
+	for _, g := range r.state.GroupsWhere(projection.ReadOnlyGroup.HasBarriers) {
 		sources := commands.BarrierSources(g)
 		req := make([]events.BarrierSource, len(sources))
 		for i, s := range sources {

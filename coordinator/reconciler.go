@@ -185,8 +185,8 @@ func (r *reconciler) metadataVersion(k projection.GroupKey) (int64, bool) {
 	var mv int64
 	var ok bool
 	r.state.Read(func(st projection.Reader) {
-		if g := st.Group(k); g != nil {
-			mv, ok = g.MetadataVersion, true
+		if g := st.Group(k); g.Exists() {
+			mv, ok = g.MetadataVersion(), true
 		}
 	})
 	return mv, ok
@@ -360,15 +360,14 @@ func (r *reconciler) retire(ctx context.Context, g *projection.Group) {
 
 // inPass reports whether the pass has anything to do for a group: an active
 // resharding, or a finished one whose removed shards are not retired yet.
-func inPass(g *projection.Group) bool {
-	if g.ActiveResharding != "" {
+func inPass(g projection.ReadOnlyGroup) bool {
+	if g.ActiveReshardingID() != "" {
 		return true
 	}
-	n := len(g.Reshardings)
-	if n == 0 {
+	m := g.LastResharding()
+	if !m.Exists() {
 		return false
 	}
-	m := g.Reshardings[n-1]
 	lo, hi := m.RemovedRange()
-	return m.Terminal() && !m.Retired && hi > lo
+	return m.Terminal() && !m.Retired() && hi > lo
 }

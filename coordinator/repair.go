@@ -24,7 +24,7 @@ func (r *reconciler) repairShards(ctx context.Context) int {
 		if g.ShardCount == 0 || !r.rules.Provisioning {
 			continue
 		}
-		span := make([]int, commands.ShardSpan(g))
+		span := make([]int, commands.ShardSpan(g.ReadOnly()))
 		for i := range span {
 			span[i] = i
 		}

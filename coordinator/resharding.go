@@ -226,18 +226,19 @@ func (s *Service) withEventIDs(k projection.GroupKey, v projection.ReshardingVie
 
 // eventIDsOf fills in v's state changes the event ids g's resharding has
 // (g is read under the projection's read lock).
-func eventIDsOf(g *projection.Group, v projection.ReshardingView) projection.ReshardingView {
-	if g == nil {
+func eventIDsOf(g projection.ReadOnlyGroup, v projection.ReshardingView) projection.ReshardingView {
+	if !g.Exists() {
 		return v
 	}
 	r := g.Resharding(v.ReshardingID)
-	if r == nil {
+	if !r.Exists() {
 		return v
 	}
+	had := r.History()
 	hist := append([]projection.StateChange(nil), v.StateHistory...)
 	for i := range hist {
-		if hist[i].EventID == "" && i < len(r.History) && r.History[i].State == hist[i].State && r.History[i].Phase == hist[i].Phase && r.History[i].At.Equal(hist[i].At) {
-			hist[i].EventID = r.History[i].EventID
+		if hist[i].EventID == "" && i < len(had) && had[i].State == hist[i].State && had[i].Phase == hist[i].Phase && had[i].At.Equal(hist[i].At) {
+			hist[i].EventID = had[i].EventID
 		}
 	}
 	v.StateHistory = hist

@@ -319,19 +319,19 @@ func (ws *waiters) changed(st *projection.State, recs []events.Record, rounds []
 			}
 			g := r.Group(k)
 			switch {
-			case g == nil || c.all:
+			case !g.Exists() || c.all:
 				for _, w := range hg.members {
 					ws.fireLocked(w, HoldWoken)
 				}
 				continue
-			case hg.mv != g.MetadataVersion:
+			case hg.mv != g.MetadataVersion():
 				for _, w := range hg.members {
 					if answerMoved(g, w) {
 						ws.fireLocked(w, HoldWoken)
 					}
 				}
 				if hg = ws.groups[k]; hg != nil {
-					hg.mv = g.MetadataVersion // every waiter left carries it
+					hg.mv = g.MetadataVersion() // every waiter left carries it
 				}
 				continue
 			}
@@ -350,26 +350,23 @@ func (ws *waiters) changed(st *projection.State, recs []events.Record, rounds []
 // wakeTargetOwnersLocked wakes the waiters whose target holds one of shards
 // and whose answer moved: from the group's target index, or, when it has
 // none to trust, by looking at each of the group's waiters.
-func (ws *waiters) wakeTargetOwnersLocked(k projection.GroupKey, g *projection.Group, shards []int) {
+func (ws *waiters) wakeTargetOwnersLocked(k projection.GroupKey, g projection.ReadOnlyGroup, shards []int) {
 	hg := ws.groups[k]
 	if hg == nil {
 		return
 	}
-	ix, ok := g.TargetIndex()
-	if !ok {
+	indexed := g.EachTargetOwner(shards, func(id string) bool {
+		if hg = ws.groups[k]; hg == nil {
+			return false
+		}
+		if w := hg.members[id]; w != nil && answerMoved(g, w) {
+			ws.fireLocked(w, HoldWoken)
+		}
+		return true
+	})
+	if !indexed {
 		for _, w := range hg.members {
 			if answerMoved(g, w) {
-				ws.fireLocked(w, HoldWoken)
-			}
-		}
-		return
-	}
-	for _, s := range shards {
-		for _, id := range ix.Owners(s) {
-			if hg = ws.groups[k]; hg == nil {
-				return
-			}
-			if w := hg.members[id]; w != nil && answerMoved(g, w) {
 				ws.fireLocked(w, HoldWoken)
 			}
 		}
@@ -379,12 +376,12 @@ func (ws *waiters) wakeTargetOwnersLocked(k projection.GroupKey, g *projection.G
 // answerMoved reports whether the answer member w.id would get from g
 // differs from the one it is held with: it is no longer live, its
 // metadata version, or its assigned or pending shards changed.
-func answerMoved(g *projection.Group, w *waiter) bool {
-	if g == nil || g.MetadataVersion != w.mv {
+func answerMoved(g projection.ReadOnlyGroup, w *waiter) bool {
+	if !g.Exists() || g.MetadataVersion() != w.mv {
 		return true
 	}
 	m := g.Member(w.id)
-	if m == nil || !m.Live() {
+	if !m.Exists() || !m.Live() {
 		return true
 	}
 	assigned, pending := g.Grantable(w.id)

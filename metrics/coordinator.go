@@ -184,12 +184,12 @@ func (cc coordinatorCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descBarrierAge, oldest)
 		gauge(descAutoscaling, boolValue(g.autoscaling))
 		if a := g.policy; a != nil {
-			gauge(descAutoscaleMin, float64(a.Policy.MinShards))
-			gauge(descAutoscaleMax, float64(a.Policy.MaxShards))
+			gauge(descAutoscaleMin, float64(a.MinShards))
+			gauge(descAutoscaleMax, float64(a.MaxShards))
 			if g.hasRecommendation {
 				gauge(descAutoscaleRec, float64(g.recommended))
 			}
-			if a.Policy.Enabled {
+			if a.Enabled {
 				gauge(descAutoscaleSamples, float64(g.samples))
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rscoord/rsc/coordinator"
+	"github.com/rscoord/rsc/events"
 	"github.com/rscoord/rsc/projection"
 )
 
@@ -43,7 +44,7 @@ type groupSummary struct {
 	barriers                          int
 	oldestBarrier                     time.Time
 	autoscaling                       bool
-	policy                            *projection.Autoscaling // replaced whole by the fold: safe to keep
+	policy                            *events.AutoscalingConfigured // a copy; nil without a policy
 	recommended                       int
 	hasRecommendation                 bool
 	samples                           int
@@ -73,17 +74,15 @@ func (m *Metrics) summaries(c *coordinator.Coordinator) []groupSummary {
 		for _, k := range keys {
 			g := st.Group(k)
 			s := groupSummary{
-				key: k, epoch: g.GroupEpoch, assignmentEpoch: g.AssignmentEpoch, mv: g.MetadataVersion, shardCount: g.ShardCount,
-				liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.Barriers.ByShard()),
-				autoscaling: g.Autoscaling.Enabled(), policy: g.Autoscaling,
+				key: k, epoch: g.GroupEpoch(), assignmentEpoch: g.AssignmentEpoch(), mv: g.MetadataVersion(), shardCount: g.ShardCount(),
+				liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.BarriersByShard()),
+				autoscaling: g.AutoscalingEnabled(), oldestBarrier: g.OldestBarrier(),
 			}
-			if mig := g.Active(); mig != nil {
-				s.resharding, s.reshardingSince = true, mig.CreatedAt
+			if p, ok := g.AutoscalingPolicy(); ok {
+				s.policy = &p
 			}
-			for _, b := range g.Barriers {
-				if s.oldestBarrier.IsZero() || b.Since.Before(s.oldestBarrier) {
-					s.oldestBarrier = b.Since
-				}
+			if mig := g.Active(); mig.Exists() {
+				s.resharding, s.reshardingSince = true, mig.CreatedAt()
 			}
 			sums = append(sums, s)
 		}
@@ -91,7 +90,7 @@ func (m *Metrics) summaries(c *coordinator.Coordinator) []groupSummary {
 	// What memory (not the log) knows, outside the projection's lock.
 	for i := range sums {
 		s := &sums[i]
-		if s.policy != nil && s.policy.Policy.Enabled {
+		if s.policy != nil && s.policy.Enabled {
 			if ev, ok := c.LastEvaluation(s.key); ok {
 				s.recommended, s.hasRecommendation = ev.Verdict.Recommended, true
 			}

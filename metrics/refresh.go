@@ -146,7 +146,7 @@ func spans(st *projection.State) []groupSpan {
 		out = make([]groupSpan, 0, len(keys))
 		for _, k := range keys {
 			g := st.Group(k)
-			if n := max(g.ShardCount, g.AssignableCount); n > 0 {
+			if n := max(g.ShardCount(), g.AssignableCount()); n > 0 {
 				out = append(out, groupSpan{key: k, n: n})
 			}
 		}

@@ -589,7 +589,7 @@ func TestFoldGroupDeletion(t *testing.T) {
 		t.Errorf("groups in order %v, want [payments orders]", keys)
 	}
 	// GroupsWhere copies only the groups it accepts, in the same order.
-	eight := s.GroupsWhere(func(g *projection.Group) bool { return g.ShardCount == 8 })
+	eight := s.GroupsWhere(func(g projection.ReadOnlyGroup) bool { return g.ShardCount() == 8 })
 	if len(eight) != 1 || eight[0].Key != orders {
 		t.Errorf("GroupsWhere(8 shards) = %v, want [orders]", eight)
 	}
@@ -597,7 +597,7 @@ func TestFoldGroupDeletion(t *testing.T) {
 	if g := MustGroup(t, s, orders); g.ShardCount != 8 {
 		t.Errorf("GroupsWhere returned the live group, not a copy")
 	}
-	if none := s.GroupsWhere(func(*projection.Group) bool { return false }); len(none) != 0 {
+	if none := s.GroupsWhere(func(projection.ReadOnlyGroup) bool { return false }); len(none) != 0 {
 		t.Errorf("GroupsWhere(false) = %v", none)
 	}
 }

@@ -77,15 +77,15 @@ func (s *State) Applied() int64 {
 }
 
 // Reader is the state under its read lock, as Read hands it to a
-// function: the groups and streams it returns are live, valid only while
-// that function runs, and must be neither kept nor changed.
+// function: the groups and streams it returns are read-only views of the
+// live state (readonly.go), valid only while that function runs.
 type Reader struct{ s *State }
 
-// Group is the group k, or nil.
-func (r Reader) Group(k GroupKey) *Group { return r.s.groups[k] }
+// Group is the group k (the zero view, Exists false, when there is none).
+func (r Reader) Group(k GroupKey) ReadOnlyGroup { return ReadOnlyGroup{r.s.groups[k]} }
 
-// Stream is the stream of a prefix, or nil.
-func (r Reader) Stream(prefix string) *Stream { return r.s.streams[prefix] }
+// Stream is the stream of a prefix (the zero view when there is none).
+func (r Reader) Stream(prefix string) ReadOnlyStream { return ReadOnlyStream{r.s.streams[prefix]} }
 
 // GroupKeys lists the groups in creation order.
 func (r Reader) GroupKeys() []GroupKey { return append([]GroupKey(nil), r.s.order...) }
@@ -122,16 +122,16 @@ func (s *State) Groups() []*Group {
 }
 
 // GroupsWhere returns deep copies of the groups keep accepts, in creation
-// order. keep runs under the read lock on the live group: it must be quick,
-// and must neither keep nor modify it. A loop that runs often and concerns a
-// few groups (barriers, autoscaling, reshardings) copies only those: copying
-// every group costs as much as the group's members.
-func (s *State) GroupsWhere(keep func(*Group) bool) []*Group {
+// order. keep runs under the read lock on a read-only view of the live group
+// (as Read's): it must be quick, and must not keep it. A loop that runs often
+// and concerns a few groups (barriers, autoscaling, reshardings) copies only
+// those: copying every group costs as much as the group's members.
+func (s *State) GroupsWhere(keep func(ReadOnlyGroup) bool) []*Group {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*Group
 	for _, k := range s.order {
-		if g := s.groups[k]; keep(g) {
+		if g := s.groups[k]; keep(ReadOnlyGroup{g}) {
 			out = append(out, g.Clone())
 		}
 	}

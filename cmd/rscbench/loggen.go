@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand"
 	"sort"
 	"time"
@@ -128,8 +127,8 @@ func (g *logGen) emit(k projection.GroupKey, actor string, ev events.Event) {
 }
 
 // group is the shadow's group; only this goroutine touches the shadow.
-func (g *logGen) group(k projection.GroupKey) *projection.Group {
-	var out *projection.Group
+func (g *logGen) group(k projection.GroupKey) projection.ReadOnlyGroup {
+	var out projection.ReadOnlyGroup
 	g.shadow.Read(func(st projection.Reader) { out = st.Group(k) })
 	return out
 }
@@ -159,15 +158,15 @@ func (g *logGen) step(k projection.GroupKey) {
 		g.prune(k)
 	case r < 88:
 		g.emit(k, "ops", &events.CommandRejected{Command: "group.scale", ErrorCode: "SHARD_COUNT_UNCHANGED", Message: "group already has this shard count", RequestedBy: "ops"})
-	case r < 93 && grp.Active() == nil:
+	case r < 93 && !grp.Active().Exists():
 		g.resharding(k)
 	default:
 		g.join(k)
 	}
 }
 
-func bumped(grp *projection.Group) events.Epochs {
-	return events.Epochs{GroupEpoch: grp.GroupEpoch + 1, MetadataVersion: grp.MetadataVersion + 1}
+func bumped(grp projection.ReadOnlyGroup) events.Epochs {
+	return events.Epochs{GroupEpoch: grp.GroupEpoch() + 1, MetadataVersion: grp.MetadataVersion() + 1}
 }
 
 func (g *logGen) join(k projection.GroupKey) {
@@ -182,7 +181,7 @@ func (g *logGen) join(k projection.GroupKey) {
 func (g *logGen) leave(k projection.GroupKey, live []string) {
 	id := live[g.rng.Intn(len(live))]
 	g.emit(k, id, &events.MemberLeft{MemberID: id, Epochs: bumped(g.group(k))})
-	if m := g.group(k).Member(id); m != nil && (len(m.Current) > 0 || len(m.Revoking) > 0) {
+	if m := g.group(k).Member(id); m.Exists() && (m.Current().Len() > 0 || m.Revoking().Len() > 0) {
 		g.emit(k, id, &events.OwnershipReported{MemberID: id, Owned: []int{}, Revoking: []int{}})
 	}
 	g.reassign(k)
@@ -207,8 +206,8 @@ func (g *logGen) prune(k projection.GroupKey) {
 	var gone []string
 	for _, id := range grp.MemberIDs() {
 		m := grp.Member(id)
-		if m.State == projection.MemberExpired || m.State == projection.MemberFenced ||
-			(m.State == projection.MemberLeaving && len(m.Current) == 0 && len(m.Revoking) == 0) {
+		if m.State() == projection.MemberExpired || m.State() == projection.MemberFenced ||
+			(m.State() == projection.MemberLeaving && m.Current().Len() == 0 && m.Revoking().Len() == 0) {
 			gone = append(gone, id)
 		}
 	}
@@ -216,21 +215,21 @@ func (g *logGen) prune(k projection.GroupKey) {
 		g.join(k)
 		return
 	}
-	g.emit(k, commands.Actor, &events.MembersPruned{MemberIDs: gone, MetadataVersion: grp.MetadataVersion + 1})
+	g.emit(k, commands.Actor, &events.MembersPruned{MemberIDs: gone, MetadataVersion: grp.MetadataVersion() + 1})
 }
 
 // reassign records a new target when the live set or the assignable count changed.
 func (g *logGen) reassign(k projection.GroupKey) {
 	grp := g.group(k)
-	targets := commands.Assign(maps.Collect(grp.EachTarget()), grp.LiveMemberIDs(), grp.AssignableCount)
+	targets := commands.Assign(grp.Targets(), grp.LiveMemberIDs(), grp.AssignableCount())
 	// What the coordinator writes: only the members whose target changed.
-	ev := &events.AssignmentChanged{AssignmentEpoch: grp.GroupEpoch, Targets: events.Targets{}}
+	ev := &events.AssignmentChanged{AssignmentEpoch: grp.GroupEpoch(), Targets: events.Targets{}}
 	for id, t := range targets {
 		if prev, ok := grp.TargetOf(id); !ok || fmt.Sprint(prev) != fmt.Sprint(t) {
 			ev.Targets[id] = t
 		}
 	}
-	for id := range grp.EachTarget() {
+	for id := range grp.Targets() {
 		if _, ok := targets[id]; !ok {
 			ev.Removed = append(ev.Removed, id)
 		}
@@ -249,17 +248,17 @@ func (g *logGen) converge(k projection.GroupKey) {
 			g.decide() // the member's heartbeat
 			grp := g.group(k)
 			m := grp.Member(id)
-			if m.Epoch > 0 && !projection.EqualSets(m.Current, m.Granted) {
-				released := minusInts(m.Current, m.Granted)
-				g.emit(k, id, &events.OwnershipReported{MemberID: id, Owned: projection.SortedInts(m.Granted), Revoking: []int{}})
+			if m.Epoch() > 0 && !m.Current().Equal(m.Granted().Copy()) {
+				released := minusInts(m.Current().Copy(), m.Granted().Copy())
+				g.emit(k, id, &events.OwnershipReported{MemberID: id, Owned: projection.SortedInts(m.Granted().Copy()), Revoking: []int{}})
 				if acked := minusInts(released, grp.Target(id)); len(acked) > 0 {
 					g.emit(k, id, &events.RevokeAcknowledged{MemberID: id, Shards: acked})
 				}
 			}
 			assigned, _ := grp.Grantable(id)
 			// The coordinator records a member's epoch only with a new grant.
-			if !projection.EqualSets(assigned, m.Granted) {
-				g.emit(k, id, &events.MemberSynced{MemberID: id, MemberEpoch: grp.AssignmentEpoch, Granted: assigned})
+			if !m.Granted().Equal(assigned) {
+				g.emit(k, id, &events.MemberSynced{MemberID: id, MemberEpoch: grp.AssignmentEpoch(), Granted: assigned})
 			}
 		}
 		if g.n == before {
@@ -273,7 +272,7 @@ func (g *logGen) converge(k projection.GroupKey) {
 // shards, completes and retires their streams.
 func (g *logGen) resharding(k projection.GroupKey) {
 	grp := g.group(k)
-	from := grp.ShardCount
+	from := grp.ShardCount()
 	to := from * 2
 	if from >= 256 || (from > 16 && g.rng.Intn(2) == 0) {
 		to = from / 2
@@ -288,7 +287,7 @@ func (g *logGen) resharding(k projection.GroupKey) {
 	g.converge(k)
 	if to > from {
 		g.decide()
-		g.emit(k, commands.Actor, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated, MetadataVersion: g.group(k).MetadataVersion + 1})
+		g.emit(k, commands.Actor, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated, MetadataVersion: g.group(k).MetadataVersion() + 1})
 		return
 	}
 	g.decide() // draining and its target
@@ -307,7 +306,7 @@ func (g *logGen) resharding(k projection.GroupKey) {
 	g.reassign(k)
 	g.converge(k)
 	g.decide()
-	g.emit(k, commands.Actor, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated, Evidence: evidence, MetadataVersion: g.group(k).MetadataVersion + 1})
+	g.emit(k, commands.Actor, &events.ReshardingCompleted{ReshardingID: id, State: projection.Deprecated, Evidence: evidence, MetadataVersion: g.group(k).MetadataVersion() + 1})
 	g.decide()
 	g.emit(k, commands.Actor, &events.ShardsRetired{ReshardingID: id, StreamKeys: keys})
 }
