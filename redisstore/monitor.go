@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/internal/streamread"
 	"github.com/rscoord/rsc/routing"
 )
 
@@ -146,22 +147,9 @@ type Message struct {
 	Truncated bool
 }
 
-// MessagesQuery is one page of a stream, bounded in entries and in bytes.
-type MessagesQuery struct {
-	Forward bool
-	Cursor  string // exclusive; "" from the start of the direction
-	Limit   int
-	// Peek reads one entry more than Limit to tell whether more follow.
-	Peek bool
-	// MaxBytes stops the read once the entries read hold this many bytes of
-	// ids, field names and values (after MaxRecordBytes' cuts); the first
-	// entry is always read.
-	MaxBytes int
-	// MaxRecordBytes cuts each entry's field names and values, in order, so
-	// that the entry holds at most this many bytes with its id; the fields
-	// that no longer fit are dropped. 0 reads ids only.
-	MaxRecordBytes int
-}
+// MessagesQuery is one page of a stream, bounded in entries and in bytes (the
+// query of httpapi.StreamReader's Messages).
+type MessagesQuery = streamread.MessagesQuery
 
 // messagesScript pages a stream one entry at a time inside Redis, so that
 // neither Redis's reply nor the coordinator ever holds more than the byte
