@@ -28,13 +28,10 @@ var appendScript = redis.NewScript(compareAndAppendLua(1))
 // and the log's last generated id unless that id (KEYS[1] the log, '0-0'
 // when it does not exist) is still the caller's position ARGV[pos].
 func comparePositionLua(pos int) string {
-	return fmt.Sprintf(`
+	return luaXInfo + fmt.Sprintf(`
 local last = '0-0'
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = info[i+1] end
-  end
+  last = streamInfo(KEYS[1])['last-generated-id'] or last
 end
 if last ~= ARGV[%d] then
   return redis.error_reply('RSCCONFLICT ' .. last)
