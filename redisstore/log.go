@@ -203,14 +203,27 @@ func (l *Log) Get(ctx context.Context, ids []string) ([]events.Entry, error) {
 }
 
 func (l *Log) LastID(ctx context.Context) (string, error) {
-	info, err := l.rdb.XInfoStream(ctx, l.key).Result()
+	info, found, err := streamInfo(ctx, l.rdb, l.key)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such key") {
-			return events.ZeroID, nil
-		}
 		return "", fmt.Errorf("last id of %s: %w", l.key, err)
 	}
+	if !found {
+		return events.ZeroID, nil
+	}
 	return info.LastGeneratedID, nil
+}
+
+// streamInfo is XINFO STREAM of key; found is false, with no error, when the
+// key does not exist.
+func streamInfo(ctx context.Context, c redis.Cmdable, key string) (info *redis.XInfoStream, found bool, err error) {
+	info, err = c.XInfoStream(ctx, key).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return info, true, nil
 }
 
 func (l *Log) Len(ctx context.Context) (int64, error) {
