@@ -35,12 +35,7 @@ var restoreScript = redis.NewScript(restoreLua(2, 1))
 
 // fencedRestoreScript is the restore behind the lease check: KEYS[1] log,
 // KEYS[2] lease, KEYS[3] index hash; ARGV[1] token, then as restoreLua.
-var fencedRestoreScript = redis.NewScript(leaseClock + `
-local h = redis.call('HMGET', KEYS[2], 'token', 'expires')
-if h[1] ~= ARGV[1] or (tonumber(h[2] or '0') or 0) <= now then
-  return redis.error_reply('RSCFENCED ' .. tostring(h[1]))
-end
-` + restoreLua(3, 2))
+var fencedRestoreScript = redis.NewScript(leaseCheck + restoreLua(3, 2))
 
 var _ events.Restorable = (*Log)(nil)
 
