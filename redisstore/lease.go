@@ -165,11 +165,7 @@ func (l *Lease) Key() string { return l.key }
 // a failover, to another replica, and two leaders would hold the same token.
 // Call it before the first Acquire.
 func (l *Lease) SetReplication(r Replication) error {
-	if err := r.Check(l.rdb); err != nil {
-		return err
-	}
-	l.repl = r
-	return nil
+	return r.setOn(l.rdb, &l.repl)
 }
 
 // Holder is this replica's identity in the lease.

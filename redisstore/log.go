@@ -73,11 +73,7 @@ func (l *Log) Key() string { return l.key }
 // r.Replicas replicas to acknowledge it (see ErrNotReplicated). Call it before
 // the first append; the zero Replication waits for none.
 func (l *Log) SetReplication(r Replication) error {
-	if err := r.Check(l.rdb); err != nil {
-		return err
-	}
-	l.repl = r
-	return nil
+	return r.setOn(l.rdb, &l.repl)
 }
 
 func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
