@@ -1,8 +1,6 @@
 package client
 
 import (
-	"fmt"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/internal/redisurl"
@@ -29,9 +27,5 @@ type RedisTLS = redisurl.TLSFiles
 // query. tls applies to rediss URLs only; files given for a plain URL are an
 // error. It does not connect.
 func NewRedis(rawURL string, tls RedisTLS) (redis.UniversalClient, error) {
-	c, err := redisurl.New(rawURL, tls)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redisurl.Redact(rawURL), err)
-	}
-	return c, nil
+	return redisurl.New(rawURL, tls)
 }

@@ -87,9 +87,7 @@ func (h *historyAPI) decodeEntries(w http.ResponseWriter, r *http.Request, entri
 		}
 		page.Events = append(page.Events, toAudit(rec))
 	}
-	if next != "" {
-		page.NextAfter = &next
-	}
+	page.NextAfter = nonEmpty(next)
 	writeJSON(w, http.StatusOK, page)
 }
 

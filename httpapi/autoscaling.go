@@ -141,14 +141,7 @@ func recordedDecision(d *projection.AutoscaleDecision) *wire.AutoscalingDecision
 	case e.Direction == events.ScaleIn:
 		out.Outcome = "SCALE_IN"
 	}
-	if e.ReshardingID != "" {
-		id := e.ReshardingID
-		out.ReshardingID = &id
-	}
-	if d.EventID != "" {
-		id := d.EventID
-		out.EventID = &id
-	}
+	out.ReshardingID, out.EventID = nonEmpty(e.ReshardingID), nonEmpty(d.EventID)
 	return out
 }
 

@@ -8,7 +8,8 @@
 // projection's views into them. Besides those it imports events (log
 // entries for the audit and replay endpoints), routing (stream keys) and docs
 // (the OpenAPI description it serves). It reaches Redis for read-only monitoring
-// (offsets, messages) only through the StreamReader interface it defines. It
+// (offsets, messages) only through the StreamReader interface it defines,
+// whose messages query is internal/streamread's, shared with redisstore. It
 // must not import redisstore or cmd. Its security (authentication, tokens,
 // assertions, scope, browser checks, throttling, rate limits, forwarding to
 // the leader) is middleware of its subpackage guard, composed once with the

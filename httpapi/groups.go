@@ -189,10 +189,7 @@ func (h *groupAPI) handleListReshardings(w http.ResponseWriter, r *http.Request)
 	for _, m := range g.Reshardings {
 		resp.Migrations = append(resp.Migrations, reshardingLive(r.Context(), rt, g, m))
 	}
-	if g.ActiveResharding != "" {
-		id := g.ActiveResharding
-		resp.ActiveReshardingID = &id
-	}
+	resp.ActiveReshardingID = nonEmpty(g.ActiveResharding)
 	writeJSON(w, http.StatusOK, resp)
 }
 

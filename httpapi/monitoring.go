@@ -14,6 +14,7 @@ import (
 
 	"github.com/rscoord/rsc/commands"
 	"github.com/rscoord/rsc/httpapi/guard"
+	"github.com/rscoord/rsc/internal/streamread"
 	"github.com/rscoord/rsc/projection"
 	"github.com/rscoord/rsc/routing"
 	"github.com/rscoord/rsc/wire"
@@ -31,20 +32,9 @@ type StreamReader interface {
 	Ping(ctx context.Context) error
 }
 
-// MessagesQuery is one read of a shard stream, bounded in entries and bytes.
-type MessagesQuery struct {
-	Forward bool
-	Cursor  string // exclusive; "" from the start of the direction
-	Limit   int
-	// Peek reads one entry more than Limit to tell whether more follow.
-	Peek bool
-	// MaxBytes stops the read once the records hold this many bytes of ids,
-	// field names and values (the first record is always read).
-	MaxBytes int
-	// MaxRecordBytes cuts each record's fields to this many bytes with its
-	// id (fieldsTruncated); 0 reads ids only.
-	MaxRecordBytes int
-}
+// MessagesQuery is one read of a shard stream, bounded in entries and bytes
+// (the query redisstore.Shards.Messages answers).
+type MessagesQuery = streamread.MessagesQuery
 
 // StreamPage is what one read returned: More when records follow (Peek found
 // one, or MaxBytes stopped the read), BytesCut when MaxBytes stopped it.

@@ -13,6 +13,14 @@ import (
 // from the log.
 func GroupOf(g *projection.Group) wire.Group { return projection.WireGroup(projection.ViewGroup(g)) }
 
+// nonEmpty is s as a nullable field of a body: nil when s is "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // sortedShardRefs is a member's shard set in its wire form, sorted.
 func sortedShardRefs(idx []int) []wire.ShardRef {
 	return projection.WireShards(projection.SortedInts(idx))

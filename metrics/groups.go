@@ -66,26 +66,19 @@ func (m *Metrics) summaries(c *coordinator.Coordinator) []groupSummary {
 	if m.cache.sums != nil && now.Sub(m.cache.at) < m.cfg.CacheFor {
 		return m.cache.sums
 	}
-	st := c.State()
-	var sums []groupSummary
-	st.Read(func(st projection.Reader) {
-		keys := st.GroupKeys()
-		sums = make([]groupSummary, 0, len(keys))
-		for _, k := range keys {
-			g := st.Group(k)
-			s := groupSummary{
-				key: k, epoch: g.GroupEpoch(), assignmentEpoch: g.AssignmentEpoch(), mv: g.MetadataVersion(), shardCount: g.ShardCount(),
-				liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.BarriersByShard()),
-				autoscaling: g.AutoscalingEnabled(), oldestBarrier: g.OldestBarrier(),
-			}
-			if p, ok := g.AutoscalingPolicy(); ok {
-				s.policy = &p
-			}
-			if mig := g.Active(); mig.Exists() {
-				s.resharding, s.reshardingSince = true, mig.CreatedAt()
-			}
-			sums = append(sums, s)
+	sums := mapGroups(c.State(), func(k projection.GroupKey, g projection.ReadOnlyGroup) (groupSummary, bool) {
+		s := groupSummary{
+			key: k, epoch: g.GroupEpoch(), assignmentEpoch: g.AssignmentEpoch(), mv: g.MetadataVersion(), shardCount: g.ShardCount(),
+			liveMembers: g.LiveCount(), revoking: g.RevokingShardCount(), barriers: len(g.BarriersByShard()),
+			autoscaling: g.AutoscalingEnabled(), oldestBarrier: g.OldestBarrier(),
 		}
+		if p, ok := g.AutoscalingPolicy(); ok {
+			s.policy = &p
+		}
+		if mig := g.Active(); mig.Exists() {
+			s.resharding, s.reshardingSince = true, mig.CreatedAt()
+		}
+		return s, true
 	})
 	// What memory (not the log) knows, outside the projection's lock.
 	for i := range sums {

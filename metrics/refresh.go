@@ -140,14 +140,23 @@ type groupSpan struct {
 // spans lists every group with shards, in creation order, read under the
 // projection's read lock without copying any group.
 func spans(st *projection.State) []groupSpan {
-	var out []groupSpan
-	st.Read(func(st projection.Reader) {
-		keys := st.GroupKeys()
-		out = make([]groupSpan, 0, len(keys))
+	return mapGroups(st, func(k projection.GroupKey, g projection.ReadOnlyGroup) (groupSpan, bool) {
+		n := max(g.ShardCount(), g.AssignableCount())
+		return groupSpan{key: k, n: n}, n > 0
+	})
+}
+
+// mapGroups calls f on every group of st, in creation order, under the
+// projection's read lock without copying any group, and returns what f
+// keeps (never nil).
+func mapGroups[T any](st *projection.State, f func(k projection.GroupKey, g projection.ReadOnlyGroup) (T, bool)) []T {
+	var out []T
+	st.Read(func(r projection.Reader) {
+		keys := r.GroupKeys()
+		out = make([]T, 0, len(keys))
 		for _, k := range keys {
-			g := st.Group(k)
-			if n := max(g.ShardCount(), g.AssignableCount()); n > 0 {
-				out = append(out, groupSpan{key: k, n: n})
+			if v, ok := f(k, r.Group(k)); ok {
+				out = append(out, v)
 			}
 		}
 	})

@@ -1,8 +1,6 @@
 package redisstore
 
 import (
-	"fmt"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rscoord/rsc/internal/redisurl"
@@ -17,11 +15,7 @@ type TLSFiles = redisurl.TLSFiles
 // server, a Redis Cluster, a primary watched by Redis Sentinel) are
 // redisurl.Parse's, which the Go SDK's client.NewRedis reads too.
 func NewClient(rawURL string, files TLSFiles) (redis.UniversalClient, error) {
-	c, err := redisurl.New(rawURL, files)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redisurl.Redact(rawURL), err)
-	}
-	return c, nil
+	return redisurl.New(rawURL, files)
 }
 
 // RedactURL is the URL with its credentials replaced by "***", for messages.

@@ -14,6 +14,7 @@
 // Replication, appends wait for replicas (replicate.go). A restore of a lost
 // log appends its entry under an id of its own (restore.go).
 //
-// It imports events (for the Log contract), routing (for stream keys) and
-// internal/redisurl (for URLs), nothing else from the repository.
+// It imports events (for the Log contract), routing (for stream keys),
+// internal/redisurl (for URLs) and internal/streamread (the messages query it
+// shares with httpapi), nothing else from the repository.
 package redisstore

@@ -27,7 +27,7 @@ import (
 // "1" to raise (else only read), ARGV[4] the stream's fence (raised under
 // routing.StreamFenceField with the group's; "0": none). Returns {lastId,
 // done (0/1)}.
-var cutoverScript = redis.NewScript(luaIDLess + `
+var cutoverScript = redis.NewScript(luaIDLess + luaXInfo + `
 if ARGV[3] == '1' then
   local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') or 0
   if cur < tonumber(ARGV[2]) then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
@@ -38,20 +38,10 @@ if ARGV[3] == '1' then
   end
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', 1} end
-local last = '0-0'
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-for i = 1, #info, 2 do
-  if info[i] == 'last-generated-id' then last = info[i+1] end
-end
+local last = streamInfo(KEYS[1])['last-generated-id'] or '0-0'
 if last == '0-0' then return {last, 1} end
-local delivered = nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name, d = nil, nil
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i+1] elseif g[i] == 'last-delivered-id' then d = g[i+1] end
-  end
-  if name == ARGV[1] then delivered = d end
-end
+local g = groupInfo(KEYS[1], ARGV[1])
+local delivered = g and g['last-delivered-id']
 if not delivered or idLess(delivered, last) then return {last, 0} end
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', last, 1) > 0 then return {last, 0} end
 return {last, 1}
@@ -155,21 +145,11 @@ const maxPendingShown = 100
 // among the next ARGV[4] from ARGV[3], the first of them, the last id scanned,
 // the stream's last generated id}.
 // An entry is unfenced when it lacks routing.FenceField.
-var barrierScript = redis.NewScript("#!lua flags=no-writes\n" + `
+var barrierScript = redis.NewScript("#!lua flags=no-writes\n" + luaXInfo + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0, 0, '', ARGV[3], ''} end
-local generated = ''
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-for i = 1, #info, 2 do
-  if info[i] == 'last-generated-id' then generated = info[i+1] end
-end
-local delivered = ''
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name, d = nil, ''
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i+1] elseif g[i] == 'last-delivered-id' then d = g[i+1] end
-  end
-  if name == ARGV[1] then delivered = d end
-end
+local generated = streamInfo(KEYS[1])['last-generated-id'] or ''
+local g = groupInfo(KEYS[1], ARGV[1])
+local delivered = g and g['last-delivered-id'] or ''
 local pending = 0
 if delivered ~= '' then
   pending = #redis.call('XPENDING', KEYS[1], ARGV[1], '-', ARGV[2], ` + strconv.Itoa(maxPendingShown) + `)

@@ -95,11 +95,9 @@ var ErrIDMPMapLive = errors.New("the stream's IDMP map holds ids: its settings a
 // KEYS[1] when they differ and its map is empty, atomically with the read:
 // 1 set, 0 already so, -1 no stream (nothing created), -2 a server without
 // IDMP (XINFO STREAM has no idmp-duration), -3 left because its map holds ids.
-var idmpScript = redis.NewScript(`
+var idmpScript = redis.NewScript(luaXInfo + `
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return -1 end
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local f = {}
-for i = 1, #info, 2 do f[info[i]] = info[i+1] end
+local f = streamInfo(KEYS[1])
 if f['idmp-duration'] == nil or f['idmp-maxsize'] == nil then return -2 end
 if tonumber(f['idmp-duration']) == tonumber(ARGV[1]) and tonumber(f['idmp-maxsize']) == tonumber(ARGV[2]) then return 0 end
 if (tonumber(f['iids-tracked']) or 0) > 0 then return -3 end

@@ -78,14 +78,19 @@ if not h[1] or h[1] == '' or exp <= now then return {} end
 return {h[1], h[2] or '', tonumber(h[3]), exp - now}
 `)
 
-// fencedAppendScript is compare-and-append (appendScript) behind a lease check:
-// KEYS[1] log, KEYS[2] lease; ARGV[1] token, ARGV[2] position, ARGV[3..] entries.
-var fencedAppendScript = redis.NewScript(leaseClock + `
+// leaseCheck opens every fenced script: it refuses with RSCFENCED and the
+// lease's token unless the lease (KEYS[2]) is unexpired and carries the
+// caller's token ARGV[1].
+const leaseCheck = leaseClock + `
 local h = redis.call('HMGET', KEYS[2], 'token', 'expires')
 if h[1] ~= ARGV[1] or (tonumber(h[2] or '0') or 0) <= now then
   return redis.error_reply('RSCFENCED ' .. tostring(h[1]))
 end
-` + compareAndAppendLua(2))
+`
+
+// fencedAppendScript is compare-and-append (appendScript) behind a lease check:
+// KEYS[1] log, KEYS[2] lease; ARGV[1] token, ARGV[2] position, ARGV[3..] entries.
+var fencedAppendScript = redis.NewScript(leaseCheck + compareAndAppendLua(2))
 
 // SameSlotKey names a key that lives in the same Redis Cluster hash slot as
 // key, so one script may touch both: "key:suffix" when key carries a hash tag,
@@ -160,11 +165,7 @@ func (l *Lease) Key() string { return l.key }
 // a failover, to another replica, and two leaders would hold the same token.
 // Call it before the first Acquire.
 func (l *Lease) SetReplication(r Replication) error {
-	if err := r.Check(l.rdb); err != nil {
-		return err
-	}
-	l.repl = r
-	return nil
+	return r.setOn(l.rdb, &l.repl)
 }
 
 // Holder is this replica's identity in the lease.
@@ -270,12 +271,7 @@ type fencedLog struct {
 // fencedIndexedAppendScript is the indexed compare-and-append behind the lease
 // check: KEYS[1] log, KEYS[2] lease, KEYS[3] index hash, KEYS[4..] index
 // streams; ARGV[1] token, ARGV[2] position, then as indexedAppendLua.
-var fencedIndexedAppendScript = redis.NewScript(leaseClock + `
-local h = redis.call('HMGET', KEYS[2], 'token', 'expires')
-if h[1] ~= ARGV[1] or (tonumber(h[2] or '0') or 0) <= now then
-  return redis.error_reply('RSCFENCED ' .. tostring(h[1]))
-end
-` + indexedAppendLua(2, 3))
+var fencedIndexedAppendScript = redis.NewScript(leaseCheck + indexedAppendLua(2, 3))
 
 // AppendIndexed is the fenced, indexed append (events.Indexed).
 func (f *fencedLog) AppendIndexed(ctx context.Context, after string, batch []events.Draft) ([]string, error) {

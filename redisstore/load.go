@@ -14,25 +14,14 @@ import (
 // group's lag (-1 when Redis cannot tell or the group is missing), the Unix
 // ms of the oldest entry not delivered to the group (0: none), Redis's clock
 // in Unix ms}.
-var loadScript = redis.NewScript("#!lua flags=no-writes\n" + `
+var loadScript = redis.NewScript("#!lua flags=no-writes\n" + luaXInfo + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0, 0, 0, now} end
-local added = 0
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-for i = 1, #info, 2 do
-  if info[i] == 'entries-added' then added = info[i+1] end
-end
+local added = streamInfo(KEYS[1])['entries-added'] or 0
 local lag, delivered = -1, nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name, l, d = nil, -1, nil
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i+1]
-    elseif g[i] == 'lag' and g[i+1] then l = g[i+1]
-    elseif g[i] == 'last-delivered-id' then d = g[i+1] end
-  end
-  if name == ARGV[1] then lag, delivered = l, d end
-end
+local g = groupInfo(KEYS[1], ARGV[1])
+if g then lag, delivered = g['lag'] or -1, g['last-delivered-id'] end
 local oldest = 0
 if delivered then
   local next = redis.call('XRANGE', KEYS[1], '(' .. delivered, '+', 'COUNT', 1)

@@ -28,13 +28,10 @@ var appendScript = redis.NewScript(compareAndAppendLua(1))
 // and the log's last generated id unless that id (KEYS[1] the log, '0-0'
 // when it does not exist) is still the caller's position ARGV[pos].
 func comparePositionLua(pos int) string {
-	return fmt.Sprintf(`
+	return luaXInfo + fmt.Sprintf(`
 local last = '0-0'
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = info[i+1] end
-  end
+  last = streamInfo(KEYS[1])['last-generated-id'] or last
 end
 if last ~= ARGV[%d] then
   return redis.error_reply('RSCCONFLICT ' .. last)
@@ -76,11 +73,7 @@ func (l *Log) Key() string { return l.key }
 // r.Replicas replicas to acknowledge it (see ErrNotReplicated). Call it before
 // the first append; the zero Replication waits for none.
 func (l *Log) SetReplication(r Replication) error {
-	if err := r.Check(l.rdb); err != nil {
-		return err
-	}
-	l.repl = r
-	return nil
+	return r.setOn(l.rdb, &l.repl)
 }
 
 func (l *Log) Append(ctx context.Context, after string, batch [][]byte) ([]string, error) {
@@ -206,14 +199,27 @@ func (l *Log) Get(ctx context.Context, ids []string) ([]events.Entry, error) {
 }
 
 func (l *Log) LastID(ctx context.Context) (string, error) {
-	info, err := l.rdb.XInfoStream(ctx, l.key).Result()
+	info, found, err := streamInfo(ctx, l.rdb, l.key)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such key") {
-			return events.ZeroID, nil
-		}
 		return "", fmt.Errorf("last id of %s: %w", l.key, err)
 	}
+	if !found {
+		return events.ZeroID, nil
+	}
 	return info.LastGeneratedID, nil
+}
+
+// streamInfo is XINFO STREAM of key; found is false, with no error, when the
+// key does not exist.
+func streamInfo(ctx context.Context, c redis.Cmdable, key string) (info *redis.XInfoStream, found bool, err error) {
+	info, err = c.XInfoStream(ctx, key).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return info, true, nil
 }
 
 func (l *Log) Len(ctx context.Context) (int64, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rscoord/rsc/internal/streamread"
 	"github.com/rscoord/rsc/routing"
 )
 
@@ -52,26 +53,15 @@ type Offset struct {
 // last-delivered id, pending, lag (-1 when Redis cannot tell), memory bytes
 // (-1 when unknown), oldest undelivered id ("" when none), oldest pending id
 // ("" when none), Redis's clock in Unix ms}.
-var offsetsScript = redis.NewScript("#!lua flags=no-writes\n" + luaIDLess + `
+var offsetsScript = redis.NewScript("#!lua flags=no-writes\n" + luaIDLess + luaXInfo + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local t = {}
-for i = 1, #info, 2 do t[info[i]] = info[i+1] end
+local t = streamInfo(KEYS[1])
 local first, last = '', ''
 if t['first-entry'] then first = t['first-entry'][1] end
 if t['last-entry'] then last = t['last-entry'][1] end
 local found, delivered, pending, lag = 0, '', 0, -1
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name, d, p, l = nil, '', 0, -1
-  for i = 1, #g, 2 do
-    local v = g[i+1]
-    if g[i] == 'name' then name = v
-    elseif g[i] == 'pending' then p = v
-    elseif g[i] == 'lag' and v then l = v
-    elseif g[i] == 'last-delivered-id' then d = v end
-  end
-  if name == ARGV[1] then found, delivered, pending, lag = 1, d, p, l end
-end
+local g = groupInfo(KEYS[1], ARGV[1])
+if g then found, delivered, pending, lag = 1, g['last-delivered-id'] or '', g['pending'] or 0, g['lag'] or -1 end
 local mem = redis.call('MEMORY', 'USAGE', KEYS[1]) or -1
 local undelivered, oldestPending = '', ''
 if found == 1 and last ~= '' and idLess(delivered, last) then
@@ -146,22 +136,9 @@ type Message struct {
 	Truncated bool
 }
 
-// MessagesQuery is one page of a stream, bounded in entries and in bytes.
-type MessagesQuery struct {
-	Forward bool
-	Cursor  string // exclusive; "" from the start of the direction
-	Limit   int
-	// Peek reads one entry more than Limit to tell whether more follow.
-	Peek bool
-	// MaxBytes stops the read once the entries read hold this many bytes of
-	// ids, field names and values (after MaxRecordBytes' cuts); the first
-	// entry is always read.
-	MaxBytes int
-	// MaxRecordBytes cuts each entry's field names and values, in order, so
-	// that the entry holds at most this many bytes with its id; the fields
-	// that no longer fit are dropped. 0 reads ids only.
-	MaxRecordBytes int
-}
+// MessagesQuery is one page of a stream, bounded in entries and in bytes (the
+// query of httpapi.StreamReader's Messages).
+type MessagesQuery = streamread.MessagesQuery
 
 // messagesScript pages a stream one entry at a time inside Redis, so that
 // neither Redis's reply nor the coordinator ever holds more than the byte

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -129,13 +128,11 @@ func (l *Log) Repair(ctx context.Context, plan RepairPlan) (RepairResult, error)
 	}
 
 	// Where the log stands now.
-	exists := true
-	info, err := l.rdb.XInfoStream(ctx, l.key).Result()
+	info, exists, err := streamInfo(ctx, l.rdb, l.key)
 	if err != nil {
-		if !strings.Contains(err.Error(), "no such key") {
-			return res, fmt.Errorf("read %s: %w", l.key, err)
-		}
-		exists = false
+		return res, fmt.Errorf("read %s: %w", l.key, err)
+	}
+	if !exists {
 		info = &redis.XInfoStream{LastGeneratedID: events.ZeroID, MaxDeletedEntryID: events.ZeroID}
 	}
 	if !exists && plan.Through == "" {
@@ -255,14 +252,14 @@ func (l *Log) Repair(ctx context.Context, plan RepairPlan) (RepairResult, error)
 
 	// Swap, unless the log or its lease moved meanwhile.
 	err = l.rdb.Watch(ctx, func(tx *redis.Tx) error {
-		cur, err := tx.XInfoStream(ctx, l.key).Result()
+		cur, found, err := streamInfo(ctx, tx, l.key)
 		switch {
-		case err != nil && strings.Contains(err.Error(), "no such key"):
+		case err != nil:
+			return err
+		case !found:
 			if exists {
 				return fmt.Errorf("%w: %s is gone", ErrLogChanged, l.key)
 			}
-		case err != nil:
-			return err
 		case !exists || cur.LastGeneratedID != info.LastGeneratedID:
 			return fmt.Errorf("%w: %s is at %s now", ErrLogChanged, l.key, cur.LastGeneratedID)
 		}

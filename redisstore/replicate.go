@@ -34,6 +34,16 @@ type Replication struct {
 	Timeout  time.Duration
 }
 
+// setOn stores r in *dst when Check accepts it for rdb (the SetReplication
+// of Log and Lease); *dst is left as it was otherwise.
+func (r Replication) setOn(rdb redis.UniversalClient, dst *Replication) error {
+	if err := r.Check(rdb); err != nil {
+		return err
+	}
+	*dst = r
+	return nil
+}
+
 // Check reports whether r can be used with rdb: a timeout is needed (WAIT 0
 // blocks forever), and it must end before the client's read timeout, which
 // bounds the round trip the append and its WAIT share.

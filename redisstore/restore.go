@@ -20,37 +20,22 @@ import (
 // restoreField is the index hash's field naming the last restore.
 const restoreField = "restored"
 
-// restoreLua is compare-and-append of one entry with its id: KEYS[log] the
-// log, KEYS[idx] the index hash; ARGV[pos] the caller's position, ARGV[pos+1]
-// the id, ARGV[pos+2] the entry.
-func restoreLua(log, idx, pos int) string {
-	return fmt.Sprintf(`
-local last = '0-0'
-if redis.call('EXISTS', KEYS[%[1]d]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[%[1]d])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = info[i+1] end
-  end
-end
-if last ~= ARGV[%[3]d] then
-  return redis.error_reply('RSCCONFLICT ' .. last)
-end
-local id = redis.call('XADD', KEYS[%[1]d], ARGV[%[3]d + 1], 'e', ARGV[%[3]d + 2])
-redis.call('HSET', KEYS[%[2]d], 'at', id, '`+restoreField+`', id)
+// restoreLua is compare-and-append of one entry with its id (the position
+// check is comparePositionLua's): KEYS[1] the log, KEYS[idx] the index hash;
+// ARGV[pos] the caller's position, ARGV[pos+1] the id, ARGV[pos+2] the entry.
+func restoreLua(idx, pos int) string {
+	return comparePositionLua(pos) + fmt.Sprintf(`
+local id = redis.call('XADD', KEYS[1], ARGV[%[2]d + 1], 'e', ARGV[%[2]d + 2])
+redis.call('HSET', KEYS[%[1]d], 'at', id, '`+restoreField+`', id)
 return id
-`, log, idx, pos)
+`, idx, pos)
 }
 
-var restoreScript = redis.NewScript(restoreLua(1, 2, 1))
+var restoreScript = redis.NewScript(restoreLua(2, 1))
 
 // fencedRestoreScript is the restore behind the lease check: KEYS[1] log,
 // KEYS[2] lease, KEYS[3] index hash; ARGV[1] token, then as restoreLua.
-var fencedRestoreScript = redis.NewScript(leaseClock + `
-local h = redis.call('HMGET', KEYS[2], 'token', 'expires')
-if h[1] ~= ARGV[1] or (tonumber(h[2] or '0') or 0) <= now then
-  return redis.error_reply('RSCFENCED ' .. tostring(h[1]))
-end
-` + restoreLua(1, 3, 2))
+var fencedRestoreScript = redis.NewScript(leaseCheck + restoreLua(3, 2))
 
 var _ events.Restorable = (*Log)(nil)
 

@@ -29,13 +29,10 @@ func NewShards(rdb redis.UniversalClient) *Shards { return &Shards{rdb: rdb} }
 // provisionScript creates the consumer group at the stream's end with entries-read
 // equal to entries-added, atomically, so Redis reports a known lag of 0 for a
 // group that has nothing to read (and never a made-up lag if entries race in).
-var provisionScript = redis.NewScript(`
+var provisionScript = redis.NewScript(luaXInfo + `
 local added = 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'entries-added' then added = info[i+1] end
-  end
+  added = streamInfo(KEYS[1])['entries-added'] or added
 end
 local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[1], ARGV[1], '$', 'MKSTREAM', 'ENTRIESREAD', added)
 if ok then return 1 end
@@ -234,6 +231,26 @@ local function idLess(a, b)
 end
 `
 
+// luaXInfo reads XINFO replies by field name: fields turns a reply's name,
+// value pairs into a table (a nil value, such as a lag Redis cannot tell,
+// is false), streamInfo is XINFO STREAM of key and groupInfo the line of
+// XINFO GROUPS of key for group name (nil when the stream has no such group).
+const luaXInfo = `
+local function fields(reply)
+  local t = {}
+  for i = 1, #reply, 2 do t[reply[i]] = reply[i+1] end
+  return t
+end
+local function streamInfo(key) return fields(redis.call('XINFO', 'STREAM', key)) end
+local function groupInfo(key, name)
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+    local t = fields(g)
+    if t['name'] == name then return t end
+  end
+  return nil
+end
+`
+
 // luaGroups reads XINFO STREAM and XINFO GROUPS of KEYS[1] (which must exist)
 // into groups = {{name, pending, lag}, ...}, lag -1 when Redis reports none.
 //
@@ -256,23 +273,14 @@ end
 // resharding would never end. What was trimmed away unread is gone by the
 // trim, not by retiring the shard. (TestIntegrationDrainProofWithTombstonesAndTrims
 // runs these cases on every engine of the matrix.)
-const luaGroups = luaIDLess + `
-local last, newest = '0-0', nil
-local info = redis.call('XINFO', 'STREAM', KEYS[1])
-for i = 1, #info, 2 do
-  if info[i] == 'last-generated-id' then last = info[i+1]
-  elseif info[i] == 'last-entry' and info[i+1] then newest = info[i+1][1] end
-end
+const luaGroups = luaIDLess + luaXInfo + `
+local info = streamInfo(KEYS[1])
+local last, newest = info['last-generated-id'] or '0-0', nil
+if info['last-entry'] then newest = info['last-entry'][1] end
 local groups = {}
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name, pending, lag, delivered = '', -1, -1, nil
-  for i = 1, #g, 2 do
-    local v = g[i+1]
-    if g[i] == 'name' then name = v
-    elseif g[i] == 'pending' then pending = v
-    elseif g[i] == 'lag' and v then lag = v
-    elseif g[i] == 'last-delivered-id' then delivered = v end
-  end
+for _, line in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local g = fields(line)
+  local name, pending, lag, delivered = g['name'] or '', g['pending'] or -1, g['lag'] or -1, g['last-delivered-id']
   if delivered and (not idLess(delivered, last) or not newest or not idLess(delivered, newest)) then lag = 0 end
   groups[#groups+1] = {name, pending, lag}
 end
@@ -393,13 +401,9 @@ func toInt(v any) int64 {
 
 // healthScript reports whether KEYS[1] exists and has consumer group ARGV[1]:
 // {exists, hasGroup} as 0/1.
-var healthScript = redis.NewScript("#!lua flags=no-writes\n" + `
+var healthScript = redis.NewScript("#!lua flags=no-writes\n" + luaXInfo + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0} end
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  for i = 1, #g, 2 do
-    if g[i] == 'name' and g[i+1] == ARGV[1] then return {1, 1} end
-  end
-end
+if groupInfo(KEYS[1], ARGV[1]) then return {1, 1} end
 return {1, 0}
 `)
 

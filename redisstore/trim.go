@@ -69,12 +69,12 @@ func (l *Log) TrimmedTo(ctx context.Context) (string, error) {
 // entry before its first one when a build without the record trimmed it
 // (it has an archive), else events.ZeroID.
 func (l *Log) legacyTrimmedTo(ctx context.Context) (string, error) {
-	info, err := l.rdb.XInfoStream(ctx, l.key).Result()
+	info, found, err := streamInfo(ctx, l.rdb, l.key)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such key") {
-			return events.ZeroID, nil
-		}
 		return "", fmt.Errorf("trim point of %s: %w", l.key, err)
+	}
+	if !found {
+		return events.ZeroID, nil
 	}
 	if info.EntriesAdded <= info.Length {
 		return events.ZeroID, nil
@@ -149,12 +149,12 @@ func (l *Log) recordTrim(ctx context.Context, to events.ID) error {
 // (deleted by hand, or skipped by a repair): how many (-1 when it cannot be
 // told) and the highest of them ("" when none).
 func (l *Log) Gaps(ctx context.Context) (deleted int64, maxDeleted string, err error) {
-	info, err := l.rdb.XInfoStream(ctx, l.key).Result()
+	info, found, err := streamInfo(ctx, l.rdb, l.key)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such key") {
-			return 0, "", nil
-		}
 		return 0, "", fmt.Errorf("gaps of %s: %w", l.key, err)
+	}
+	if !found {
+		return 0, "", nil
 	}
 	to, err := l.TrimmedTo(ctx)
 	if err != nil {

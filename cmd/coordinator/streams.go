@@ -65,9 +65,7 @@ func seconds(d time.Duration) *float64 {
 }
 
 func (a streamReader) Messages(ctx context.Context, key string, q httpapi.MessagesQuery) (httpapi.StreamPage, error) {
-	msgs, more, cut, err := a.s.Messages(ctx, key, redisstore.MessagesQuery{
-		Forward: q.Forward, Cursor: q.Cursor, Limit: q.Limit, Peek: q.Peek, MaxBytes: q.MaxBytes, MaxRecordBytes: q.MaxRecordBytes,
-	})
+	msgs, more, cut, err := a.s.Messages(ctx, key, q)
 	if err != nil {
 		return httpapi.StreamPage{}, err
 	}

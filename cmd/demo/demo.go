@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -206,32 +204,12 @@ func (d *demo) createGroup(ctx context.Context, shards int) error {
 
 // startMember starts the member process and narrates its events.
 func (d *demo) startMember() error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = memberEnv(d.coordURL, d.o.adminUser, d.o.adminPassword, d.redisURL, d.o.prefix, d.o.group, "worker", d.o.concurrency, d.consumedKey, d.memberLease)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if d.memberProc, err = startProcess("member", cmd); err != nil {
+	env := memberEnv(d.coordURL, d.o.adminUser, d.o.adminPassword, d.redisURL, d.o.prefix, d.o.group, "worker", d.o.concurrency, d.consumedKey, d.memberLease)
+	var err error
+	if d.memberProc, d.memberDone, err = startMemberProcess("member", env, d.narrateMember); err != nil {
 		return err
 	}
 	d.memberIDs = member.MemberIDs("worker", d.o.concurrency)
-	d.memberDone = make(chan struct{})
-	go func() {
-		defer close(d.memberDone)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var e memberEvent
-			if json.Unmarshal(sc.Bytes(), &e) == nil {
-				d.narrateMember(e)
-			}
-		}
-	}()
 	d.say("member", "started a member process (pid %d) using client/member with concurrency %d: logical members %s",
 		d.memberProc.Cmd.Process.Pid, d.o.concurrency, strings.Join(d.memberIDs, ", "))
 	return nil
@@ -385,13 +363,22 @@ func (d *demo) load(ctx context.Context, every time.Duration, batch func(n int))
 	}()
 }
 
-func (d *demo) stopProducers() {
+// stopLoading ends the load goroutines (load) and waits for them; false
+// when none run.
+func (d *demo) stopLoading() bool {
 	if d.stopLoad == nil {
-		return
+		return false
 	}
 	close(d.stopLoad)
 	d.loadDone.Wait()
 	d.stopLoad = nil
+	return true
+}
+
+func (d *demo) stopProducers() {
+	if !d.stopLoading() {
+		return
+	}
 	d.pubMu.Lock()
 	n, errs := len(d.published), len(d.pubErrs)
 	d.pubMu.Unlock()

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +44,38 @@ func memberEnv(coordinatorURL, user, password, redisURL, prefix, group, base str
 		"RSC_DEMO_REDIS="+redisURL, "RSC_DEMO_PREFIX="+prefix,
 		"RSC_DEMO_GROUP="+group, "RSC_DEMO_BASE="+base, "RSC_DEMO_CONCURRENCY="+strconv.Itoa(concurrency),
 		"RSC_DEMO_CONSUMED="+consumedKey)
+}
+
+// startMemberProcess starts this program again as a member process with env
+// (memberEnv's) and passes each event it prints to narrate, on a goroutine
+// of its own; done is closed once the process's stdout ends.
+func startMemberProcess(label string, env []string, narrate func(memberEvent)) (p *process, done chan struct{}, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if p, err = startProcess(label, cmd); err != nil {
+		return nil, nil, err
+	}
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var e memberEvent
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				narrate(e)
+			}
+		}
+	}()
+	return p, done, nil
 }
 
 // runMember is the member process: Listen until SIGTERM, then leave.

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,33 +211,13 @@ func (d *demo) runOrdered(ctx context.Context) error {
 // startSideMember starts a group's member process with the sequence
 // recording handler, and narrates its events.
 func (d *demo) startSideMember(s *side) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(memberEnv(d.coordURL, d.o.adminUser, d.o.adminPassword, d.redisURL, s.prefix, d.o.group, s.base, d.o.concurrency, d.consumedKey, d.memberLease),
+	env := append(memberEnv(d.coordURL, d.o.adminUser, d.o.adminPassword, d.redisURL, s.prefix, d.o.group, s.base, d.o.concurrency, d.consumedKey, d.memberLease),
 		"RSC_DEMO_CHECK="+string(s.ns))
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if s.proc, err = startProcess(s.label+" member", cmd); err != nil {
+	var err error
+	if s.proc, s.procDone, err = startMemberProcess(s.label+" member", env, func(e memberEvent) { d.narrateSide(s, e) }); err != nil {
 		return err
 	}
 	s.members = member.MemberIDs(s.base, d.o.concurrency)
-	s.procDone = make(chan struct{})
-	go func() {
-		defer close(s.procDone)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var e memberEvent
-			if json.Unmarshal(sc.Bytes(), &e) == nil {
-				d.narrateSide(s, e)
-			}
-		}
-	}()
 	d.say("member", "%s group: member process (pid %d), logical members %s", s.label, s.proc.Cmd.Process.Pid, strings.Join(s.members, ", "))
 	return nil
 }
@@ -326,12 +302,9 @@ func (d *demo) startSideProducers(ctx context.Context) error {
 }
 
 func (d *demo) stopSideProducers() {
-	if d.stopLoad == nil {
+	if !d.stopLoading() {
 		return
 	}
-	close(d.stopLoad)
-	d.loadDone.Wait()
-	d.stopLoad = nil
 	for _, s := range d.sides {
 		d.say("producers", "%s group: stopped, %d messages published (%d publish calls failed, retried with the same sequence numbers)", s.label, s.published(), s.pubErrs)
 	}

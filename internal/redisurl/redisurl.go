@@ -135,14 +135,16 @@ func (f TLSFiles) empty() bool { return f.CA == "" && f.Cert == "" && f.Key == "
 
 // New parses rawURL and returns its client, with the TLS files applied to a
 // rediss URL. Files given for a URL without TLS are an error: the operator
-// meant TLS and would otherwise talk in the clear.
+// meant TLS and would otherwise talk in the clear. An error begins with the
+// URL, its credentials redacted (the message of both client.NewRedis and
+// redisstore.NewClient).
 func New(rawURL string, files TLSFiles) (redis.UniversalClient, error) {
 	cfg, err := Parse(rawURL)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = cfg.ApplyTLSFiles(files)
 	}
-	if err := cfg.ApplyTLSFiles(files); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Redact(rawURL), err)
 	}
 	return cfg.NewClient(), nil
 }
