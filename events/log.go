@@ -61,7 +61,15 @@ func ParseID(s string) (ID, error) {
 }
 
 func (id ID) String() string {
-	return strconv.FormatUint(id.Ms, 10) + "-" + strconv.FormatUint(id.Seq, 10)
+	var buf [41]byte
+	return string(id.Append(buf[:0]))
+}
+
+// Append appends the id's text (String) to b.
+func (id ID) Append(b []byte) []byte {
+	b = strconv.AppendUint(b, id.Ms, 10)
+	b = append(b, '-')
+	return strconv.AppendUint(b, id.Seq, 10)
 }
 
 // Less orders ids as Redis does.

@@ -55,13 +55,13 @@ func TestMemberIDsOf(t *testing.T) {
 		{&events.MembersPruned{MemberIDs: []string{"a", "b"}}, []string{"a", "b"}},
 	} {
 		named[tc.ev.EventType()] = true
-		if got := memberIDsOf(tc.ev); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+		if got := memberIDsOf(tc.ev, new([1]string)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("memberIDsOf(%s) = %q, want %q", tc.ev.EventType(), got, tc.want)
 		}
 	}
 	for _, name := range events.Types() {
-		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev) != nil {
-			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev))
+		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev, new([1]string)) != nil {
+			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev, new([1]string)))
 		}
 	}
 }
