@@ -44,7 +44,7 @@ func (s *State) apply(rec events.Record) {
 	case g != nil && old == nil:
 		s.groups[k] = g
 		s.order = append(s.order, k)
-	case g != nil:
+	case g != old: // most folds change the group in place
 		s.groups[k] = g
 	}
 }

@@ -2,6 +2,8 @@ package projection
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/rscoord/rsc/events"
@@ -62,6 +64,36 @@ func TestMemberIDsOf(t *testing.T) {
 	for _, name := range events.Types() {
 		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev, new([1]string)) != nil {
 			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev, new([1]string)))
+		}
+	}
+}
+
+// TestUnionIsTheSortedSetOfBoth: union merges a sorted set with sorted values
+// and sorts unsorted ones; either way it is the sorted, de-duplicated set of
+// both.
+func TestUnionIsTheSortedSetOfBoth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	values := func(sorted bool) []int {
+		out := make([]int, rng.IntN(6))
+		for i := range out {
+			out[i] = rng.IntN(8)
+		}
+		if sorted {
+			out = SortedInts(out)
+		}
+		return out
+	}
+	for i := 0; i < 2000; i++ {
+		set, more := values(true), values(i%3 != 0)
+		if i%7 == 0 {
+			set = values(false) // a set that is not one: union still sorts
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(set), more...))))
+		if len(more) == 0 {
+			want = set
+		}
+		if got := union(set, more...); !slices.Equal(got, want) {
+			t.Fatalf("union(%v, %v) = %v, want %v", set, more, got, want)
 		}
 	}
 }

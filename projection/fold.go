@@ -271,8 +271,21 @@ func newFoldIndexes() *foldIndexes {
 // without an index answers its questions by scanning, so a reader meanwhile is
 // answered right.
 func (ix *foldIndexes) suspend(groups map[GroupKey]*Group, recs []events.Record) {
+	// Counted by runs of records of one group (a decision's records are
+	// of one group), so the map is not asked once per record.
+	var run GroupKey
+	n := 0
 	for _, rec := range recs {
-		ix.events[KeyOf(rec)]++
+		if k := KeyOf(rec); n == 0 || k != run {
+			if n > 0 {
+				ix.events[run] += n
+			}
+			run, n = k, 0
+		}
+		n++
+	}
+	if n > 0 {
+		ix.events[run] += n
 	}
 	for k, n := range ix.events {
 		if g := groups[k]; g != nil && g.ix != nil && 2*n >= len(g.members)+len(g.targets) {
