@@ -65,6 +65,15 @@ func (id ID) String() string {
 	return string(id.Append(buf[:0]))
 }
 
+// IsIDText reports whether s, which ParseID reads, is the text String gives
+// its id (both parts, neither with a leading zero), as Redis writes ids: a
+// caller holding s need not make that text again.
+func IsIDText(s string) bool {
+	ms, seq, ok := strings.Cut(s, "-")
+	plain := func(part string) bool { return part == "0" || part != "" && part[0] != '0' }
+	return ok && plain(ms) && plain(seq)
+}
+
 // Append appends the id's text (String) to b.
 func (id ID) Append(b []byte) []byte {
 	b = strconv.AppendUint(b, id.Ms, 10)

@@ -185,11 +185,10 @@ func (s *State) applyLocked(rec events.Record) error {
 	s.apply(rec)
 	// rec.ID itself when it is already id's text (as Redis writes ids): no
 	// copy per record.
-	var buf [41]byte
-	if text := id.Append(buf[:0]); string(text) == rec.ID {
+	if events.IsIDText(rec.ID) {
 		s.lastID = rec.ID
 	} else {
-		s.lastID = string(text)
+		s.lastID = id.String()
 	}
 	s.pos, s.posOf = id, s.lastID
 	s.applied++
