@@ -97,3 +97,36 @@ func TestUnionIsTheSortedSetOfBoth(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutDropsEveryValue: without keeps the set's order and drops every
+// value given, few (scanned) or many, sorted or not (binary search).
+func TestWithoutDropsEveryValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 2000; i++ {
+		set := make([]int, rng.IntN(40))
+		for j := range set {
+			set[j] = rng.IntN(48)
+		}
+		set = SortedInts(set)
+		drop := make([]int, rng.IntN(20))
+		for j := range drop {
+			drop[j] = rng.IntN(48)
+		}
+		if i%2 == 0 {
+			slices.Sort(drop)
+		}
+		var want []int
+		for _, v := range set {
+			if !slices.Contains(drop, v) {
+				want = append(want, v)
+			}
+		}
+		got := without(set, drop...)
+		if len(drop) == 0 || len(set) == 0 {
+			want = set
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("without(%v, %v) = %v, want %v", set, drop, got, want)
+		}
+	}
+}

@@ -129,14 +129,25 @@ func union(set []int, more ...int) []int {
 	return out
 }
 
-// without is the sorted set minus the values.
+// without is the sorted set minus the values (looked up by binary search
+// when they are many: a retirement drops every shard of a range).
 func without(set []int, drop ...int) []int {
 	if len(drop) == 0 || len(set) == 0 {
 		return set
 	}
+	dropped := func(v int) bool { return containsInt(drop, v) }
+	if len(drop) > 8 {
+		if !slices.IsSorted(drop) {
+			drop = slices.Sorted(slices.Values(drop))
+		}
+		dropped = func(v int) bool {
+			_, found := slices.BinarySearch(drop, v)
+			return found
+		}
+	}
 	out := make([]int, 0, len(set))
 	for _, v := range set {
-		if !containsInt(drop, v) {
+		if !dropped(v) {
 			out = append(out, v)
 		}
 	}
