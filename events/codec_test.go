@@ -658,6 +658,9 @@ func TestParseID(t *testing.T) {
 			if s := got.String(); s != tc.wantStr {
 				t.Errorf("String() = %q, want %q", s, tc.wantStr)
 			}
+			if is := events.IsIDText(tc.in); is != (tc.in == tc.wantStr) {
+				t.Errorf("IsIDText(%q) = %v, want %v", tc.in, is, !is)
+			}
 		})
 	}
 }

@@ -61,7 +61,24 @@ func ParseID(s string) (ID, error) {
 }
 
 func (id ID) String() string {
-	return strconv.FormatUint(id.Ms, 10) + "-" + strconv.FormatUint(id.Seq, 10)
+	var buf [41]byte
+	return string(id.Append(buf[:0]))
+}
+
+// IsIDText reports whether s, which ParseID reads, is the text String gives
+// its id (both parts, neither with a leading zero), as Redis writes ids: a
+// caller holding s need not make that text again.
+func IsIDText(s string) bool {
+	ms, seq, ok := strings.Cut(s, "-")
+	plain := func(part string) bool { return part == "0" || part != "" && part[0] != '0' }
+	return ok && plain(ms) && plain(seq)
+}
+
+// Append appends the id's text (String) to b.
+func (id ID) Append(b []byte) []byte {
+	b = strconv.AppendUint(b, id.Ms, 10)
+	b = append(b, '-')
+	return strconv.AppendUint(b, id.Seq, 10)
 }
 
 // Less orders ids as Redis does.

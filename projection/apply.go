@@ -30,8 +30,12 @@ func (s *State) apply(rec events.Record) {
 	if touchesStream(rec) {
 		s.streams[rec.StreamPrefix] = foldStream(s.streams[rec.StreamPrefix], rec, old)
 	}
-	d := beforeFold(old, rec)
-	g := foldGroup(old, k, rec)
+	f := groupFolds[rec.Event.EventType()]
+	var one [1]string
+	ids := f.memberIDs(rec.Event, &one)
+	var was [1]counted
+	d := beforeFold(old, ids, was[:0])
+	g := f.group(old, k, rec, ids)
 	s.principals.settle(old, g, d)
 	switch {
 	case g == nil && old != nil:
@@ -40,7 +44,7 @@ func (s *State) apply(rec events.Record) {
 	case g != nil && old == nil:
 		s.groups[k] = g
 		s.order = append(s.order, k)
-	case g != nil:
+	case g != old: // most folds change the group in place
 		s.groups[k] = g
 	}
 }
@@ -56,6 +60,13 @@ func KeyOf(rec events.Record) GroupKey {
 // group.deleted or for events of an unknown group).
 func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 	f := groupFolds[rec.Event.EventType()]
+	var one [1]string
+	return f.group(g, k, rec, f.memberIDs(rec.Event, &one))
+}
+
+// group is foldGroup with the record's fold and member ids (memberIDs)
+// looked up.
+func (f groupFold) group(g *Group, k GroupKey, rec events.Record, ids []string) *Group {
 	if f.whole {
 		return f.fold(g, k, rec)
 	}
@@ -64,8 +75,8 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 		return nil
 	}
 	g.UpdatedAt = rec.Time
-	ids := memberIDsOf(rec.Event)
-	was := liveness(g, ids)
+	var buf [1]bool
+	was := liveness(g, ids, buf[:0])
 	defer func() {
 		settle(g)
 		noteEmpty(g, rec.Time, ids, was)
@@ -77,13 +88,23 @@ func foldGroup(g *Group, k GroupKey, rec events.Record) *Group {
 }
 
 // memberIDsOf lists the members a record may change the record of: the
-// member events name them (registerMembers). Every other event leaves member
-// records alone (assignment events change targets, resharding events shard
-// counts), except group.created and group.deleted, which start and end every
-// record of the group (apply handles those whole).
-func memberIDsOf(ev events.Event) []string {
-	if ids := groupFolds[ev.EventType()].members; ids != nil {
-		return ids(ev)
+// member events name them (registerMember, registerMembers). Every other
+// event leaves member records alone (assignment events change targets,
+// resharding events shard counts), except group.created and group.deleted,
+// which start and end every record of the group (apply handles those
+// whole). An event of one member is listed in one, which the list shares.
+func memberIDsOf(ev events.Event, one *[1]string) []string {
+	return groupFolds[ev.EventType()].memberIDs(ev, one)
+}
+
+// memberIDs is memberIDsOf for an event of this fold's type.
+func (f groupFold) memberIDs(ev events.Event, one *[1]string) []string {
+	switch {
+	case f.member != nil:
+		one[0] = f.member(ev)
+		return one[:]
+	case f.members != nil:
+		return f.members(ev)
 	}
 	return nil
 }
@@ -91,7 +112,11 @@ func memberIDsOf(ev events.Event) []string {
 // groupFold is how records of one event type change their group.
 type groupFold struct {
 	fold func(g *Group, k GroupKey, rec events.Record) *Group
-	// members lists the members whose records the event changes (nil: none).
+	// member is the one member whose record the event changes, members
+	// lists them for an event of several (both nil: none). The fold of
+	// every record asks, so an event of one member names it without
+	// allocating a list.
+	member  func(events.Event) string
 	members func(events.Event) []string
 	// whole: fold is called for a group the state does not have too (g nil),
 	// and the group's bookkeeping (its update time, its liveness, settle)
@@ -153,12 +178,29 @@ func registerMembers[T any, E interface {
 	*T
 	events.Event
 }](ids func(ev E) []string) {
+	addMembers[T, E](func(f *groupFold) { f.members = func(ev events.Event) []string { return ids(ev.(E)) } })
+}
+
+// registerMember is registerMembers for an event of one member.
+func registerMember[T any, E interface {
+	*T
+	events.Event
+}](id func(ev E) string) {
+	addMembers[T, E](func(f *groupFold) { f.member = func(ev events.Event) string { return id(ev.(E)) } })
+}
+
+// addMembers sets, with set, the members of the fold registered for events
+// of type *T.
+func addMembers[T any, E interface {
+	*T
+	events.Event
+}](set func(f *groupFold)) {
 	name := E(new(T)).EventType()
 	f, ok := groupFolds[name]
-	if !ok || f.members != nil {
+	if !ok || f.members != nil || f.member != nil {
 		panic(fmt.Sprintf("projection: members of event type %q registered without its fold, or twice", name))
 	}
-	f.members = func(ev events.Event) []string { return ids(ev.(E)) }
+	set(&f)
 	groupFolds[name] = f
 }
 
@@ -169,15 +211,14 @@ func registerFold(name string, f groupFold) {
 	groupFolds[name] = f
 }
 
-// liveness is, for each member id, whether it is live.
-func liveness(g *Group, ids []string) []bool {
+// liveness appends to out, for each member id, whether it is live.
+func liveness(g *Group, ids []string, out []bool) []bool {
 	if len(ids) == 0 {
 		return nil
 	}
-	out := make([]bool, len(ids))
-	for i, id := range ids {
+	for _, id := range ids {
 		m := g.Member(id)
-		out[i] = m != nil && m.Live()
+		out = append(out, m != nil && m.Live())
 	}
 	return out
 }

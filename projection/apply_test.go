@@ -2,6 +2,8 @@ package projection
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/rscoord/rsc/events"
@@ -55,13 +57,76 @@ func TestMemberIDsOf(t *testing.T) {
 		{&events.MembersPruned{MemberIDs: []string{"a", "b"}}, []string{"a", "b"}},
 	} {
 		named[tc.ev.EventType()] = true
-		if got := memberIDsOf(tc.ev); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+		if got := memberIDsOf(tc.ev, new([1]string)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("memberIDsOf(%s) = %q, want %q", tc.ev.EventType(), got, tc.want)
 		}
 	}
 	for _, name := range events.Types() {
-		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev) != nil {
-			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev))
+		if ev, _ := events.New(name); !named[name] && memberIDsOf(ev, new([1]string)) != nil {
+			t.Errorf("memberIDsOf(%s) = %q, want none", name, memberIDsOf(ev, new([1]string)))
+		}
+	}
+}
+
+// TestUnionIsTheSortedSetOfBoth: union merges a sorted set with sorted values
+// and sorts unsorted ones; either way it is the sorted, de-duplicated set of
+// both.
+func TestUnionIsTheSortedSetOfBoth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	values := func(sorted bool) []int {
+		out := make([]int, rng.IntN(6))
+		for i := range out {
+			out[i] = rng.IntN(8)
+		}
+		if sorted {
+			out = SortedInts(out)
+		}
+		return out
+	}
+	for i := 0; i < 2000; i++ {
+		set, more := values(true), values(i%3 != 0)
+		if i%7 == 0 {
+			set = values(false) // a set that is not one: union still sorts
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(set), more...))))
+		if len(more) == 0 {
+			want = set
+		}
+		if got := union(set, more...); !slices.Equal(got, want) {
+			t.Fatalf("union(%v, %v) = %v, want %v", set, more, got, want)
+		}
+	}
+}
+
+// TestWithoutDropsEveryValue: without keeps the set's order and drops every
+// value given, few (scanned) or many, sorted or not (binary search).
+func TestWithoutDropsEveryValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 2000; i++ {
+		set := make([]int, rng.IntN(40))
+		for j := range set {
+			set[j] = rng.IntN(48)
+		}
+		set = SortedInts(set)
+		drop := make([]int, rng.IntN(20))
+		for j := range drop {
+			drop[j] = rng.IntN(48)
+		}
+		if i%2 == 0 {
+			slices.Sort(drop)
+		}
+		var want []int
+		for _, v := range set {
+			if !slices.Contains(drop, v) {
+				want = append(want, v)
+			}
+		}
+		got := without(set, drop...)
+		if len(drop) == 0 || len(set) == 0 {
+			want = set
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("without(%v, %v) = %v, want %v", set, drop, got, want)
 		}
 	}
 }

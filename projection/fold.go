@@ -77,6 +77,10 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 
 	pages := make(chan foldPage, 2)
 	batches := make(chan foldBatch, 2)
+	// spent brings the pages of records the applier is done with back to
+	// the decoder, which decodes the next entries into them: a fold makes
+	// a few pages of records, not one per page.
+	spent := make(chan []events.Record, cap(batches)+2)
 	start := st.LastID()
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -145,7 +149,12 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 				send(foldBatch{err: p.err})
 				return
 			}
-			recs := make([]events.Record, 0, len(p.entries))
+			var recs []events.Record
+			select {
+			case recs = <-spent:
+			default:
+				recs = make([]events.Record, 0, len(p.entries))
+			}
 			for _, e := range p.entries {
 				rec, err := events.Decode(e.ID, e.Data)
 				if r, ok := rec.Event.(*events.LogRestored); err == nil && ok && r.RestoredFrom != prev {
@@ -171,7 +180,7 @@ func Fold(ctx context.Context, log events.Log, st *State, o FoldOptions) (int, e
 			}
 		}
 	}()
-	n, err := applyBatches(st, batches, o)
+	n, err := applyBatches(st, batches, spent, o)
 	cancel()
 	for range batches { // let the decoder end
 	}
@@ -193,8 +202,8 @@ type foldBatch struct {
 }
 
 // applyBatches applies decoded pages in order; it takes the state's lock once
-// per page.
-func applyBatches(st *State, batches <-chan foldBatch, o FoldOptions) (int, error) {
+// per page, and hands each page it applied, emptied, to spent.
+func applyBatches(st *State, batches <-chan foldBatch, spent chan<- []events.Record, o FoldOptions) (int, error) {
 	n := 0
 	ix := newFoldIndexes()
 	defer func() {
@@ -210,6 +219,11 @@ func applyBatches(st *State, batches <-chan foldBatch, o FoldOptions) (int, erro
 		n += applied
 		if err != nil {
 			return n, err
+		}
+		clear(b.recs) // the state keeps what the records hold, not the page
+		select {
+		case spent <- b.recs[:0]:
+		default:
 		}
 	}
 	return n, nil
@@ -271,8 +285,21 @@ func newFoldIndexes() *foldIndexes {
 // without an index answers its questions by scanning, so a reader meanwhile is
 // answered right.
 func (ix *foldIndexes) suspend(groups map[GroupKey]*Group, recs []events.Record) {
+	// Counted by runs of records of one group (a decision's records are
+	// of one group), so the map is not asked once per record.
+	var run GroupKey
+	n := 0
 	for _, rec := range recs {
-		ix.events[KeyOf(rec)]++
+		if k := KeyOf(rec); n == 0 || k != run {
+			if n > 0 {
+				ix.events[run] += n
+			}
+			run, n = k, 0
+		}
+		n++
+	}
+	if n > 0 {
+		ix.events[run] += n
 	}
 	for k, n := range ix.events {
 		if g := groups[k]; g != nil && g.ix != nil && 2*n >= len(g.members)+len(g.targets) {

@@ -1,7 +1,5 @@
 package projection
 
-import "github.com/rscoord/rsc/events"
-
 // What each principal holds across every group, for the quotas per
 // principal (commands/quota.go): the member records that take part
 // (Member.Active) by the principal that joined them. The State keeps the
@@ -37,28 +35,40 @@ func countMembers(counts map[string]int, g *Group, sign int) {
 // totals: taken before the fold (the fold changes the group in place), then
 // settled with the group after it.
 type principalDelta struct {
-	ids    []string
-	before []*Member // copies: the fold changes members in place
+	ids []string // distinct
+	// before is, for each of ids, what its record counted for before the
+	// fold (nil for a group the state did not have).
+	before []counted
 }
 
-func beforeFold(g *Group, rec events.Record) principalDelta {
-	var d principalDelta
-	seen := map[string]bool{}
-	for _, id := range memberIDsOf(rec.Event) {
-		if !seen[id] {
-			seen[id] = true
-			d.ids = append(d.ids, id)
+// counted is what a member record counts for: its principal, when it counts
+// (activeOf).
+type counted struct {
+	principal string
+	ok        bool
+}
+
+// beforeFold takes the delta of a record that changes the members ids of g
+// (memberIDsOf) before it is folded; the counts are appended to buf.
+func beforeFold(g *Group, ids []string, buf []counted) principalDelta {
+	d := principalDelta{ids: ids}
+	if len(ids) > 1 {
+		d.ids = make([]string, 0, len(ids))
+		seen := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				d.ids = append(d.ids, id)
+			}
 		}
 	}
 	if g == nil {
 		return d
 	}
-	d.before = make([]*Member, len(d.ids))
-	for i, id := range d.ids {
-		if m := g.Member(id); m != nil {
-			c := *m
-			d.before[i] = &c
-		}
+	d.before = buf
+	for _, id := range d.ids {
+		p, ok := activeOf(g.Member(id))
+		d.before = append(d.before, counted{p, ok})
 	}
 	return d
 }
@@ -78,12 +88,8 @@ func (c principalCounts) settle(old, g *Group, d principalDelta) {
 	if g == nil {
 		return
 	}
-	for i := range d.ids {
-		var was *Member
-		if d.before != nil {
-			was = d.before[i]
-		}
-		if p, ok := activeOf(was); ok {
+	for _, was := range d.before {
+		if p := was.principal; was.ok {
 			c[p]--
 			if c[p] == 0 {
 				delete(c, p)

@@ -183,7 +183,13 @@ func (s *State) applyLocked(rec events.Record) error {
 		return fmt.Errorf("apply %s: out of order, last applied is %s", rec.ID, s.lastID)
 	}
 	s.apply(rec)
-	s.lastID = id.String()
+	// rec.ID itself when it is already id's text (as Redis writes ids): no
+	// copy per record.
+	if events.IsIDText(rec.ID) {
+		s.lastID = rec.ID
+	} else {
+		s.lastID = id.String()
+	}
 	s.pos, s.posOf = id, s.lastID
 	s.applied++
 	return nil

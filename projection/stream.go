@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,22 +95,59 @@ func containsSorted(s []int, v int) bool {
 	return i < len(s) && s[i] == v
 }
 
-// union is the sorted union of a sorted set and more values.
+// union is the sorted union of a sorted set and more values: merged when
+// both are sorted (more is a shard range, as it mostly is), else sorted whole.
 func union(set []int, more ...int) []int {
 	if len(more) == 0 {
 		return set
 	}
-	return SortedInts(append(cloneInts(set), more...))
+	if !slices.IsSorted(set) || !slices.IsSorted(more) {
+		return SortedInts(append(cloneInts(set), more...))
+	}
+	out := make([]int, 0, len(set)+len(more))
+	put := func(v int) {
+		if len(out) == 0 || out[len(out)-1] != v {
+			out = append(out, v)
+		}
+	}
+	i, j := 0, 0
+	for i < len(set) && j < len(more) {
+		if set[i] <= more[j] {
+			put(set[i])
+			i++
+		} else {
+			put(more[j])
+			j++
+		}
+	}
+	for _, v := range set[i:] {
+		put(v)
+	}
+	for _, v := range more[j:] {
+		put(v)
+	}
+	return out
 }
 
-// without is the sorted set minus the values.
+// without is the sorted set minus the values (looked up by binary search
+// when they are many: a retirement drops every shard of a range).
 func without(set []int, drop ...int) []int {
 	if len(drop) == 0 || len(set) == 0 {
 		return set
 	}
+	dropped := func(v int) bool { return containsInt(drop, v) }
+	if len(drop) > 8 {
+		if !slices.IsSorted(drop) {
+			drop = slices.Sorted(slices.Values(drop))
+		}
+		dropped = func(v int) bool {
+			_, found := slices.BinarySearch(drop, v)
+			return found
+		}
+	}
 	out := make([]int, 0, len(set))
 	for _, v := range set {
-		if !containsInt(drop, v) {
+		if !dropped(v) {
 			out = append(out, v)
 		}
 	}
