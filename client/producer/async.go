@@ -27,8 +27,9 @@ var ErrClosed = errors.New("producer: the async publisher is closed")
 type AsyncConfig struct {
 	// Linger is how long the first message of a batch waits for others
 	// before the batch is sent, when no batch is in flight (0:
-	// DefaultLinger; negative: no wait). Messages accepted while a batch is
-	// in flight wait for it in any case and go in the next one.
+	// DefaultLinger; negative: no wait), unless Flush or a Future.Wait of
+	// one of its messages sends it sooner. Messages accepted while a batch
+	// is in flight wait for it in any case and go in the next one.
 	Linger time.Duration
 	// MaxBatch bounds the messages of one batch (0: DefaultMaxBatch).
 	MaxBatch int
@@ -72,6 +73,8 @@ type Future struct {
 	msg  Message
 	res  Result
 	done chan struct{}
+	a    *Async
+	seq  int64 // the Async's accepted count with this message
 }
 
 // Done is closed once the message is written or has failed.
@@ -79,8 +82,19 @@ func (f *Future) Done() <-chan struct{} { return f.done }
 
 // Wait waits for the message's outcome: its Result (Err set on failure, as
 // in PublishBatch results) and that error; or ctx's error, the message still
-// in flight.
+// in flight. A message still lingering is sent at once, with what was
+// accepted before it (as Flush would): whoever waits for a result wants it
+// now, and a publisher that publishes and then waits would otherwise pay
+// the linger on every batch.
 func (f *Future) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-f.done:
+		return f.res, f.res.Err
+	default:
+	}
+	if f.a != nil {
+		f.a.hurry(f.seq)
+	}
 	select {
 	case <-f.done:
 		return f.res, f.res.Err
@@ -140,7 +154,7 @@ func (a *Async) Publish(ctx context.Context, partitionKey string, fields map[str
 			return nil, ErrClosed
 		}
 	}
-	f := &Future{msg: Message{PartitionKey: partitionKey, Fields: fields}, done: make(chan struct{})}
+	f := &Future{msg: Message{PartitionKey: partitionKey, Fields: fields}, done: make(chan struct{}), a: a}
 	a.mu.Lock()
 	if a.closing {
 		a.mu.Unlock()
@@ -149,6 +163,7 @@ func (a *Async) Publish(ctx context.Context, partitionKey string, fields map[str
 	}
 	a.buf = append(a.buf, f)
 	a.accepted++
+	f.seq = a.accepted
 	wake := len(a.buf) == 1 || len(a.buf) >= a.cfg.MaxBatch
 	if len(a.buf) == 1 {
 		a.firstAt = time.Now()
@@ -165,10 +180,23 @@ func (a *Async) Publish(ctx context.Context, partitionKey string, fields map[str
 func (a *Async) Flush(ctx context.Context) error {
 	a.mu.Lock()
 	target := a.accepted
-	a.urgent = max(a.urgent, target)
 	a.mu.Unlock()
-	a.wake()
+	a.hurry(target)
 	return a.waitFinished(ctx, target)
+}
+
+// hurry has the sender send without lingering until the first seq accepted
+// messages are completed.
+func (a *Async) hurry(seq int64) {
+	a.mu.Lock()
+	raise := a.urgent < seq
+	if raise {
+		a.urgent = seq
+	}
+	a.mu.Unlock()
+	if raise {
+		a.wake()
+	}
 }
 
 // Close stops accepting messages, sends what it holds and waits for it and

@@ -182,16 +182,17 @@ func TestAsyncLingerFlushClose(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 
-	// A lone message is sent once its linger is over, without a Flush, and
-	// not before (a lower bound: the sender cannot start it earlier).
+	// A lone message is sent once its linger is over, without a Flush (or
+	// a Wait, which would hurry it: Done is watched instead), and not before
+	// (a lower bound: the sender cannot start it earlier).
 	const linger = 200 * time.Millisecond
 	b := p.Async(producer.AsyncConfig{Linger: linger})
 	start := time.Now()
 	f, _ := b.Publish(ctx, "g", fields(7))
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := f.Wait(wctx); err != nil {
-		t.Fatal(err)
+	select {
+	case <-f.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone message was not written within 10s of its linger")
 	}
 	if took := time.Since(start); took < linger {
 		t.Fatalf("a lone message was written after %s, before its linger of %s", took, linger)
@@ -200,6 +201,45 @@ func TestAsyncLingerFlushClose(t *testing.T) {
 	// Bad messages are refused at once.
 	if _, err := b.Publish(ctx, "h", nil); !errors.Is(err, producer.ErrNoFields) {
 		t.Fatalf("no fields: %v", err)
+	}
+}
+
+// A Wait sends its message's batch without waiting for the linger, with
+// every message accepted before it, as Flush does.
+func TestAsyncWaitHurriesItsBatch(t *testing.T) {
+	fx := setup(t, 1, 4, 4)
+	p := fx.producer(t, nil)
+	ctx := context.Background()
+	a := p.Async(producer.AsyncConfig{Linger: time.Hour})
+	defer closeAsync(t, a)
+	var fs []*producer.Future
+	for i := 0; i < 5; i++ {
+		f, err := a.Publish(ctx, "k"+strconv.Itoa(i), fields(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// The third message's Wait: the first three (at least) go now.
+	if res, err := fs[2].Wait(wctx); err != nil || res.ID == "" {
+		t.Fatalf("Wait of a lingering message: %+v, %v (an hour's linger was not cut short)", res, err)
+	}
+	for _, f := range fs[:3] {
+		select {
+		case <-f.Done():
+		default:
+			t.Fatal("a message accepted before the waited one is still lingering")
+		}
+	}
+	for _, f := range fs {
+		if _, err := f.Wait(wctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := a.Stats(); st.Messages != 5 {
+		t.Fatalf("stats %+v: want 5 messages", st)
 	}
 }
 
