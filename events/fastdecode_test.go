@@ -81,7 +81,7 @@ func assertSameDecode(tb testing.TB, data []byte) {
 }
 
 func errorKind(err error) error {
-	for _, kind := range []error{events.ErrCorrupt, events.ErrUnknownType, events.ErrUnsupportedSchema} {
+	for _, kind := range []error{events.ErrCorrupt, events.ErrUnknownType, events.ErrUnsupportedSchema, events.ErrOutOfBounds} {
 		if errors.Is(err, kind) {
 			return kind
 		}

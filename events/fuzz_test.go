@@ -52,8 +52,8 @@ func FuzzDecode(f *testing.F) {
 			if de.ID != id {
 				t.Fatalf("DecodeError.ID = %q, want %q", de.ID, id)
 			}
-			if !errors.Is(err, events.ErrCorrupt) && !errors.Is(err, events.ErrUnknownType) && !errors.Is(err, events.ErrUnsupportedSchema) {
-				t.Fatalf("error %v wraps none of ErrCorrupt, ErrUnknownType, ErrUnsupportedSchema", err)
+			if !errors.Is(err, events.ErrCorrupt) && !errors.Is(err, events.ErrUnknownType) && !errors.Is(err, events.ErrUnsupportedSchema) && !errors.Is(err, events.ErrOutOfBounds) {
+				t.Fatalf("error %v wraps none of ErrCorrupt, ErrUnknownType, ErrUnsupportedSchema, ErrOutOfBounds", err)
 			}
 			return
 		}
