@@ -16,9 +16,14 @@ import (
 
 // Timings of a test Sentinel set: a primary that does not answer for
 // sentinelDownAfter is down, and a failover that stalls is retried after
-// twice sentinelFailoverTimeout.
+// twice sentinelFailoverTimeout. At 1 s a loaded machine (the engine matrix
+// runs two engines' suites at once under -race) starved a just-promoted
+// primary long enough for the sentinels to fail over again on their own,
+// losing what it had acknowledged and not yet replicated (a CI run of
+// TestIntegrationSentinelFailoverMidResharding on Valkey 8.1); 2 s costs a
+// second per deliberate kill.
 const (
-	sentinelDownAfter       = 1000 * time.Millisecond
+	sentinelDownAfter       = 2000 * time.Millisecond
 	sentinelFailoverTimeout = 3000 * time.Millisecond
 	sentinelStartTimeout    = 30 * time.Second
 	sentinelFailoverWait    = 90 * time.Second // a loaded machine can put sentinels in TILT mode for 30 s
@@ -203,7 +208,7 @@ func (ss *SentinelSet) Restart(tb testing.TB, n *Server) {
 }
 
 // waitSettledOnAny waits until the set is at rest on primary, or on the node
-// the sentinels moved to instead: with down-after-milliseconds at a second,
+// the sentinels moved to instead: with down-after-milliseconds of seconds,
 // a loaded machine can make a primary that was just promoted look down to
 // them, and they fail over again (to the node just restarted, once its link
 // is up). The set then still has a primary and a replica, which is what a
